@@ -1,0 +1,283 @@
+//! Parsing of `#[tool(...)]` and of `#[arg(...)]` on parameters.
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::Parser;
+use syn::{Expr, ExprLit, Lit, LitStr};
+
+use crate::ctxt::Ctxt;
+
+/// What `#[tool(...)]` says.
+#[derive(Default)]
+pub(crate) struct ToolAttr {
+    pub(crate) name: Option<LitStr>,
+    pub(crate) description_ru: Option<LitStr>,
+    pub(crate) description_en: Option<LitStr>,
+    pub(crate) read_only: Option<Span>,
+    pub(crate) destructive: Option<Span>,
+    pub(crate) idempotent: bool,
+    pub(crate) open_world: bool,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) rename_all: Option<(String, Span)>,
+    pub(crate) krate: Option<syn::Path>,
+}
+
+const TOOL_KEYS: &str = "name, description_ru, description_en, read_only, destructive, idempotent, open_world, timeout, rename_all, crate";
+
+/// Parses the attribute, recording every mistake in `cx`.
+pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
+    let mut out = ToolAttr::default();
+    let parser = syn::meta::parser(|meta| {
+        let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
+            cx.error_spanned_by(
+                &meta.path,
+                format!("unknown attribute key; expected one of: {TOOL_KEYS}"),
+            );
+            return skip_value(&meta);
+        };
+        let seen = |cx: &mut Ctxt, already: bool| {
+            if already {
+                cx.error_spanned_by(&meta.path, format!("`{ident}` is given twice"));
+            }
+        };
+        match ident.as_str() {
+            "name" => {
+                seen(cx, out.name.is_some());
+                out.name = string_value(cx, &meta)?;
+            }
+            "description_ru" => {
+                seen(cx, out.description_ru.is_some());
+                out.description_ru = string_value(cx, &meta)?;
+            }
+            "description_en" => {
+                seen(cx, out.description_en.is_some());
+                out.description_en = string_value(cx, &meta)?;
+            }
+            "read_only" | "destructive" | "idempotent" | "open_world" => {
+                let on = flag_value(cx, &meta)?;
+                let span = meta.path.get_ident().map(|i| i.span());
+                match ident.as_str() {
+                    "read_only" => out.read_only = if on { span } else { None },
+                    "destructive" => out.destructive = if on { span } else { None },
+                    "idempotent" => out.idempotent = on,
+                    _ => out.open_world = on,
+                }
+            }
+            "timeout" => {
+                seen(cx, out.timeout_ms.is_some());
+                if let Some(lit) = string_value(cx, &meta)? {
+                    match parse_duration_ms(&lit.value()) {
+                        Ok(ms) => out.timeout_ms = Some(ms),
+                        Err(why) => cx.error_spanned_by(
+                            &lit,
+                            format!("invalid timeout {:?}: {why}", lit.value()),
+                        ),
+                    }
+                }
+            }
+            "rename_all" => {
+                if let Some(lit) = string_value(cx, &meta)? {
+                    if crate::names::rename(&lit.value(), "x").is_none() {
+                        cx.error_spanned_by(
+                            &lit,
+                            format!(
+                                "unknown rename_all rule {:?}; expected one of: {}",
+                                lit.value(),
+                                crate::names::RULES
+                            ),
+                        );
+                    } else {
+                        out.rename_all = Some((lit.value(), lit.span()));
+                    }
+                }
+            }
+            "crate" => {
+                if let Some(lit) = string_value(cx, &meta)? {
+                    match lit.parse::<syn::Path>() {
+                        Ok(p) => out.krate = Some(p),
+                        Err(_) => {
+                            cx.error_spanned_by(&lit, "`crate` must be a path such as \"::klaw\"")
+                        }
+                    }
+                }
+            }
+            other => {
+                let hint = closest(other, TOOL_KEYS);
+                cx.error_spanned_by(
+                    &meta.path,
+                    format!("unknown attribute key `{other}`{hint}; expected one of: {TOOL_KEYS}"),
+                );
+                return skip_value(&meta);
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = parser.parse2(tokens) {
+        cx.syn_error(e);
+    }
+    out
+}
+
+/// What `#[arg(...)]` says about a parameter.
+#[derive(Default)]
+pub(crate) struct ArgAttr {
+    pub(crate) rename: Option<LitStr>,
+    pub(crate) aliases: Vec<LitStr>,
+    pub(crate) default: Option<Expr>,
+    pub(crate) description_ru: Option<LitStr>,
+    pub(crate) description_en: Option<LitStr>,
+    pub(crate) schemars: bool,
+    /// The span of the first `#[arg]`, for "not allowed here" errors.
+    pub(crate) span: Option<Span>,
+}
+
+const ARG_KEYS: &str = "rename, alias, default, description_ru, description_en, schemars";
+
+/// Parses one `#[arg(...)]` into `out`.
+pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) {
+    out.span.get_or_insert_with(|| {
+        use syn::spanned::Spanned;
+        attr.span()
+    });
+    let result = attr.parse_nested_meta(|meta| {
+        let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
+            cx.error_spanned_by(
+                &meta.path,
+                format!("unknown `arg` key; expected one of: {ARG_KEYS}"),
+            );
+            return skip_value(&meta);
+        };
+        match ident.as_str() {
+            "rename" => {
+                if out.rename.is_some() {
+                    cx.error_spanned_by(&meta.path, "`rename` is given twice");
+                }
+                out.rename = string_value(cx, &meta)?;
+            }
+            "alias" => {
+                if let Some(a) = string_value(cx, &meta)? {
+                    out.aliases.push(a);
+                }
+            }
+            "default" => {
+                if out.default.is_some() {
+                    cx.error_spanned_by(&meta.path, "`default` is given twice");
+                }
+                out.default = Some(meta.value()?.parse()?);
+            }
+            "description_ru" => out.description_ru = string_value(cx, &meta)?,
+            "description_en" => out.description_en = string_value(cx, &meta)?,
+            "schemars" => out.schemars = flag_value(cx, &meta)?,
+            other => {
+                let hint = closest(other, ARG_KEYS);
+                cx.error_spanned_by(
+                    &meta.path,
+                    format!("unknown `arg` key `{other}`{hint}; expected one of: {ARG_KEYS}"),
+                );
+                return skip_value(&meta);
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        cx.syn_error(e);
+    }
+}
+
+fn skip_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        let _: Expr = meta.value()?.parse()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _content;
+        syn::parenthesized!(_content in meta.input);
+        let _: TokenStream = _content.parse()?;
+    }
+    Ok(())
+}
+
+fn string_value(
+    cx: &mut Ctxt,
+    meta: &syn::meta::ParseNestedMeta<'_>,
+) -> syn::Result<Option<LitStr>> {
+    let key = meta
+        .path
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    if !meta.input.peek(syn::Token![=]) {
+        cx.error_spanned_by(
+            &meta.path,
+            format!("`{key}` needs a value: `{key} = \"...\"`"),
+        );
+        return skip_value(meta).map(|()| None);
+    }
+    let expr: Expr = meta.value()?.parse()?;
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(Some(s)),
+        other => {
+            cx.error_spanned_by(&other, format!("`{key}` must be a string literal"));
+            Ok(None)
+        }
+    }
+}
+
+fn flag_value(cx: &mut Ctxt, meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<bool> {
+    if !meta.input.peek(syn::Token![=]) {
+        return Ok(true);
+    }
+    let expr: Expr = meta.value()?.parse()?;
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(b), ..
+        }) => Ok(b.value),
+        other => {
+            cx.error_spanned_by(&other, "expected `true` or `false` (or the bare flag)");
+            Ok(false)
+        }
+    }
+}
+
+/// Parses `"30s"`, `"500ms"`, `"2m"`, `"1h"` into milliseconds.
+pub(crate) fn parse_duration_ms(s: &str) -> Result<u64, &'static str> {
+    const HINT: &str = "expected a whole number followed by ms, s, m or h, e.g. \"30s\"";
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or(HINT)?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| HINT)?;
+    let factor = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(HINT),
+    };
+    let ms = n.checked_mul(factor).ok_or("the timeout is too large")?;
+    if ms == 0 {
+        return Err("the timeout must be greater than zero");
+    }
+    Ok(ms)
+}
+
+/// `; did you mean `x`?` when one of the comma-separated `keys` is close to `got`.
+fn closest(got: &str, keys: &str) -> String {
+    keys.split(", ")
+        .filter(|k| edit_distance(got, k) <= 2 || (got.len() > 3 && k.contains(got)))
+        .min_by_key(|k| edit_distance(got, k))
+        .map(|k| format!("; did you mean `{k}`?"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

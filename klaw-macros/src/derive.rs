@@ -1,0 +1,195 @@
+//! `#[derive(ToolSchema)]`: a compile-time schema for a struct or a unit-only enum,
+//! following the type's serde attributes so the schema and the JSON agree.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Data, DeriveInput, Fields, LitStr};
+
+use crate::ctxt::Ctxt;
+use crate::krate;
+use crate::names::{RULES, doc_text, rename};
+
+#[derive(Default)]
+struct SerdeAttrs {
+    rename: Option<String>,
+    rename_all: Option<String>,
+    default: bool,
+    skip: bool,
+    flatten: bool,
+    description_en: Option<String>,
+    krate: Option<syn::Path>,
+}
+
+fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> SerdeAttrs {
+    let mut out = SerdeAttrs::default();
+    for attr in attrs {
+        let is_serde = attr.path().is_ident("serde");
+        let is_schema = attr.path().is_ident("schema");
+        if !is_serde && !is_schema {
+            continue;
+        }
+        let r = attr.parse_nested_meta(|meta| {
+            let key = meta
+                .path
+                .get_ident()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            match (is_schema, key.as_str()) {
+                (false, "rename") if meta.input.peek(syn::Token![=]) => {
+                    out.rename = Some(meta.value()?.parse::<LitStr>()?.value());
+                }
+                (false, "rename_all") if meta.input.peek(syn::Token![=]) => {
+                    let lit: LitStr = meta.value()?.parse()?;
+                    if rename(&lit.value(), "x").is_none() {
+                        cx.error_spanned_by(
+                            &lit,
+                            format!("unknown rename_all rule; expected one of: {RULES}"),
+                        );
+                    }
+                    out.rename_all = Some(lit.value());
+                }
+                (false, "default") => {
+                    out.default = true;
+                    skip_rest(&meta)?;
+                }
+                (false, "skip" | "skip_deserializing") => out.skip = true,
+                (false, "flatten") => out.flatten = true,
+                (true, "description_en") => {
+                    out.description_en = Some(meta.value()?.parse::<LitStr>()?.value())
+                }
+                (true, "crate") => out.krate = Some(meta.value()?.parse::<LitStr>()?.parse()?),
+                (true, other) => {
+                    cx.error_spanned_by(
+                        &meta.path,
+                        format!("unknown `schema` key `{other}`; expected description_en or crate"),
+                    );
+                    skip_rest(&meta)?;
+                }
+                // Other serde keys do not change the schema.
+                (false, _) => skip_rest(&meta)?,
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            cx.syn_error(e);
+        }
+    }
+    out
+}
+
+fn skip_rest(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        let _: syn::Expr = meta.value()?.parse()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _content;
+        syn::parenthesized!(_content in meta.input);
+        let _: TokenStream = _content.parse()?;
+    }
+    Ok(())
+}
+
+/// Generates `impl ToolSchema for T`.
+pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
+    let mut cx = Ctxt::default();
+    let container = serde_attrs(&mut cx, &input.attrs);
+    if !input.generics.params.is_empty() {
+        cx.error_spanned_by(
+            &input.generics,
+            "ToolSchema cannot be derived for a generic type: the schema is fixed at compile time",
+        );
+    }
+    let root = krate::root(container.krate.as_ref());
+    let p = quote!(#root::__private);
+    let ident = &input.ident;
+    let rule = container.rename_all.as_deref();
+    let schema = match &input.data {
+        Data::Struct(s) => {
+            let Fields::Named(named) = &s.fields else {
+                cx.error_spanned_by(
+                    &input.ident,
+                    "ToolSchema needs a struct with named fields (the schema is a JSON object)",
+                );
+                return cx.check().map(|()| TokenStream::new());
+            };
+            let mut props = Vec::new();
+            for f in &named.named {
+                let a = serde_attrs(&mut cx, &f.attrs);
+                if a.flatten {
+                    cx.error_spanned_by(f, "#[serde(flatten)] is not supported by ToolSchema");
+                }
+                if a.skip {
+                    continue;
+                }
+                let Some(fid) = &f.ident else { continue };
+                let raw = fid.to_string();
+                let raw = raw.strip_prefix("r#").unwrap_or(&raw).to_owned();
+                let name = a
+                    .rename
+                    .clone()
+                    .or_else(|| rule.and_then(|r| rename(r, &raw)))
+                    .unwrap_or(raw);
+                let ty = &f.ty;
+                let ru = doc_text(&f.attrs).unwrap_or_default();
+                let en = a.description_en.unwrap_or_default();
+                let has_default = a.default || container.default;
+                let required = if has_default {
+                    quote!(false)
+                } else {
+                    quote_spanned!(ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL)
+                };
+                let schema = quote_spanned!(ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA);
+                props.push(quote! {
+                    #p::Property {
+                        name: #name,
+                        aliases: &[],
+                        schema: #schema,
+                        required: #required,
+                        description: #p::Description::new(#ru, #en),
+                        default: ::core::option::Option::None,
+                    }
+                });
+            }
+            quote!(#p::Schema::Object(&#p::ObjectSchema { properties: &[#(#props),*] }))
+        }
+        Data::Enum(e) => {
+            let mut variants = Vec::new();
+            for v in &e.variants {
+                if !matches!(v.fields, Fields::Unit) {
+                    cx.error_spanned_by(
+                        v,
+                        "ToolSchema can be derived for enums whose variants have no fields (they become a string enum)",
+                    );
+                    continue;
+                }
+                let a = serde_attrs(&mut cx, &v.attrs);
+                if a.skip {
+                    continue;
+                }
+                let raw = v.ident.to_string();
+                let value = a
+                    .rename
+                    .clone()
+                    .or_else(|| rule.and_then(|r| rename(r, &raw)))
+                    .unwrap_or(raw);
+                let ru = doc_text(&v.attrs).unwrap_or_default();
+                let en = a.description_en.unwrap_or_default();
+                variants.push(quote! {
+                    #p::EnumVariant { value: #value, description: #p::Description::new(#ru, #en) }
+                });
+            }
+            quote!(#p::Schema::Enum(&[#(#variants),*]))
+        }
+        Data::Union(u) => {
+            cx.error_spanned_by(u.union_token, "ToolSchema cannot be derived for a union");
+            quote!(#p::Schema::Any)
+        }
+    };
+    cx.check()?;
+    Ok(quote! {
+        #[automatically_derived]
+        impl #p::ToolSchema for #ident {
+            const SCHEMA: #p::Schema = #schema;
+        }
+    })
+}

@@ -1,0 +1,35 @@
+//! Finds the path generated code uses to reach the framework, as the user's
+//! Cargo.toml names it.
+
+use proc_macro_crate::{FoundCrate, crate_name};
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+
+/// `::klaw_tools`, `::klaw`, or the renamed name of either; an explicit
+/// `crate = "..."` wins.
+pub(crate) fn root(explicit: Option<&syn::Path>) -> TokenStream {
+    if let Some(p) = explicit {
+        return quote!(#p);
+    }
+    for (package, lib) in [("klaw-tools", "klaw_tools"), ("klaw", "klaw")] {
+        match crate_name(package) {
+            Ok(FoundCrate::Itself) => {
+                let id = syn::Ident::new(lib, Span::call_site());
+                return quote!(::#id);
+            }
+            Ok(FoundCrate::Name(n)) => {
+                let id = syn::Ident::new(&n, Span::call_site());
+                return quote!(::#id);
+            }
+            Err(_) => {}
+        }
+    }
+    quote!(::klaw)
+}
+
+/// The same path as a string, for `#[serde(crate = "...")]`.
+pub(crate) fn serde_path(root: &TokenStream) -> String {
+    let mut s = root.to_string();
+    s.retain(|c| !c.is_whitespace());
+    format!("{s}::__private::serde")
+}

@@ -1,0 +1,405 @@
+//! [`ToolContext`] and the extractors that inject parts of it into tool functions.
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ToolError;
+
+/// Limits every tool obeys. Filled from `engine.json` by the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest file a tool may write, in bytes (`maxFileSizeBytes`, default 1 MiB).
+    pub max_file_size_bytes: u64,
+    /// Time limit of a tool that declares none (`toolTimeoutSeconds`, default 120 s).
+    pub tool_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_file_size_bytes: 1_048_576,
+            tool_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Limits {
+    /// Sets the largest file size a tool may write.
+    #[must_use]
+    pub fn with_max_file_size_bytes(mut self, bytes: u64) -> Self {
+        self.max_file_size_bytes = bytes;
+        self
+    }
+
+    /// Sets the default tool timeout.
+    #[must_use]
+    pub fn with_tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = timeout;
+        self
+    }
+}
+
+/// Engine-wide settings a tool may read: time zone and language.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// IANA time zone name (`timezone` in engine.json), e.g. `Europe/Moscow`.
+    pub timezone: String,
+    /// Language of descriptions and messages (`ru` or `en`).
+    pub language: crate::Lang,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            timezone: "UTC".into(),
+            language: crate::Lang::Ru,
+        }
+    }
+}
+
+impl Settings {
+    /// Settings with the given time zone and language.
+    pub fn new(timezone: impl Into<String>, language: crate::Lang) -> Self {
+        Self {
+            timezone: timezone.into(),
+            language,
+        }
+    }
+}
+
+/// Who is calling: the channel and chat a request came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Caller {
+    /// Channel name (`console`, `telegram`, `mcp`, `cli`, ...).
+    pub channel: String,
+    /// Chat id within the channel, when there is one.
+    pub chat_id: Option<String>,
+}
+
+impl Caller {
+    /// A caller on `channel`, optionally in a chat.
+    pub fn new(channel: impl Into<String>, chat_id: Option<String>) -> Self {
+        Self {
+            channel: channel.into(),
+            chat_id,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    workspace: PathBuf,
+    data_dir: PathBuf,
+    limits: Limits,
+    settings: Settings,
+    services: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+/// Everything a tool call may use besides its arguments.
+///
+/// Cheap to clone: the shared part sits behind an `Arc`; the caller and the
+/// cancellation token are per call.
+///
+/// ```
+/// use klaw_tools::{Limits, ToolContext};
+/// struct Db;
+/// let ctx = ToolContext::builder()
+///     .workspace("/tmp/ws")
+///     .limits(Limits::default())
+///     .service(Db)
+///     .build();
+/// assert!(ctx.service::<Db>().is_some());
+/// ```
+#[derive(Clone, Default)]
+pub struct ToolContext {
+    shared: Arc<Shared>,
+    caller: Caller,
+    cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("workspace", &self.shared.workspace)
+            .field("data_dir", &self.shared.data_dir)
+            .field("limits", &self.shared.limits)
+            .field("settings", &self.shared.settings)
+            .field("services", &self.shared.services.len())
+            .field("caller", &self.caller)
+            .finish()
+    }
+}
+
+impl ToolContext {
+    /// Starts building a context.
+    pub fn builder() -> ToolContextBuilder {
+        ToolContextBuilder::default()
+    }
+
+    /// The workspace directory (the agent's files).
+    pub fn workspace(&self) -> &Path {
+        &self.shared.workspace
+    }
+
+    /// The data directory (databases, core memory, models).
+    pub fn data_dir(&self) -> &Path {
+        &self.shared.data_dir
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    /// The engine settings.
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    /// The caller of this call.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The cancellation token of this call.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// A registered service of type `T`.
+    pub fn service<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.shared
+            .services
+            .get(&TypeId::of::<T>())
+            .and_then(|s| Arc::clone(s).downcast::<T>().ok())
+    }
+
+    /// The same context for another caller.
+    #[must_use]
+    pub fn with_caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// The same context with another cancellation token.
+    #[must_use]
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+}
+
+/// Builds a [`ToolContext`].
+#[derive(Default)]
+pub struct ToolContextBuilder {
+    shared: Shared,
+    caller: Caller,
+}
+
+impl ToolContextBuilder {
+    /// Sets the workspace directory.
+    #[must_use]
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.shared.workspace = dir.into();
+        self
+    }
+
+    /// Sets the data directory.
+    #[must_use]
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.shared.data_dir = dir.into();
+        self
+    }
+
+    /// Sets the limits.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.shared.limits = limits;
+        self
+    }
+
+    /// Sets the engine settings.
+    #[must_use]
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.shared.settings = settings;
+        self
+    }
+
+    /// Sets the default caller.
+    #[must_use]
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// Adds a typed service that tools reach with [`State<T>`].
+    #[must_use]
+    pub fn service<T: Send + Sync + 'static>(self, service: T) -> Self {
+        self.service_arc(Arc::new(service))
+    }
+
+    /// Adds a typed service already in an `Arc`.
+    #[must_use]
+    pub fn service_arc<T: Send + Sync + 'static>(mut self, service: Arc<T>) -> Self {
+        self.shared.services.insert(TypeId::of::<T>(), service);
+        self
+    }
+
+    /// Finishes the context.
+    pub fn build(self) -> ToolContext {
+        ToolContext {
+            shared: Arc::new(self.shared),
+            caller: self.caller,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// A value a tool function can take from the [`ToolContext`] instead of from its
+/// arguments, like an axum extractor. Such parameters do not appear in the schema.
+///
+/// Built in: [`ToolContext`], [`Workspace`], [`DataDir`], [`Limits`], [`Settings`],
+/// [`Caller`], [`Cancel`] and [`State<T>`]. Implement it for your own types and mark
+/// the parameter `#[ctx]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be taken from the tool context",
+    label = "not a context extractor",
+    note = "extractors are ToolContext, Workspace, DataDir, Limits, Settings, Caller, Cancel and State<T>; implement FromToolContext for your own",
+    note = "if this is meant to be an argument from the model, remove #[ctx]"
+)]
+pub trait FromToolContext: Sized {
+    /// Takes the value out of the context, or says why it cannot.
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError>;
+}
+
+impl FromToolContext for ToolContext {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(ctx.clone())
+    }
+}
+
+impl FromToolContext for Limits {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(ctx.limits().clone())
+    }
+}
+
+impl FromToolContext for Settings {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(ctx.settings().clone())
+    }
+}
+
+impl FromToolContext for Caller {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(ctx.caller().clone())
+    }
+}
+
+/// The workspace directory, injected into a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace(PathBuf);
+
+impl Workspace {
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl FromToolContext for Workspace {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        if ctx.workspace().as_os_str().is_empty() {
+            return Err(ToolError::unavailable("no workspace is configured"));
+        }
+        Ok(Workspace(ctx.workspace().to_path_buf()))
+    }
+}
+
+/// The engine's data directory, injected into a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDir(PathBuf);
+
+impl DataDir {
+    /// The data directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl FromToolContext for DataDir {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        if ctx.data_dir().as_os_str().is_empty() {
+            return Err(ToolError::unavailable("no data directory is configured"));
+        }
+        Ok(DataDir(ctx.data_dir().to_path_buf()))
+    }
+}
+
+/// The cancellation token of the current call, injected into a tool.
+#[derive(Debug, Clone)]
+pub struct Cancel(pub CancellationToken);
+
+impl FromToolContext for Cancel {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(Cancel(ctx.cancellation().clone()))
+    }
+}
+
+/// A typed service registered with [`ToolContextBuilder::service`].
+///
+/// A tool that takes `State<MyDb>` fails with "unavailable" when no `MyDb` was
+/// registered, instead of panicking.
+#[derive(Debug)]
+pub struct State<T>(pub Arc<T>);
+
+impl<T> Clone for State<T> {
+    fn clone(&self) -> Self {
+        State(Arc::clone(&self.0))
+    }
+}
+
+impl<T> std::ops::Deref for State<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Send + Sync + 'static> FromToolContext for State<T> {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        ctx.service::<T>().map(State).ok_or_else(|| {
+            ToolError::unavailable(format!(
+                "service `{}` is not available in this engine",
+                type_name::<T>()
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_service_is_unavailable_not_a_panic() {
+        let ctx = ToolContext::builder().build();
+        let err = State::<String>::from_ctx(&ctx).unwrap_err();
+        assert_eq!(err.kind(), &crate::ErrorKind::Unavailable);
+        assert!(Workspace::from_ctx(&ctx).is_err());
+    }
+
+    #[test]
+    fn services_are_found_by_type() {
+        let ctx = ToolContext::builder().service(42_u32).build();
+        assert_eq!(*State::<u32>::from_ctx(&ctx).unwrap(), 42);
+    }
+}

@@ -1,0 +1,246 @@
+//! [`ToolError`]: every way a tool call can fail, told to the model as a tool result.
+
+use std::fmt;
+
+/// What kind of failure a [`ToolError`] is. Callers branch on it; clients see its
+/// [`code`](ErrorKind::code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The arguments do not match the tool's schema; `pointer` is the JSON pointer of the
+    /// offending value (`""` for the whole arguments object).
+    InvalidArguments {
+        /// JSON pointer of the offending value, e.g. `/topK`.
+        pointer: String,
+    },
+    /// No tool has the requested name.
+    UnknownTool,
+    /// The tool refused: the target is outside what it may touch.
+    AccessDenied,
+    /// What the tool was asked about does not exist.
+    NotFound,
+    /// The tool ran past its time limit and was stopped.
+    Timeout,
+    /// The tool, or something it needs, is not available right now.
+    Unavailable,
+    /// The call was cancelled by the caller.
+    Cancelled,
+    /// Anything else: the tool ran and failed.
+    Failed,
+}
+
+impl ErrorKind {
+    /// A stable snake_case code for this kind (`invalid_arguments`, `timeout`, ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArguments { .. } => "invalid_arguments",
+            ErrorKind::UnknownTool => "unknown_tool",
+            ErrorKind::AccessDenied => "access_denied",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Failed => "failed",
+        }
+    }
+}
+
+/// A failed tool call.
+///
+/// It carries a [`kind`](ToolError::kind), a `message` written for the model (what went
+/// wrong and how to do better) and an optional `detail` for the operator's log (an OS
+/// error, a backtrace-worthy cause) that the model never sees.
+///
+/// ```
+/// use klaw_tools::ToolError;
+/// let e = ToolError::not_found("no such note: todo.md").with_detail("ENOENT");
+/// assert!(e.is_not_found());
+/// assert_eq!(e.to_string(), "no such note: todo.md");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    kind: ErrorKind,
+    message: String,
+    detail: Option<String>,
+    tool: Option<String>,
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl ToolError {
+    /// An error of any kind.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            detail: None,
+            tool: None,
+        }
+    }
+
+    /// The arguments are wrong at `pointer` (a JSON pointer such as `/path`).
+    pub fn invalid_arguments(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(
+            ErrorKind::InvalidArguments {
+                pointer: pointer.into(),
+            },
+            message,
+        )
+    }
+
+    /// No tool is called `name`.
+    pub fn unknown_tool(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::UnknownTool, message)
+    }
+
+    /// The request reaches outside what the tool may touch.
+    pub fn access_denied(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::AccessDenied, message)
+    }
+
+    /// The thing asked about does not exist.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// The call ran out of time.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Timeout, message)
+    }
+
+    /// A service the tool needs is missing or down.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    /// The call was cancelled.
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Cancelled, message)
+    }
+
+    /// The tool failed.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Failed, message)
+    }
+
+    /// Adds detail for the operator (logged, never shown to the model).
+    #[must_use]
+    pub fn with_detail(mut self, detail: impl fmt::Display) -> Self {
+        self.detail = Some(detail.to_string());
+        self
+    }
+
+    /// Records which tool failed (the registry does this).
+    #[must_use]
+    pub fn with_tool(mut self, tool: impl Into<String>) -> Self {
+        self.tool = Some(tool.into());
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The message for the model.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Detail for the operator, if any.
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+
+    /// The tool that failed, when known.
+    pub fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
+    /// The JSON pointer of the bad argument, for invalid arguments.
+    pub fn pointer(&self) -> Option<&str> {
+        match &self.kind {
+            ErrorKind::InvalidArguments { pointer } => Some(pointer),
+            _ => None,
+        }
+    }
+
+    /// True for [`ErrorKind::InvalidArguments`].
+    pub fn is_invalid_arguments(&self) -> bool {
+        matches!(self.kind, ErrorKind::InvalidArguments { .. })
+    }
+    /// True for [`ErrorKind::UnknownTool`].
+    pub fn is_unknown_tool(&self) -> bool {
+        self.kind == ErrorKind::UnknownTool
+    }
+    /// True for [`ErrorKind::AccessDenied`].
+    pub fn is_access_denied(&self) -> bool {
+        self.kind == ErrorKind::AccessDenied
+    }
+    /// True for [`ErrorKind::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        self.kind == ErrorKind::NotFound
+    }
+    /// True for [`ErrorKind::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    /// The text a model receives as the tool result: `Error [code]: message`.
+    pub fn to_model_text(&self) -> String {
+        format!("Error [{}]: {}", self.kind.code(), self.message)
+    }
+
+    /// A JSON form for clients and logs: `{"error": code, "message", "pointer"?}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"error": self.kind.code(), "message": self.message});
+        if let Some(p) = self.pointer() {
+            v["pointer"] = p.into();
+        }
+        v
+    }
+}
+
+impl From<std::io::Error> for ToolError {
+    /// Maps an I/O error to the closest kind; the OS text goes to the detail.
+    fn from(e: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let (kind, msg) = match e.kind() {
+            K::NotFound => (ErrorKind::NotFound, "not found"),
+            K::PermissionDenied => (ErrorKind::AccessDenied, "permission denied"),
+            K::TimedOut => (ErrorKind::Timeout, "timed out"),
+            _ => (ErrorKind::Failed, "I/O error"),
+        };
+        ToolError::new(kind, format!("{msg}: {e}")).with_detail(format!("{e:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_text_names_the_kind() {
+        let e = ToolError::invalid_arguments("/topK", "/topK: expected integer, got string");
+        assert_eq!(
+            e.to_model_text(),
+            "Error [invalid_arguments]: /topK: expected integer, got string"
+        );
+        assert_eq!(e.pointer(), Some("/topK"));
+        assert_eq!(e.to_json()["pointer"], "/topK");
+    }
+
+    #[test]
+    fn io_errors_map_to_kinds() {
+        let e: ToolError = std::io::Error::from(std::io::ErrorKind::NotFound).into();
+        assert!(e.is_not_found());
+        let e: ToolError = std::io::Error::from(std::io::ErrorKind::PermissionDenied).into();
+        assert!(e.is_access_denied());
+    }
+}

@@ -1,0 +1,104 @@
+//! # klaw-tools
+//!
+//! The core of Klaw: one attribute turns an async fn into a tool an LLM agent can call.
+//!
+//! ```
+//! use klaw_tools::{ToolError, tool};
+//!
+//! /// Greets someone.
+//! #[tool(name = "greet", description_ru = "Приветствует человека по имени", read_only)]
+//! async fn greet(
+//!     /// Имя
+//!     name: String,
+//! ) -> Result<String, ToolError> {
+//!     Ok(format!("Привет, {name}!"))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let registry = klaw_tools::ToolRegistry::collect().unwrap();
+//! let ctx = klaw_tools::ToolContext::builder().build();
+//! let out = registry.execute(&ctx, "greet", r#"{"name": "Аня"}"#).await.unwrap();
+//! assert_eq!(out.text(), "Привет, Аня!");
+//! # }
+//! ```
+//!
+//! The pieces: [`Tool`] (a spec and a call), [`ToolRegistry`] (collects every
+//! `#[tool]` through `inventory`, validates, renders definitions per [`Format`],
+//! dispatches), [`ToolContext`] and its extractors ([`Workspace`], [`State`], ...), and
+//! [`ToolError`]. Built-in tool groups are cargo features.
+
+extern crate self as klaw_tools;
+
+mod context;
+mod error;
+mod events;
+mod registry;
+mod render;
+mod schema;
+mod tool;
+mod validate;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub mod tools;
+
+pub use context::{
+    Caller, Cancel, DataDir, FromToolContext, Limits, Settings, State, ToolContext,
+    ToolContextBuilder, Workspace,
+};
+pub use error::{ErrorKind, ToolError};
+pub use events::{EventHook, ToolEvent};
+pub use klaw_macros::{ToolSchema, tool};
+pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry};
+pub use render::{Format, definition};
+pub use schema::{
+    Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,
+};
+pub use tool::{Annotations, FnTool, Lang, Text, Tool, ToolOutput, ToolSpec};
+pub use validate::{Violation, check_schema, validate};
+
+/// What generated code reaches; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::schema::{Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema};
+    pub use crate::tool::{Annotations, ToolRegistration};
+    pub use crate::{FromToolContext, ToolContext, ToolError, ToolOutput};
+    pub use futures_util::future::BoxFuture;
+    pub use inventory;
+    pub use schemars;
+    pub use serde;
+    pub use serde_json;
+    pub use serde_json::Value;
+
+    /// Deserializes validated arguments into the generated argument struct.
+    pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+        serde_json::from_value(args)
+            .map_err(|e| ToolError::invalid_arguments("", format!("invalid arguments: {e}")))
+    }
+
+    /// Converts a text return value.
+    pub fn text_output<T: Into<String>>(r: Result<T, ToolError>) -> Result<ToolOutput, ToolError> {
+        r.map(|t| ToolOutput::plain(t))
+    }
+
+    /// Passes a `ToolOutput` through.
+    pub fn output(r: Result<ToolOutput, ToolError>) -> Result<ToolOutput, ToolError> {
+        r
+    }
+
+    /// Converts a structured return value.
+    pub fn structured_output<T: serde::Serialize>(
+        r: Result<T, ToolError>,
+    ) -> Result<ToolOutput, ToolError> {
+        let v = r?;
+        serde_json::to_value(&v).map(ToolOutput::json).map_err(|e| {
+            ToolError::failed("the tool's result could not be serialized").with_detail(e)
+        })
+    }
+
+    /// Type check helpers: each names the bound the parameter must meet.
+    pub const fn assert_arg<T: ToolSchema + serde::de::DeserializeOwned>() {}
+    /// The extractor counterpart of [`assert_arg`].
+    pub const fn assert_ctx<T: FromToolContext>() {}
+}

@@ -1,0 +1,416 @@
+//! [`ToolRegistry`]: every tool by name, validated at start-up, rendered per client
+//! format, and the one place calls are validated and dispatched.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+
+use crate::events::{EventHook, ToolEvent};
+use crate::render::{Format, definition};
+use crate::tool::{StaticTool, ToolRegistration};
+use crate::validate::{check_schema, validate};
+use crate::{Lang, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+
+/// Why a tool cannot be registered. Names the tool, where it comes from and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tool `{tool}` ({origin}): {problem}")]
+pub struct RegistryError {
+    /// The tool's name.
+    pub tool: String,
+    /// Where it was defined.
+    pub origin: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// All the problems found while building a registry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} tool(s) failed validation:\n  {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+pub struct RegistryErrors(pub Vec<RegistryError>);
+
+/// Arguments of a call: parsed JSON, or JSON text as a model sent it.
+#[derive(Debug, Clone)]
+pub enum Args {
+    /// Already parsed.
+    Json(Value),
+    /// Raw text; an empty string means `{}`.
+    Text(String),
+}
+
+impl From<Value> for Args {
+    fn from(v: Value) -> Self {
+        Args::Json(v)
+    }
+}
+impl From<String> for Args {
+    fn from(s: String) -> Self {
+        Args::Text(s)
+    }
+}
+impl From<&str> for Args {
+    fn from(s: &str) -> Self {
+        Args::Text(s.to_owned())
+    }
+}
+
+/// The tools of an engine, sorted by name.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use klaw_tools::{ToolContext, ToolRegistry};
+/// let registry = ToolRegistry::collect().expect("built-in tools are valid");
+/// let ctx = ToolContext::builder().build();
+/// let err = registry.execute(&ctx, "curent_time", "{}").await.unwrap_err();
+/// assert!(err.is_unknown_tool());
+/// assert!(err.message().contains("current_time"));
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    hooks: Vec<Arc<dyn EventHook>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry with every `#[tool]` linked into the program, validated.
+    ///
+    /// Fails with every problem found (invalid names, duplicates, bad schemas, empty
+    /// descriptions), each naming the tool and where it is defined.
+    pub fn collect() -> Result<Self, RegistryErrors> {
+        let mut registry = Self::new();
+        let mut errors = Vec::new();
+        let mut regs: Vec<&'static ToolRegistration> =
+            inventory::iter::<ToolRegistration>().collect();
+        regs.sort_by_key(|r| (r.name, r.file, r.line));
+        for reg in regs {
+            if let Err(e) = registry.register(Arc::new(StaticTool::new(reg))) {
+                errors.push(e);
+            }
+        }
+        if errors.is_empty() {
+            Ok(registry)
+        } else {
+            for e in &errors {
+                tracing::error!(tool = %e.tool, origin = %e.origin, problem = %e.problem, "tool failed to load");
+            }
+            Err(RegistryErrors(errors))
+        }
+    }
+
+    /// Adds a tool made at run time, after the same checks as start-up.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        let err = |problem: String| RegistryError {
+            tool: spec.name.clone(),
+            origin: spec.origin.clone(),
+            problem,
+        };
+        let problems = check_spec(spec);
+        if let Some(first) = problems.into_iter().next() {
+            let e = err(first);
+            self.emit(&ToolEvent::LoadFailed {
+                tool: e.tool.clone(),
+                origin: e.origin.clone(),
+                problem: e.problem.clone(),
+            });
+            return Err(e);
+        }
+        if let Some(existing) = self.tools.get(&spec.name) {
+            let e = err(format!(
+                "the name is already taken by the tool defined at {}",
+                existing.spec().origin
+            ));
+            self.emit(&ToolEvent::LoadFailed {
+                tool: e.tool.clone(),
+                origin: e.origin.clone(),
+                problem: e.problem.clone(),
+            });
+            return Err(e);
+        }
+        self.tools.insert(spec.name.clone(), tool);
+        Ok(())
+    }
+
+    /// Removes a tool; returns it if it was there.
+    pub fn unregister(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.remove(name)
+    }
+
+    /// Adds a subscriber to tool events (executed, failed, failed to load).
+    pub fn subscribe(&mut self, hook: impl EventHook) {
+        self.hooks.push(Arc::new(hook));
+    }
+
+    /// The tool called `name`.
+    pub fn by_name(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// Every tool, sorted by name.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
+
+    /// Every tool's name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// How many tools there are.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Every tool's definition for `format` in `lang`, sorted by name.
+    pub fn definitions(&self, format: Format, lang: Lang) -> Vec<Value> {
+        self.tools
+            .values()
+            .map(|t| definition(t.spec(), format, lang))
+            .collect()
+    }
+
+    /// Validates `args` against the tool's schema and calls it.
+    ///
+    /// Never panics on what a caller sends: malformed JSON, wrong types, missing or
+    /// unknown fields, an unknown tool, a timeout and a panic inside the tool all come
+    /// back as a [`ToolError`] with a kind and a message for the model.
+    pub async fn execute(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        args: impl Into<Args>,
+    ) -> Result<ToolOutput, ToolError> {
+        let started = Instant::now();
+        let result = self.run(ctx, name, args.into()).await;
+        let elapsed = started.elapsed();
+        match &result {
+            Ok(_) => self.emit(&ToolEvent::Executed {
+                tool: name.to_owned(),
+                elapsed,
+            }),
+            Err(e) => self.emit(&ToolEvent::Failed {
+                tool: name.to_owned(),
+                elapsed,
+                error: e.clone(),
+            }),
+        }
+        result
+    }
+
+    async fn run(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        args: Args,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(tool) = self.tools.get(name) else {
+            return Err(self.unknown(name));
+        };
+        let spec = tool.spec();
+        let args = prepare(spec, args).map_err(|e| e.with_tool(name))?;
+        let timeout = spec.timeout.unwrap_or(ctx.limits().tool_timeout);
+        let call = AssertUnwindSafe(tool.call(ctx.clone(), args)).catch_unwind();
+        let cancel = ctx.cancellation().clone();
+        let outcome = tokio::select! {
+            biased;
+            r = tokio::time::timeout(timeout, call) => r,
+            () = cancel.cancelled() => return Err(ToolError::cancelled("the call was cancelled").with_tool(name)),
+        };
+        match outcome {
+            Err(_) => Err(ToolError::timeout(format!(
+                "`{name}` did not finish within {} and was stopped",
+                human(timeout)
+            ))
+            .with_tool(name)),
+            Ok(Err(panic)) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(
+                    ToolError::failed(format!("`{name}` failed with an internal error"))
+                        .with_detail(format!("panic: {what}"))
+                        .with_tool(name),
+                )
+            }
+            Ok(Ok(Err(e))) => Err(e.with_tool(name)),
+            Ok(Ok(Ok(out))) => Ok(out),
+        }
+    }
+
+    fn unknown(&self, name: &str) -> ToolError {
+        let mut close: Vec<(f64, &str)> = self
+            .names()
+            .map(|n| (strsim::jaro_winkler(&name.to_lowercase(), n), n))
+            .filter(|(score, n)| {
+                *score > 0.8 || n.contains(name) || (!n.is_empty() && name.contains(n))
+            })
+            .collect();
+        close.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let names: Vec<String> = close
+            .iter()
+            .take(3)
+            .map(|(_, n)| format!("`{n}`"))
+            .collect();
+        let hint = if names.is_empty() {
+            format!(
+                "; available tools: {}",
+                self.names().collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            format!("; did you mean {}?", names.join(" or "))
+        };
+        ToolError::unknown_tool(format!("unknown tool `{name}`{hint}"))
+    }
+
+    fn emit(&self, event: &ToolEvent) {
+        event.trace();
+        for hook in &self.hooks {
+            hook.on_event(event);
+        }
+    }
+}
+
+/// The closest of `candidates` to `name`, if any is close enough to suggest.
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .map(|c| {
+            (
+                strsim::jaro_winkler(&name.to_lowercase(), &c.to_lowercase()),
+                c,
+            )
+        })
+        .filter(|(s, _)| *s > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+fn human(d: std::time::Duration) -> String {
+    if d.as_millis() % 1000 == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Parses, de-aliases and validates a call's arguments.
+fn prepare(spec: &ToolSpec, args: Args) -> Result<Value, ToolError> {
+    let mut value = match args {
+        Args::Json(v) => v,
+        Args::Text(t) if t.trim().is_empty() => Value::Object(Default::default()),
+        Args::Text(t) => serde_json::from_str(&t).map_err(|e| {
+            ToolError::invalid_arguments("", format!("the arguments are not valid JSON: {e}"))
+        })?,
+    };
+    let Value::Object(map) = &mut value else {
+        return Err(ToolError::invalid_arguments(
+            "",
+            format!(
+                "the arguments must be a JSON object, got {}",
+                crate::validate::type_name(&value)
+            ),
+        ));
+    };
+    for (alias, canonical) in &spec.aliases {
+        if let Some(v) = map.remove(alias) {
+            if map.contains_key(canonical) {
+                return Err(ToolError::invalid_arguments(
+                    format!("/{alias}"),
+                    format!(
+                        "`{alias}` and `{canonical}` are the same argument; send only `{canonical}`"
+                    ),
+                ));
+            }
+            map.insert(canonical.clone(), v);
+        }
+    }
+    let violations = validate(&spec.input_schema, &value);
+    if let Some(first) = violations.first() {
+        let message = violations
+            .iter()
+            .map(|v| {
+                format!(
+                    "{}: {}",
+                    if v.pointer.is_empty() {
+                        "/"
+                    } else {
+                        &v.pointer
+                    },
+                    v.message
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ToolError::invalid_arguments(first.pointer.clone(), message));
+    }
+    Ok(value)
+}
+
+/// Every problem with a spec, as start-up reports them.
+pub(crate) fn check_spec(spec: &ToolSpec) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !valid_name(&spec.name) {
+        problems.push(format!(
+            "the name `{}` must match ^[a-zA-Z0-9_-]{{1,64}}$",
+            spec.name
+        ));
+    }
+    if spec.description.ru.trim().is_empty() {
+        problems.push("the Russian description is empty".into());
+    }
+    if spec
+        .description
+        .en
+        .as_deref()
+        .is_some_and(|e| e.trim().is_empty())
+    {
+        problems.push("the English description is empty".into());
+    }
+    for p in check_schema(&spec.input_schema) {
+        problems.push(format!("input schema: {p}"));
+    }
+    if let Some(out) = &spec.output_schema {
+        for p in check_schema(out) {
+            problems.push(format!("output schema: {p}"));
+        }
+    }
+    if spec.timeout.is_some_and(|t| t.is_zero()) {
+        problems.push("the timeout is zero".into());
+    }
+    problems
+}
+
+/// Tool names clients accept: `^[a-zA-Z0-9_-]{1,64}$`.
+pub(crate) fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}

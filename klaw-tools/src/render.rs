@@ -1,0 +1,363 @@
+//! Tool definitions for each client format: OpenAI (strict-mode compatible or loose),
+//! Anthropic, Gemini and MCP, in Russian or English.
+
+use serde_json::{Map, Value, json};
+
+use crate::schema::EN_KEY;
+use crate::{Lang, ToolSpec};
+
+/// The client format a tool definition is rendered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// OpenAI chat-completions `tools` entries, strict-mode compatible: every object
+    /// closed, every property required, optional ones nullable; `strict: true` whenever
+    /// the schema allows it.
+    OpenAi,
+    /// OpenAI `tools` entries with the schema as written (optional properties left out
+    /// of `required`, bounds and defaults kept), no `strict` flag.
+    OpenAiLoose,
+    /// Anthropic Messages API `tools` entries (`input_schema`).
+    Anthropic,
+    /// Gemini `functionDeclarations` entries: OpenAPI subset, `nullable` instead of type
+    /// arrays, no `additionalProperties`, `$ref` or `default`.
+    Gemini,
+    /// MCP `tools/list` entries (`inputSchema`, `outputSchema`, `annotations`).
+    Mcp,
+}
+
+impl Format {
+    /// Every format.
+    pub const ALL: [Format; 5] = [
+        Format::OpenAi,
+        Format::OpenAiLoose,
+        Format::Anthropic,
+        Format::Gemini,
+        Format::Mcp,
+    ];
+
+    /// The name used on the command line and in snapshots.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::OpenAi => "openai",
+            Format::OpenAiLoose => "openai-loose",
+            Format::Anthropic => "anthropic",
+            Format::Gemini => "gemini",
+            Format::Mcp => "mcp",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown format `{s}`: expected openai, openai-loose, anthropic, gemini or mcp"
+                )
+            })
+    }
+}
+
+/// Renders one tool's definition for `format` in `lang`.
+pub fn definition(spec: &ToolSpec, format: Format, lang: Lang) -> Value {
+    let description = spec.description.get(lang);
+    match format {
+        Format::OpenAi => {
+            let mut strict = true;
+            let params = openai_strict(&spec.input_schema, lang, &mut strict);
+            let mut function = json!({
+                "name": spec.name,
+                "description": description,
+                "parameters": params,
+            });
+            if strict {
+                function["strict"] = Value::Bool(true);
+            }
+            json!({"type": "function", "function": function})
+        }
+        Format::OpenAiLoose => json!({
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": description,
+                "parameters": plain(&spec.input_schema, lang),
+            },
+        }),
+        Format::Anthropic => json!({
+            "name": spec.name,
+            "description": description,
+            "input_schema": plain(&spec.input_schema, lang),
+        }),
+        Format::Gemini => json!({
+            "name": spec.name,
+            "description": description,
+            "parameters": gemini(&spec.input_schema, lang),
+        }),
+        Format::Mcp => {
+            let a = &spec.annotations;
+            let mut v = json!({
+                "name": spec.name,
+                "description": description,
+                "inputSchema": plain(&spec.input_schema, lang),
+                "annotations": {
+                    "readOnlyHint": a.read_only,
+                    "destructiveHint": a.destructive,
+                    "idempotentHint": a.idempotent,
+                    "openWorldHint": a.open_world,
+                },
+            });
+            if let Some(out) = &spec.output_schema {
+                v["outputSchema"] = plain(out, lang);
+            }
+            v
+        }
+    }
+}
+
+/// Picks the description in `lang` and drops Klaw's extension keys.
+fn localize(m: &mut Map<String, Value>, lang: Lang) {
+    let en = m.remove(EN_KEY);
+    if lang == Lang::En {
+        if let Some(en) = en {
+            m.insert("description".into(), en);
+        }
+    }
+    m.retain(|k, _| !k.starts_with("x-klaw-"));
+}
+
+/// Applies `f` to every sub-schema of an object schema (properties, items, anyOf...).
+fn map_children(m: &mut Map<String, Value>, f: &mut dyn FnMut(&Value) -> Value) {
+    if let Some(Value::Object(props)) = m.get_mut("properties") {
+        for v in props.values_mut() {
+            *v = f(v);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(v @ Value::Object(_)) = m.get_mut(key) {
+            *v = f(v);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(options)) = m.get_mut(key) {
+            for v in options.iter_mut() {
+                *v = f(v);
+            }
+        }
+    }
+}
+
+/// The canonical schema, localized.
+fn plain(schema: &Value, lang: Lang) -> Value {
+    let Value::Object(m) = schema else {
+        return schema.clone();
+    };
+    let mut m = m.clone();
+    localize(&mut m, lang);
+    map_children(&mut m, &mut |v| plain(v, lang));
+    Value::Object(m)
+}
+
+/// Moves `default` (and bounds, which strict mode and Gemini may not accept) into the
+/// description so the model still learns them.
+fn fold_into_description(m: &mut Map<String, Value>, keys: &[&str]) {
+    let mut notes = Vec::new();
+    for key in keys {
+        if let Some(v) = m.remove(*key) {
+            notes.push(format!("{key}: {v}"));
+        }
+    }
+    if notes.is_empty() {
+        return;
+    }
+    let note = format!("({})", notes.join(", "));
+    let text = match m.get("description").and_then(Value::as_str) {
+        Some(d) if !d.is_empty() => format!("{d} {note}"),
+        _ => note,
+    };
+    m.insert("description".into(), text.into());
+}
+
+fn openai_strict(schema: &Value, lang: Lang, strict: &mut bool) -> Value {
+    let Value::Object(m) = schema else {
+        *strict = false;
+        return schema.clone();
+    };
+    let mut m = m.clone();
+    localize(&mut m, lang);
+    fold_into_description(
+        &mut m,
+        &[
+            "default",
+            "minimum",
+            "maximum",
+            "minLength",
+            "maxLength",
+            "minItems",
+            "maxItems",
+        ],
+    );
+    if !m.contains_key("type") && !m.contains_key("anyOf") && !m.contains_key("enum") {
+        // `{}` (any value) has no strict-mode spelling.
+        *strict = false;
+    }
+    if m.get("type").and_then(Value::as_str) == Some("object") {
+        let required: Vec<String> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(Value::Object(props)) = m.get_mut("properties") {
+            for (name, v) in props.iter_mut() {
+                let mut sub = openai_strict(v, lang, strict);
+                if !required.contains(name) {
+                    sub = crate::schema::nullable(sub);
+                }
+                *v = sub;
+            }
+            let all: Vec<Value> = props.keys().map(|k| Value::String(k.clone())).collect();
+            m.insert("required".into(), Value::Array(all));
+        } else {
+            m.insert("properties".into(), json!({}));
+            m.insert("required".into(), json!([]));
+        }
+        match m.get("additionalProperties") {
+            Some(Value::Bool(false)) => {}
+            _ => {
+                *strict = false;
+                m.insert("additionalProperties".into(), Value::Bool(false));
+            }
+        }
+    }
+    for key in ["items"] {
+        if let Some(v @ Value::Object(_)) = m.get_mut(key) {
+            *v = openai_strict(v, lang, strict);
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = m.get_mut(key) {
+            for v in options.iter_mut() {
+                *v = openai_strict(v, lang, strict);
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+fn gemini(schema: &Value, lang: Lang) -> Value {
+    let Value::Object(m) = schema else {
+        return schema.clone();
+    };
+    let mut m = m.clone();
+    localize(&mut m, lang);
+    fold_into_description(&mut m, &["default"]);
+    for key in [
+        "additionalProperties",
+        "$schema",
+        "$id",
+        "title",
+        "examples",
+    ] {
+        m.remove(key);
+    }
+    if let Some(Value::Array(types)) = m.get("type").cloned() {
+        let non_null: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if non_null.len() < types.len() {
+            m.insert("nullable".into(), Value::Bool(true));
+        }
+        match non_null.as_slice() {
+            [one] => {
+                m.insert("type".into(), one.clone());
+            }
+            _ => {
+                m.remove("type");
+            }
+        }
+    }
+    if let Some(Value::Array(e)) = m.get_mut("enum") {
+        e.retain(|v| !v.is_null());
+    }
+    // `anyOf: [X, {type: null}]` becomes X with `nullable`.
+    if let Some(Value::Array(options)) = m.get("anyOf").cloned() {
+        let non_null: Vec<Value> = options
+            .iter()
+            .filter(|o| o.get("type").and_then(Value::as_str) != Some("null"))
+            .cloned()
+            .collect();
+        if non_null.len() == 1 && options.len() == 2 {
+            m.remove("anyOf");
+            if let Value::Object(inner) = gemini(&non_null[0], lang) {
+                for (k, v) in inner {
+                    m.entry(k).or_insert(v);
+                }
+            }
+            m.insert("nullable".into(), Value::Bool(true));
+            return Value::Object(m);
+        }
+    }
+    map_children(&mut m, &mut |v| gemini(v, lang));
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new(
+            "t",
+            "Тест",
+            json!({
+                "type": "object",
+                "properties": {
+                    "q": {"type": "string", "description": "Запрос", EN_KEY: "Query"},
+                    "k": {"type": "integer", "minimum": 0, "default": 10},
+                    "v": {},
+                },
+                "required": ["q"],
+                "additionalProperties": false,
+            }),
+        )
+        .with_description_en("Test")
+    }
+
+    #[test]
+    fn openai_strict_makes_optional_nullable_and_drops_strict_for_any() {
+        let d = definition(&spec(), Format::OpenAi, Lang::En);
+        let f = &d["function"];
+        assert_eq!(f["description"], "Test");
+        assert_eq!(f["parameters"]["required"], json!(["k", "q", "v"]));
+        assert_eq!(
+            f["parameters"]["properties"]["k"]["type"],
+            json!(["integer", "null"])
+        );
+        assert_eq!(
+            f["parameters"]["properties"]["k"]["description"],
+            "(default: 10, minimum: 0)"
+        );
+        assert_eq!(f["parameters"]["properties"]["q"]["description"], "Query");
+        assert!(f.get("strict").is_none(), "`v` is any-typed: {d}");
+    }
+
+    #[test]
+    fn gemini_has_no_type_arrays_or_additional_properties() {
+        let mut s = spec();
+        s.input_schema["properties"]["n"] =
+            json!({"type": ["string", "null"], "enum": ["a", null]});
+        let d = definition(&s, Format::Gemini, Lang::Ru);
+        let text = d.to_string();
+        assert!(!text.contains("additionalProperties"), "{text}");
+        assert!(!text.contains(EN_KEY), "{text}");
+        assert_eq!(
+            d["parameters"]["properties"]["n"],
+            json!({"type": "string", "enum": ["a"], "nullable": true})
+        );
+    }
+}

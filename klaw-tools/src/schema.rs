@@ -1,0 +1,379 @@
+//! The compile-time schema model and its canonical JSON Schema rendering.
+//!
+//! `#[tool]` builds a [`ObjectSchema`] constant for each tool from the types of its
+//! parameters (every argument type implements [`ToolSchema`]). The registry renders it
+//! once, at start-up, into canonical JSON Schema (draft 2020-12, no `$ref`), from which
+//! every client format is derived.
+
+use serde_json::{Map, Value, json};
+
+/// A description in Russian (the agent's main language) and, optionally, English.
+///
+/// An empty string means "absent".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Description {
+    /// Russian text; the default language.
+    pub ru: &'static str,
+    /// English text, or `""` when there is none (Russian is used instead).
+    pub en: &'static str,
+}
+
+impl Description {
+    /// Both languages; `en` may be empty.
+    pub const fn new(ru: &'static str, en: &'static str) -> Self {
+        Self { ru, en }
+    }
+
+    /// True when neither language has text.
+    pub const fn is_empty(&self) -> bool {
+        self.ru.is_empty() && self.en.is_empty()
+    }
+}
+
+/// One node of a compile-time schema.
+///
+/// Built in `const` context by `#[tool]` and `#[derive(ToolSchema)]`; references are
+/// `'static` so a whole schema is one constant.
+#[derive(Debug, Clone, Copy)]
+pub enum Schema {
+    /// `true` or `false`.
+    Boolean,
+    /// An integer, with the bounds of its Rust type.
+    Integer {
+        /// Smallest accepted value, if the type has one that fits in `i64`.
+        min: Option<i64>,
+        /// Largest accepted value, if the type has one that fits in `u64`.
+        max: Option<u64>,
+    },
+    /// Any JSON number.
+    Number,
+    /// Any string.
+    String,
+    /// One of a fixed set of strings (a unit-only enum).
+    Enum(&'static [EnumVariant]),
+    /// A JSON array of one item type.
+    Array(&'static Schema),
+    /// A JSON object with known properties.
+    Object(&'static ObjectSchema),
+    /// The inner schema or `null` (`Option<T>`).
+    Nullable(&'static Schema),
+    /// Any JSON value (`serde_json::Value`).
+    Any,
+    /// A schema known only at run time (a `schemars` type), produced once at start-up
+    /// with every `$ref` inlined.
+    External(fn() -> Value),
+}
+
+/// One accepted value of a string enum.
+#[derive(Debug, Clone, Copy)]
+pub struct EnumVariant {
+    /// The value as it appears in JSON.
+    pub value: &'static str,
+    /// What this value means.
+    pub description: Description,
+}
+
+/// The properties of a JSON object (a tool's arguments, or a struct argument).
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectSchema {
+    /// The properties, in declaration order.
+    pub properties: &'static [Property],
+}
+
+/// One property of an [`ObjectSchema`].
+#[derive(Debug, Clone, Copy)]
+pub struct Property {
+    /// The name in JSON.
+    pub name: &'static str,
+    /// Other names accepted for this property on input (never shown to clients).
+    pub aliases: &'static [&'static str],
+    /// The value's schema.
+    pub schema: &'static Schema,
+    /// Whether a caller must send it.
+    pub required: bool,
+    /// What the property means.
+    pub description: Description,
+    /// The value used when the caller leaves it out, as JSON.
+    pub default: Option<fn() -> Value>,
+}
+
+/// A type that can be a tool argument: it has a schema known at compile time.
+///
+/// Implemented for strings, booleans, every integer and float type, `Option<T>`,
+/// `Vec<T>`, `Box<T>` and `serde_json::Value`; derive it for your own enums and structs
+/// with `#[derive(ToolSchema)]`. For a type that only implements
+/// `schemars::JsonSchema`, mark the parameter `#[arg(schemars)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool argument",
+    label = "this type has no tool schema",
+    note = "tool arguments are strings, booleans, integers, floats, Option<T>, Vec<T>, serde_json::Value, or types with #[derive(ToolSchema)]",
+    note = "for a type that implements schemars::JsonSchema, mark the parameter #[arg(schemars)]; for a context extractor, mark it #[ctx]"
+)]
+pub trait ToolSchema {
+    /// The schema of this type.
+    const SCHEMA: Schema;
+    /// True for `Option<T>`: a parameter of this type may be left out.
+    const OPTIONAL: bool = false;
+}
+
+macro_rules! int_schema {
+    ($($t:ty),*) => {$(
+        impl ToolSchema for $t {
+            #[allow(clippy::cast_possible_wrap, clippy::cast_lossless, clippy::unnecessary_cast)]
+            const SCHEMA: Schema = Schema::Integer {
+                min: if (<$t>::MIN as i128) >= (i64::MIN as i128) { Some(<$t>::MIN as i64) } else { None },
+                max: if (<$t>::MAX as u128) <= (u64::MAX as u128) { Some(<$t>::MAX as u64) } else { None },
+            };
+        }
+    )*};
+}
+int_schema!(
+    i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize
+);
+
+impl ToolSchema for f32 {
+    const SCHEMA: Schema = Schema::Number;
+}
+impl ToolSchema for f64 {
+    const SCHEMA: Schema = Schema::Number;
+}
+impl ToolSchema for bool {
+    const SCHEMA: Schema = Schema::Boolean;
+}
+impl ToolSchema for String {
+    const SCHEMA: Schema = Schema::String;
+}
+impl ToolSchema for std::path::PathBuf {
+    const SCHEMA: Schema = Schema::String;
+}
+impl ToolSchema for Value {
+    const SCHEMA: Schema = Schema::Any;
+}
+impl<T: ToolSchema> ToolSchema for Option<T> {
+    const SCHEMA: Schema = Schema::Nullable(&T::SCHEMA);
+    const OPTIONAL: bool = true;
+}
+impl<T: ToolSchema> ToolSchema for Vec<T> {
+    const SCHEMA: Schema = Schema::Array(&T::SCHEMA);
+}
+impl<T: ToolSchema> ToolSchema for Box<T> {
+    const SCHEMA: Schema = T::SCHEMA;
+}
+
+/// Key of the English description inside canonical schemas (stripped when rendering).
+pub(crate) const EN_KEY: &str = "x-klaw-description-en";
+
+impl Schema {
+    /// The canonical JSON Schema of this node (descriptions in Russian, English under
+    /// an extension key that rendering removes).
+    pub fn to_json(&self) -> Value {
+        match self {
+            Schema::Boolean => json!({"type": "boolean"}),
+            Schema::Integer { min, max } => {
+                let mut m = Map::new();
+                m.insert("type".into(), "integer".into());
+                if let Some(min) = min {
+                    m.insert("minimum".into(), (*min).into());
+                }
+                if let Some(max) = max {
+                    m.insert("maximum".into(), (*max).into());
+                }
+                Value::Object(m)
+            }
+            Schema::Number => json!({"type": "number"}),
+            Schema::String => json!({"type": "string"}),
+            Schema::Enum(variants) => {
+                let values: Vec<Value> = variants.iter().map(|v| v.value.into()).collect();
+                json!({"type": "string", "enum": values})
+            }
+            Schema::Array(items) => json!({"type": "array", "items": items.to_json()}),
+            Schema::Object(obj) => obj.to_json(),
+            Schema::Nullable(inner) => nullable(inner.to_json()),
+            Schema::Any => json!({}),
+            Schema::External(f) => f(),
+        }
+    }
+}
+
+impl ObjectSchema {
+    /// The canonical JSON Schema of this object: `type`, `properties`, `required`,
+    /// `additionalProperties: false`.
+    pub fn to_json(&self) -> Value {
+        let mut props = Map::new();
+        let mut required = Vec::new();
+        for p in self.properties {
+            let mut s = p.schema.to_json();
+            if let Value::Object(m) = &mut s {
+                describe(m, &p.description);
+                if let Some(default) = p.default {
+                    m.insert("default".into(), default());
+                }
+            }
+            if p.required {
+                required.push(Value::from(p.name));
+            }
+            props.insert(p.name.to_owned(), s);
+        }
+        json!({
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
+}
+
+/// Adds a description (Russian, English under [`EN_KEY`]) to a schema object.
+pub(crate) fn describe(m: &mut Map<String, Value>, d: &Description) {
+    if !d.ru.is_empty() {
+        m.insert("description".into(), d.ru.into());
+    } else if !d.en.is_empty() {
+        m.insert("description".into(), d.en.into());
+    }
+    if !d.en.is_empty() {
+        m.insert(EN_KEY.into(), d.en.into());
+    }
+}
+
+/// Makes a schema also accept `null`.
+pub(crate) fn nullable(mut s: Value) -> Value {
+    let Value::Object(m) = &mut s else {
+        return s;
+    };
+    match m.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            m.insert("type".into(), json!([t, "null"]));
+        }
+        Some(Value::Array(ts)) => {
+            if !ts.iter().any(|t| t == "null") {
+                ts.push("null".into());
+            }
+        }
+        _ => {
+            if m.is_empty() {
+                return s; // `{}` already accepts null
+            }
+            return json!({"anyOf": [s, {"type": "null"}]});
+        }
+    }
+    if let Some(Value::Array(e)) = m.get_mut("enum") {
+        if !e.iter().any(Value::is_null) {
+            e.push(Value::Null);
+        }
+    }
+    s
+}
+
+/// Produces the schema of a `schemars` type with every `$ref` inlined.
+///
+/// Used by `#[arg(schemars)]`; a recursive type cannot be inlined and yields a schema
+/// that start-up validation rejects with a clear message.
+pub fn schemars_inline<T: schemars::JsonSchema>() -> Value {
+    let root = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    let mut v = root.to_value();
+    let defs = match &mut v {
+        Value::Object(m) => {
+            m.remove("$schema");
+            m.remove("title");
+            m.remove("definitions");
+            m.remove("$defs")
+        }
+        _ => None,
+    };
+    let defs = match defs {
+        Some(Value::Object(d)) => d,
+        _ => Map::new(),
+    };
+    inline(&mut v, &defs, 0);
+    v
+}
+
+fn inline(v: &mut Value, defs: &Map<String, Value>, depth: usize) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                let name = r.rsplit('/').next().unwrap_or_default();
+                if depth > 32 {
+                    // leave the $ref: validation reports it
+                    return;
+                }
+                if let Some(Value::Object(target)) = defs.get(name) {
+                    let mut replacement = target.clone();
+                    for (k, val) in m.iter() {
+                        if k != "$ref" {
+                            replacement.insert(k.clone(), val.clone());
+                        }
+                    }
+                    *m = replacement;
+                    inline(v, defs, depth + 1);
+                    return;
+                }
+            }
+            for val in m.values_mut() {
+                inline(val, defs, depth);
+            }
+        }
+        Value::Array(a) => {
+            for val in a {
+                inline(val, defs, depth);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_bounds_follow_the_rust_type() {
+        assert_eq!(
+            u8::SCHEMA.to_json(),
+            json!({"type":"integer","minimum":0,"maximum":255})
+        );
+        assert_eq!(
+            i64::SCHEMA.to_json(),
+            json!({"type":"integer","minimum":i64::MIN,"maximum":i64::MAX})
+        );
+        assert_eq!(
+            u64::SCHEMA.to_json(),
+            json!({"type":"integer","minimum":0,"maximum":u64::MAX})
+        );
+        assert_eq!(i128::SCHEMA.to_json(), json!({"type":"integer"}));
+    }
+
+    #[test]
+    fn option_is_nullable_and_optional() {
+        const _: () = assert!(<Option<String> as ToolSchema>::OPTIONAL);
+        assert_eq!(
+            <Option<Vec<bool>>>::SCHEMA.to_json(),
+            json!({"type":["array","null"],"items":{"type":"boolean"}})
+        );
+        assert_eq!(<Option<Value>>::SCHEMA.to_json(), json!({}));
+    }
+
+    #[test]
+    fn schemars_types_are_inlined_without_refs() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Outer {
+            inner: Inner,
+            list: Vec<Inner>,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Inner {
+            x: u8,
+        }
+        let v = schemars_inline::<Outer>();
+        let text = v.to_string();
+        assert!(!text.contains("$ref"), "{text}");
+        assert!(!text.contains("$defs"), "{text}");
+        assert_eq!(
+            v["properties"]["list"]["items"]["properties"]["x"]["type"],
+            "integer"
+        );
+    }
+}

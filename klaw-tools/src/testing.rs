@@ -1,0 +1,133 @@
+//! Test helpers for tool authors (feature `testing`): a context over a temporary
+//! workspace and data dir, and calls by name that go through the same validation and
+//! dispatch as the engine.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+//! let kit = klaw_tools::testing::Kit::new()?;
+//! let out = kit.call("current_time", serde_json::json!({"timezone": "UTC"})).await?;
+//! assert!(out.text().contains("\"timezone\": \"UTC\""));
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::{Limits, Settings, ToolContext, ToolError, ToolOutput, ToolRegistry};
+
+/// A temporary workspace and data dir, a context over them, and the registry of every
+/// linked `#[tool]`. Both directories are removed when the kit is dropped.
+#[derive(Debug)]
+pub struct Kit {
+    dir: tempfile::TempDir,
+    workspace: PathBuf,
+    data_dir: PathBuf,
+    registry: ToolRegistry,
+    ctx: ToolContext,
+}
+
+/// Errors of the kit itself (not of the tools it calls).
+#[derive(Debug, thiserror::Error)]
+pub enum KitError {
+    /// Creating or writing the temporary directories failed.
+    #[error("test kit I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// A linked tool is invalid.
+    #[error(transparent)]
+    Registry(#[from] crate::RegistryErrors),
+}
+
+impl Kit {
+    /// A kit with default limits and settings (time zone UTC, language ru).
+    pub fn new() -> Result<Self, KitError> {
+        Self::with_limits(Limits::default(), Settings::default())
+    }
+
+    /// A kit with the given limits and settings.
+    pub fn with_limits(limits: Limits, settings: Settings) -> Result<Self, KitError> {
+        let dir = tempfile::tempdir()?;
+        let workspace = dir.path().join("workspace");
+        let data_dir = dir.path().join("data");
+        std::fs::create_dir_all(&workspace)?;
+        std::fs::create_dir_all(&data_dir)?;
+        let registry = ToolRegistry::collect()?;
+        let ctx = ToolContext::builder()
+            .workspace(&workspace)
+            .data_dir(&data_dir)
+            .limits(limits)
+            .settings(settings)
+            .build();
+        Ok(Self {
+            dir,
+            workspace,
+            data_dir,
+            registry,
+            ctx,
+        })
+    }
+
+    /// Replaces the context (to add services, say), keeping the directories.
+    pub fn with_context(
+        mut self,
+        f: impl FnOnce(crate::ToolContextBuilder) -> crate::ToolContextBuilder,
+    ) -> Self {
+        let b = ToolContext::builder()
+            .workspace(&self.workspace)
+            .data_dir(&self.data_dir)
+            .limits(self.ctx.limits().clone())
+            .settings(self.ctx.settings().clone());
+        self.ctx = f(b).build();
+        self
+    }
+
+    /// The workspace directory.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The temporary root holding both.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The context calls run with.
+    pub fn context(&self) -> &ToolContext {
+        &self.ctx
+    }
+
+    /// Writes a file in the workspace (creating parent directories).
+    pub fn write(&self, rel: impl AsRef<Path>, content: impl AsRef<[u8]>) -> Result<(), KitError> {
+        let path = self.workspace.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, content)?;
+        Ok(())
+    }
+
+    /// Reads a workspace file as text.
+    pub fn read(&self, rel: impl AsRef<Path>) -> Result<String, KitError> {
+        Ok(std::fs::read_to_string(self.workspace.join(rel))?)
+    }
+
+    /// Calls a tool by name, as the engine would.
+    pub async fn call(&self, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
+        self.registry.execute(&self.ctx, name, args).await
+    }
+
+    /// Calls a tool with raw JSON text, as a model would send it.
+    pub async fn call_text(&self, name: &str, args: &str) -> Result<ToolOutput, ToolError> {
+        self.registry.execute(&self.ctx, name, args).await
+    }
+}

@@ -1,0 +1,340 @@
+//! The dyn-safe [`Tool`] trait, its [`ToolSpec`], and what `#[tool]` registers.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::schema::{Description, ObjectSchema, Schema};
+use crate::{ToolContext, ToolError};
+
+/// The language of descriptions.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// Russian, the default.
+    #[default]
+    Ru,
+    /// English (falls back to Russian where a text has no English version).
+    En,
+}
+
+impl std::str::FromStr for Lang {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ru" => Ok(Lang::Ru),
+            "en" => Ok(Lang::En),
+            other => Err(format!("unknown language `{other}`: expected `ru` or `en`")),
+        }
+    }
+}
+
+/// Hints about a tool's behaviour, as MCP defines them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Annotations {
+    /// The tool does not change its environment.
+    pub read_only: bool,
+    /// The tool may destroy or overwrite data.
+    pub destructive: bool,
+    /// Calling it twice with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// The tool reaches outside the engine (the web, other systems).
+    pub open_world: bool,
+}
+
+/// A description owned at run time, in Russian and optionally English.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Text {
+    /// Russian text.
+    pub ru: String,
+    /// English text, when there is one.
+    pub en: Option<String>,
+}
+
+impl Text {
+    /// The text in `lang`, falling back to Russian.
+    pub fn get(&self, lang: Lang) -> &str {
+        match (lang, &self.en) {
+            (Lang::En, Some(en)) if !en.is_empty() => en,
+            _ => &self.ru,
+        }
+    }
+}
+
+impl From<Description> for Text {
+    fn from(d: Description) -> Self {
+        Text {
+            ru: d.ru.to_owned(),
+            en: (!d.en.is_empty()).then(|| d.en.to_owned()),
+        }
+    }
+}
+
+/// Everything clients and the registry know about a tool, apart from its code.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ToolSpec {
+    /// Unique name, `^[a-zA-Z0-9_-]{1,64}$`.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: Text,
+    /// Canonical JSON Schema of the arguments (object root, no `$ref`).
+    pub input_schema: Value,
+    /// Canonical JSON Schema of structured output, for tools that return a value.
+    pub output_schema: Option<Value>,
+    /// Behaviour hints.
+    pub annotations: Annotations,
+    /// Time limit; `None` uses the engine's default.
+    pub timeout: Option<Duration>,
+    /// Accepted extra names of top-level arguments: `(alias, name)`.
+    pub aliases: Vec<(String, String)>,
+    /// Where the tool comes from (`src/tools/x.rs:12`, `mcp:server`, ...), for messages.
+    pub origin: String,
+}
+
+impl ToolSpec {
+    /// A spec with a name, a Russian description and an argument schema; the rest default.
+    pub fn new(
+        name: impl Into<String>,
+        description_ru: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: Text {
+                ru: description_ru.into(),
+                en: None,
+            },
+            input_schema,
+            output_schema: None,
+            annotations: Annotations::default(),
+            timeout: None,
+            aliases: Vec::new(),
+            origin: "runtime".into(),
+        }
+    }
+
+    /// Sets the English description.
+    #[must_use]
+    pub fn with_description_en(mut self, en: impl Into<String>) -> Self {
+        self.description.en = Some(en.into());
+        self
+    }
+
+    /// Sets the annotations.
+    #[must_use]
+    pub fn with_annotations(mut self, annotations: Annotations) -> Self {
+        self.annotations = annotations;
+        self
+    }
+
+    /// Sets the timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets where the tool comes from.
+    #[must_use]
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = origin.into();
+        self
+    }
+
+    /// Sets the output schema.
+    #[must_use]
+    pub fn with_output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+}
+
+/// What a successful tool call returns: text for the model and, for tools that
+/// return a value, the same value as structured JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    text: String,
+    structured: Option<Value>,
+}
+
+impl ToolOutput {
+    /// A text result.
+    pub fn plain(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            structured: None,
+        }
+    }
+
+    /// A structured result; the text is the JSON, pretty-printed.
+    ///
+    /// A value that is not an object is wrapped as `{"result": value}`, as MCP requires
+    /// structured content to be an object.
+    pub fn json(value: Value) -> Self {
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        let structured = if value.is_object() {
+            value
+        } else {
+            serde_json::json!({ "result": value })
+        };
+        Self {
+            text,
+            structured: Some(structured),
+        }
+    }
+
+    /// The text the model reads.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Structured content (always a JSON object), for tools with an output schema.
+    pub fn structured(&self) -> Option<&Value> {
+        self.structured.as_ref()
+    }
+
+    /// The text and the structured content.
+    pub fn into_parts(self) -> (String, Option<Value>) {
+        (self.text, self.structured)
+    }
+}
+
+/// A tool the registry can call: a spec and a way to run it.
+///
+/// `#[tool]` functions become tools automatically; implement this trait for tools made
+/// at run time (scripts, tools imported from MCP servers), or use [`FnTool`].
+pub trait Tool: Send + Sync + 'static {
+    /// What the tool is.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool. `args` has already been validated against the input schema and
+    /// aliases have been replaced by the canonical names.
+    fn call(
+        &self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+}
+
+/// A tool made at run time from a spec and a closure.
+///
+/// ```
+/// use klaw_tools::{FnTool, ToolOutput, ToolSpec};
+/// let echo = FnTool::new(
+///     ToolSpec::new("echo", "Повторяет текст", serde_json::json!({
+///         "type": "object",
+///         "properties": {"text": {"type": "string"}},
+///         "required": ["text"],
+///     })),
+///     |_ctx, args| async move { Ok(ToolOutput::plain(args["text"].as_str().unwrap_or_default())) },
+/// );
+/// # let _ = echo;
+/// ```
+pub struct FnTool<F> {
+    spec: ToolSpec,
+    f: F,
+}
+
+impl<F> FnTool<F> {
+    /// A tool with `spec` that runs `f`.
+    pub fn new<Fut>(spec: ToolSpec, f: F) -> Self
+    where
+        F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        Self { spec, f }
+    }
+}
+
+impl<F, Fut> Tool for FnTool<F>
+where
+    F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+{
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(
+        &self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin((self.f)(ctx, args))
+    }
+}
+
+/// What `#[tool]` registers with `inventory`: constant data and a function pointer.
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct ToolRegistration {
+    pub name: &'static str,
+    pub description: Description,
+    pub params: &'static ObjectSchema,
+    pub output: Option<&'static Schema>,
+    pub annotations: Annotations,
+    pub timeout_ms: Option<u64>,
+    pub file: &'static str,
+    pub line: u32,
+    pub call: fn(ToolContext, Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>>,
+}
+
+inventory::collect!(ToolRegistration);
+
+/// A `#[tool]` function seen as a [`Tool`].
+pub(crate) struct StaticTool {
+    reg: &'static ToolRegistration,
+    spec: ToolSpec,
+}
+
+impl StaticTool {
+    pub(crate) fn new(reg: &'static ToolRegistration) -> Self {
+        let mut aliases = Vec::new();
+        for p in reg.params.properties {
+            for a in p.aliases {
+                aliases.push(((*a).to_owned(), p.name.to_owned()));
+            }
+        }
+        let output_schema = reg.output.map(|s| {
+            let v = s.to_json();
+            if v.get("type").and_then(Value::as_str) == Some("object") {
+                v
+            } else {
+                serde_json::json!({
+                    "type": "object",
+                    "properties": {"result": v},
+                    "required": ["result"],
+                })
+            }
+        });
+        let spec = ToolSpec {
+            name: reg.name.to_owned(),
+            description: reg.description.into(),
+            input_schema: reg.params.to_json(),
+            output_schema,
+            annotations: reg.annotations,
+            timeout: reg.timeout_ms.map(Duration::from_millis),
+            aliases,
+            origin: format!("{}:{}", reg.file, reg.line),
+        };
+        Self { reg, spec }
+    }
+}
+
+impl Tool for StaticTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(
+        &self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        (self.reg.call)(ctx, args)
+    }
+}

@@ -1,0 +1,4 @@
+//! The built-in tool groups, one module per group, each behind its cargo feature.
+
+#[cfg(feature = "utilities")]
+pub mod utilities;

@@ -1,0 +1,479 @@
+//! Argument validation against a canonical JSON Schema, and the start-up check that a
+//! schema is one Klaw can serve.
+//!
+//! The validator covers the JSON Schema vocabulary tools use (`type`, `enum`, `const`,
+//! `properties`, `required`, `additionalProperties`, `items`, `anyOf`, `oneOf`,
+//! `minimum`, `maximum`, `minLength`, `maxLength`, `minItems`, `maxItems`); other
+//! keywords are accepted and ignored. Each violation names its JSON pointer and what was
+//! expected.
+
+use serde_json::{Map, Value};
+
+/// One way a value breaks its schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// JSON pointer of the offending value (`""` is the root).
+    pub pointer: String,
+    /// What is wrong, naming what was expected.
+    pub message: String,
+}
+
+/// Stop collecting after this many violations.
+const MAX_VIOLATIONS: usize = 8;
+
+/// Validates `value` against `schema`; returns every violation found (up to a few).
+pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut ptr = String::new();
+    check(schema, value, &mut ptr, &mut out);
+    out
+}
+
+fn push(out: &mut Vec<Violation>, ptr: &str, message: String) {
+    if out.len() < MAX_VIOLATIONS {
+        out.push(Violation {
+            pointer: ptr.to_owned(),
+            message,
+        });
+    }
+}
+
+/// JSON type name of a value, as JSON Schema spells it.
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_matches(t: &str, v: &Value) -> bool {
+    match t {
+        "number" => v.is_number(),
+        "integer" => type_name(v) == "integer",
+        other => type_name(v) == other,
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 40 {
+        let cut: String = s.chars().take(37).collect();
+        format!("{cut}...")
+    } else {
+        s
+    }
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn check(schema: &Value, value: &Value, ptr: &mut String, out: &mut Vec<Violation>) {
+    let Value::Object(s) = schema else {
+        if schema == &Value::Bool(false) {
+            push(out, ptr, "no value is allowed here".into());
+        }
+        return;
+    };
+    if out.len() >= MAX_VIOLATIONS {
+        return;
+    }
+    if let Some(t) = s.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !types.is_empty() && !types.iter().any(|t| type_matches(t, value)) {
+            let what = if types.len() == 1 {
+                types[0].to_owned()
+            } else {
+                types.join(" or ")
+            };
+            push(
+                out,
+                ptr,
+                format!("expected {what}, got {} {}", type_name(value), short(value)),
+            );
+            return;
+        }
+    }
+    if let Some(Value::Array(allowed)) = s.get("enum") {
+        if !allowed.contains(value) {
+            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            push(
+                out,
+                ptr,
+                format!("expected one of {}, got {}", list.join(", "), short(value)),
+            );
+            return;
+        }
+    }
+    if let Some(c) = s.get("const") {
+        if c != value {
+            push(out, ptr, format!("expected {c}, got {}", short(value)));
+            return;
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = s.get(key) {
+            let ok = options.iter().any(|o| {
+                let mut scratch = Vec::new();
+                check(o, value, &mut ptr.clone(), &mut scratch);
+                scratch.is_empty()
+            });
+            if !ok {
+                push(
+                    out,
+                    ptr,
+                    format!("{} matches none of the allowed forms", short(value)),
+                );
+                return;
+            }
+        }
+    }
+    match value {
+        Value::Number(n) => check_number(s, n, ptr, out),
+        Value::String(text) => {
+            let len = text.chars().count() as u64;
+            if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
+                if len < min {
+                    push(
+                        out,
+                        ptr,
+                        format!("expected at least {min} characters, got {len}"),
+                    );
+                }
+            }
+            if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
+                if len > max {
+                    push(
+                        out,
+                        ptr,
+                        format!("expected at most {max} characters, got {len}"),
+                    );
+                }
+            }
+        }
+        Value::Array(items) => {
+            let n = items.len() as u64;
+            if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
+                if n < min {
+                    push(out, ptr, format!("expected at least {min} items, got {n}"));
+                }
+            }
+            if let Some(max) = s.get("maxItems").and_then(Value::as_u64) {
+                if n > max {
+                    push(out, ptr, format!("expected at most {max} items, got {n}"));
+                }
+            }
+            if let Some(item_schema) = s.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    let len = ptr.len();
+                    ptr.push('/');
+                    ptr.push_str(&i.to_string());
+                    check(item_schema, item, ptr, out);
+                    ptr.truncate(len);
+                }
+            }
+        }
+        Value::Object(obj) => check_object(s, obj, ptr, out),
+        _ => {}
+    }
+}
+
+fn check_number(
+    s: &Map<String, Value>,
+    n: &serde_json::Number,
+    ptr: &str,
+    out: &mut Vec<Violation>,
+) {
+    // Compare exactly where both sides are integers, so u64::MAX bounds stay exact.
+    let below = |bound: &Value| match (bound.as_i64(), bound.as_u64(), n.as_i64(), n.as_u64()) {
+        (Some(b), _, Some(x), _) => x < b,
+        (_, Some(b), _, Some(x)) => x < b,
+        (_, Some(_), Some(x), None) => x < 0,
+        _ => n.as_f64().unwrap_or(0.0) < bound.as_f64().unwrap_or(f64::MIN),
+    };
+    let above = |bound: &Value| match (bound.as_i64(), bound.as_u64(), n.as_i64(), n.as_u64()) {
+        (_, Some(b), _, Some(x)) => x > b,
+        (Some(b), _, Some(x), _) => x > b,
+        (Some(_), None, None, Some(_)) => true,
+        _ => n.as_f64().unwrap_or(0.0) > bound.as_f64().unwrap_or(f64::MAX),
+    };
+    if let Some(min) = s.get("minimum") {
+        if below(min) {
+            push(out, ptr, format!("expected a number ≥ {min}, got {n}"));
+        }
+    }
+    if let Some(max) = s.get("maximum") {
+        if above(max) {
+            push(out, ptr, format!("expected a number ≤ {max}, got {n}"));
+        }
+    }
+}
+
+fn check_object(
+    s: &Map<String, Value>,
+    obj: &Map<String, Value>,
+    ptr: &mut String,
+    out: &mut Vec<Violation>,
+) {
+    let props = s.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = s
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for name in &required {
+        if !obj.contains_key(*name) {
+            let expected = props
+                .and_then(|p| p.get(*name))
+                .and_then(|p| p.get("type"))
+                .map(|t| match t {
+                    Value::String(t) => format!(" ({t})"),
+                    other => format!(" ({other})"),
+                })
+                .unwrap_or_default();
+            let len = ptr.len();
+            ptr.push('/');
+            ptr.push_str(&escape(name));
+            push(
+                out,
+                ptr,
+                format!("missing required argument `{name}`{expected}"),
+            );
+            ptr.truncate(len);
+        }
+    }
+    let additional = s.get("additionalProperties");
+    for (key, val) in obj {
+        let len = ptr.len();
+        ptr.push('/');
+        ptr.push_str(&escape(key));
+        match props.and_then(|p| p.get(key)) {
+            Some(prop_schema) => {
+                // `null` for an optional property means "not given" (OpenAI strict mode
+                // sends it for every optional argument).
+                if !(val.is_null() && !required.contains(&key.as_str())) {
+                    check(prop_schema, val, ptr, out);
+                }
+            }
+            None => match additional {
+                Some(Value::Bool(false)) => {
+                    let known: Vec<&str> = props
+                        .map(|p| p.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    let hint = crate::registry::closest(key, known.iter().copied())
+                        .map(|c| format!("; did you mean `{c}`?"))
+                        .unwrap_or_default();
+                    let list = if known.is_empty() {
+                        "this takes no arguments".to_owned()
+                    } else {
+                        format!("expected one of: {}", known.join(", "))
+                    };
+                    push(out, ptr, format!("unknown argument `{key}`{hint} ({list})"));
+                }
+                Some(extra @ Value::Object(_)) => check(extra, val, ptr, out),
+                _ => {}
+            },
+        }
+        ptr.truncate(len);
+    }
+}
+
+/// Checks that `schema` is a JSON Schema Klaw can serve as a tool's arguments: an object
+/// root, known types, consistent `required`, no `$ref`, well-formed property names.
+/// Returns every problem, each with its JSON pointer.
+pub fn check_schema(schema: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "object" => {}
+        Some(other) => problems.push(format!("the root must have type \"object\", not {other}")),
+        None => problems.push("the root must have type \"object\"".into()),
+    }
+    meta(schema, "", &mut problems);
+    problems
+}
+
+const TYPES: [&str; 7] = [
+    "string", "number", "integer", "boolean", "array", "object", "null",
+];
+
+fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
+    let Value::Object(m) = s else {
+        if !s.is_boolean() {
+            problems.push(format!(
+                "{at}: a schema must be an object or a boolean, not {}",
+                type_name(s)
+            ));
+        }
+        return;
+    };
+    for key in ["$ref", "$defs", "definitions", "$dynamicRef"] {
+        if m.contains_key(key) {
+            problems.push(format!(
+                "{at}: `{key}` is not allowed (schemas are served inlined)"
+            ));
+        }
+    }
+    match m.get("type") {
+        None => {}
+        Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
+        Some(Value::Array(ts))
+            if !ts.is_empty()
+                && ts
+                    .iter()
+                    .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
+        Some(other) => problems.push(format!("{at}/type: unknown type {other}")),
+    }
+    if let Some(d) = m.get("description") {
+        if !d.is_string() {
+            problems.push(format!("{at}/description: must be a string"));
+        }
+    }
+    if let Some(e) = m.get("enum") {
+        match e {
+            Value::Array(a) if !a.is_empty() => {}
+            _ => problems.push(format!("{at}/enum: must be a non-empty array")),
+        }
+    }
+    let props = m.get("properties");
+    if let Some(p) = props {
+        match p {
+            Value::Object(p) => {
+                for (name, sub) in p {
+                    if !valid_property_name(name) {
+                        problems.push(format!(
+                            "{at}/properties: property name `{name}` must match ^[a-zA-Z0-9_.-]{{1,64}}$"
+                        ));
+                    }
+                    meta(sub, &format!("{at}/properties/{}", escape(name)), problems);
+                }
+            }
+            _ => problems.push(format!("{at}/properties: must be an object")),
+        }
+    }
+    if let Some(r) = m.get("required") {
+        match r.as_array() {
+            Some(names) => {
+                for n in names {
+                    match n.as_str() {
+                        Some(n) if props.and_then(|p| p.get(n)).is_some() => {}
+                        Some(n) => problems.push(format!("{at}/required: `{n}` is not a property")),
+                        None => problems.push(format!("{at}/required: entries must be strings")),
+                    }
+                }
+            }
+            None => problems.push(format!("{at}/required: must be an array")),
+        }
+    }
+    if let Some(items) = m.get("items") {
+        meta(items, &format!("{at}/items"), problems);
+    }
+    if let Some(extra) = m.get("additionalProperties") {
+        meta(extra, &format!("{at}/additionalProperties"), problems);
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(v) = m.get(key) {
+            match v.as_array() {
+                Some(options) if !options.is_empty() => {
+                    for (i, o) in options.iter().enumerate() {
+                        meta(o, &format!("{at}/{key}/{i}"), problems);
+                    }
+                }
+                _ => problems.push(format!("{at}/{key}: must be a non-empty array")),
+            }
+        }
+    }
+}
+
+/// Property names clients accept: `^[a-zA-Z0-9_.-]{1,64}$`.
+pub(crate) fn valid_property_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "topK": {"type": "integer", "minimum": 0, "maximum": 255},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["path"],
+            "additionalProperties": false,
+        })
+    }
+
+    #[test]
+    fn a_valid_call_has_no_violations() {
+        assert!(validate(&schema(), &json!({"path": "x", "topK": 3, "tags": ["a"]})).is_empty());
+    }
+
+    #[test]
+    fn optional_null_means_absent() {
+        assert!(validate(&schema(), &json!({"path": "x", "topK": null})).is_empty());
+        assert!(!validate(&schema(), &json!({"path": null})).is_empty());
+    }
+
+    #[test]
+    fn every_violation_names_its_pointer_and_expectation() {
+        let v = validate(
+            &schema(),
+            &json!({"topK": "3", "mode": "c", "tags": ["a", 1], "pth": 1}),
+        );
+        let text: Vec<String> = v
+            .iter()
+            .map(|v| format!("{}: {}", v.pointer, v.message))
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "/path: missing required argument `path` (string)",
+                "/mode: expected one of \"a\", \"b\", got \"c\"",
+                "/pth: unknown argument `pth`; did you mean `path`? (expected one of: mode, path, tags, topK)",
+                "/tags/1: expected string, got integer 1",
+                "/topK: expected integer, got string \"3\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn integer_bounds_are_exact() {
+        let s = json!({"type": "integer", "minimum": 0, "maximum": u64::MAX});
+        assert!(validate(&s, &json!(u64::MAX)).is_empty());
+        assert!(!validate(&s, &json!(-1)).is_empty());
+        assert!(!validate(&s, &json!(1.5)).is_empty());
+        let s = json!({"type": "integer", "minimum": -128, "maximum": 127});
+        assert!(!validate(&s, &json!(u64::MAX)).is_empty());
+        assert!(!validate(&s, &json!(-129)).is_empty());
+    }
+
+    #[test]
+    fn schema_check_reports_refs_and_bad_required() {
+        let problems = check_schema(&json!({
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/A"}, "bad name": {"type": "strin"}},
+            "required": ["b"],
+        }));
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(check_schema(&schema()).is_empty());
+        assert!(!check_schema(&json!({"type": "array"})).is_empty());
+    }
+}

@@ -1,0 +1,23 @@
+//! # Klaw
+//!
+//! One attribute turns an async fn into a tool that an LLM agent can call; the engine
+//! (`klaw-engine`) serves those tools to models and to MCP clients.
+//!
+//! ```
+//! use klaw::{ToolError, tool};
+//!
+//! #[tool(name = "shout", description_ru = "Повторяет текст заглавными буквами", read_only)]
+//! async fn shout(
+//!     /// Текст
+//!     text: String,
+//! ) -> Result<String, ToolError> {
+//!     Ok(text.to_uppercase())
+//! }
+//! # fn main() {}
+//! ```
+//!
+//! This crate re-exports [`klaw_tools`]; see `doc/writing-tools.md` for every attribute.
+
+extern crate self as klaw;
+
+pub use klaw_tools::*;
