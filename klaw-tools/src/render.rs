@@ -333,7 +333,7 @@ mod tests {
         let d = definition(&spec(), Format::OpenAi, Lang::En);
         let f = &d["function"];
         assert_eq!(f["description"], "Test");
-        assert_eq!(f["parameters"]["required"], json!(["k", "q", "v"]));
+        assert_eq!(f["parameters"]["required"], json!(["q", "k", "v"]));
         assert_eq!(
             f["parameters"]["properties"]["k"]["type"],
             json!(["integer", "null"])

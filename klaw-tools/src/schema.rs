@@ -172,11 +172,12 @@ impl Schema {
             Schema::Integer { min, max } => {
                 let mut m = Map::new();
                 m.insert("type".into(), "integer".into());
-                if let Some(min) = min {
-                    m.insert("minimum".into(), (*min).into());
+                // The 64-bit extremes say nothing to a model; narrower types' bounds do.
+                if let Some(min) = min.filter(|m| *m != i64::MIN) {
+                    m.insert("minimum".into(), min.into());
                 }
-                if let Some(max) = max {
-                    m.insert("maximum".into(), (*max).into());
+                if let Some(max) = max.filter(|m| *m < i64::MAX as u64) {
+                    m.insert("maximum".into(), max.into());
                 }
                 Value::Object(m)
             }
@@ -333,13 +334,11 @@ mod tests {
             u8::SCHEMA.to_json(),
             json!({"type":"integer","minimum":0,"maximum":255})
         );
+        assert_eq!(i64::SCHEMA.to_json(), json!({"type":"integer"}));
+        assert_eq!(u64::SCHEMA.to_json(), json!({"type":"integer","minimum":0}));
         assert_eq!(
-            i64::SCHEMA.to_json(),
-            json!({"type":"integer","minimum":i64::MIN,"maximum":i64::MAX})
-        );
-        assert_eq!(
-            u64::SCHEMA.to_json(),
-            json!({"type":"integer","minimum":0,"maximum":u64::MAX})
+            i32::SCHEMA.to_json(),
+            json!({"type":"integer","minimum":i32::MIN,"maximum":i32::MAX})
         );
         assert_eq!(i128::SCHEMA.to_json(), json!({"type":"integer"}));
     }

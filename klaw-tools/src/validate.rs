@@ -446,10 +446,10 @@ mod tests {
             text,
             [
                 "/path: missing required argument `path` (string)",
-                "/mode: expected one of \"a\", \"b\", got \"c\"",
-                "/pth: unknown argument `pth`; did you mean `path`? (expected one of: mode, path, tags, topK)",
-                "/tags/1: expected string, got integer 1",
                 "/topK: expected integer, got string \"3\"",
+                "/mode: expected one of \"a\", \"b\", got \"c\"",
+                "/tags/1: expected string, got integer 1",
+                "/pth: unknown argument `pth`; did you mean `path`? (expected one of: path, topK, mode, tags)",
             ]
         );
     }

@@ -1,0 +1,217 @@
+//! The command line: `tools`, `call`, `doctor`, `config`.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use klaw_tools::{Format, Lang, ToolRegistry};
+
+use crate::{Config, Engine};
+
+/// Klaw: tools for LLM agents, served from one engine.
+#[derive(Debug, Parser)]
+#[command(name = "klaw-engine", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do; without a command, `doctor` then `tools`.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// A subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every tool: a table, or with --format a JSON array of definitions.
+    Tools {
+        /// Client format of the definitions.
+        #[arg(long, value_parser = parse_format)]
+        format: Option<Format>,
+        /// Language of descriptions (default: `language` from engine.json).
+        #[arg(long, value_parser = parse_lang)]
+        lang: Option<Lang>,
+    },
+    /// Call a tool with JSON arguments and print its result (exit 1 on error).
+    Call {
+        /// The tool's name.
+        name: String,
+        /// The arguments as a JSON object; `-` reads them from stdin. Default: `{}`.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+    /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
+    Doctor,
+    /// Print the effective configuration (every key, with defaults and overrides applied).
+    Config,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_lang(s: &str) -> Result<Lang, String> {
+    s.parse()
+}
+
+/// Runs the command line of the current process.
+pub fn main() -> ExitCode {
+    run(std::env::args_os())
+}
+
+/// Runs the command line with explicit arguments (the first is the program name).
+pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        Some(Command::Doctor) => doctor(),
+        Some(Command::Config) => with_config(|config| {
+            println!("{}", pretty(&config.effective()));
+            ExitCode::SUCCESS
+        }),
+        Some(Command::Tools { format, lang }) => with_config(|config| {
+            init_logging(config);
+            let registry = match ToolRegistry::collect() {
+                Ok(r) => r,
+                Err(e) => return fail(&e.to_string()),
+            };
+            let lang = lang.unwrap_or(config.raw.language);
+            match format {
+                Some(format) => println!("{}", pretty(&registry.definitions(format, lang).into())),
+                None => print_table(&registry, lang),
+            }
+            ExitCode::SUCCESS
+        }),
+        Some(Command::Call { name, args }) => {
+            with_config(|config| call(config.clone(), &name, args))
+        }
+        None => {
+            let code = doctor();
+            if code != ExitCode::SUCCESS {
+                return code;
+            }
+            println!();
+            run(["klaw-engine", "tools"])
+        }
+    }
+}
+
+fn doctor() -> ExitCode {
+    let checks = crate::doctor();
+    let mut out = std::io::stdout().lock();
+    let mut failed = false;
+    for c in &checks {
+        failed |= c.status == crate::Status::Fail;
+        let _ = writeln!(out, "{c}");
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn with_config(f: impl FnOnce(&Config) -> ExitCode) -> ExitCode {
+    match Config::load() {
+        Ok(c) => f(&c),
+        Err(e) => fail(&format!("configuration: {e}")),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "error: {message}");
+    ExitCode::FAILURE
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+fn call(config: Config, name: &str, args: String) -> ExitCode {
+    init_logging(&config);
+    let args = if args == "-" {
+        let mut buf = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut buf) {
+            return fail(&format!("cannot read the arguments from stdin: {e}"));
+        }
+        buf
+    } else {
+        args
+    };
+    let engine = match Engine::new(config) {
+        Ok(e) => e,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    match runtime.block_on(engine.call(name, args)) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            let text = out.text();
+            let _ = stdout.write_all(text.as_bytes());
+            if !text.ends_with('\n') {
+                let _ = stdout.write_all(b"\n");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{}", e.to_model_text());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_table(registry: &ToolRegistry, lang: Lang) {
+    let width = registry.names().map(str::len).max().unwrap_or(4).max(4);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{:width$}  {:5}  DESCRIPTION", "NAME", "FLAGS");
+    for tool in registry.all() {
+        let spec = tool.spec();
+        let a = spec.annotations;
+        let flags: String = [
+            (a.read_only, 'r'),
+            (a.destructive, 'd'),
+            (a.idempotent, 'i'),
+            (a.open_world, 'o'),
+        ]
+        .iter()
+        .map(|(on, c)| if *on { *c } else { '-' })
+        .collect();
+        let desc = spec.description.get(lang);
+        let first = desc.split(['.', '\n']).next().unwrap_or(desc);
+        let short: String = if first.chars().count() > 90 {
+            first.chars().take(89).chain(['…']).collect()
+        } else {
+            first.to_owned()
+        };
+        let _ = writeln!(out, "{:width$}  {flags:5}  {short}", spec.name);
+    }
+    let _ = writeln!(
+        out,
+        "\n{} tools; flags: r read-only, d destructive, i idempotent, o open-world",
+        registry.len()
+    );
+}

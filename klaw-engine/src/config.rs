@@ -1,0 +1,462 @@
+//! `engine.json`: every key with its default, environment overrides, and errors that
+//! name the key (or the line and column of broken JSON).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use klaw_tools::{Lang, Limits, Settings};
+use serde::{Deserialize, Serialize};
+
+/// The engine's configuration, as read from `engine.json`. Every key is optional.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct EngineConfig {
+    /// The agent's workspace directory (`KLAW_WORKSPACE`).
+    /// Default: `$XDG_DATA_HOME/klaw/workspace`.
+    pub workspace: Option<PathBuf>,
+    /// The data directory: databases, core memory, models (`KLAW_DATA`).
+    /// Default: `$XDG_DATA_HOME/klaw`.
+    pub data_dir: Option<PathBuf>,
+    /// IANA time zone of the user (`KLAW_TIMEZONE`). Default: the system's zone, else UTC.
+    pub timezone: Option<String>,
+    /// Language of tool descriptions sent to models: `ru` or `en` (`KLAW_LANGUAGE`).
+    pub language: Lang,
+    /// Largest file a tool may write, in bytes (`KLAW_MAX_FILE_SIZE_BYTES`).
+    pub max_file_size_bytes: u64,
+    /// Most consecutive rounds of tool calls in one agent turn (`KLAW_MAX_TOOL_CALL_ROUNDS`).
+    pub max_tool_call_rounds: u32,
+    /// Time limit of a tool that declares none, in seconds (`KLAW_TOOL_TIMEOUT_SECONDS`).
+    pub tool_timeout_seconds: u64,
+    /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a `tracing` directive
+    /// such as `klaw::tools=debug`) (`KLAW_LOG_LEVEL`).
+    pub log_level: String,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            workspace: None,
+            data_dir: None,
+            timezone: None,
+            language: Lang::Ru,
+            max_file_size_bytes: 1_048_576,
+            max_tool_call_rounds: 10,
+            tool_timeout_seconds: 120,
+            log_level: "warn".into(),
+        }
+    }
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The config file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON, or has an unknown key or a value of the wrong type.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// serde's message, with line and column.
+        message: String,
+    },
+    /// `KLAW_CONFIG` names a file that does not exist.
+    #[error("KLAW_CONFIG points to {0}, which does not exist")]
+    Missing(PathBuf),
+    /// A `KLAW_*` variable has a value of the wrong type.
+    #[error("environment variable {var}={value:?}: {message}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        message: String,
+    },
+    /// A key has a value outside its range.
+    #[error("{key}: {message}")]
+    Invalid {
+        /// The key, as in engine.json.
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// Neither `HOME` nor the XDG variables are set, so no default directory exists.
+    #[error("cannot find a default for {0}: HOME is not set; set {1}")]
+    NoHome(&'static str, &'static str),
+}
+
+/// Where the configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// A file that exists.
+    File(PathBuf),
+    /// No file at the default path: built-in defaults.
+    Defaults(PathBuf),
+}
+
+/// A loaded, checked configuration with every directory resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The keys as read (after environment overrides).
+    pub raw: EngineConfig,
+    /// Where they were read from.
+    pub source: ConfigSource,
+    /// The workspace directory.
+    pub workspace: PathBuf,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The time zone.
+    pub timezone: String,
+}
+
+/// Process environment lookup, replaceable in tests.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Reads the real process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+impl Config {
+    /// Loads the configuration from `KLAW_CONFIG` or `$XDG_CONFIG_HOME/klaw/engine.json`
+    /// and applies the `KLAW_*` overrides.
+    pub fn load() -> Result<Self, ConfigError> {
+        Self::load_with(&process_env)
+    }
+
+    /// [`Config::load`] with an explicit environment.
+    pub fn load_with(env: Env<'_>) -> Result<Self, ConfigError> {
+        let (path, explicit) = match env("KLAW_CONFIG") {
+            Some(p) => (PathBuf::from(p), true),
+            None => (
+                xdg(
+                    env,
+                    "XDG_CONFIG_HOME",
+                    ".config",
+                    "the config file",
+                    "KLAW_CONFIG",
+                )?
+                .join("klaw/engine.json"),
+                false,
+            ),
+        };
+        let (raw, source) = match std::fs::read_to_string(&path) {
+            Ok(text) => (parse(&path, &text)?, ConfigSource::File(path)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if explicit {
+                    return Err(ConfigError::Missing(path));
+                }
+                (EngineConfig::default(), ConfigSource::Defaults(path))
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        Self::resolve(raw, source, env)
+    }
+
+    /// Applies overrides, fills defaults and checks ranges.
+    pub fn resolve(
+        mut raw: EngineConfig,
+        source: ConfigSource,
+        env: Env<'_>,
+    ) -> Result<Self, ConfigError> {
+        apply_env(&mut raw, env)?;
+        if raw.max_file_size_bytes == 0 {
+            return Err(invalid("maxFileSizeBytes", "must be greater than 0"));
+        }
+        if raw.max_tool_call_rounds == 0 {
+            return Err(invalid("maxToolCallRounds", "must be at least 1"));
+        }
+        if raw.tool_timeout_seconds == 0 {
+            return Err(invalid("toolTimeoutSeconds", "must be at least 1"));
+        }
+        if tracing_subscriber::EnvFilter::try_new(&raw.log_level).is_err() {
+            return Err(invalid(
+                "logLevel",
+                &format!(
+                    "{:?} is not a log filter; use error, warn, info, debug or trace",
+                    raw.log_level
+                ),
+            ));
+        }
+        let data_dir = match &raw.data_dir {
+            Some(d) => absolute(d),
+            None => xdg(env, "XDG_DATA_HOME", ".local/share", "dataDir", "KLAW_DATA")?.join("klaw"),
+        };
+        let workspace = match &raw.workspace {
+            Some(w) => absolute(w),
+            None => data_dir.join("workspace"),
+        };
+        let timezone = match &raw.timezone {
+            Some(tz) => {
+                if let Err(e) = klaw_tools::tools::utilities::time_zone(tz) {
+                    return Err(invalid("timezone", e.message()));
+                }
+                tz.clone()
+            }
+            None => system_timezone(env),
+        };
+        Ok(Config {
+            raw,
+            source,
+            workspace,
+            data_dir,
+            timezone,
+        })
+    }
+
+    /// The limits tools run with.
+    pub fn limits(&self) -> Limits {
+        Limits::default()
+            .with_max_file_size_bytes(self.raw.max_file_size_bytes)
+            .with_tool_timeout(Duration::from_secs(self.raw.tool_timeout_seconds))
+    }
+
+    /// The settings tools see.
+    pub fn settings(&self) -> Settings {
+        Settings::new(self.timezone.clone(), self.raw.language)
+    }
+
+    /// The effective configuration as JSON: every key, with directories resolved.
+    pub fn effective(&self) -> serde_json::Value {
+        let mut raw = self.raw.clone();
+        raw.workspace = Some(self.workspace.clone());
+        raw.data_dir = Some(self.data_dir.clone());
+        raw.timezone = Some(self.timezone.clone());
+        serde_json::to_value(raw).unwrap_or_default()
+    }
+}
+
+/// Parses engine.json text; errors carry line and column.
+pub fn parse(path: &Path, text: &str) -> Result<EngineConfig, ConfigError> {
+    serde_json::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn invalid(key: &'static str, message: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        message: message.to_owned(),
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn xdg(
+    env: Env<'_>,
+    var: &str,
+    fallback: &str,
+    what: &'static str,
+    klaw_var: &'static str,
+) -> Result<PathBuf, ConfigError> {
+    if let Some(dir) = env(var).map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return Ok(dir);
+    }
+    match env("HOME") {
+        Some(home) => Ok(PathBuf::from(home).join(fallback)),
+        None => Err(ConfigError::NoHome(what, klaw_var)),
+    }
+}
+
+fn system_timezone(env: Env<'_>) -> String {
+    if let Some(tz) = env("TZ") {
+        let tz = tz.trim_start_matches(':').to_owned();
+        if klaw_tools::tools::utilities::time_zone(&tz).is_ok() {
+            return tz;
+        }
+    }
+    jiff_system_name().unwrap_or_else(|| "UTC".into())
+}
+
+fn jiff_system_name() -> Option<String> {
+    // /etc/timezone (Debian) or the /etc/localtime link target.
+    if let Ok(s) = std::fs::read_to_string("/etc/timezone") {
+        let s = s.trim();
+        if !s.is_empty() && klaw_tools::tools::utilities::time_zone(s).is_ok() {
+            return Some(s.to_owned());
+        }
+    }
+    let target = std::fs::read_link("/etc/localtime").ok()?;
+    let text = target.to_string_lossy();
+    let name = text.split("zoneinfo/").nth(1)?;
+    klaw_tools::tools::utilities::time_zone(name).ok()?;
+    Some(name.to_owned())
+}
+
+fn apply_env(raw: &mut EngineConfig, env: Env<'_>) -> Result<(), ConfigError> {
+    fn num<T: std::str::FromStr>(
+        env: Env<'_>,
+        var: &'static str,
+        slot: &mut T,
+    ) -> Result<(), ConfigError> {
+        if let Some(v) = env(var) {
+            *slot = v.trim().parse().map_err(|_| ConfigError::Env {
+                var,
+                value: v.clone(),
+                message: "expected a whole number".into(),
+            })?;
+        }
+        Ok(())
+    }
+    if let Some(v) = env("KLAW_WORKSPACE") {
+        raw.workspace = Some(v.into());
+    }
+    if let Some(v) = env("KLAW_DATA") {
+        raw.data_dir = Some(v.into());
+    }
+    if let Some(v) = env("KLAW_TIMEZONE") {
+        raw.timezone = Some(v);
+    }
+    if let Some(v) = env("KLAW_LANGUAGE") {
+        raw.language = v.parse().map_err(|message| ConfigError::Env {
+            var: "KLAW_LANGUAGE",
+            value: v.clone(),
+            message,
+        })?;
+    }
+    if let Some(v) = env("KLAW_LOG_LEVEL") {
+        raw.log_level = v;
+    }
+    num(
+        env,
+        "KLAW_MAX_FILE_SIZE_BYTES",
+        &mut raw.max_file_size_bytes,
+    )?;
+    num(
+        env,
+        "KLAW_MAX_TOOL_CALL_ROUNDS",
+        &mut raw.max_tool_call_rounds,
+    )?;
+    num(
+        env,
+        "KLAW_TOOL_TIMEOUT_SECONDS",
+        &mut raw.tool_timeout_seconds,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_follow_xdg() {
+        let e = env(&[("HOME", "/home/u"), ("TZ", "Europe/Moscow")]);
+        let c = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            &e,
+        )
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/home/u/.local/share/klaw"));
+        assert_eq!(
+            c.workspace,
+            PathBuf::from("/home/u/.local/share/klaw/workspace")
+        );
+        assert_eq!(c.timezone, "Europe/Moscow");
+        assert_eq!(c.raw.max_file_size_bytes, 1_048_576);
+        assert_eq!(c.raw.max_tool_call_rounds, 10);
+    }
+
+    #[test]
+    fn env_overrides_the_file() {
+        let e = env(&[
+            ("HOME", "/h"),
+            ("KLAW_WORKSPACE", "/ws"),
+            ("KLAW_DATA", "/data"),
+            ("KLAW_MAX_FILE_SIZE_BYTES", "10"),
+            ("KLAW_LANGUAGE", "en"),
+        ]);
+        let raw = parse(
+            Path::new("e.json"),
+            r#"{"workspace": "/other", "maxFileSizeBytes": 5}"#,
+        )
+        .unwrap();
+        let c = Config::resolve(raw, ConfigSource::File("e.json".into()), &e).unwrap();
+        assert_eq!(c.workspace, PathBuf::from("/ws"));
+        assert_eq!(c.data_dir, PathBuf::from("/data"));
+        assert_eq!(c.raw.max_file_size_bytes, 10);
+        assert_eq!(c.raw.language, Lang::En);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = parse(Path::new("e.json"), "{\n  \"maxFileSize\": 1\n}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `maxFileSize`"), "{e}");
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn broken_json_has_line_and_column() {
+        let e = parse(Path::new("e.json"), "{\n  \"timezone\": \"UTC\",\n}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3 column 1"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key_or_variable() {
+        let e = env(&[("HOME", "/h"), ("KLAW_MAX_TOOL_CALL_ROUNDS", "many")]);
+        let err = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            &e,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("environment variable KLAW_MAX_TOOL_CALL_ROUNDS=\"many\""),
+            "{err}"
+        );
+        let raw = parse(Path::new("e.json"), r#"{"timezone": "Mars/Olympus"}"#).unwrap();
+        let err = Config::resolve(
+            raw,
+            ConfigSource::Defaults("x".into()),
+            &env(&[("HOME", "/h")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("timezone: unknown time zone `Mars/Olympus`"),
+            "{err}"
+        );
+        let raw = parse(Path::new("e.json"), r#"{"maxToolCallRounds": 0}"#).unwrap();
+        let err = Config::resolve(
+            raw,
+            ConfigSource::Defaults("x".into()),
+            &env(&[("HOME", "/h")]),
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "maxToolCallRounds: must be at least 1");
+    }
+
+    #[test]
+    fn missing_explicit_config_is_an_error() {
+        let e = env(&[("HOME", "/h"), ("KLAW_CONFIG", "/nonexistent/engine.json")]);
+        assert!(matches!(
+            Config::load_with(&e),
+            Err(ConfigError::Missing(_))
+        ));
+    }
+}

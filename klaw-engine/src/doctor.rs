@@ -1,0 +1,169 @@
+//! `klaw-engine doctor`: checks the configuration, the directories and every
+//! subsystem, and says how to fix what is wrong.
+
+use std::fmt;
+use std::path::Path;
+
+use klaw_tools::ToolRegistry;
+
+use crate::Config;
+use crate::config::ConfigSource;
+
+/// How a check went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, but something is worth knowing.
+    Warn,
+    /// Broken: the engine will not work until it is fixed.
+    Fail,
+}
+
+/// One line of the doctor's report.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// The outcome.
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// How to fix it, for warnings and failures.
+    pub fix: Option<String>,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        write!(f, "{tag}  {:10}  {}", self.name, self.detail)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n      {:10}  fix: {fix}", "")?;
+        }
+        Ok(())
+    }
+}
+
+fn check(
+    name: &'static str,
+    status: Status,
+    detail: impl Into<String>,
+    fix: Option<String>,
+) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+        fix,
+    }
+}
+
+/// Runs every check.
+pub fn doctor() -> Vec<Check> {
+    let mut out = Vec::new();
+    let config = match Config::load() {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(check(
+                "config",
+                Status::Fail,
+                e.to_string(),
+                Some("correct engine.json (see doc/config/engine-json.md) or the KLAW_* variable named above".into()),
+            ));
+            out.push(tools_check());
+            return out;
+        }
+    };
+    out.push(match &config.source {
+        ConfigSource::File(p) => check("config", Status::Ok, p.display().to_string(), None),
+        ConfigSource::Defaults(p) => check(
+            "config",
+            Status::Ok,
+            format!("built-in defaults (no file at {})", p.display()),
+            None,
+        ),
+    });
+    out.push(dir_check("data dir", &config.data_dir, "KLAW_DATA"));
+    out.push(dir_check("workspace", &config.workspace, "KLAW_WORKSPACE"));
+    out.push(
+        match klaw_tools::tools::utilities::time_zone(&config.timezone) {
+            Ok(tz) => {
+                let offset = jiff_offset(&tz);
+                check(
+                    "timezone",
+                    Status::Ok,
+                    format!("{} (UTC{offset})", config.timezone),
+                    None,
+                )
+            }
+            Err(e) => check(
+                "timezone",
+                Status::Fail,
+                e.message().to_owned(),
+                Some("set `timezone` to an IANA name".into()),
+            ),
+        },
+    );
+    out.push(tools_check());
+    out
+}
+
+fn jiff_offset(tz: &jiff::tz::TimeZone) -> String {
+    let secs = tz.to_offset(jiff::Timestamp::now()).seconds();
+    let sign = if secs < 0 { '-' } else { '+' };
+    let abs = secs.unsigned_abs();
+    format!("{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60)
+}
+
+fn tools_check() -> Check {
+    match ToolRegistry::collect() {
+        Ok(r) => check("tools", Status::Ok, format!("{} tools valid", r.len()), None),
+        Err(e) => check(
+            "tools",
+            Status::Fail,
+            e.to_string(),
+            Some("fix the tool definitions named above; the engine does not start with an invalid tool".into()),
+        ),
+    }
+}
+
+fn dir_check(name: &'static str, dir: &Path, var: &str) -> Check {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => match tempfile::tempfile_in(dir) {
+            Ok(_) => check(
+                name,
+                Status::Ok,
+                format!("{} (writable)", dir.display()),
+                None,
+            ),
+            Err(e) => check(
+                name,
+                Status::Fail,
+                format!("{} is not writable: {e}", dir.display()),
+                Some(format!(
+                    "chmod u+w {} or point {var} elsewhere",
+                    dir.display()
+                )),
+            ),
+        },
+        Ok(_) => check(
+            name,
+            Status::Fail,
+            format!("{} is not a directory", dir.display()),
+            Some(format!("remove it or point {var} elsewhere")),
+        ),
+        Err(_) => check(
+            name,
+            Status::Warn,
+            format!("{} does not exist yet", dir.display()),
+            Some(format!(
+                "it is created on first start; or run: mkdir -p {}",
+                dir.display()
+            )),
+        ),
+    }
+}
