@@ -211,7 +211,7 @@ fn print_table(registry: &ToolRegistry, lang: Lang) {
     }
     let _ = writeln!(
         out,
-        "\n{} tools; flags: r read-only, d destructive, i idempotent, o open-world",
-        registry.len()
+        "\n{}; flags: r read-only, d destructive, i idempotent, o open-world",
+        crate::doctor::plural(registry.len(), "tool")
     );
 }

@@ -176,7 +176,7 @@ impl Config {
         if raw.tool_timeout_seconds == 0 {
             return Err(invalid("toolTimeoutSeconds", "must be at least 1"));
         }
-        if tracing_subscriber::EnvFilter::try_new(&raw.log_level).is_err() {
+        if !valid_log_filter(&raw.log_level) {
             return Err(invalid(
                 "logLevel",
                 &format!(
@@ -185,21 +185,40 @@ impl Config {
                 ),
             ));
         }
+        let base = match &source {
+            ConfigSource::File(f) => f.parent().map(Path::to_path_buf),
+            ConfigSource::Defaults(_) => None,
+        };
+        let dir = |p: &Path, var: &str| -> PathBuf {
+            // A path from the environment is relative to the current directory; one
+            // from the file is relative to the file.
+            let from_env = env(var).is_some();
+            let p = expand_home(p, env);
+            match (&base, from_env || p.is_absolute()) {
+                (Some(b), false) => b.join(p),
+                _ => absolute(&p),
+            }
+        };
         let data_dir = match &raw.data_dir {
-            Some(d) => absolute(d),
+            Some(d) => dir(d, "KLAW_DATA"),
             None => xdg(env, "XDG_DATA_HOME", ".local/share", "dataDir", "KLAW_DATA")?.join("klaw"),
         };
         let workspace = match &raw.workspace {
-            Some(w) => absolute(w),
+            Some(w) => dir(w, "KLAW_WORKSPACE"),
             None => data_dir.join("workspace"),
         };
         let timezone = match &raw.timezone {
-            Some(tz) => {
-                if let Err(e) = klaw_tools::tools::utilities::time_zone(tz) {
-                    return Err(invalid("timezone", e.message()));
+            Some(tz) => match klaw_tools::tools::utilities::time_zone(tz) {
+                Ok(zone) => zone.iana_name().unwrap_or(tz).to_owned(),
+                Err(e) if env("KLAW_TIMEZONE").is_some() => {
+                    return Err(ConfigError::Env {
+                        var: "KLAW_TIMEZONE",
+                        value: tz.clone(),
+                        message: e.message().to_owned(),
+                    });
                 }
-                tz.clone()
-            }
+                Err(e) => return Err(invalid("timezone", e.message())),
+            },
             None => system_timezone(env),
         };
         Ok(Config {
@@ -235,16 +254,44 @@ impl Config {
 
 /// Parses engine.json text; errors carry line and column.
 pub fn parse(path: &Path, text: &str) -> Result<EngineConfig, ConfigError> {
+    if !text.trim_start().starts_with('{') {
+        return Err(ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: "engine.json must be a JSON object: { \"key\": value, ... }".into(),
+        });
+    }
     serde_json::from_str(text).map_err(|e| ConfigError::Parse {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
 }
 
+/// A level name, or `tracing` directives (`target=level`, comma-separated).
+fn valid_log_filter(filter: &str) -> bool {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    !filter.trim().is_empty()
+        && filter.split(',').all(|d| {
+            let level = d.rsplit('=').next().unwrap_or(d).trim();
+            LEVELS.contains(&level.to_ascii_lowercase().as_str())
+        })
+        && tracing_subscriber::EnvFilter::try_new(filter).is_ok()
+}
+
 fn invalid(key: &'static str, message: &str) -> ConfigError {
     ConfigError::Invalid {
         key,
         message: message.to_owned(),
+    }
+}
+
+/// `~` and `~/x` become the home directory.
+fn expand_home(p: &Path, env: Env<'_>) -> PathBuf {
+    let Some(home) = env("HOME") else {
+        return p.to_path_buf();
+    };
+    match p.strip_prefix("~") {
+        Ok(rest) => PathBuf::from(home).join(rest),
+        Err(_) => p.to_path_buf(),
     }
 }
 
@@ -270,27 +317,15 @@ fn xdg(
 
 fn system_timezone(env: Env<'_>) -> String {
     if let Some(tz) = env("TZ") {
-        let tz = tz.trim_start_matches(':').to_owned();
-        if klaw_tools::tools::utilities::time_zone(&tz).is_ok() {
-            return tz;
+        let tz = tz.trim_start_matches(':');
+        if let Ok(zone) = klaw_tools::tools::utilities::time_zone(tz) {
+            return zone.iana_name().unwrap_or(tz).to_owned();
         }
     }
-    jiff_system_name().unwrap_or_else(|| "UTC".into())
-}
-
-fn jiff_system_name() -> Option<String> {
-    // /etc/timezone (Debian) or the /etc/localtime link target.
-    if let Ok(s) = std::fs::read_to_string("/etc/timezone") {
-        let s = s.trim();
-        if !s.is_empty() && klaw_tools::tools::utilities::time_zone(s).is_ok() {
-            return Some(s.to_owned());
-        }
-    }
-    let target = std::fs::read_link("/etc/localtime").ok()?;
-    let text = target.to_string_lossy();
-    let name = text.split("zoneinfo/").nth(1)?;
-    klaw_tools::tools::utilities::time_zone(name).ok()?;
-    Some(name.to_owned())
+    jiff::tz::TimeZone::try_system()
+        .ok()
+        .and_then(|z| z.iana_name().map(str::to_owned))
+        .unwrap_or_else(|| "UTC".into())
 }
 
 fn apply_env(raw: &mut EngineConfig, env: Env<'_>) -> Result<(), ConfigError> {
@@ -449,6 +484,94 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.to_string(), "maxToolCallRounds: must be at least 1");
+    }
+
+    #[test]
+    fn relative_paths_follow_the_file_and_tilde_is_home() {
+        let e = env(&[("HOME", "/home/u"), ("KLAW_DATA", "rel-data")]);
+        let raw = parse(
+            Path::new("/etc/klaw/engine.json"),
+            r#"{"workspace": "ws", "dataDir": "~/d"}"#,
+        )
+        .unwrap();
+        let c = Config::resolve(
+            raw.clone(),
+            ConfigSource::File("/etc/klaw/engine.json".into()),
+            &e,
+        )
+        .unwrap();
+        assert_eq!(c.workspace, PathBuf::from("/etc/klaw/ws"));
+        assert!(
+            c.data_dir.is_absolute() && c.data_dir.ends_with("rel-data"),
+            "{:?}",
+            c.data_dir
+        );
+        let e = env(&[("HOME", "/home/u")]);
+        let c =
+            Config::resolve(raw, ConfigSource::File("/etc/klaw/engine.json".into()), &e).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/home/u/d"));
+    }
+
+    #[test]
+    fn non_objects_and_bad_log_levels_are_refused() {
+        let err = parse(Path::new("e.json"), "[]").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "e.json: engine.json must be a JSON object: { \"key\": value, ... }"
+        );
+        for bad in ["verbose", "", "klaw=loud"] {
+            let raw = EngineConfig {
+                log_level: bad.into(),
+                ..EngineConfig::default()
+            };
+            let err = Config::resolve(
+                raw,
+                ConfigSource::Defaults("x".into()),
+                &env(&[("HOME", "/h")]),
+            )
+            .unwrap_err();
+            assert!(err.to_string().starts_with("logLevel: "), "{err}");
+        }
+        for good in ["debug", "klaw::tools=debug,warn", "OFF"] {
+            let raw = EngineConfig {
+                log_level: good.into(),
+                ..EngineConfig::default()
+            };
+            assert!(
+                Config::resolve(
+                    raw,
+                    ConfigSource::Defaults("x".into()),
+                    &env(&[("HOME", "/h")])
+                )
+                .is_ok(),
+                "{good}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_timezone_variable_is_named() {
+        let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "Europe/Moskow")]);
+        let err = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            &e,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "environment variable KLAW_TIMEZONE=\"Europe/Moskow\": unknown time zone"
+            ),
+            "{err}"
+        );
+        let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "europe/moscow")]);
+        let c = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            &e,
+        )
+        .unwrap();
+        assert_eq!(c.timezone, "Europe/Moscow", "canonical spelling");
     }
 
     #[test]

@@ -121,13 +121,27 @@ fn jiff_offset(tz: &jiff::tz::TimeZone) -> String {
 
 fn tools_check() -> Check {
     match ToolRegistry::collect() {
-        Ok(r) => check("tools", Status::Ok, format!("{} tools valid", r.len()), None),
+        Ok(r) => check(
+            "tools",
+            Status::Ok,
+            format!("{} valid", plural(r.len(), "tool")),
+            None,
+        ),
         Err(e) => check(
             "tools",
             Status::Fail,
             e.to_string(),
             Some("fix the tool definitions named above; the engine does not start with an invalid tool".into()),
         ),
+    }
+}
+
+/// `1 tool`, `2 tools`.
+pub(crate) fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
     }
 }
 
@@ -161,7 +175,7 @@ fn dir_check(name: &'static str, dir: &Path, var: &str) -> Check {
             Status::Warn,
             format!("{} does not exist yet", dir.display()),
             Some(format!(
-                "it is created on first start; or run: mkdir -p {}",
+                "the engine creates it when it starts (e.g. on `klaw-engine call`); or run: mkdir -p {}",
                 dir.display()
             )),
         ),

@@ -121,7 +121,7 @@ struct Shared {
 #[derive(Clone, Default)]
 pub struct ToolContext {
     shared: Arc<Shared>,
-    caller: Caller,
+    caller: Arc<Caller>,
     cancel: CancellationToken,
 }
 
@@ -185,7 +185,7 @@ impl ToolContext {
     /// The same context for another caller.
     #[must_use]
     pub fn with_caller(mut self, caller: Caller) -> Self {
-        self.caller = caller;
+        self.caller = Arc::new(caller);
         self
     }
 
@@ -257,7 +257,7 @@ impl ToolContextBuilder {
     pub fn build(self) -> ToolContext {
         ToolContext {
             shared: Arc::new(self.shared),
-            caller: self.caller,
+            caller: Arc::new(self.caller),
             cancel: CancellationToken::new(),
         }
     }

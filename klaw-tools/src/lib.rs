@@ -56,7 +56,7 @@ pub use schema::{
     Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,
 };
 pub use tool::{Annotations, FnTool, Lang, Text, Tool, ToolOutput, ToolSpec};
-pub use validate::{Violation, check_schema, validate};
+pub use validate::{Validator, Violation, check_schema, validate};
 
 /// What generated code reaches; not a public API.
 #[doc(hidden)]

@@ -2,8 +2,10 @@
 //! format, and the one place calls are validated and dispatched.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use futures_util::FutureExt;
@@ -12,7 +14,7 @@ use serde_json::Value;
 use crate::events::{EventHook, ToolEvent};
 use crate::render::{Format, definition};
 use crate::tool::{StaticTool, ToolRegistration};
-use crate::validate::{check_schema, validate};
+use crate::validate::{Validator, check_schema};
 use crate::{Lang, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// Why a tool cannot be registered. Names the tool, where it comes from and the problem.
@@ -57,6 +59,13 @@ impl From<&str> for Args {
     }
 }
 
+/// A tool and its compiled argument validator.
+#[derive(Clone)]
+struct Entry {
+    tool: Arc<dyn Tool>,
+    validator: Arc<Validator>,
+}
+
 /// The tools of an engine, sorted by name.
 ///
 /// ```
@@ -71,7 +80,7 @@ impl From<&str> for Args {
 /// ```
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Entry>,
     hooks: Vec<Arc<dyn EventHook>>,
 }
 
@@ -124,8 +133,8 @@ impl ToolRegistry {
             problem,
         };
         let problems = check_spec(spec);
-        if let Some(first) = problems.into_iter().next() {
-            let e = err(first);
+        if !problems.is_empty() {
+            let e = err(problems.join("; "));
             self.emit(&ToolEvent::LoadFailed {
                 tool: e.tool.clone(),
                 origin: e.origin.clone(),
@@ -136,7 +145,7 @@ impl ToolRegistry {
         if let Some(existing) = self.tools.get(&spec.name) {
             let e = err(format!(
                 "the name is already taken by the tool defined at {}",
-                existing.spec().origin
+                existing.tool.spec().origin
             ));
             self.emit(&ToolEvent::LoadFailed {
                 tool: e.tool.clone(),
@@ -145,13 +154,15 @@ impl ToolRegistry {
             });
             return Err(e);
         }
-        self.tools.insert(spec.name.clone(), tool);
+        let validator = Arc::new(Validator::new(&spec.input_schema));
+        self.tools
+            .insert(spec.name.clone(), Entry { tool, validator });
         Ok(())
     }
 
     /// Removes a tool; returns it if it was there.
     pub fn unregister(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.remove(name)
+        self.tools.remove(name).map(|e| e.tool)
     }
 
     /// Adds a subscriber to tool events (executed, failed, failed to load).
@@ -161,12 +172,12 @@ impl ToolRegistry {
 
     /// The tool called `name`.
     pub fn by_name(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|e| &e.tool)
     }
 
     /// Every tool, sorted by name.
     pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|e| &e.tool)
     }
 
     /// Every tool's name, sorted.
@@ -188,7 +199,7 @@ impl ToolRegistry {
     pub fn definitions(&self, format: Format, lang: Lang) -> Vec<Value> {
         self.tools
             .values()
-            .map(|t| definition(t.spec(), format, lang))
+            .map(|e| definition(e.tool.spec(), format, lang))
             .collect()
     }
 
@@ -207,10 +218,17 @@ impl ToolRegistry {
         let result = self.run(ctx, name, args.into()).await;
         let elapsed = started.elapsed();
         match &result {
-            Ok(_) => self.emit(&ToolEvent::Executed {
-                tool: name.to_owned(),
-                elapsed,
-            }),
+            Ok(_) => {
+                // Building the event costs an allocation: only when someone listens.
+                if !self.hooks.is_empty()
+                    || tracing::enabled!(target: "klaw::tools", tracing::Level::DEBUG)
+                {
+                    self.emit(&ToolEvent::Executed {
+                        tool: name.to_owned(),
+                        elapsed,
+                    });
+                }
+            }
             Err(e) => self.emit(&ToolEvent::Failed {
                 tool: name.to_owned(),
                 elapsed,
@@ -226,18 +244,28 @@ impl ToolRegistry {
         name: &str,
         args: Args,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(tool) = self.tools.get(name) else {
+        let Some(Entry { tool, validator }) = self.tools.get(name) else {
             return Err(self.unknown(name));
         };
         let spec = tool.spec();
-        let args = prepare(spec, args).map_err(|e| e.with_tool(name))?;
+        let args = prepare(spec, validator, args).map_err(|e| e.with_tool(name))?;
         let timeout = spec.timeout.unwrap_or(ctx.limits().tool_timeout);
-        let call = AssertUnwindSafe(tool.call(ctx.clone(), args)).catch_unwind();
-        let cancel = ctx.cancellation().clone();
-        let outcome = tokio::select! {
-            biased;
-            r = tokio::time::timeout(timeout, call) => r,
-            () = cancel.cancelled() => return Err(ToolError::cancelled("the call was cancelled").with_tool(name)),
+        let cancel = ctx.cancellation();
+        if cancel.is_cancelled() {
+            return Err(ToolError::cancelled("the call was cancelled").with_tool(name));
+        }
+        let mut call =
+            std::pin::pin!(AssertUnwindSafe(tool.call(ctx.clone(), args)).catch_unwind());
+        // Most tools finish on their first poll: only arm the timer and the
+        // cancellation watch for those that do not.
+        let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+        let outcome = match first {
+            Poll::Ready(r) => Ok(r),
+            Poll::Pending => tokio::select! {
+                biased;
+                r = tokio::time::timeout(timeout, call) => r,
+                () = cancel.cancelled() => return Err(ToolError::cancelled("the call was cancelled").with_tool(name)),
+            },
         };
         match outcome {
             Err(_) => Err(ToolError::timeout(format!(
@@ -265,7 +293,12 @@ impl ToolRegistry {
     fn unknown(&self, name: &str) -> ToolError {
         let mut close: Vec<(f64, &str)> = self
             .names()
-            .map(|n| (strsim::jaro_winkler(&name.to_lowercase(), n), n))
+            .map(|n| {
+                (
+                    strsim::jaro_winkler(&name.to_lowercase(), &n.to_lowercase()),
+                    n,
+                )
+            })
             .filter(|(score, n)| {
                 *score > 0.8 || n.contains(name) || (!n.is_empty() && name.contains(n))
             })
@@ -313,7 +346,7 @@ pub(crate) fn closest<'a>(
 }
 
 fn human(d: std::time::Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d.as_millis().is_multiple_of(1000) {
         format!("{} s", d.as_secs())
     } else {
         format!("{} ms", d.as_millis())
@@ -321,7 +354,7 @@ fn human(d: std::time::Duration) -> String {
 }
 
 /// Parses, de-aliases and validates a call's arguments.
-fn prepare(spec: &ToolSpec, args: Args) -> Result<Value, ToolError> {
+fn prepare(spec: &ToolSpec, validator: &Validator, args: Args) -> Result<Value, ToolError> {
     let mut value = match args {
         Args::Json(v) => v,
         Args::Text(t) if t.trim().is_empty() => Value::Object(Default::default()),
@@ -351,7 +384,7 @@ fn prepare(spec: &ToolSpec, args: Args) -> Result<Value, ToolError> {
             map.insert(canonical.clone(), v);
         }
     }
-    let violations = validate(&spec.input_schema, &value);
+    let violations = validator.validate(&value);
     if let Some(first) = violations.first() {
         let message = violations
             .iter()

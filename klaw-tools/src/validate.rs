@@ -22,11 +22,328 @@ pub struct Violation {
 const MAX_VIOLATIONS: usize = 8;
 
 /// Validates `value` against `schema`; returns every violation found (up to a few).
+///
+/// Compiles the schema first; to validate many values against one schema, build a
+/// [`Validator`] once.
 pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut ptr = String::new();
-    check(schema, value, &mut ptr, &mut out);
-    out
+    Validator::new(schema).validate(value)
+}
+
+/// A schema compiled for fast, repeated validation (the registry keeps one per tool).
+#[derive(Debug, Clone)]
+pub struct Validator {
+    root: Node,
+}
+
+impl Validator {
+    /// Compiles `schema`. Keywords outside the supported vocabulary are ignored.
+    pub fn new(schema: &Value) -> Self {
+        Self {
+            root: Node::compile(schema),
+        }
+    }
+
+    /// Every violation of `value` (up to a few), each with its JSON pointer.
+    pub fn validate(&self, value: &Value) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let mut ptr = String::new();
+        self.root.check(value, &mut ptr, &mut out);
+        out
+    }
+}
+
+const T_NULL: u8 = 1;
+const T_BOOL: u8 = 2;
+const T_INT: u8 = 4;
+const T_NUM: u8 = 8;
+const T_STR: u8 = 16;
+const T_ARR: u8 = 32;
+const T_OBJ: u8 = 64;
+
+#[derive(Debug, Clone, Default)]
+enum Extra {
+    #[default]
+    Allowed,
+    Denied,
+    Schema(Box<Node>),
+}
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    /// `false` schema: nothing is valid.
+    never: bool,
+    /// Bit set of accepted types; 0 means any.
+    types: u8,
+    /// The `type` keyword as written, for messages.
+    type_text: String,
+    enumeration: Option<Vec<Value>>,
+    constant: Option<Value>,
+    any_of: Vec<Node>,
+    minimum: Option<Value>,
+    maximum: Option<Value>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    items: Option<Box<Node>>,
+    properties: Vec<(String, Node)>,
+    required: Vec<String>,
+    extra: Extra,
+}
+
+fn type_bit(t: &str) -> u8 {
+    match t {
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "integer" => T_INT,
+        "number" => T_NUM | T_INT,
+        "string" => T_STR,
+        "array" => T_ARR,
+        "object" => T_OBJ,
+        _ => 0,
+    }
+}
+
+fn value_bit(v: &Value) -> u8 {
+    match type_name(v) {
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "integer" => T_INT,
+        "number" => T_NUM,
+        "string" => T_STR,
+        "array" => T_ARR,
+        _ => T_OBJ,
+    }
+}
+
+impl Node {
+    fn compile(schema: &Value) -> Node {
+        let Value::Object(s) = schema else {
+            return Node {
+                never: schema == &Value::Bool(false),
+                ..Node::default()
+            };
+        };
+        let mut n = Node::default();
+        match s.get("type") {
+            Some(Value::String(t)) => {
+                n.types = type_bit(t);
+                n.type_text = t.clone();
+            }
+            Some(Value::Array(ts)) => {
+                let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+                n.types = names.iter().fold(0, |acc, t| acc | type_bit(t));
+                n.type_text = names.join(" or ");
+            }
+            _ => {}
+        }
+        n.enumeration = s.get("enum").and_then(Value::as_array).cloned();
+        n.constant = s.get("const").cloned();
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(options)) = s.get(key) {
+                n.any_of = options.iter().map(Node::compile).collect();
+            }
+        }
+        n.minimum = s.get("minimum").filter(|v| v.is_number()).cloned();
+        n.maximum = s.get("maximum").filter(|v| v.is_number()).cloned();
+        n.min_length = s.get("minLength").and_then(Value::as_u64);
+        n.max_length = s.get("maxLength").and_then(Value::as_u64);
+        n.min_items = s.get("minItems").and_then(Value::as_u64);
+        n.max_items = s.get("maxItems").and_then(Value::as_u64);
+        n.items = s.get("items").map(|i| Box::new(Node::compile(i)));
+        if let Some(Value::Object(props)) = s.get("properties") {
+            n.properties = props
+                .iter()
+                .map(|(k, v)| (k.clone(), Node::compile(v)))
+                .collect();
+        }
+        if let Some(Value::Array(r)) = s.get("required") {
+            n.required = r
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+        }
+        n.extra = match s.get("additionalProperties") {
+            Some(Value::Bool(false)) => Extra::Denied,
+            Some(v @ Value::Object(_)) => Extra::Schema(Box::new(Node::compile(v))),
+            _ => Extra::Allowed,
+        };
+        n
+    }
+
+    fn check(&self, value: &Value, ptr: &mut String, out: &mut Vec<Violation>) {
+        if out.len() >= MAX_VIOLATIONS {
+            return;
+        }
+        if self.never {
+            push(out, ptr, "no value is allowed here".into());
+            return;
+        }
+        if self.types != 0 && self.types & value_bit(value) == 0 {
+            push(
+                out,
+                ptr,
+                format!(
+                    "expected {}, got {} {}",
+                    self.type_text,
+                    type_name(value),
+                    short(value)
+                ),
+            );
+            return;
+        }
+        if let Some(allowed) = &self.enumeration {
+            if !allowed.contains(value) {
+                let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+                push(
+                    out,
+                    ptr,
+                    format!("expected one of {}, got {}", list.join(", "), short(value)),
+                );
+                return;
+            }
+        }
+        if let Some(c) = &self.constant {
+            if c != value {
+                push(out, ptr, format!("expected {c}, got {}", short(value)));
+                return;
+            }
+        }
+        if !self.any_of.is_empty() {
+            let ok = self.any_of.iter().any(|o| {
+                let mut scratch = Vec::new();
+                o.check(value, &mut ptr.clone(), &mut scratch);
+                scratch.is_empty()
+            });
+            if !ok {
+                push(
+                    out,
+                    ptr,
+                    format!("{} matches none of the allowed forms", short(value)),
+                );
+                return;
+            }
+        }
+        match value {
+            Value::Number(n) => self.check_number(n, ptr, out),
+            Value::String(text) if self.min_length.is_some() || self.max_length.is_some() => {
+                let len = text.chars().count() as u64;
+                if let Some(min) = self.min_length.filter(|m| len < *m) {
+                    push(
+                        out,
+                        ptr,
+                        format!("expected at least {min} characters, got {len}"),
+                    );
+                }
+                if let Some(max) = self.max_length.filter(|m| len > *m) {
+                    push(
+                        out,
+                        ptr,
+                        format!("expected at most {max} characters, got {len}"),
+                    );
+                }
+            }
+            Value::Array(items) => {
+                let n = items.len() as u64;
+                if let Some(min) = self.min_items.filter(|m| n < *m) {
+                    push(out, ptr, format!("expected at least {min} items, got {n}"));
+                }
+                if let Some(max) = self.max_items.filter(|m| n > *m) {
+                    push(out, ptr, format!("expected at most {max} items, got {n}"));
+                }
+                if let Some(item) = &self.items {
+                    for (i, v) in items.iter().enumerate() {
+                        let len = ptr.len();
+                        ptr.push('/');
+                        ptr.push_str(&i.to_string());
+                        item.check(v, ptr, out);
+                        ptr.truncate(len);
+                    }
+                }
+            }
+            Value::Object(obj) => self.check_object(obj, ptr, out),
+            _ => {}
+        }
+    }
+
+    fn check_number(&self, n: &serde_json::Number, ptr: &str, out: &mut Vec<Violation>) {
+        // Compare exactly where both sides are integers, so u64 bounds stay exact.
+        let below = |bound: &Value| match (bound.as_i64(), bound.as_u64(), n.as_i64(), n.as_u64()) {
+            (Some(b), _, Some(x), _) => x < b,
+            (_, Some(b), _, Some(x)) => x < b,
+            (_, Some(_), Some(x), None) => x < 0,
+            _ => n.as_f64().unwrap_or(0.0) < bound.as_f64().unwrap_or(f64::MIN),
+        };
+        let above = |bound: &Value| match (bound.as_i64(), bound.as_u64(), n.as_i64(), n.as_u64()) {
+            (_, Some(b), _, Some(x)) => x > b,
+            (Some(b), _, Some(x), _) => x > b,
+            (Some(_), None, None, Some(_)) => true,
+            _ => n.as_f64().unwrap_or(0.0) > bound.as_f64().unwrap_or(f64::MAX),
+        };
+        if let Some(min) = self.minimum.as_ref().filter(|m| below(m)) {
+            push(out, ptr, format!("expected a number ≥ {min}, got {n}"));
+        }
+        if let Some(max) = self.maximum.as_ref().filter(|m| above(m)) {
+            push(out, ptr, format!("expected a number ≤ {max}, got {n}"));
+        }
+    }
+
+    fn check_object(&self, obj: &Map<String, Value>, ptr: &mut String, out: &mut Vec<Violation>) {
+        for name in &self.required {
+            if !obj.contains_key(name) {
+                let expected = self
+                    .properties
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, p)| p.type_text.as_str())
+                    .filter(|t| !t.is_empty())
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default();
+                let len = ptr.len();
+                ptr.push('/');
+                ptr.push_str(&escape(name));
+                push(
+                    out,
+                    ptr,
+                    format!("missing required argument `{name}`{expected}"),
+                );
+                ptr.truncate(len);
+            }
+        }
+        for (key, val) in obj {
+            let len = ptr.len();
+            ptr.push('/');
+            ptr.push_str(&escape(key));
+            match self.properties.iter().find(|(k, _)| k == key) {
+                Some((_, prop)) => {
+                    // `null` for an optional property means "not given" (OpenAI strict
+                    // mode sends it for every optional argument).
+                    if !val.is_null() || self.required.iter().any(|r| r == key) {
+                        prop.check(val, ptr, out);
+                    }
+                }
+                None => match &self.extra {
+                    Extra::Denied => {
+                        let known: Vec<&str> =
+                            self.properties.iter().map(|(k, _)| k.as_str()).collect();
+                        let hint = crate::registry::closest(key, known.iter().copied())
+                            .map(|c| format!("; did you mean `{c}`?"))
+                            .unwrap_or_default();
+                        let list = if known.is_empty() {
+                            "this takes no arguments".to_owned()
+                        } else {
+                            format!("expected one of: {}", known.join(", "))
+                        };
+                        push(out, ptr, format!("unknown argument `{key}`{hint} ({list})"));
+                    }
+                    Extra::Schema(extra) => extra.check(val, ptr, out),
+                    Extra::Allowed => {}
+                },
+            }
+            ptr.truncate(len);
+        }
+    }
 }
 
 fn push(out: &mut Vec<Violation>, ptr: &str, message: String) {
@@ -43,20 +360,12 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
+        // `1.0` is a number, not an integer: a Rust integer cannot be read from it.
         Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => "integer",
         Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Array(_) => "array",
         Value::Object(_) => "object",
-    }
-}
-
-fn type_matches(t: &str, v: &Value) -> bool {
-    match t {
-        "number" => v.is_number(),
-        "integer" => type_name(v) == "integer",
-        other => type_name(v) == other,
     }
 }
 
@@ -72,220 +381,6 @@ fn short(v: &Value) -> String {
 
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
-}
-
-fn check(schema: &Value, value: &Value, ptr: &mut String, out: &mut Vec<Violation>) {
-    let Value::Object(s) = schema else {
-        if schema == &Value::Bool(false) {
-            push(out, ptr, "no value is allowed here".into());
-        }
-        return;
-    };
-    if out.len() >= MAX_VIOLATIONS {
-        return;
-    }
-    if let Some(t) = s.get("type") {
-        let types: Vec<&str> = match t {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        if !types.is_empty() && !types.iter().any(|t| type_matches(t, value)) {
-            let what = if types.len() == 1 {
-                types[0].to_owned()
-            } else {
-                types.join(" or ")
-            };
-            push(
-                out,
-                ptr,
-                format!("expected {what}, got {} {}", type_name(value), short(value)),
-            );
-            return;
-        }
-    }
-    if let Some(Value::Array(allowed)) = s.get("enum") {
-        if !allowed.contains(value) {
-            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-            push(
-                out,
-                ptr,
-                format!("expected one of {}, got {}", list.join(", "), short(value)),
-            );
-            return;
-        }
-    }
-    if let Some(c) = s.get("const") {
-        if c != value {
-            push(out, ptr, format!("expected {c}, got {}", short(value)));
-            return;
-        }
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(options)) = s.get(key) {
-            let ok = options.iter().any(|o| {
-                let mut scratch = Vec::new();
-                check(o, value, &mut ptr.clone(), &mut scratch);
-                scratch.is_empty()
-            });
-            if !ok {
-                push(
-                    out,
-                    ptr,
-                    format!("{} matches none of the allowed forms", short(value)),
-                );
-                return;
-            }
-        }
-    }
-    match value {
-        Value::Number(n) => check_number(s, n, ptr, out),
-        Value::String(text) => {
-            let len = text.chars().count() as u64;
-            if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
-                if len < min {
-                    push(
-                        out,
-                        ptr,
-                        format!("expected at least {min} characters, got {len}"),
-                    );
-                }
-            }
-            if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
-                    push(
-                        out,
-                        ptr,
-                        format!("expected at most {max} characters, got {len}"),
-                    );
-                }
-            }
-        }
-        Value::Array(items) => {
-            let n = items.len() as u64;
-            if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
-                if n < min {
-                    push(out, ptr, format!("expected at least {min} items, got {n}"));
-                }
-            }
-            if let Some(max) = s.get("maxItems").and_then(Value::as_u64) {
-                if n > max {
-                    push(out, ptr, format!("expected at most {max} items, got {n}"));
-                }
-            }
-            if let Some(item_schema) = s.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    let len = ptr.len();
-                    ptr.push('/');
-                    ptr.push_str(&i.to_string());
-                    check(item_schema, item, ptr, out);
-                    ptr.truncate(len);
-                }
-            }
-        }
-        Value::Object(obj) => check_object(s, obj, ptr, out),
-        _ => {}
-    }
-}
-
-fn check_number(
-    s: &Map<String, Value>,
-    n: &serde_json::Number,
-    ptr: &str,
-    out: &mut Vec<Violation>,
-) {
-    // Compare exactly where both sides are integers, so u64::MAX bounds stay exact.
-    let below = |bound: &Value| match (bound.as_i64(), bound.as_u64(), n.as_i64(), n.as_u64()) {
-        (Some(b), _, Some(x), _) => x < b,
-        (_, Some(b), _, Some(x)) => x < b,
-        (_, Some(_), Some(x), None) => x < 0,
-        _ => n.as_f64().unwrap_or(0.0) < bound.as_f64().unwrap_or(f64::MIN),
-    };
-    let above = |bound: &Value| match (bound.as_i64(), bound.as_u64(), n.as_i64(), n.as_u64()) {
-        (_, Some(b), _, Some(x)) => x > b,
-        (Some(b), _, Some(x), _) => x > b,
-        (Some(_), None, None, Some(_)) => true,
-        _ => n.as_f64().unwrap_or(0.0) > bound.as_f64().unwrap_or(f64::MAX),
-    };
-    if let Some(min) = s.get("minimum") {
-        if below(min) {
-            push(out, ptr, format!("expected a number ≥ {min}, got {n}"));
-        }
-    }
-    if let Some(max) = s.get("maximum") {
-        if above(max) {
-            push(out, ptr, format!("expected a number ≤ {max}, got {n}"));
-        }
-    }
-}
-
-fn check_object(
-    s: &Map<String, Value>,
-    obj: &Map<String, Value>,
-    ptr: &mut String,
-    out: &mut Vec<Violation>,
-) {
-    let props = s.get("properties").and_then(Value::as_object);
-    let required: Vec<&str> = s
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for name in &required {
-        if !obj.contains_key(*name) {
-            let expected = props
-                .and_then(|p| p.get(*name))
-                .and_then(|p| p.get("type"))
-                .map(|t| match t {
-                    Value::String(t) => format!(" ({t})"),
-                    other => format!(" ({other})"),
-                })
-                .unwrap_or_default();
-            let len = ptr.len();
-            ptr.push('/');
-            ptr.push_str(&escape(name));
-            push(
-                out,
-                ptr,
-                format!("missing required argument `{name}`{expected}"),
-            );
-            ptr.truncate(len);
-        }
-    }
-    let additional = s.get("additionalProperties");
-    for (key, val) in obj {
-        let len = ptr.len();
-        ptr.push('/');
-        ptr.push_str(&escape(key));
-        match props.and_then(|p| p.get(key)) {
-            Some(prop_schema) => {
-                // `null` for an optional property means "not given" (OpenAI strict mode
-                // sends it for every optional argument).
-                if !(val.is_null() && !required.contains(&key.as_str())) {
-                    check(prop_schema, val, ptr, out);
-                }
-            }
-            None => match additional {
-                Some(Value::Bool(false)) => {
-                    let known: Vec<&str> = props
-                        .map(|p| p.keys().map(String::as_str).collect())
-                        .unwrap_or_default();
-                    let hint = crate::registry::closest(key, known.iter().copied())
-                        .map(|c| format!("; did you mean `{c}`?"))
-                        .unwrap_or_default();
-                    let list = if known.is_empty() {
-                        "this takes no arguments".to_owned()
-                    } else {
-                        format!("expected one of: {}", known.join(", "))
-                    };
-                    push(out, ptr, format!("unknown argument `{key}`{hint} ({list})"));
-                }
-                Some(extra @ Value::Object(_)) => check(extra, val, ptr, out),
-                _ => {}
-            },
-        }
-        ptr.truncate(len);
-    }
 }
 
 /// Checks that `schema` is a JSON Schema Klaw can serve as a tool's arguments: an object

@@ -2,6 +2,8 @@
 //! definitions clients receive, and invariants hold for each (valid JSON Schema,
 //! strict-mode shape for OpenAI, the Gemini subset, non-empty descriptions).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use klaw_tools::{Format, Lang, ToolRegistry, definition};
 use serde_json::Value;
 

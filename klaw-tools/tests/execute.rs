@@ -1,6 +1,8 @@
 //! `ToolRegistry::execute`: validation, dispatch and every failure path, through tools
 //! defined with `#[tool]` exactly as users write them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -219,6 +221,11 @@ async fn out_of_range_integers_are_refused_before_the_call() {
         .await
         .unwrap_err();
     assert_eq!(e.message(), "/topK: expected integer, got number 2.5");
+    let e = kit
+        .call("search_like", json!({"query": "q", "topK": 3.0}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.message(), "/topK: expected integer, got number 3.0");
 }
 
 #[tokio::test]

@@ -11,18 +11,25 @@ use crate::{Settings, ToolError, ToolSchema, tool};
 #[serde(rename_all = "camelCase")]
 pub struct CurrentTime {
     /// Дата, YYYY-MM-DD
+    #[schema(description_en = "Date, YYYY-MM-DD")]
     pub date: String,
     /// Время, HH:MM:SS
+    #[schema(description_en = "Time, HH:MM:SS")]
     pub time: String,
     /// День недели по-английски (Monday ... Sunday)
+    #[schema(description_en = "Weekday in English (Monday ... Sunday)")]
     pub weekday: String,
     /// Часовой пояс IANA
+    #[schema(description_en = "IANA time zone")]
     pub timezone: String,
     /// Смещение от UTC, например +03:00
+    #[schema(description_en = "Offset from UTC, e.g. +03:00")]
     pub utc_offset: String,
     /// Момент времени в RFC 3339 со смещением
+    #[schema(description_en = "The instant in RFC 3339 with the offset")]
     pub iso: String,
     /// Секунды Unix
+    #[schema(description_en = "Unix seconds")]
     pub unix: i64,
 }
 
@@ -41,7 +48,8 @@ pub async fn current_time(
 ) -> Result<CurrentTime, ToolError> {
     let name = timezone.unwrap_or(settings.timezone);
     let tz = time_zone(&name)?;
-    Ok(at(Timestamp::now(), &name, &tz))
+    let canonical = tz.iana_name().unwrap_or(&name).to_owned();
+    Ok(at(Timestamp::now(), &canonical, &tz))
 }
 
 /// Looks up an IANA time zone, naming close matches when it does not exist.

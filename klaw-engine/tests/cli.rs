@@ -1,0 +1,260 @@
+//! The `klaw-engine` binary, run as a user runs it: every command, exit codes, and
+//! configuration errors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn config(&self, text: &str) -> &Self {
+        std::fs::write(self.dir.path().join("engine.json"), text).unwrap();
+        self
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_klaw-engine"));
+        c.args(args)
+            .env_clear()
+            .env("HOME", self.dir.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TZ", "UTC");
+        if self.dir.path().join("engine.json").exists() {
+            c.env("KLAW_CONFIG", self.dir.path().join("engine.json"));
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn home(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn tools_prints_a_table() {
+    let o = Env::new().run(&["tools"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(
+        out.contains("current_time  r---   Возвращает текущие дату"),
+        "{out}"
+    );
+}
+
+#[test]
+fn tools_renders_every_format_as_a_json_array() {
+    let env = Env::new();
+    for (format, name_at) in [
+        ("openai", "/function/name"),
+        ("openai-loose", "/function/name"),
+        ("anthropic", "/name"),
+        ("gemini", "/name"),
+        ("mcp", "/name"),
+    ] {
+        for lang in ["ru", "en"] {
+            let o = env.run(&["tools", "--format", format, "--lang", lang]);
+            assert!(o.status.success(), "{format}: {}", stderr(&o));
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            let tools = v.as_array().unwrap();
+            assert!(
+                tools
+                    .iter()
+                    .any(|t| t.pointer(name_at) == Some(&"current_time".into())),
+                "{format}"
+            );
+        }
+    }
+    let o = env.run(&["tools", "--format", "openai", "--lang", "en"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v[0]["function"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Returns the current date")
+    );
+    let o = env.run(&["tools", "--format", "xml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown format `xml`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn call_prints_the_result_and_exits_zero() {
+    let o = Env::new().run(&["call", "current_time", r#"{"timezone": "Asia/Tokyo"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["timezone"], "Asia/Tokyo");
+    assert_eq!(v["utcOffset"], "+09:00");
+}
+
+#[test]
+fn call_reads_arguments_from_stdin() {
+    let env = Env::new();
+    let mut child = env
+        .cmd(&["call", "current_time", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"timezone": "Europe/Moscow"}"#)
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"utcOffset\": \"+03:00\""));
+}
+
+#[test]
+fn call_errors_exit_one_with_the_message() {
+    let env = Env::new();
+    let o = env.run(&["call", "current_time", r#"{"timezone": "Mars/Olympus"}"#]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Error [invalid_arguments]: unknown time zone `Mars/Olympus`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.run(&["call", "curent_time"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("unknown tool `curent_time`; did you mean `current_time`?"));
+    let o = env.run(&["call", "current_time", "{not json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("the arguments are not valid JSON"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn config_errors_name_the_key_or_the_position() {
+    let env = Env::new();
+    env.config("{\n  \"maxFileSizeByte\": 10\n}");
+    let o = env.run(&["tools"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("unknown field `maxFileSizeByte`"), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+
+    env.config("{\n  \"timezone\": \"UTC\",\n}");
+    let err = stderr(&env.run(&["call", "current_time"]));
+    assert!(err.contains("line 3 column 1"), "{err}");
+
+    env.config(r#"{"maxToolCallRounds": "ten"}"#);
+    let err = stderr(&env.run(&["config"]));
+    assert!(
+        err.contains("invalid type: string \"ten\", expected u32"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_prints_the_effective_configuration() {
+    let env = Env::new();
+    env.config(r#"{"timezone": "Europe/Berlin", "language": "en"}"#);
+    let o = env
+        .cmd(&["config"])
+        .env("KLAW_WORKSPACE", "/tmp/ws-x")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["workspace"], "/tmp/ws-x");
+    assert_eq!(v["timezone"], "Europe/Berlin");
+    assert_eq!(v["language"], "en");
+    assert_eq!(v["maxFileSizeBytes"], 1_048_576);
+    assert_eq!(v["maxToolCallRounds"], 10);
+    assert_eq!(
+        v["dataDir"],
+        env.home().join(".local/share/klaw").to_str().unwrap()
+    );
+}
+
+#[test]
+fn doctor_reports_each_check_and_fails_on_a_broken_config() {
+    let env = Env::new();
+    let o = env.run(&["doctor"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let out = stdout(&o);
+    for line in [
+        "ok    config",
+        "warn  data dir",
+        "warn  workspace",
+        "ok    timezone    UTC",
+        "ok    tools",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    assert!(
+        out.contains("fix: the engine creates it when it starts"),
+        "{out}"
+    );
+
+    env.config(r#"{"timezone": "Nowhere/City"}"#);
+    let o = env.run(&["doctor"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("FAIL  config      timezone: unknown time zone `Nowhere/City`"),
+        "{out}"
+    );
+    assert!(out.contains("fix: correct engine.json"), "{out}");
+}
+
+#[test]
+fn a_call_creates_the_directories_from_the_environment() {
+    let env = Env::new();
+    let ws = env.home().join("my-ws");
+    let data = env.home().join("my-data");
+    let o = env
+        .cmd(&["call", "current_time"])
+        .env("KLAW_WORKSPACE", &ws)
+        .env("KLAW_DATA", &data)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(ws.is_dir() && data.is_dir());
+}
+
+#[test]
+fn no_command_runs_doctor_then_lists_tools() {
+    let o = Env::new().run(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("ok    tools"), "{out}");
+    assert!(out.contains("NAME"), "{out}");
+}
