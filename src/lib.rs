@@ -21,3 +21,8 @@
 extern crate self as klaw;
 
 pub use klaw_tools::*;
+
+/// The README's examples, compiled as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
