@@ -27,6 +27,22 @@ pub struct EngineConfig {
     pub max_tool_call_rounds: u32,
     /// Time limit of a tool that declares none, in seconds (`KLAW_TOOL_TIMEOUT_SECONDS`).
     pub tool_timeout_seconds: u64,
+    /// Most bytes `file_read` returns in one call (`KLAW_MAX_READ_BYTES`).
+    pub max_read_bytes: u64,
+    /// Most entries `file_list` returns (`KLAW_MAX_LIST_ENTRIES`).
+    pub max_list_entries: usize,
+    /// Time limit of a shell command that asks for none, in seconds (`KLAW_EXEC_TIMEOUT_SECONDS`).
+    pub exec_timeout_seconds: u64,
+    /// Largest time limit a shell command may ask for, in seconds (`KLAW_EXEC_MAX_TIMEOUT_SECONDS`).
+    pub exec_max_timeout_seconds: u64,
+    /// Most bytes kept of each output stream of a command (`KLAW_EXEC_MAX_OUTPUT_BYTES`).
+    pub exec_max_output_bytes: usize,
+    /// Most background processes at once (`KLAW_MAX_PROCESSES`).
+    pub max_processes: usize,
+    /// OS sandbox of shell commands: `auto`, `bwrap`, `landlock` or `off` (`KLAW_SANDBOX`).
+    pub sandbox: klaw_tools::SandboxMode,
+    /// Whether shell commands may use the network (`KLAW_NETWORK`).
+    pub network: bool,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a `tracing` directive
     /// such as `klaw::tools=debug`) (`KLAW_LOG_LEVEL`).
     pub log_level: String,
@@ -42,6 +58,14 @@ impl Default for EngineConfig {
             max_file_size_bytes: 1_048_576,
             max_tool_call_rounds: 10,
             tool_timeout_seconds: 120,
+            max_read_bytes: 262_144,
+            max_list_entries: 1000,
+            exec_timeout_seconds: 60,
+            exec_max_timeout_seconds: 300,
+            exec_max_output_bytes: 65_536,
+            max_processes: 8,
+            sandbox: klaw_tools::SandboxMode::Auto,
+            network: false,
             log_level: "warn".into(),
         }
     }
@@ -173,8 +197,27 @@ impl Config {
         if raw.max_tool_call_rounds == 0 {
             return Err(invalid("maxToolCallRounds", "must be at least 1"));
         }
-        if raw.tool_timeout_seconds == 0 {
-            return Err(invalid("toolTimeoutSeconds", "must be at least 1"));
+        for (key, value) in [
+            ("toolTimeoutSeconds", raw.tool_timeout_seconds),
+            ("maxReadBytes", raw.max_read_bytes),
+            ("maxListEntries", raw.max_list_entries as u64),
+            ("execTimeoutSeconds", raw.exec_timeout_seconds),
+            ("execMaxTimeoutSeconds", raw.exec_max_timeout_seconds),
+            ("execMaxOutputBytes", raw.exec_max_output_bytes as u64),
+            ("maxProcesses", raw.max_processes as u64),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if raw.exec_timeout_seconds > raw.exec_max_timeout_seconds {
+            return Err(invalid(
+                "execTimeoutSeconds",
+                &format!(
+                    "{} is above execMaxTimeoutSeconds ({})",
+                    raw.exec_timeout_seconds, raw.exec_max_timeout_seconds
+                ),
+            ));
         }
         if !valid_log_filter(&raw.log_level) {
             return Err(invalid(
@@ -232,9 +275,19 @@ impl Config {
 
     /// The limits tools run with.
     pub fn limits(&self) -> Limits {
-        Limits::default()
-            .with_max_file_size_bytes(self.raw.max_file_size_bytes)
-            .with_tool_timeout(Duration::from_secs(self.raw.tool_timeout_seconds))
+        let r = &self.raw;
+        let mut l = Limits::default();
+        l.max_file_size_bytes = r.max_file_size_bytes;
+        l.tool_timeout = Duration::from_secs(r.tool_timeout_seconds);
+        l.max_read_bytes = r.max_read_bytes;
+        l.max_list_entries = r.max_list_entries;
+        l.exec_timeout = Duration::from_secs(r.exec_timeout_seconds);
+        l.exec_max_timeout = Duration::from_secs(r.exec_max_timeout_seconds);
+        l.exec_max_output_bytes = r.exec_max_output_bytes;
+        l.max_processes = r.max_processes;
+        l.sandbox = r.sandbox;
+        l.network = r.network;
+        l
     }
 
     /// The settings tools see.

@@ -18,6 +18,22 @@ pub struct Limits {
     pub max_file_size_bytes: u64,
     /// Time limit of a tool that declares none (`toolTimeoutSeconds`, default 120 s).
     pub tool_timeout: Duration,
+    /// Most bytes `file_read` returns in one call (`maxReadBytes`, default 256 KiB).
+    pub max_read_bytes: u64,
+    /// Most entries `file_list` returns (`maxListEntries`, default 1000).
+    pub max_list_entries: usize,
+    /// Time limit of a shell command that asks for none (`execTimeoutSeconds`, default 60 s).
+    pub exec_timeout: Duration,
+    /// Largest time limit a shell command may ask for (`execMaxTimeoutSeconds`, default 300 s).
+    pub exec_max_timeout: Duration,
+    /// Most bytes kept of each output stream of a command (`execMaxOutputBytes`, default 64 KiB).
+    pub exec_max_output_bytes: usize,
+    /// Most background processes at once (`maxProcesses`, default 8).
+    pub max_processes: usize,
+    /// Which OS sandbox shell commands run in (`sandbox`, default `auto`).
+    pub sandbox: SandboxMode,
+    /// Whether shell commands may use the network (`network`, default false).
+    pub network: bool,
 }
 
 impl Default for Limits {
@@ -25,6 +41,44 @@ impl Default for Limits {
         Self {
             max_file_size_bytes: 1_048_576,
             tool_timeout: Duration::from_secs(120),
+            max_read_bytes: 262_144,
+            max_list_entries: 1000,
+            exec_timeout: Duration::from_secs(60),
+            exec_max_timeout: Duration::from_secs(300),
+            exec_max_output_bytes: 65_536,
+            max_processes: 8,
+            sandbox: SandboxMode::Auto,
+            network: false,
+        }
+    }
+}
+
+/// The OS sandbox shell commands run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// bubblewrap where it works, else Landlock + seccomp.
+    #[default]
+    Auto,
+    /// bubblewrap only; commands fail if it does not work.
+    Bwrap,
+    /// Landlock + seccomp only.
+    Landlock,
+    /// No sandbox (time and output limits still apply).
+    Off,
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(SandboxMode::Auto),
+            "bwrap" => Ok(SandboxMode::Bwrap),
+            "landlock" => Ok(SandboxMode::Landlock),
+            "off" => Ok(SandboxMode::Off),
+            other => Err(format!(
+                "unknown sandbox `{other}`: expected auto, bwrap, landlock or off"
+            )),
         }
     }
 }
@@ -101,6 +155,8 @@ struct Shared {
     limits: Limits,
     settings: Settings,
     services: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Engine-lifetime state created on first use (a process table, a cache).
+    lazy: std::sync::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 /// Everything a tool call may use besides its arguments.
@@ -180,6 +236,29 @@ impl ToolContext {
             .services
             .get(&TypeId::of::<T>())
             .and_then(|s| Arc::clone(s).downcast::<T>().ok())
+    }
+
+    /// State shared by every call on this context, created with `T::default()` on first
+    /// use and dropped with the context (so a process table can end its jobs then).
+    ///
+    /// A service registered with [`ToolContextBuilder::service`] of the same type wins.
+    pub fn shared_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        if let Some(s) = self.service::<T>() {
+            return s;
+        }
+        let mut lazy = self
+            .shared
+            .lazy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = lazy
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn Any + Send + Sync>);
+        match Arc::clone(entry).downcast::<T>() {
+            Ok(s) => s,
+            // Unreachable: the map is keyed by the type. Recover with a fresh value.
+            Err(_) => Arc::new(T::default()),
+        }
     }
 
     /// The same context for another caller.
@@ -395,6 +474,23 @@ mod tests {
         let err = State::<String>::from_ctx(&ctx).unwrap_err();
         assert_eq!(err.kind(), &crate::ErrorKind::Unavailable);
         assert!(Workspace::from_ctx(&ctx).is_err());
+    }
+
+    #[test]
+    fn shared_state_is_created_once_per_context() {
+        let ctx = ToolContext::builder().build();
+        let a = ctx.shared_state::<std::sync::Mutex<u32>>();
+        *a.lock().unwrap() += 1;
+        let b = ctx.clone().shared_state::<std::sync::Mutex<u32>>();
+        assert_eq!(*b.lock().unwrap(), 1);
+        let other = ToolContext::builder().build();
+        assert_eq!(
+            *other
+                .shared_state::<std::sync::Mutex<u32>>()
+                .lock()
+                .unwrap(),
+            0
+        );
     }
 
     #[test]
