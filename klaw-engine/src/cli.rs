@@ -73,7 +73,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
     match cli.command {
         Some(Command::Doctor) => doctor(),
         Some(Command::Config) => with_config(|config| {
-            println!("{}", pretty(&config.effective()));
+            out(&pretty(&config.effective()));
             ExitCode::SUCCESS
         }),
         Some(Command::Tools { format, lang }) => with_config(|config| {
@@ -84,7 +84,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             };
             let lang = lang.unwrap_or(config.raw.language);
             match format {
-                Some(format) => println!("{}", pretty(&registry.definitions(format, lang).into())),
+                Some(format) => out(&pretty(&registry.definitions(format, lang).into())),
                 None => print_table(&registry, lang),
             }
             ExitCode::SUCCESS
@@ -97,7 +97,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             if code != ExitCode::SUCCESS {
                 return code;
             }
-            println!();
+            out("");
             run(["klaw-engine", "tools"])
         }
     }
@@ -128,6 +128,11 @@ fn with_config(f: impl FnOnce(&Config) -> ExitCode) -> ExitCode {
 fn fail(message: &str) -> ExitCode {
     let _ = writeln!(std::io::stderr(), "error: {message}");
     ExitCode::FAILURE
+}
+
+/// Prints a line; a closed pipe (`klaw-engine config | head`) is not a crash.
+fn out(text: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
 fn pretty(v: &serde_json::Value) -> String {

@@ -430,6 +430,44 @@ fn apply_env(raw: &mut EngineConfig, env: Env<'_>) -> Result<(), ConfigError> {
         "KLAW_TOOL_TIMEOUT_SECONDS",
         &mut raw.tool_timeout_seconds,
     )?;
+    num(env, "KLAW_MAX_READ_BYTES", &mut raw.max_read_bytes)?;
+    num(env, "KLAW_MAX_LIST_ENTRIES", &mut raw.max_list_entries)?;
+    num(
+        env,
+        "KLAW_EXEC_TIMEOUT_SECONDS",
+        &mut raw.exec_timeout_seconds,
+    )?;
+    num(
+        env,
+        "KLAW_EXEC_MAX_TIMEOUT_SECONDS",
+        &mut raw.exec_max_timeout_seconds,
+    )?;
+    num(
+        env,
+        "KLAW_EXEC_MAX_OUTPUT_BYTES",
+        &mut raw.exec_max_output_bytes,
+    )?;
+    num(env, "KLAW_MAX_PROCESSES", &mut raw.max_processes)?;
+    if let Some(v) = env("KLAW_SANDBOX") {
+        raw.sandbox = v.parse().map_err(|message| ConfigError::Env {
+            var: "KLAW_SANDBOX",
+            value: v.clone(),
+            message,
+        })?;
+    }
+    if let Some(v) = env("KLAW_NETWORK") {
+        raw.network = match v.as_str() {
+            "1" | "true" | "yes" => true,
+            "0" | "false" | "no" => false,
+            _ => {
+                return Err(ConfigError::Env {
+                    var: "KLAW_NETWORK",
+                    value: v.clone(),
+                    message: "expected true or false".into(),
+                });
+            }
+        };
+    }
     Ok(())
 }
 
@@ -484,6 +522,45 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("/data"));
         assert_eq!(c.raw.max_file_size_bytes, 10);
         assert_eq!(c.raw.language, Lang::En);
+    }
+
+    #[test]
+    fn every_limit_has_a_variable() {
+        let e = env(&[
+            ("HOME", "/h"),
+            ("KLAW_MAX_READ_BYTES", "7"),
+            ("KLAW_MAX_LIST_ENTRIES", "8"),
+            ("KLAW_EXEC_TIMEOUT_SECONDS", "9"),
+            ("KLAW_EXEC_MAX_TIMEOUT_SECONDS", "10"),
+            ("KLAW_EXEC_MAX_OUTPUT_BYTES", "11"),
+            ("KLAW_MAX_PROCESSES", "12"),
+            ("KLAW_SANDBOX", "off"),
+            ("KLAW_NETWORK", "true"),
+        ]);
+        let c = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            &e,
+        )
+        .unwrap();
+        let l = c.limits();
+        assert_eq!((l.max_read_bytes, l.max_list_entries), (7, 8));
+        assert_eq!(l.exec_timeout, Duration::from_secs(9));
+        assert_eq!(l.exec_max_timeout, Duration::from_secs(10));
+        assert_eq!((l.exec_max_output_bytes, l.max_processes), (11, 12));
+        assert_eq!(l.sandbox, klaw_tools::SandboxMode::Off);
+        assert!(l.network);
+        let e = env(&[("HOME", "/h"), ("KLAW_SANDBOX", "docker")]);
+        let err = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            &e,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("unknown sandbox `docker`"),
+            "{err}"
+        );
     }
 
     #[test]

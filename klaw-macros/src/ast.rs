@@ -32,7 +32,6 @@ pub(crate) struct ToolFn<'a> {
 
 /// One parameter of a tool function.
 pub(crate) struct Param<'a> {
-    pub(crate) ident: &'a Ident,
     pub(crate) ty: &'a Type,
     pub(crate) kind: ParamKind,
 }
@@ -40,7 +39,7 @@ pub(crate) struct Param<'a> {
 /// Whether a parameter comes from the model or from the context.
 pub(crate) enum ParamKind {
     /// An argument in the schema.
-    Arg(ArgSpec),
+    Arg(Box<ArgSpec>),
     /// A context extractor.
     Ctx,
 }
@@ -69,31 +68,6 @@ impl<'a> ToolFn<'a> {
     /// Builds the view, recording every mistake in `cx`.
     pub(crate) fn from_syn(cx: &mut Ctxt, attr: &ToolAttr, item: &'a ItemFn) -> Option<Self> {
         let sig = &item.sig;
-        if sig.asyncness.is_none() {
-            cx.error_spanned_by(
-                sig.fn_token,
-                "#[tool] needs an `async fn`: add `async` before `fn`",
-            );
-        }
-        if let Some(c) = &sig.constness {
-            cx.error_spanned_by(c, "a tool cannot be a `const fn`");
-        }
-        if let Some(u) = &sig.unsafety {
-            cx.error_spanned_by(u, "a tool cannot be an `unsafe fn`");
-        }
-        if let Some(abi) = &sig.abi {
-            cx.error_spanned_by(abi, "a tool cannot have an `extern` ABI");
-        }
-        if let Some(v) = &sig.variadic {
-            cx.error_spanned_by(v, "a tool cannot be variadic");
-        }
-        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            cx.error_spanned_by(
-                &sig.generics,
-                "a tool cannot be generic: its schema is fixed at compile time; use concrete types",
-            );
-        }
-
         let name = match &attr.name {
             Some(lit) => {
                 let v = lit.value();
@@ -106,10 +80,12 @@ impl<'a> ToolFn<'a> {
                 v
             }
             None => {
-                cx.error_at(
-                    Span::call_site(),
-                    "missing `name`: write #[tool(name = \"my_tool\", description_ru = \"...\")]",
-                );
+                if !attr.mentions("name") {
+                    cx.error_at(
+                        Span::call_site(),
+                        "missing `name`: write #[tool(name = \"my_tool\", description_ru = \"...\")]",
+                    );
+                }
                 String::new()
             }
         };
@@ -123,10 +99,12 @@ impl<'a> ToolFn<'a> {
             }
             Some(lit) => lit.value(),
             None => {
-                cx.error_at(
-                    Span::call_site(),
-                    "missing `description_ru`: every tool needs a Russian description, e.g. description_ru = \"Читает файл\"",
-                );
+                if !attr.mentions("description_ru") {
+                    cx.error_at(
+                        Span::call_site(),
+                        "missing `description_ru`: every tool needs a Russian description, e.g. description_ru = \"Читает файл\"",
+                    );
+                }
                 String::new()
             }
         };
@@ -142,11 +120,40 @@ impl<'a> ToolFn<'a> {
             None => String::new(),
         };
         if let (Some(ro), Some(_)) = (attr.read_only, attr.destructive) {
-            cx.error_at(ro, "a tool cannot be both `read_only` and `destructive`");
+            cx.error_at(
+                ro,
+                "a tool cannot be both `read_only` and `destructive`: keep `read_only` if it changes nothing, `destructive` if it may delete or overwrite data",
+            );
+        }
+
+        if sig.asyncness.is_none() {
+            cx.error_spanned_by(
+                sig.fn_token,
+                "#[tool] needs an `async fn`: add `async` before `fn`",
+            );
+        }
+        if let Some(c) = &sig.constness {
+            cx.error_spanned_by(c, "a tool cannot be a `const fn`: remove `const`");
+        }
+        if let Some(u) = &sig.unsafety {
+            cx.error_spanned_by(u, "a tool cannot be an `unsafe fn`: remove `unsafe` and put an `unsafe` block in the body if you need one");
+        }
+        if let Some(abi) = &sig.abi {
+            cx.error_spanned_by(abi, "a tool cannot have an `extern` ABI: remove it");
+        }
+        if let Some(v) = &sig.variadic {
+            cx.error_spanned_by(v, "a tool cannot be variadic");
+        }
+        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+            cx.error_spanned_by(
+                &sig.generics,
+                "a tool cannot be generic: its schema is fixed at compile time; use concrete types",
+            );
         }
 
         let mut params = Vec::new();
-        let mut seen: Vec<(String, Span)> = Vec::new();
+        // Every JSON name taken so far, with the parameter that took it.
+        let mut seen: Vec<(String, &Ident)> = Vec::new();
         for input in &sig.inputs {
             let pt = match input {
                 FnArg::Receiver(r) => {
@@ -163,7 +170,7 @@ impl<'a> ToolFn<'a> {
                 other => {
                     cx.error_spanned_by(
                         other,
-                        "a tool parameter must be a plain name (its name is the argument name); patterns are not supported",
+                        "a tool parameter must be a plain name (it becomes the argument name): bind it to a name and destructure it in the body",
                     );
                     continue;
                 }
@@ -172,13 +179,12 @@ impl<'a> ToolFn<'a> {
                 if let ParamKind::Arg(spec) = &p.kind {
                     for n in std::iter::once(&spec.json_name).chain(&spec.aliases) {
                         if let Some((_, first)) = seen.iter().find(|(s, _)| s == n) {
-                            let _ = first;
                             cx.error_spanned_by(
                                 ident,
-                                format!("duplicate argument name `{n}`: another parameter already uses it (after rename/alias)"),
+                                format!("duplicate argument name `{n}`: parameter `{first}` already takes it (names are compared after rename, rename_all and alias); give one of them another #[arg(rename = \"...\")]"),
                             );
                         } else {
-                            seen.push((n.clone(), ident.span()));
+                            seen.push((n.clone(), ident));
                         }
                     }
                 }
@@ -211,8 +217,8 @@ fn param<'a>(
         if a.path().is_ident("arg") {
             arg_attr(cx, a, &mut arg);
         } else if a.path().is_ident("ctx") {
-            if let Err(e) = a.meta.require_path_only() {
-                cx.syn_error(e);
+            if !matches!(a.meta, syn::Meta::Path(_)) {
+                cx.error_spanned_by(a, "`#[ctx]` takes no arguments: write `#[ctx]`");
             }
             ctx_marker = Some(a.span());
         }
@@ -237,14 +243,13 @@ fn param<'a>(
     let is_ctx =
         ctx_marker.is_some() || last_segment(ty).is_some_and(|s| EXTRACTORS.contains(&s.as_str()));
     if is_ctx {
-        if let Some(span) = arg.span {
-            cx.error_at(
-                span,
-                "#[arg] does not apply to a context extractor: it is injected, not sent by the model",
+        if let Some(first) = &arg.first {
+            cx.error_spanned_by(
+                first,
+                "#[arg] does not apply to a context extractor: it is injected from the context, not sent by the model; remove #[arg]",
             );
         }
         return Some(Param {
-            ident,
             ty,
             kind: ParamKind::Ctx,
         });
@@ -265,17 +270,22 @@ fn param<'a>(
     };
     for a in &arg.aliases {
         let v = check_name(cx, a);
-        if !aliases.contains(&v) {
+        if v == json_name {
+            cx.error_spanned_by(
+                a,
+                format!("alias `{v}` is the argument's own name; remove the alias"),
+            );
+        } else if !aliases.contains(&v) {
             aliases.push(v);
         }
     }
-    if let Some(d) = &arg.default {
-        if last_segment(ty).as_deref() == Some("Option") {
-            cx.error_spanned_by(
-                d,
-                "`default` cannot be used on an `Option` parameter: use the plain type (the default applies when the argument is left out)",
-            );
-        }
+    if let Some(d) = &arg.default
+        && last_segment(ty).as_deref() == Some("Option")
+    {
+        cx.error_spanned_by(
+            d,
+            "`default` cannot be used on an `Option` parameter: use the plain type (the default applies when the argument is left out)",
+        );
     }
     let description_ru = arg
         .description_ru
@@ -289,16 +299,15 @@ fn param<'a>(
         .map(LitStr::value)
         .unwrap_or_default();
     Some(Param {
-        ident,
         ty,
-        kind: ParamKind::Arg(ArgSpec {
+        kind: ParamKind::Arg(Box::new(ArgSpec {
             json_name,
             aliases,
             default: arg.default,
             description_ru,
             description_en,
             schemars: arg.schemars,
-        }),
+        })),
     })
 }
 
@@ -307,17 +316,20 @@ fn check_name(cx: &mut Ctxt, lit: &LitStr) -> String {
     if !valid_arg_name(&v) {
         cx.error_spanned_by(
             lit,
-            format!("invalid argument name {v:?}: it must match ^[a-zA-Z0-9_.-]{{1,64}}$"),
+            format!("invalid argument name {v:?}: it must match ^[a-zA-Z0-9_.-]{{1,64}}$ (letters, digits, `_`, `.` and `-`, at most 64)"),
         );
     }
     v
 }
 
 fn output<'a>(cx: &mut Ctxt, ret: &'a ReturnType, sig: &syn::Signature) -> Option<Output<'a>> {
-    const MSG: &str = "a tool must return `Result<T, ToolError>` where T is String, ToolOutput or a type with #[derive(ToolSchema)] + Serialize";
+    const MSG: &str = "a tool must return `Result<T, ToolError>`, e.g. `-> Result<String, ToolError>`; T is String (text), ToolOutput, or a type that derives ToolSchema and Serialize (structured output)";
     let ty = match ret {
         ReturnType::Default => {
-            cx.error_at(sig.paren_token.span.join(), MSG);
+            cx.error_at(
+                sig.paren_token.span.join(),
+                "a tool must return `Result<T, ToolError>`: add a return type, e.g. `-> Result<String, ToolError>`",
+            );
             return None;
         }
         ReturnType::Type(_, ty) => ty,

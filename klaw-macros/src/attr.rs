@@ -19,6 +19,18 @@ pub(crate) struct ToolAttr {
     pub(crate) timeout_ms: Option<u64>,
     pub(crate) rename_all: Option<(String, Span)>,
     pub(crate) krate: Option<syn::Path>,
+    /// Keys that were written, even with a bad value, and the keys that unknown keys
+    /// look like: a required key in either list is not reported as missing.
+    pub(crate) mentioned: Vec<String>,
+    /// The attribute could not be read to its end: keys after the syntax error are unknown.
+    pub(crate) incomplete: bool,
+}
+
+impl ToolAttr {
+    /// True when `key` was written (or misspelled), so "missing" would be a follow-on error.
+    pub(crate) fn mentions(&self, key: &str) -> bool {
+        self.incomplete || self.mentioned.iter().any(|k| k == key)
+    }
 }
 
 const TOOL_KEYS: &str = "name, description_ru, description_en, read_only, destructive, idempotent, open_world, timeout, rename_all, crate";
@@ -30,10 +42,11 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
         let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
             cx.error_spanned_by(
                 &meta.path,
-                format!("unknown attribute key; expected one of: {TOOL_KEYS}"),
+                format!("unknown `tool` key; expected one of: {TOOL_KEYS}"),
             );
             return skip_value(&meta);
         };
+        out.mentioned.push(ident.clone());
         let seen = |cx: &mut Ctxt, already: bool| {
             if already {
                 cx.error_spanned_by(&meta.path, format!("`{ident}` is given twice"));
@@ -53,7 +66,7 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
                 out.description_en = string_value(cx, &meta)?;
             }
             "read_only" | "destructive" | "idempotent" | "open_world" => {
-                let on = flag_value(cx, &meta)?;
+                let on = flag_value(cx, &meta, &ident)?;
                 let span = meta.path.get_ident().map(|i| i.span());
                 match ident.as_str() {
                     "read_only" => out.read_only = if on { span } else { None },
@@ -75,6 +88,7 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
                 }
             }
             "rename_all" => {
+                seen(cx, out.rename_all.is_some());
                 if let Some(lit) = string_value(cx, &meta)? {
                     if crate::names::rename(&lit.value(), "x").is_none() {
                         cx.error_spanned_by(
@@ -91,21 +105,23 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
                 }
             }
             "crate" => {
+                seen(cx, out.krate.is_some());
                 if let Some(lit) = string_value(cx, &meta)? {
                     match lit.parse::<syn::Path>() {
                         Ok(p) => out.krate = Some(p),
-                        Err(_) => {
-                            cx.error_spanned_by(&lit, "`crate` must be a path such as \"::klaw\"")
-                        }
+                        Err(_) => cx.error_spanned_by(
+                            &lit,
+                            "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
+                        ),
                     }
                 }
             }
             other => {
-                let hint = closest(other, TOOL_KEYS);
-                cx.error_spanned_by(
-                    &meta.path,
-                    format!("unknown attribute key `{other}`{hint}; expected one of: {TOOL_KEYS}"),
-                );
+                let guess = closest(other, TOOL_KEYS);
+                if let Some(g) = guess {
+                    out.mentioned.push(g.to_owned());
+                }
+                cx.error_spanned_by(&meta.path, unknown_key("tool", other, guess, TOOL_KEYS));
                 return skip_value(&meta);
             }
         }
@@ -113,6 +129,7 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
     });
     if let Err(e) = parser.parse2(tokens) {
         cx.syn_error(e);
+        out.incomplete = true;
     }
     out
 }
@@ -126,18 +143,15 @@ pub(crate) struct ArgAttr {
     pub(crate) description_ru: Option<LitStr>,
     pub(crate) description_en: Option<LitStr>,
     pub(crate) schemars: bool,
-    /// The span of the first `#[arg]`, for "not allowed here" errors.
-    pub(crate) span: Option<Span>,
+    /// The first `#[arg]`, for "not allowed here" errors.
+    pub(crate) first: Option<syn::Attribute>,
 }
 
 const ARG_KEYS: &str = "rename, alias, default, description_ru, description_en, schemars";
 
 /// Parses one `#[arg(...)]` into `out`.
 pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) {
-    out.span.get_or_insert_with(|| {
-        use syn::spanned::Spanned;
-        attr.span()
-    });
+    out.first.get_or_insert_with(|| attr.clone());
     let result = attr.parse_nested_meta(|meta| {
         let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
             cx.error_spanned_by(
@@ -164,15 +178,22 @@ pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) 
                 }
                 out.default = Some(meta.value()?.parse()?);
             }
-            "description_ru" => out.description_ru = string_value(cx, &meta)?,
-            "description_en" => out.description_en = string_value(cx, &meta)?,
-            "schemars" => out.schemars = flag_value(cx, &meta)?,
+            "description_ru" => {
+                if out.description_ru.is_some() {
+                    cx.error_spanned_by(&meta.path, "`description_ru` is given twice");
+                }
+                out.description_ru = string_value(cx, &meta)?;
+            }
+            "description_en" => {
+                if out.description_en.is_some() {
+                    cx.error_spanned_by(&meta.path, "`description_en` is given twice");
+                }
+                out.description_en = string_value(cx, &meta)?;
+            }
+            "schemars" => out.schemars = flag_value(cx, &meta, "schemars")?,
             other => {
-                let hint = closest(other, ARG_KEYS);
-                cx.error_spanned_by(
-                    &meta.path,
-                    format!("unknown `arg` key `{other}`{hint}; expected one of: {ARG_KEYS}"),
-                );
+                let guess = closest(other, ARG_KEYS);
+                cx.error_spanned_by(&meta.path, unknown_key("arg", other, guess, ARG_KEYS));
                 return skip_value(&meta);
             }
         }
@@ -222,7 +243,11 @@ fn string_value(
     }
 }
 
-fn flag_value(cx: &mut Ctxt, meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<bool> {
+fn flag_value(
+    cx: &mut Ctxt,
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    key: &str,
+) -> syn::Result<bool> {
     if !meta.input.peek(syn::Token![=]) {
         return Ok(true);
     }
@@ -232,7 +257,10 @@ fn flag_value(cx: &mut Ctxt, meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Resu
             lit: Lit::Bool(b), ..
         }) => Ok(b.value),
         other => {
-            cx.error_spanned_by(&other, "expected `true` or `false` (or the bare flag)");
+            cx.error_spanned_by(
+                &other,
+                format!("`{key}` is a flag: write `{key}` (or `{key} = true` / `{key} = false`)"),
+            );
             Ok(false)
         }
     }
@@ -259,13 +287,19 @@ pub(crate) fn parse_duration_ms(s: &str) -> Result<u64, &'static str> {
     Ok(ms)
 }
 
-/// `; did you mean `x`?` when one of the comma-separated `keys` is close to `got`.
-fn closest(got: &str, keys: &str) -> String {
+/// "unknown `tool` key `x`: did you mean `y`?", or the list of keys when nothing is close.
+fn unknown_key(attr: &str, got: &str, guess: Option<&str>, keys: &str) -> String {
+    match guess {
+        Some(g) => format!("unknown `{attr}` key `{got}`: did you mean `{g}`?"),
+        None => format!("unknown `{attr}` key `{got}`; expected one of: {keys}"),
+    }
+}
+
+/// The one of the comma-separated `keys` that is close to `got`, if any.
+fn closest<'k>(got: &str, keys: &'k str) -> Option<&'k str> {
     keys.split(", ")
         .filter(|k| edit_distance(got, k) <= 2 || (got.len() > 3 && k.contains(got)))
         .min_by_key(|k| edit_distance(got, k))
-        .map(|k| format!("; did you mean `{k}`?"))
-        .unwrap_or_default()
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

@@ -8,7 +8,7 @@ use syn::{Data, DeriveInput, Fields, LitStr};
 
 use crate::ctxt::Ctxt;
 use crate::krate;
-use crate::names::{RULES, doc_text, rename};
+use crate::names::{doc_text, rename};
 
 #[derive(Default)]
 struct SerdeAttrs {
@@ -21,7 +21,15 @@ struct SerdeAttrs {
     krate: Option<syn::Path>,
 }
 
-fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> SerdeAttrs {
+/// Where attributes are read: `#[schema(crate)]` belongs on the type,
+/// `#[schema(description_en)]` on fields and variants.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Type,
+    Member,
+}
+
+fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAttrs {
     let mut out = SerdeAttrs::default();
     for attr in attrs {
         let is_serde = attr.path().is_ident("serde");
@@ -36,18 +44,14 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> SerdeAttrs {
                 .map(ToString::to_string)
                 .unwrap_or_default();
             match (is_schema, key.as_str()) {
+                // A malformed value or an unknown rule in `#[serde]` is reported by
+                // serde's own derive, which a `#[serde]` attribute needs; saying it
+                // twice would only add noise.
                 (false, "rename") if meta.input.peek(syn::Token![=]) => {
-                    out.rename = Some(meta.value()?.parse::<LitStr>()?.value());
+                    out.rename = string_expr(meta.value()?.parse()?);
                 }
                 (false, "rename_all") if meta.input.peek(syn::Token![=]) => {
-                    let lit: LitStr = meta.value()?.parse()?;
-                    if rename(&lit.value(), "x").is_none() {
-                        cx.error_spanned_by(
-                            &lit,
-                            format!("unknown rename_all rule; expected one of: {RULES}"),
-                        );
-                    }
-                    out.rename_all = Some(lit.value());
+                    out.rename_all = string_expr(meta.value()?.parse()?);
                 }
                 (false, "default") => {
                     out.default = true;
@@ -56,13 +60,29 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> SerdeAttrs {
                 (false, "skip" | "skip_deserializing") => out.skip = true,
                 (false, "flatten") => out.flatten = true,
                 (true, "description_en") => {
-                    out.description_en = Some(meta.value()?.parse::<LitStr>()?.value())
+                    let lit: LitStr = meta.value()?.parse()?;
+                    if level == Level::Type {
+                        cx.error_spanned_by(
+                            &meta.path,
+                            "#[schema(description_en)] goes on a field or a variant; a type's own description is not used (an argument is described on the tool's parameter)",
+                        );
+                    }
+                    out.description_en = Some(lit.value());
                 }
-                (true, "crate") => out.krate = Some(meta.value()?.parse::<LitStr>()?.parse()?),
+                (true, "crate") => {
+                    let lit: LitStr = meta.value()?.parse()?;
+                    if level == Level::Member {
+                        cx.error_spanned_by(
+                            &meta.path,
+                            "#[schema(crate = \"...\")] goes on the type itself, not on a field or a variant",
+                        );
+                    }
+                    out.krate = Some(lit.parse()?);
+                }
                 (true, other) => {
                     cx.error_spanned_by(
                         &meta.path,
-                        format!("unknown `schema` key `{other}`; expected description_en or crate"),
+                        format!("unknown `schema` key `{other}`; expected `description_en` (on a field or a variant) or `crate` (on the type)"),
                     );
                     skip_rest(&meta)?;
                 }
@@ -76,6 +96,17 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> SerdeAttrs {
         }
     }
     out
+}
+
+/// The text of a string literal, or `None` for any other expression.
+fn string_expr(expr: syn::Expr) -> Option<String> {
+    match expr {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(s.value()),
+        _ => None,
+    }
 }
 
 fn skip_rest(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
@@ -92,7 +123,7 @@ fn skip_rest(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
 /// Generates `impl ToolSchema for T`.
 pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let mut cx = Ctxt::default();
-    let container = serde_attrs(&mut cx, &input.attrs);
+    let container = serde_attrs(&mut cx, &input.attrs, Level::Type);
     if !input.generics.params.is_empty() {
         cx.error_spanned_by(
             &input.generics,
@@ -108,15 +139,18 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             let Fields::Named(named) = &s.fields else {
                 cx.error_spanned_by(
                     &input.ident,
-                    "ToolSchema needs a struct with named fields (the schema is a JSON object)",
+                    "ToolSchema needs a struct with named fields (its schema is a JSON object): name the fields, or take the inner type as the argument directly",
                 );
                 return cx.check().map(|()| TokenStream::new());
             };
             let mut props = Vec::new();
             for f in &named.named {
-                let a = serde_attrs(&mut cx, &f.attrs);
+                let a = serde_attrs(&mut cx, &f.attrs, Level::Member);
                 if a.flatten {
-                    cx.error_spanned_by(f, "#[serde(flatten)] is not supported by ToolSchema");
+                    cx.error_spanned_by(
+                        f,
+                        "#[serde(flatten)] is not supported by ToolSchema: declare the fields in this struct instead",
+                    );
                 }
                 if a.skip {
                     continue;
@@ -158,11 +192,11 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                 if !matches!(v.fields, Fields::Unit) {
                     cx.error_spanned_by(
                         v,
-                        "ToolSchema can be derived for enums whose variants have no fields (they become a string enum)",
+                        "ToolSchema can only be derived for enums whose variants have no fields (they become a string enum): move the data into a struct, or derive schemars::JsonSchema and mark the parameter #[arg(schemars)]",
                     );
                     continue;
                 }
-                let a = serde_attrs(&mut cx, &v.attrs);
+                let a = serde_attrs(&mut cx, &v.attrs, Level::Member);
                 if a.skip {
                     continue;
                 }
@@ -181,7 +215,10 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             quote!(#p::Schema::Enum(&[#(#variants),*]))
         }
         Data::Union(u) => {
-            cx.error_spanned_by(u.union_token, "ToolSchema cannot be derived for a union");
+            cx.error_spanned_by(
+                u.union_token,
+                "ToolSchema cannot be derived for a union: use a struct or an enum",
+            );
             quote!(#p::Schema::Any)
         }
     };

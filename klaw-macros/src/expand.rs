@@ -18,7 +18,7 @@ pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item_fn: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
-            let err = syn::Error::new_spanned(&item, "#[tool] goes on an `async fn`")
+            let err = syn::Error::new_spanned(&item, "#[tool] goes on a free `async fn`, e.g. `async fn my_tool(text: String) -> Result<String, ToolError>`")
                 .into_compile_error();
             return quote!(#item #err);
         }
@@ -28,7 +28,12 @@ pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     match (cx.check(), view) {
         (Ok(()), Some(view)) => {
             let registration = generate(&attr, &view);
-            quote!(#stripped #registration)
+            // `async` is required even when the body never awaits.
+            quote! {
+                #[allow(clippy::unused_async)]
+                #stripped
+                #registration
+            }
         }
         (Err(e), _) => {
             let e = e.into_compile_error();
@@ -41,6 +46,10 @@ pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Removes `#[arg]`, `#[ctx]` and doc comments from parameters: rustc accepts none of
 /// them there.
 fn strip_param_attrs(mut f: ItemFn) -> ItemFn {
+    // `const async fn` is already reported; rustc would say it again.
+    if f.sig.asyncness.is_some() {
+        f.sig.constness = None;
+    }
     for input in &mut f.sig.inputs {
         if let FnArg::Typed(pt) = input {
             pt.attrs.retain(|a| {
@@ -54,18 +63,16 @@ fn strip_param_attrs(mut f: ItemFn) -> ItemFn {
 fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
     let root = krate::root(attr.krate.as_ref());
     let p = quote!(#root::__private);
-    let serde_crate = krate::serde_path(&root);
     let fn_ident = &view.original.sig.ident;
 
-    let mut fields = Vec::new();
-    let mut field_idents = Vec::new();
     let mut props = Vec::new();
     let mut extras = Vec::new();
     let mut lets = Vec::new();
     let mut call_args = Vec::new();
+    let mut has_args = false;
+    let mut has_default = false;
 
     for (i, param) in view.params.iter().enumerate() {
-        let ident = param.ident;
         let ty = param.ty;
         let local = format_ident!("__klaw_p{}", i);
         match &param.kind {
@@ -76,20 +83,27 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                 call_args.push(quote!(#local));
             }
             ParamKind::Arg(spec) => {
+                has_args = true;
                 let json_name = &spec.json_name;
-                let field_ty = if spec.default.is_some() {
-                    quote!(::core::option::Option<#ty>)
+                let pointer = format!("/{json_name}");
+                // Each argument is taken out of the (already validated) object on its
+                // own, so a type that cannot be deserialized is reported once, at it.
+                let from_value = if spec.default.is_some() {
+                    quote_spanned!(ty.span()=> <#ty as KlawArg>::__klaw_read_option)
                 } else {
-                    quote!(#ty)
+                    quote_spanned!(ty.span()=> <#ty as KlawArg>::__klaw_read)
                 };
-                fields.push(quote! {
-                    #[serde(rename = #json_name)]
-                    #ident: #field_ty
+                lets.push(quote! {
+                    let #local = #from_value(
+                        __klaw_args.remove(#json_name).unwrap_or(#p::Value::Null),
+                    )
+                    .map_err(|e| {
+                        #p::ToolError::invalid_arguments(#pointer, ::std::format!("{}: {}", #pointer, e))
+                    })?;
                 });
-                field_idents.push(ident);
                 let schema = if spec.schemars {
                     quote_spanned! {ty.span()=>
-                        &#p::Schema::External(#p::schemars_inline::<#ty>)
+                        &#p::Schema::External(#root::schemars_inline::<#ty>)
                     }
                 } else {
                     quote_spanned! {ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA }
@@ -97,22 +111,35 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                 let required = if spec.default.is_some() {
                     quote!(false)
                 } else if spec.schemars {
-                    quote!(true)
+                    let optional = crate::ast::last_segment(ty).as_deref() == Some("Option");
+                    quote!(!#optional)
                 } else {
                     quote_spanned! {ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL }
                 };
                 let default = match &spec.default {
                     Some(expr) => {
-                        let fname = format_ident!("__klaw_default_{}", i);
+                        has_default = true;
+                        let value_fn = format_ident!("__klaw_default_{}", i);
+                        let json_fn = format_ident!("__klaw_default_json_{}", i);
+                        let to_json = quote_spanned! {ty.span()=>
+                            <#ty as KlawDefaultValue>::__klaw_to_json
+                        };
                         extras.push(quote! {
-                            fn #fname() -> #p::Value {
+                            fn #value_fn() -> #ty {
                                 let value: #ty = #expr;
-                                #p::serde_json::to_value(value).unwrap_or(#p::Value::Null)
+                                value
+                            }
+                            fn #json_fn() -> #p::Value {
+                                #to_json(#value_fn())
                             }
                         });
-                        quote!(::core::option::Option::Some(#fname as fn() -> #p::Value))
+                        call_args.push(quote!(#local.unwrap_or_else(#value_fn)));
+                        quote!(::core::option::Option::Some(#json_fn as fn() -> #p::Value))
                     }
-                    None => quote!(::core::option::Option::None),
+                    None => {
+                        call_args.push(quote!(#local));
+                        quote!(::core::option::Option::None)
+                    }
                 };
                 let aliases = &spec.aliases;
                 let ru = &spec.description_ru;
@@ -127,23 +154,109 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                         default: #default,
                     }
                 });
-                match &spec.default {
-                    Some(expr) => call_args.push(quote!(#ident.unwrap_or_else(|| #expr))),
-                    None => call_args.push(quote!(#ident)),
-                }
             }
         }
     }
 
-    let (output_schema, convert) = match &view.output {
+    let take_object = has_args.then(|| {
+        quote! {
+            let mut __klaw_args = match __klaw_args {
+                #p::Value::Object(map) => map,
+                _ => {
+                    return ::core::result::Result::Err(#p::ToolError::invalid_arguments(
+                        "",
+                        "the arguments must be a JSON object",
+                    ));
+                }
+            };
+        }
+    });
+
+    let arg_trait = has_args.then(|| {
+        quote! {
+            #[diagnostic::on_unimplemented(
+                message = "`{Self}` cannot be a tool argument: it does not implement serde::Deserialize",
+                label = "the model's JSON cannot be read into this type",
+                note = "add #[derive(serde::Deserialize)] to the type (next to #[derive(ToolSchema)], which gives it a schema)"
+            )]
+            trait KlawArg: ::core::marker::Sized {
+                fn __klaw_read(
+                    value: #p::Value,
+                ) -> ::core::result::Result<Self, #p::serde_json::Error>;
+                fn __klaw_read_option(
+                    value: #p::Value,
+                ) -> ::core::result::Result<::core::option::Option<Self>, #p::serde_json::Error>;
+            }
+            impl<T: #p::serde::de::DeserializeOwned> KlawArg for T {
+                fn __klaw_read(
+                    value: #p::Value,
+                ) -> ::core::result::Result<Self, #p::serde_json::Error> {
+                    #p::serde_json::from_value(value)
+                }
+                fn __klaw_read_option(
+                    value: #p::Value,
+                ) -> ::core::result::Result<::core::option::Option<Self>, #p::serde_json::Error> {
+                    #p::serde_json::from_value(value)
+                }
+            }
+        }
+    });
+
+    let default_trait = has_default.then(|| {
+        quote! {
+            #[diagnostic::on_unimplemented(
+                message = "`{Self}` cannot have a `default`: its value cannot be written into the schema",
+                label = "this type does not implement serde::Serialize",
+                note = "the default value is shown to the model in the schema, so the type of a parameter with #[arg(default = ...)] must implement serde::Serialize: add #[derive(serde::Serialize)] to it, or drop `default` and take an Option"
+            )]
+            trait KlawDefaultValue {
+                fn __klaw_to_json(self) -> #p::Value;
+            }
+            impl<T: #p::serde::Serialize> KlawDefaultValue for T {
+                fn __klaw_to_json(self) -> #p::Value {
+                    #p::serde_json::to_value(self).unwrap_or(#p::Value::Null)
+                }
+            }
+        }
+    });
+
+    let (output_schema, convert, output_trait) = match &view.output {
         Output::Text => (
             quote!(::core::option::Option::None),
             quote!(#p::text_output),
+            None,
         ),
-        Output::Raw => (quote!(::core::option::Option::None), quote!(#p::output)),
+        Output::Raw => (
+            quote!(::core::option::Option::None),
+            quote!(#p::output),
+            None,
+        ),
         Output::Structured(ty) => (
-            quote_spanned! {ty.span()=> ::core::option::Option::Some(&<#ty as #p::ToolSchema>::SCHEMA) },
-            quote!(#p::structured_output),
+            quote_spanned! {ty.span()=>
+                ::core::option::Option::Some(<#ty as KlawToolResult>::__KLAW_SCHEMA)
+            },
+            quote_spanned! {ty.span()=> <#ty as KlawToolResult>::__klaw_convert },
+            Some(quote! {
+                #[diagnostic::on_unimplemented(
+                    message = "`{Self}` cannot be what a tool returns",
+                    label = "not String, ToolOutput, or a type that implements both ToolSchema and Serialize",
+                    note = "a tool returns Result<T, ToolError> where T is String (text), ToolOutput, or a type with #[derive(ToolSchema, serde::Serialize)] (structured output, described by an output schema)"
+                )]
+                trait KlawToolResult: ::core::marker::Sized {
+                    const __KLAW_SCHEMA: &'static #p::Schema;
+                    fn __klaw_convert(
+                        r: ::core::result::Result<Self, #p::ToolError>,
+                    ) -> ::core::result::Result<#p::ToolOutput, #p::ToolError>;
+                }
+                impl<T: #p::ToolSchema + #p::serde::Serialize> KlawToolResult for T {
+                    const __KLAW_SCHEMA: &'static #p::Schema = &<T as #p::ToolSchema>::SCHEMA;
+                    fn __klaw_convert(
+                        r: ::core::result::Result<Self, #p::ToolError>,
+                    ) -> ::core::result::Result<#p::ToolOutput, #p::ToolError> {
+                        #p::structured_output(r)
+                    }
+                }
+            }),
         ),
     };
     let name = &view.name;
@@ -162,12 +275,9 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
         #[doc(hidden)]
         #[allow(non_snake_case, clippy::all, clippy::pedantic, clippy::nursery)]
         const _: () = {
-            #[derive(#p::serde::Deserialize)]
-            #[serde(crate = #serde_crate)]
-            struct __KlawArgs {
-                #(#fields,)*
-            }
-
+            #arg_trait
+            #default_trait
+            #output_trait
             #(#extras)*
 
             fn __klaw_call(
@@ -175,7 +285,7 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                 __klaw_args: #p::Value,
             ) -> #p::BoxFuture<'static, ::core::result::Result<#p::ToolOutput, #p::ToolError>> {
                 ::std::boxed::Box::pin(async move {
-                    let __KlawArgs { #(#field_idents,)* } = #p::parse_args::<__KlawArgs>(__klaw_args)?;
+                    #take_object
                     #(#lets)*
                     let __klaw_result = #fn_ident(#(#call_args),*).await;
                     #convert(__klaw_result)

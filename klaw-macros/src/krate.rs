@@ -26,10 +26,3 @@ pub(crate) fn root(explicit: Option<&syn::Path>) -> TokenStream {
     }
     quote!(::klaw)
 }
-
-/// The same path as a string, for `#[serde(crate = "...")]`.
-pub(crate) fn serde_path(root: &TokenStream) -> String {
-    let mut s = root.to_string();
-    s.retain(|c| !c.is_whitespace());
-    format!("{s}::__private::serde")
-}

@@ -193,22 +193,22 @@ impl Node {
             );
             return;
         }
-        if let Some(allowed) = &self.enumeration {
-            if !allowed.contains(value) {
-                let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-                push(
-                    out,
-                    ptr,
-                    format!("expected one of {}, got {}", list.join(", "), short(value)),
-                );
-                return;
-            }
+        if let Some(allowed) = &self.enumeration
+            && !allowed.contains(value)
+        {
+            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            push(
+                out,
+                ptr,
+                format!("expected one of {}, got {}", list.join(", "), short(value)),
+            );
+            return;
         }
-        if let Some(c) = &self.constant {
-            if c != value {
-                push(out, ptr, format!("expected {c}, got {}", short(value)));
-                return;
-            }
+        if let Some(c) = &self.constant
+            && c != value
+        {
+            push(out, ptr, format!("expected {c}, got {}", short(value)));
+            return;
         }
         if !self.any_of.is_empty() {
             let ok = self.any_of.iter().any(|o| {
@@ -428,10 +428,10 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
                     .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
         Some(other) => problems.push(format!("{at}/type: unknown type {other}")),
     }
-    if let Some(d) = m.get("description") {
-        if !d.is_string() {
-            problems.push(format!("{at}/description: must be a string"));
-        }
+    if let Some(d) = m.get("description")
+        && !d.is_string()
+    {
+        problems.push(format!("{at}/description: must be a string"));
     }
     if let Some(e) = m.get("enum") {
         match e {

@@ -1,0 +1,11 @@
+use klaw::{ToolError, tool};
+
+#[tool(name = "search", description_ru = "Ищет в памяти")]
+async fn search(
+    query: String,
+    #[arg(default = Some(5))] limit: Option<u32>,
+) -> Result<String, ToolError> {
+    Ok(format!("{query} {limit:?}"))
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use klaw::ToolSchema;
+
+#[derive(ToolSchema)]
+struct Meters(f64);
+
+fn main() {}

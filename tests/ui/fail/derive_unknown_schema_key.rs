@@ -1,0 +1,9 @@
+use klaw::ToolSchema;
+
+#[derive(ToolSchema)]
+struct Query {
+    #[schema(description = "The text")]
+    text: String,
+}
+
+fn main() {}

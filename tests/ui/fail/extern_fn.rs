@@ -1,0 +1,8 @@
+use klaw::{ToolError, tool};
+
+#[tool(name = "answer", description_ru = "Отвечает")]
+async extern "C" fn answer() -> Result<String, ToolError> {
+    Ok(String::new())
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use klaw::tool;
+
+#[tool(name = "ping", description_ru = "Проверяет связь")]
+async fn ping() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use klaw::tool;
+
+#[tool(name = "echo", description_ru = "Повторяет текст")]
+struct Echo;
+
+fn main() {}

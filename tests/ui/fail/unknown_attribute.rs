@@ -1,0 +1,8 @@
+use klaw::{ToolError, tool};
+
+#[tool(name = "echo", description_ru = "Повторяет текст", readonly)]
+async fn echo(text: String) -> Result<String, ToolError> {
+    Ok(text)
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+use klaw::{ToolError, tool};
+
+#[tool(
+    name = "echo",
+    description_ru = "Повторяет текст",
+    rename_all = "camel"
+)]
+async fn echo(text: String) -> Result<String, ToolError> {
+    Ok(text)
+}
+
+fn main() {}
