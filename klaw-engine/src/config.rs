@@ -476,6 +476,14 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    fn resolve_defaults(env: Env<'_>) -> Result<Config, ConfigError> {
+        Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("x".into()),
+            env,
+        )
+    }
+
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs
             .iter()
@@ -487,12 +495,7 @@ mod tests {
     #[test]
     fn defaults_follow_xdg() {
         let e = env(&[("HOME", "/home/u"), ("TZ", "Europe/Moscow")]);
-        let c = Config::resolve(
-            EngineConfig::default(),
-            ConfigSource::Defaults("x".into()),
-            &e,
-        )
-        .unwrap();
+        let c = resolve_defaults(&e).unwrap();
         assert_eq!(c.data_dir, PathBuf::from("/home/u/.local/share/klaw"));
         assert_eq!(
             c.workspace,
@@ -537,12 +540,7 @@ mod tests {
             ("KLAW_SANDBOX", "off"),
             ("KLAW_NETWORK", "true"),
         ]);
-        let c = Config::resolve(
-            EngineConfig::default(),
-            ConfigSource::Defaults("x".into()),
-            &e,
-        )
-        .unwrap();
+        let c = resolve_defaults(&e).unwrap();
         let l = c.limits();
         assert_eq!((l.max_read_bytes, l.max_list_entries), (7, 8));
         assert_eq!(l.exec_timeout, Duration::from_secs(9));
@@ -551,12 +549,7 @@ mod tests {
         assert_eq!(l.sandbox, klaw_tools::SandboxMode::Off);
         assert!(l.network);
         let e = env(&[("HOME", "/h"), ("KLAW_SANDBOX", "docker")]);
-        let err = Config::resolve(
-            EngineConfig::default(),
-            ConfigSource::Defaults("x".into()),
-            &e,
-        )
-        .unwrap_err();
+        let err = resolve_defaults(&e).unwrap_err();
         assert!(
             err.to_string().contains("unknown sandbox `docker`"),
             "{err}"
@@ -583,12 +576,7 @@ mod tests {
     #[test]
     fn bad_values_name_the_key_or_variable() {
         let e = env(&[("HOME", "/h"), ("KLAW_MAX_TOOL_CALL_ROUNDS", "many")]);
-        let err = Config::resolve(
-            EngineConfig::default(),
-            ConfigSource::Defaults("x".into()),
-            &e,
-        )
-        .unwrap_err();
+        let err = resolve_defaults(&e).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("environment variable KLAW_MAX_TOOL_CALL_ROUNDS=\"many\""),
@@ -682,12 +670,7 @@ mod tests {
     #[test]
     fn a_bad_timezone_variable_is_named() {
         let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "Europe/Moskow")]);
-        let err = Config::resolve(
-            EngineConfig::default(),
-            ConfigSource::Defaults("x".into()),
-            &e,
-        )
-        .unwrap_err();
+        let err = resolve_defaults(&e).unwrap_err();
         assert!(
             err.to_string().starts_with(
                 "environment variable KLAW_TIMEZONE=\"Europe/Moskow\": unknown time zone"
@@ -695,12 +678,7 @@ mod tests {
             "{err}"
         );
         let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "europe/moscow")]);
-        let c = Config::resolve(
-            EngineConfig::default(),
-            ConfigSource::Defaults("x".into()),
-            &e,
-        )
-        .unwrap();
+        let c = resolve_defaults(&e).unwrap();
         assert_eq!(c.timezone, "Europe/Moscow", "canonical spelling");
     }
 
