@@ -3,6 +3,9 @@
 //! 100,000-file tree against `find` over the same tree (plain, and printing the same
 //! fields, which needs a stat per entry as `file_list` does).
 //!
+//! `result_json_only` times the JSON result alone (`ToolOutput::json` of the listing),
+//! the share of `file_list_recursive` spent outside the walk itself.
+//!
 //! Run with: cargo bench -p klaw-tools --bench files
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
@@ -13,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use klaw_tools::{Limits, ToolContext, ToolRegistry};
+use klaw_tools::{Limits, ToolContext, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 const LINE: &[u8] = b"0123456789 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz 012345\n";
@@ -80,6 +83,11 @@ fn files(c: &mut Criterion) {
     assert_eq!(out.structured().unwrap()["truncated"], false);
     g.bench_function("file_list_recursive", |b| {
         b.iter(|| rt.block_on(registry.execute(&ctx, "file_list", black_box(args.clone()))))
+    });
+    // The share of the framework's JSON result (to_value + pretty text) in the above.
+    let value = out.structured().unwrap().clone();
+    g.bench_function("result_json_only", |b| {
+        b.iter(|| ToolOutput::json(black_box(value.clone())))
     });
     let tree = ws.join("tree");
     g.bench_function("find", |b| {
