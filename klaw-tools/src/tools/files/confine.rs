@@ -56,8 +56,9 @@ pub(crate) fn confine(ws: &Workspace, path: &str) -> Result<Confined, ToolError>
             ),
         ));
     }
-    let rel = relative(ws.root(), Path::new(path))?;
-    climbs_out(&rel)?;
+    let rel = relative(ws.root(), Path::new(path))
+        .and_then(|rel| climbs_out(&rel).map(|()| rel))
+        .map_err(|e| e.with_detail(format!("refused before any lookup: {shown}")))?;
     let root = Dir::open_ambient_dir(ws.root(), ambient_authority()).map_err(|e| {
         ToolError::unavailable("the workspace directory cannot be opened")
             .with_detail(format!("{}: {e}", ws.root().display()))
