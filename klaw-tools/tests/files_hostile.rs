@@ -240,7 +240,7 @@ fn corpus(root: &Path, ws: &Path) -> Vec<(String, Class)> {
                     add(p, class);
                 }
             }
-            if depth.is_power_of_two() {
+            if matches!(depth, 1 | 2 | 8) {
                 for dots in lookalikes {
                     for target in targets {
                         let climb = format!("{dots}/").repeat(depth);
