@@ -2,3 +2,6 @@
 
 #[cfg(feature = "utilities")]
 pub mod utilities;
+
+#[cfg(feature = "files")]
+pub mod files;

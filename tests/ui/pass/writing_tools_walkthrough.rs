@@ -6,13 +6,13 @@ use serde_json::json;
 
 /// Reads a window of lines from a text file in the workspace.
 #[tool(
-    name = "file_read",
+    name = "note_read",
     description_ru = "Читает строки текстового файла из рабочей области",
     description_en = "Read lines of a text file in the workspace",
     read_only,
     timeout = "10s"
 )]
-async fn file_read(
+async fn note_read(
     ws: Workspace,
     /// Путь относительно рабочей области
     #[arg(description_en = "Path relative to the workspace")]
@@ -34,7 +34,7 @@ async fn file_read(
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let kit = klaw::testing::Kit::new()?;
-    let spec = kit.registry().by_name("file_read").unwrap().spec();
+    let spec = kit.registry().by_name("note_read").unwrap().spec();
     assert_eq!(
         spec.input_schema,
         json!({
@@ -61,17 +61,17 @@ async fn main() -> anyhow::Result<()> {
 
     kit.write("notes.md", "a\nb\nc\n")?;
     let out = kit
-        .call("file_read", json!({"path": "notes.md", "startLine": 2}))
+        .call("note_read", json!({"path": "notes.md", "startLine": 2}))
         .await?;
     assert_eq!(out.text(), "b\nc");
 
     let err = kit
-        .call("file_read", json!({"path": "missing.md"}))
+        .call("note_read", json!({"path": "missing.md"}))
         .await
         .unwrap_err();
     assert!(err.is_not_found(), "{err}");
     let err = kit
-        .call("file_read", json!({"path": "notes.md", "startLine": -1}))
+        .call("note_read", json!({"path": "notes.md", "startLine": -1}))
         .await
         .unwrap_err();
     assert_eq!(err.pointer(), Some("/startLine"));
