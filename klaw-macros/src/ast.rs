@@ -38,6 +38,7 @@ pub(crate) struct Param<'a> {
 }
 
 /// Whether a parameter comes from the model or from the context.
+#[allow(clippy::large_enum_variant)] // a handful per tool, at compile time only
 pub(crate) enum ParamKind {
     /// An argument in the schema.
     Arg(ArgSpec),
@@ -269,13 +270,13 @@ fn param<'a>(
             aliases.push(v);
         }
     }
-    if let Some(d) = &arg.default {
-        if last_segment(ty).as_deref() == Some("Option") {
-            cx.error_spanned_by(
-                d,
-                "`default` cannot be used on an `Option` parameter: use the plain type (the default applies when the argument is left out)",
-            );
-        }
+    if let Some(d) = &arg.default
+        && last_segment(ty).as_deref() == Some("Option")
+    {
+        cx.error_spanned_by(
+            d,
+            "`default` cannot be used on an `Option` parameter: use the plain type (the default applies when the argument is left out)",
+        );
     }
     let description_ru = arg
         .description_ru

@@ -45,15 +45,14 @@ pub(crate) fn doc_text(attrs: &[syn::Attribute]) -> Option<String> {
         if !attr.path().is_ident("doc") {
             continue;
         }
-        if let syn::Meta::NameValue(nv) = &attr.meta {
-            if let syn::Expr::Lit(syn::ExprLit {
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Str(s),
                 ..
             }) = &nv.value
-            {
-                let v = s.value();
-                lines.push(v.strip_prefix(' ').unwrap_or(&v).trim_end().to_owned());
-            }
+        {
+            let v = s.value();
+            lines.push(v.strip_prefix(' ').unwrap_or(&v).trim_end().to_owned());
         }
     }
     let text = lines.join("\n").trim().to_owned();

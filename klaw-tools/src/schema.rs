@@ -258,11 +258,10 @@ pub(crate) fn nullable(mut s: Value) -> Value {
             return json!({"anyOf": [s, {"type": "null"}]});
         }
     }
-    if let Some(Value::Array(e)) = m.get_mut("enum") {
-        if !e.iter().any(Value::is_null) {
+    if let Some(Value::Array(e)) = m.get_mut("enum")
+        && !e.iter().any(Value::is_null) {
             e.push(Value::Null);
         }
-    }
     s
 }
 

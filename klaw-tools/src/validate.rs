@@ -193,8 +193,8 @@ impl Node {
             );
             return;
         }
-        if let Some(allowed) = &self.enumeration {
-            if !allowed.contains(value) {
+        if let Some(allowed) = &self.enumeration
+            && !allowed.contains(value) {
                 let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
                 push(
                     out,
@@ -203,13 +203,11 @@ impl Node {
                 );
                 return;
             }
-        }
-        if let Some(c) = &self.constant {
-            if c != value {
+        if let Some(c) = &self.constant
+            && c != value {
                 push(out, ptr, format!("expected {c}, got {}", short(value)));
                 return;
             }
-        }
         if !self.any_of.is_empty() {
             let ok = self.any_of.iter().any(|o| {
                 let mut scratch = Vec::new();
@@ -428,11 +426,10 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
                     .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
         Some(other) => problems.push(format!("{at}/type: unknown type {other}")),
     }
-    if let Some(d) = m.get("description") {
-        if !d.is_string() {
+    if let Some(d) = m.get("description")
+        && !d.is_string() {
             problems.push(format!("{at}/description: must be a string"));
         }
-    }
     if let Some(e) = m.get("enum") {
         match e {
             Value::Array(a) if !a.is_empty() => {}
