@@ -56,13 +56,15 @@ async fn main() -> anyhow::Result<()> {
         .call("word_count", serde_json::json!({"path": "poem.txt"}))
         .await?;
     println!("{}", out.text());
-    let err = kit
+    let Err(err) = kit
         .call(
             "word_count",
             serde_json::json!({"path": "../etc/passwd", "top": "all"}),
         )
         .await
-        .unwrap_err();
+    else {
+        anyhow::bail!("a bad call was accepted");
+    };
     println!("{}", err.to_model_text());
     Ok(())
 }
