@@ -121,9 +121,10 @@ pub fn definition(spec: &ToolSpec, format: Format, lang: Lang) -> Value {
 fn localize(m: &mut Map<String, Value>, lang: Lang) {
     let en = m.remove(EN_KEY);
     if lang == Lang::En
-        && let Some(en) = en {
-            m.insert("description".into(), en);
-        }
+        && let Some(en) = en
+    {
+        m.insert("description".into(), en);
+    }
     m.retain(|k, _| !k.starts_with("x-klaw-"));
 }
 

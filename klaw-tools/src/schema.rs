@@ -259,9 +259,10 @@ pub(crate) fn nullable(mut s: Value) -> Value {
         }
     }
     if let Some(Value::Array(e)) = m.get_mut("enum")
-        && !e.iter().any(Value::is_null) {
-            e.push(Value::Null);
-        }
+        && !e.iter().any(Value::is_null)
+    {
+        e.push(Value::Null);
+    }
     s
 }
 

@@ -194,20 +194,22 @@ impl Node {
             return;
         }
         if let Some(allowed) = &self.enumeration
-            && !allowed.contains(value) {
-                let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-                push(
-                    out,
-                    ptr,
-                    format!("expected one of {}, got {}", list.join(", "), short(value)),
-                );
-                return;
-            }
+            && !allowed.contains(value)
+        {
+            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            push(
+                out,
+                ptr,
+                format!("expected one of {}, got {}", list.join(", "), short(value)),
+            );
+            return;
+        }
         if let Some(c) = &self.constant
-            && c != value {
-                push(out, ptr, format!("expected {c}, got {}", short(value)));
-                return;
-            }
+            && c != value
+        {
+            push(out, ptr, format!("expected {c}, got {}", short(value)));
+            return;
+        }
         if !self.any_of.is_empty() {
             let ok = self.any_of.iter().any(|o| {
                 let mut scratch = Vec::new();
@@ -427,9 +429,10 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
         Some(other) => problems.push(format!("{at}/type: unknown type {other}")),
     }
     if let Some(d) = m.get("description")
-        && !d.is_string() {
-            problems.push(format!("{at}/description: must be a string"));
-        }
+        && !d.is_string()
+    {
+        problems.push(format!("{at}/description: must be a string"));
+    }
     if let Some(e) = m.get("enum") {
         match e {
             Value::Array(a) if !a.is_empty() => {}
