@@ -2,3 +2,6 @@
 
 #[cfg(feature = "utilities")]
 pub mod utilities;
+
+#[cfg(feature = "shell")]
+pub mod shell;
