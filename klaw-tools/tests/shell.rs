@@ -150,6 +150,23 @@ async fn timeout_kills_a_setsid_grandchild(mode: SandboxMode) {
     assert!(live_with(&tag).is_empty());
 }
 
+async fn leftovers_end_with_the_command(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let r = exec(
+        &kit,
+        json!({"command": format!("setsid sleep 1000.{tag} > /dev/null 2>&1 & echo started")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"], "started\n", "{r}");
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "a background process outlived its command: {:?}",
+        live_with(&tag)
+    );
+}
+
 async fn an_output_flood_stays_bounded(mode: SandboxMode) {
     let Some(kit) = kit_with(mode, |l| l.exec_max_output_bytes = 4096) else {
         return;
@@ -333,6 +350,8 @@ macro_rules! per_mode {
             use super::*;
             #[tokio::test]
             async fn timeout_kills_a_setsid_grandchild() { super::timeout_kills_a_setsid_grandchild($mode).await }
+            #[tokio::test]
+            async fn leftovers_end_with_the_command() { super::leftovers_end_with_the_command($mode).await }
             #[tokio::test]
             async fn an_output_flood_stays_bounded() { super::an_output_flood_stays_bounded($mode).await }
             #[tokio::test]

@@ -352,7 +352,9 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
             }
         }
     };
-    // End whatever the command left behind (daemons, `setsid` children).
+    // End whatever the command left behind (daemons, `setsid` children): as subreaper
+    // they are all our descendants. Then reap them, so no zombie outlives us.
     super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
     Ok(code)
 }
