@@ -305,3 +305,40 @@ fn the_engine_runs_commands_under_landlock_as_its_own_helper() {
     assert_eq!(v["sandbox"], "landlock", "{v}");
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "hi\n");
 }
+
+/// Where bubblewrap cannot work (a `bwrap` that fails, as without user namespaces),
+/// `auto` falls back to Landlock, and `doctor` says so.
+#[test]
+fn auto_falls_back_to_landlock_when_bwrap_fails() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let bin = env.home().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = env.cmd(&["doctor"]).env("PATH", &path).output().unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("ok    sandbox     landlock + seccomp (bwrap does not work here: bwrap: setting up uid map: Permission denied)"),
+        "{out}"
+    );
+
+    env.config(r#"{"sandbox": "bwrap"}"#);
+    let o = env.cmd(&["doctor"]).env("PATH", &path).output().unwrap();
+    let out = stdout(&o);
+    assert!(
+        out.contains("warn  sandbox     exec and process refuse to run: the `bwrap` sandbox does not work here"),
+        "{out}"
+    );
+}

@@ -623,3 +623,85 @@ async fn dropping_the_context_ends_every_job() {
         live_with(&tag)
     );
 }
+
+/// A directory with a `bwrap` that always fails, as on a machine without user namespaces.
+fn broken_bwrap_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `auto` with neither bwrap nor a working helper refuses to run anything. The probe
+/// result is cached per process and PATH cannot be changed in-process without `unsafe`,
+/// so the check runs in a child copy of this test binary whose PATH starts with a broken
+/// `bwrap`.
+#[test]
+fn auto_fails_closed_when_no_sandbox_works() {
+    let fake = broken_bwrap_dir();
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["auto_fails_closed_probe", "--exact", "--nocapture"])
+        .env("PATH", path)
+        .env("KLAW_TEST_BROKEN_BWRAP", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed") && stderr.contains("fail-closed probe ran"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn auto_fails_closed_probe() {
+    if std::env::var_os("KLAW_TEST_BROKEN_BWRAP").is_none() {
+        return; // only meaningful when started by `auto_fails_closed_when_no_sandbox_works`
+    }
+    let why = describe(SandboxMode::Bwrap, None).unwrap_err();
+    assert!(
+        why.contains("No permissions to create new namespace"),
+        "{why}"
+    );
+    // bwrap broken, helper working: auto falls back to Landlock and says so.
+    if describe(SandboxMode::Landlock, Some(helper())).is_ok() {
+        let fallback = describe(SandboxMode::Auto, Some(helper())).unwrap();
+        assert!(
+            fallback
+                .starts_with("landlock + seccomp (bwrap does not work here: bwrap: No permissions"),
+            "{fallback}"
+        );
+        let kit = kit(SandboxMode::Auto).unwrap();
+        let r = exec(&kit, json!({"command": "echo hi"})).await.unwrap();
+        assert_eq!(r["sandbox"], "landlock", "{r}");
+    } else {
+        eprintln!("skipping the fallback check: Landlock does not work here");
+    }
+    // bwrap broken and the helper broken: nothing runs.
+    let mut limits = Limits::default();
+    limits.sandbox = SandboxMode::Auto;
+    let kit = Kit::with_limits(limits, Settings::default())
+        .unwrap()
+        .with_context(|b| b.service(SandboxHelper::new("/bin/true")));
+    let e = exec(&kit, json!({"command": "echo hi"})).await.unwrap_err();
+    assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
+    assert!(
+        e.message()
+            .starts_with("no OS sandbox works here, so commands are refused"),
+        "{}",
+        e.message()
+    );
+    eprintln!("fail-closed probe ran");
+}
