@@ -219,18 +219,48 @@ async fn no_network_unless_allowed(mode: SandboxMode, allowed: bool) {
     .await
     .unwrap();
     let accepted = listener.accept().is_ok();
+    // UDP too (Landlock alone does not cover it; seccomp does).
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let uport = udp.local_addr().unwrap().port();
+    let u = exec(
+        &kit,
+        json!({"command": ["bash", "-c", format!("echo hi > /dev/udp/127.0.0.1/{uport}")]}),
+    )
+    .await
+    .unwrap();
+    let mut buf = [0_u8; 16];
+    let mut received = udp.recv(&mut buf).is_ok();
     if allowed {
+        // Poll briefly: the datagram may still be on its way.
+        for _ in 0..100 {
+            if received {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            received = udp.recv(&mut buf).is_ok();
+        }
         assert!(
             accepted,
             "with the network allowed the listener is reached: {r}"
         );
         assert_eq!(r["success"], true, "{r}");
+        assert!(received, "with the network allowed UDP arrives: {u}");
     } else {
         assert!(
             !accepted,
             "a sandboxed command reached 127.0.0.1:{port}: {r}"
         );
         assert_eq!(r["success"], false, "{r}");
+        assert!(
+            !received,
+            "a sandboxed command sent UDP to 127.0.0.1:{uport}: {u}"
+        );
+        if mode == SandboxMode::Landlock {
+            // seccomp refuses the socket itself (under bwrap the datagram just stays in
+            // the sandbox's own network namespace).
+            assert_eq!(u["success"], false, "{u}");
+        }
     }
 }
 

@@ -157,6 +157,21 @@ fn seccomp(network: bool) -> Result<(), String> {
             vec![SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?],
         );
     }
+    // The x32 ABI reaches the same calls with bit 30 set (and a few under their own
+    // numbers); where the kernel enables it, deny those too.
+    #[cfg(target_arch = "x86_64")]
+    {
+        const X32: i64 = 0x4000_0000;
+        let native: Vec<(i64, Vec<SeccompRule>)> =
+            rules.iter().map(|(k, v)| (*k, v.clone())).collect();
+        for (call, conditions) in native {
+            rules.insert(call | X32, conditions);
+        }
+        // x32 ptrace, process_vm_readv, process_vm_writev.
+        for call in [521, 539, 540] {
+            rules.insert(call | X32, Vec::new());
+        }
+    }
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
