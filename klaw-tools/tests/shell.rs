@@ -85,6 +85,21 @@ fn live_with(needle: &str) -> Vec<i32> {
     out
 }
 
+/// The live process whose command line is exactly `sleep 1000.<tag>` (the grandchild of
+/// `setsid_grandchild`; its parents' command lines merely contain the text).
+fn grandchild_of(tag: &str) -> Option<i32> {
+    let exact = format!("sleep\01000.{tag}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == exact.as_bytes() && alive(pid)).then_some(pid)
+        })
+        .next()
+}
+
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
@@ -128,7 +143,7 @@ async fn timeout_kills_a_setsid_grandchild(mode: SandboxMode) {
         // Find the grandchild's host pid while the command runs.
         let mut pid = None;
         eventually(|| {
-            pid = live_with(&format!("sleep 1000.{tag}")).first().copied();
+            pid = grandchild_of(&tag);
             pid.is_some()
         })
         .await;
@@ -147,7 +162,11 @@ async fn timeout_kills_a_setsid_grandchild(mode: SandboxMode) {
         eventually(|| !alive(grandchild)).await,
         "grandchild {grandchild} survived the timeout"
     );
-    assert!(live_with(&tag).is_empty());
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "{:?}",
+        live_with(&tag)
+    );
 }
 
 async fn leftovers_end_with_the_command(mode: SandboxMode) {
@@ -381,6 +400,12 @@ macro_rules! per_mode {
             #[tokio::test]
             async fn timeout_kills_a_setsid_grandchild() { super::timeout_kills_a_setsid_grandchild($mode).await }
             #[tokio::test]
+            async fn cancelling_a_call_kills_the_tree() { super::cancelling_a_call_kills_the_tree($mode).await }
+            #[tokio::test]
+            async fn process_kill_ends_the_whole_tree() { super::process_kill_ends_the_whole_tree($mode).await }
+            #[tokio::test]
+            async fn dropping_the_context_ends_every_job() { super::dropping_the_context_ends_every_job($mode).await }
+            #[tokio::test]
             async fn leftovers_end_with_the_command() { super::leftovers_end_with_the_command($mode).await }
             #[tokio::test]
             async fn an_output_flood_stays_bounded() { super::an_output_flood_stays_bounded($mode).await }
@@ -569,9 +594,8 @@ async fn a_finished_process_reports_its_exit_code() {
     assert_eq!(log["tail"], 4096);
 }
 
-#[tokio::test]
-async fn process_kill_ends_the_whole_tree() {
-    let Some(kit) = kit(SandboxMode::Auto) else {
+async fn process_kill_ends_the_whole_tree(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
         return;
     };
     let tag = marker();
@@ -582,15 +606,19 @@ async fn process_kill_ends_the_whole_tree() {
     .await
     .unwrap();
     let id = r["process"]["processId"].as_str().unwrap().to_owned();
-    let needle = format!("sleep 1000.{tag}");
-    assert!(eventually(|| !live_with(&needle).is_empty()).await);
-    let grandchild = live_with(&needle)[0];
+    assert!(eventually(|| grandchild_of(&tag).is_some()).await);
+    let grandchild = grandchild_of(&tag).unwrap();
     process(&kit, json!({"action": "kill", "processId": id}))
         .await
         .unwrap();
     assert!(
         eventually(|| !alive(grandchild)).await,
         "grandchild {grandchild} survived kill"
+    );
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "{:?}",
+        live_with(&tag)
     );
 }
 
@@ -623,9 +651,8 @@ async fn the_process_cap_is_enforced() {
     assert!(eventually(|| live_with(&tag).is_empty()).await);
 }
 
-#[tokio::test]
-async fn dropping_the_context_ends_every_job() {
-    let Some(kit) = kit(SandboxMode::Auto) else {
+async fn dropping_the_context_ends_every_job(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
         return;
     };
     let tag = marker();
@@ -734,4 +761,43 @@ async fn auto_fails_closed_probe() {
         e.message()
     );
     eprintln!("fail-closed probe ran");
+}
+
+/// A cancelled call (the user stopped the turn) ends the command's whole tree, as a
+/// timeout does.
+async fn cancelling_a_call_kills_the_tree(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
+        return;
+    };
+    let tag = marker();
+    let token = tokio_util::sync::CancellationToken::new();
+    let ctx = kit.context().clone().with_cancellation(token.clone());
+    let call = kit.registry().execute(
+        &ctx,
+        "exec",
+        json!({"command": setsid_grandchild(&tag), "timeout": 300}),
+    );
+    let cancel = async {
+        let mut pid = None;
+        eventually(|| {
+            pid = grandchild_of(&tag);
+            pid.is_some()
+        })
+        .await;
+        token.cancel();
+        pid
+    };
+    let (result, grandchild) = tokio::join!(call, cancel);
+    let grandchild = grandchild.expect("the grandchild started");
+    let e = result.unwrap_err();
+    assert_eq!(e.kind(), &klaw_tools::ErrorKind::Cancelled, "{e:?}");
+    assert!(
+        eventually(|| !alive(grandchild)).await,
+        "grandchild {grandchild} survived the cancellation"
+    );
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "{:?}",
+        live_with(&tag)
+    );
 }

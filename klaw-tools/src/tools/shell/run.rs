@@ -176,8 +176,10 @@ pub(crate) struct Job {
 /// A started command: its root process, its output buffers and its private temp dir.
 #[derive(Debug)]
 pub(crate) struct Running {
-    child: tokio::process::Child,
+    // Declared (so dropped) before `child`: the tree is walked while its root still
+    // lives; `child`'s kill-on-drop would kill the root first and orphan the rest.
     guard: KillGuard,
+    child: tokio::process::Child,
     pub(crate) stdout: SharedTail,
     pub(crate) stderr: SharedTail,
     readers: Vec<JoinHandle<()>>,
@@ -299,8 +301,8 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         readers.push(tokio::spawn(output::drain(err, stderr.clone())));
     }
     Ok(Running {
-        child,
         guard: KillGuard { pid },
+        child,
         stdout,
         stderr,
         readers,
