@@ -801,3 +801,35 @@ async fn cancelling_a_call_kills_the_tree(mode: SandboxMode) {
         live_with(&tag)
     );
 }
+
+/// If the engine dies (here: the pipe it holds to the helper's stdin closes without any
+/// kill), the helper ends the whole tree on its own.
+#[test]
+fn the_helper_ends_the_tree_when_the_engine_goes_away() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    let tag = marker();
+    let policy = json!({"landlock": false, "network": false, "write": [ws], "cwd": ws});
+    let mut helper = std::process::Command::new(HELPER)
+        .arg(klaw_tools::tools::shell::HELPER_ARG)
+        .arg(policy.to_string())
+        .args(["sh", "-c", &setsid_grandchild(&tag)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        grandchild_of(&tag).is_some()
+    });
+    assert!(started, "the grandchild did not start");
+    let grandchild = grandchild_of(&tag).unwrap();
+    drop(helper.stdin.take()); // the engine is gone
+    let status = helper.wait().unwrap();
+    assert_eq!(status.code(), Some(137));
+    let gone = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        !alive(grandchild) && live_with(&tag).is_empty()
+    });
+    assert!(gone, "left behind: {:?}", live_with(&tag));
+}

@@ -180,6 +180,8 @@ pub(crate) struct Running {
     // lives; `child`'s kill-on-drop would kill the root first and orphan the rest.
     guard: KillGuard,
     child: tokio::process::Child,
+    /// The helper's lifeline (see `spawn`); closed when this is dropped.
+    _lifeline: Option<tokio::process::ChildStdin>,
     pub(crate) stdout: SharedTail,
     pub(crate) stderr: SharedTail,
     readers: Vec<JoinHandle<()>>,
@@ -260,10 +262,17 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     };
     let (program, args) = sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())?;
     let mut cmd = tokio::process::Command::new(&program);
+    // The helper watches its stdin: the engine keeps it open for the command's life, so
+    // the helper ends the tree if the engine dies. Everyone else gets an empty stdin.
+    let lifeline = matches!(backend, Backend::Landlock(_) | Backend::Supervised(_));
     cmd.args(&args)
         .env_clear()
         .current_dir(&job.cwd)
-        .stdin(Stdio::null())
+        .stdin(if lifeline {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -289,6 +298,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         ))
         .with_detail(e),
     })?;
+    let lifeline = child.stdin.take();
     let pid = child.id().and_then(|p| i32::try_from(p).ok());
     let cap = ctx.limits().exec_max_output_bytes;
     let stdout = output::shared(cap);
@@ -303,6 +313,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     Ok(Running {
         guard: KillGuard { pid },
         child,
+        _lifeline: lifeline,
         stdout,
         stderr,
         readers,

@@ -331,9 +331,24 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
         return Ok(0);
     }
     let program = args.next().ok_or("no command given")?;
+    // Our stdin is a pipe the engine holds open: end of file means the engine is gone
+    // (or dropped the command), so end the whole tree. A thread started after the
+    // restrictions inherits them.
+    std::thread::spawn(|| {
+        use std::io::Read;
+        let mut buf = [0_u8; 64];
+        while let Ok(n) = std::io::stdin().read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+        std::process::exit(137);
+    });
     let status = std::process::Command::new(&program)
         .args(args)
         .current_dir(&policy.cwd)
+        .stdin(Stdio::null())
         .status();
     let code = match status {
         Ok(s) => match (s.code(), s.signal()) {
