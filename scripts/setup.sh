@@ -36,4 +36,22 @@ if [ ! -f "$stamp" ]; then
     touch "$stamp"
 fi
 
+# bubblewrap: the sandbox of the shell tools (exec, process). Without it they fall back
+# to Landlock + seccomp, or refuse to run. Installed once; skipped when bwrap is on PATH.
+if ! command -v bwrap >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        sudo=""
+        if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+        say "installing bubblewrap (the shell tools' sandbox)"
+        stamp="$CACHE/apt-updated"
+        if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440)" ]; then
+            $sudo apt-get update -qq
+            touch "$stamp"
+        fi
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    else
+        say "bubblewrap is not installed and apt-get is missing: install it with your package manager (shell commands fall back to Landlock)" >&2
+    fi
+fi
+
 say "ok (cache: $CACHE)"

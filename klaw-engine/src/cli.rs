@@ -58,7 +58,18 @@ pub fn main() -> ExitCode {
 }
 
 /// Runs the command line with explicit arguments (the first is the program name).
+///
+/// A hidden first argument, `__klaw-sandbox`, makes the process the shell tools' sandbox
+/// helper instead (it applies Landlock + seccomp to itself and runs one command); shell
+/// commands re-execute the engine that way. Nothing else runs before it.
 pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == klaw_tools::tools::shell::HELPER_ARG)
+    {
+        return klaw_tools::tools::shell::helper_main(args.into_iter().skip(2).collect());
+    }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -172,7 +183,13 @@ fn call(config: Config, name: &str, args: String) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    match runtime.block_on(engine.call(name, args)) {
+    let result = runtime.block_on(engine.call(name, args));
+    // Background processes do not outlive the engine.
+    engine
+        .context()
+        .shared_state::<klaw_tools::tools::shell::ProcessTable>()
+        .kill_all();
+    match result {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             let text = out.text();

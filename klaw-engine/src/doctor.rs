@@ -108,8 +108,39 @@ pub fn doctor() -> Vec<Check> {
             ),
         },
     );
+    out.push(sandbox_check(&config));
     out.push(tools_check());
     out
+}
+
+/// Which OS sandbox shell commands get here (probed by running a command in it).
+fn sandbox_check(config: &Config) -> Check {
+    let mode = config.limits().sandbox;
+    let helper = std::env::current_exe().ok();
+    let network = if config.limits().network {
+        "network allowed"
+    } else {
+        "no network"
+    };
+    match klaw_tools::tools::shell::describe(mode, helper.as_deref()) {
+        Ok(active) if mode == klaw_tools::SandboxMode::Off => check(
+            "sandbox",
+            Status::Warn,
+            active,
+            Some("set `sandbox` to `auto` (KLAW_SANDBOX=auto) to confine shell commands".into()),
+        ),
+        Ok(active) => check("sandbox", Status::Ok, format!("{active}; {network}"), None),
+        Err(why) => check(
+            "sandbox",
+            Status::Warn,
+            format!("exec and process refuse to run: {why}"),
+            Some(
+                "install bubblewrap (scripts/setup.sh does), or use a kernel with Landlock; \
+                 `sandbox: off` runs commands unconfined"
+                    .into(),
+            ),
+        ),
+    }
 }
 
 fn jiff_offset(tz: &jiff::tz::TimeZone) -> String {

@@ -219,6 +219,11 @@ fn doctor_reports_each_check_and_fails_on_a_broken_config() {
     ] {
         assert!(out.contains(line), "{line:?} in {out}");
     }
+    // This machine (and CI) has a working sandbox; `auto` names the one it picked.
+    assert!(
+        out.contains("ok    sandbox     bwrap") || out.contains("ok    sandbox     landlock"),
+        "{out}"
+    );
     assert!(
         out.contains("fix: the engine creates it when it starts"),
         "{out}"
@@ -257,4 +262,83 @@ fn no_command_runs_doctor_then_lists_tools() {
     let out = stdout(&o);
     assert!(out.contains("ok    tools"), "{out}");
     assert!(out.contains("NAME"), "{out}");
+}
+
+#[test]
+fn doctor_warns_when_the_sandbox_is_off() {
+    let env = Env::new();
+    env.config(r#"{"sandbox": "off"}"#);
+    let o = env.run(&["doctor"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("warn  sandbox     off: commands run unsandboxed"),
+        "{out}"
+    );
+    assert!(out.contains("fix: set `sandbox` to `auto`"), "{out}");
+}
+
+/// The engine is its own sandbox helper: `klaw-engine __klaw-sandbox ...` applies
+/// Landlock + seccomp and runs the command.
+#[test]
+fn the_engine_runs_commands_under_landlock_as_its_own_helper() {
+    let env = Env::new();
+    let ws = env.home().join("ws");
+    env.config(&format!(
+        r#"{{"sandbox": "landlock", "workspace": {:?}, "dataDir": {:?}}}"#,
+        ws.display().to_string(),
+        env.home().join("data").display().to_string()
+    ));
+    let o = env.run(&[
+        "call",
+        "exec",
+        r#"{"command": "echo hi > f.txt; cat f.txt"}"#,
+    ]);
+    let out = stdout(&o);
+    if stderr(&o).contains("does not work here") {
+        eprintln!("skipping: {}", stderr(&o));
+        return;
+    }
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    assert_eq!(v["sandbox"], "landlock", "{v}");
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "hi\n");
+}
+
+/// Where bubblewrap cannot work (a `bwrap` that fails, as without user namespaces),
+/// `auto` falls back to Landlock, and `doctor` says so.
+#[test]
+fn auto_falls_back_to_landlock_when_bwrap_fails() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let bin = env.home().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = env.cmd(&["doctor"]).env("PATH", &path).output().unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("ok    sandbox     landlock + seccomp (bwrap does not work here: bwrap: setting up uid map: Permission denied)"),
+        "{out}"
+    );
+
+    env.config(r#"{"sandbox": "bwrap"}"#);
+    let o = env.cmd(&["doctor"]).env("PATH", &path).output().unwrap();
+    let out = stdout(&o);
+    assert!(
+        out.contains("warn  sandbox     exec and process refuse to run: the `bwrap` sandbox does not work here"),
+        "{out}"
+    );
 }

@@ -37,6 +37,7 @@ pub(crate) struct Param<'a> {
 }
 
 /// Whether a parameter comes from the model or from the context.
+#[allow(clippy::large_enum_variant)] // a handful per tool, at compile time only
 pub(crate) enum ParamKind {
     /// An argument in the schema.
     Arg(Box<ArgSpec>),

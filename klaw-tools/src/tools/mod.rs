@@ -5,3 +5,6 @@ pub mod utilities;
 
 #[cfg(feature = "files")]
 pub mod files;
+
+#[cfg(feature = "shell")]
+pub mod shell;

@@ -1,0 +1,52 @@
+//! Round trip of `exec` with `true`: through the registry, with each sandbox mode that
+//! works on this machine (off, bwrap, landlock). Modes that do not work are skipped with
+//! the reason printed.
+//!
+//! Run with: cargo bench -p klaw-tools --bench shell
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use klaw_tools::testing::Kit;
+use klaw_tools::tools::shell::{SandboxHelper, describe};
+use klaw_tools::{Limits, SandboxMode, Settings};
+use serde_json::json;
+
+const HELPER: &str = env!("CARGO_BIN_EXE_klaw-sandbox");
+
+fn exec_true(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("exec_true");
+    g.sample_size(30);
+    for (name, mode) in [
+        ("off", SandboxMode::Off),
+        ("bwrap", SandboxMode::Bwrap),
+        ("landlock", SandboxMode::Landlock),
+    ] {
+        if let Err(why) = describe(mode, Some(std::path::Path::new(HELPER))) {
+            eprintln!("skipping {name}: {why}");
+            continue;
+        }
+        let mut limits = Limits::default();
+        limits.sandbox = mode;
+        let kit = Kit::with_limits(limits, Settings::default())
+            .unwrap()
+            .with_context(|b| b.service(SandboxHelper::new(HELPER)));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let out = rt
+                    .block_on(kit.call("exec", json!({"command": ["true"]})))
+                    .unwrap();
+                assert_eq!(out.structured().unwrap()["exitCode"], 0);
+            });
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, exec_true);
+criterion_main!(benches);

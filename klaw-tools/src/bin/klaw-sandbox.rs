@@ -1,0 +1,18 @@
+//! The sandbox helper on its own: `klaw-sandbox __klaw-sandbox <policy> <command>...`.
+//!
+//! `klaw-engine` plays this role itself; this binary serves klaw-tools' own tests and
+//! benches (and programs that embed klaw-tools without the engine: point the
+//! `SandboxHelper` service or `KLAW_SANDBOX_HELPER` at it).
+
+fn main() -> std::process::ExitCode {
+    match klaw_tools::tools::shell::helper_if_requested() {
+        Some(code) => code,
+        None => {
+            eprintln!(
+                "usage: klaw-sandbox {} <policy-json> <command> [args...] (started by Klaw's shell tools)",
+                klaw_tools::tools::shell::HELPER_ARG
+            );
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! `exec`: run a short command and wait for it.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::run::{self, CommandLine, Job};
+use crate::{ToolContext, ToolError, ToolSchema, tool};
+
+/// The answer of `exec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToolSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecResult {
+    /// true, только если код выхода 0
+    #[schema(description_en = "true only when the exit code is 0")]
+    pub success: bool,
+    /// Команда, как она была запущена
+    #[schema(description_en = "The command as it was run")]
+    pub command: String,
+    /// Код выхода (128 + номер сигнала, если процесс убит сигналом)
+    #[schema(description_en = "Exit code (128 + the signal number when killed by a signal)")]
+    pub exit_code: i32,
+    /// Стандартный вывод (последние байты, если вывод обрезан)
+    #[schema(description_en = "Standard output (its last bytes when truncated)")]
+    pub stdout: String,
+    /// Стандартный поток ошибок (последние байты, если обрезан)
+    #[schema(description_en = "Standard error (its last bytes when truncated)")]
+    pub stderr: String,
+    /// Рабочий каталог команды
+    #[schema(description_en = "The command's working directory")]
+    pub working_dir: String,
+    /// Время выполнения, мс
+    #[schema(description_en = "Run time in milliseconds")]
+    pub duration_ms: u64,
+    /// true, если stdout или stderr обрезан до лимита (сохранён конец)
+    #[schema(description_en = "true when stdout or stderr was cut to the limit (the end is kept)")]
+    pub truncated: bool,
+    /// Песочница, в которой выполнялась команда: bwrap, landlock или off
+    #[schema(description_en = "The sandbox the command ran in: bwrap, landlock or off")]
+    pub sandbox: String,
+}
+
+/// Runs a command in the workspace, in the OS sandbox, and waits for it.
+#[tool(
+    name = "exec",
+    description_ru = "Выполняет короткую команду в рабочей области и ждёт её завершения. Строка выполняется через `sh -c`, массив — напрямую, без оболочки. Команда работает в песочнице: запись только в рабочую область и временный каталог, без сети (если не разрешена), с очищенным окружением и пустым stdin. Ненулевой код выхода — обычный результат (success=false), а не ошибка. По истечении таймаута всё дерево процессов завершается. Для долгих задач используй `process`.",
+    description_en = "Runs a short command in the workspace and waits for it. A string runs through `sh -c`, an array runs directly, without a shell. The command runs in a sandbox: writes only in the workspace and a temporary directory, no network (unless allowed), a cleared environment and empty stdin. A non-zero exit code is a normal result (success=false), not an error. When the timeout passes the whole process tree is killed. Use `process` for long-running jobs.",
+    destructive,
+    rename_all = "camelCase",
+    timeout = "24h"
+)]
+pub async fn exec(
+    ctx: ToolContext,
+    /// Команда: строка для `sh -c` (например "cargo test 2>&1 | tail -5") или массив аргументов (например ["ls", "-la"])
+    #[arg(
+        description_en = "The command: a string for `sh -c` (e.g. \"cargo test 2>&1 | tail -5\") or an argument array (e.g. [\"ls\", \"-la\"])"
+    )]
+    command: CommandLine,
+    /// Рабочий каталог относительно рабочей области; по умолчанию — её корень
+    #[arg(description_en = "Working directory relative to the workspace; defaults to its root")]
+    working_dir: Option<String>,
+    /// Таймаут в секундах; по умолчанию из настроек (60), не больше максимума (300)
+    #[arg(
+        description_en = "Timeout in seconds; defaults to the configured one (60), at most the configured maximum (300)"
+    )]
+    timeout: Option<u64>,
+) -> Result<ExecResult, ToolError> {
+    command.check_deny()?;
+    let argv = command.argv()?;
+    let limits = ctx.limits();
+    let limit = clamp_timeout(timeout, limits.exec_timeout, limits.exec_max_timeout);
+    let cwd = run::resolve_dir(ctx.workspace(), working_dir.as_deref())?;
+    let backend = run::backend(&ctx).await?;
+    let started = Instant::now();
+    let mut running = run::spawn(
+        &ctx,
+        &backend,
+        &Job {
+            argv,
+            cwd: cwd.clone(),
+        },
+    )?;
+    let exit = running.wait(Some(limit)).await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let (stdout, stderr, truncated) = {
+        let out = super::output::lock(&running.stdout);
+        let err = super::output::lock(&running.stderr);
+        (out.text(), err.text(), out.truncated() || err.truncated())
+    };
+    if exit.timed_out {
+        return Err(ToolError::timeout(format!(
+            "command timeout after {} s; the command and every process it started were killed{}",
+            limit.as_secs(),
+            last_words(&stdout, &stderr)
+        )));
+    }
+    Ok(ExecResult {
+        success: exit.code == 0,
+        command: command.display(),
+        exit_code: exit.code,
+        stdout,
+        stderr,
+        working_dir: cwd.display().to_string(),
+        duration_ms,
+        truncated,
+        sandbox: running.backend.to_owned(),
+    })
+}
+
+/// The requested timeout, or the default, within 1 s and the maximum.
+pub(crate) fn clamp_timeout(requested: Option<u64>, default: Duration, max: Duration) -> Duration {
+    let want = requested.map_or(default, Duration::from_secs);
+    want.clamp(Duration::from_secs(1), max.max(Duration::from_secs(1)))
+}
+
+/// The end of the output of a command that timed out, for the error message.
+fn last_words(stdout: &str, stderr: &str) -> String {
+    const KEEP: usize = 2000;
+    let tail = |s: &str| {
+        let start = s
+            .char_indices()
+            .map(|(i, _)| i)
+            .find(|&i| s.len() - i <= KEEP)
+            .unwrap_or(s.len());
+        s[start..].to_owned()
+    };
+    let mut out = String::new();
+    if !stdout.is_empty() {
+        out.push_str(&format!("\nlast stdout:\n{}", tail(stdout)));
+    }
+    if !stderr.is_empty() {
+        out.push_str(&format!("\nlast stderr:\n{}", tail(stderr)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_clamped() {
+        let d = Duration::from_secs(60);
+        let m = Duration::from_secs(300);
+        assert_eq!(clamp_timeout(None, d, m), d);
+        assert_eq!(clamp_timeout(Some(5), d, m), Duration::from_secs(5));
+        assert_eq!(clamp_timeout(Some(100_000), d, m), m);
+        assert_eq!(clamp_timeout(Some(0), d, m), Duration::from_secs(1));
+        assert_eq!(clamp_timeout(Some(u64::MAX), d, m), m);
+    }
+
+    #[test]
+    fn last_words_keep_the_end() {
+        let long = "x".repeat(5000) + "END";
+        let s = last_words(&long, "");
+        assert!(s.ends_with("END"));
+        assert!(s.len() < 2100);
+    }
+}

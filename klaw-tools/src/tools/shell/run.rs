@@ -1,0 +1,417 @@
+//! Starting a command in its sandbox and supervising it: the command line, the working
+//! directory, the environment, bounded output, and killing the whole tree.
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use super::output::{self, SharedTail};
+use super::sandbox::{self, Backend, Policy, SandboxHelper};
+use super::{deny, tree};
+use crate::schema::Schema;
+use crate::{ToolContext, ToolError, ToolSchema};
+
+/// A command: a shell line (run with `sh -c`) or an argument vector (run directly).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum CommandLine {
+    /// `"cargo test && echo done"`: run through `sh -c`.
+    Shell(String),
+    /// `["cargo", "test"]`: run directly, no shell.
+    Argv(Vec<String>),
+}
+
+fn command_schema() -> Value {
+    json!({
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        ]
+    })
+}
+
+impl ToolSchema for CommandLine {
+    const SCHEMA: Schema = Schema::External(command_schema);
+}
+
+impl CommandLine {
+    /// The argument vector to run.
+    pub(crate) fn argv(&self) -> Result<Vec<String>, ToolError> {
+        let argv = match self {
+            CommandLine::Shell(line) => {
+                if line.trim().is_empty() {
+                    return Err(ToolError::invalid_arguments(
+                        "/command",
+                        "the command is empty",
+                    ));
+                }
+                vec!["sh".into(), "-c".into(), line.clone()]
+            }
+            CommandLine::Argv(v) => {
+                if v.first().is_none_or(|p| p.is_empty()) {
+                    return Err(ToolError::invalid_arguments(
+                        "/command",
+                        "the command array is empty or its program is empty",
+                    ));
+                }
+                v.clone()
+            }
+        };
+        if argv.iter().any(|a| a.contains('\0')) {
+            return Err(ToolError::invalid_arguments(
+                "/command",
+                "the command contains a NUL byte",
+            ));
+        }
+        Ok(argv)
+    }
+
+    /// The command as one line, for results and the deny-list.
+    pub(crate) fn display(&self) -> String {
+        match self {
+            CommandLine::Shell(line) => line.clone(),
+            CommandLine::Argv(v) => v.join(" "),
+        }
+    }
+
+    /// Refuses commands on the deny-list.
+    pub(crate) fn check_deny(&self) -> Result<(), ToolError> {
+        match deny::refuse(&self.display()) {
+            Some(why) => Err(ToolError::access_denied(format!(
+                "refused: this command looks like {why}, which is never allowed; \
+                 if you meant something else, rewrite the command"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Resolves `working_dir` beneath the workspace by the kernel (cap-std: `openat2` with
+/// `RESOLVE_BENEATH` where available), then names the opened directory. `..`, absolute
+/// paths elsewhere and symlinks that lead out are refused.
+pub(crate) fn resolve_dir(
+    workspace: &Path,
+    working_dir: Option<&str>,
+) -> Result<PathBuf, ToolError> {
+    let root = std::fs::canonicalize(workspace).map_err(|e| {
+        ToolError::unavailable(format!(
+            "the workspace {} is not usable",
+            workspace.display()
+        ))
+        .with_detail(e)
+    })?;
+    let rel = match working_dir.map(str::trim) {
+        None | Some("" | ".") => return Ok(root),
+        Some(w) => Path::new(w),
+    };
+    let rel = if rel.is_absolute() {
+        rel.strip_prefix(&root)
+            .or_else(|_| rel.strip_prefix(workspace))
+            .map_err(|_| outside(rel))?
+    } else {
+        rel
+    };
+    if rel.as_os_str().is_empty() {
+        return Ok(root);
+    }
+    let dir = cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+        .map_err(|e| ToolError::unavailable("the workspace cannot be opened").with_detail(e))?;
+    let sub = dir.open_dir(rel).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ToolError::not_found(format!(
+            "workingDir `{}` does not exist in the workspace",
+            rel.display()
+        )),
+        std::io::ErrorKind::NotADirectory => ToolError::invalid_arguments(
+            "/workingDir",
+            format!("workingDir `{}` is not a directory", rel.display()),
+        ),
+        _ => outside(rel).with_detail(e),
+    })?;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", sub.as_fd().as_raw_fd()))
+        .map_err(|e| ToolError::failed("cannot name the working directory").with_detail(e))?;
+    if !real.starts_with(&root) {
+        return Err(outside(rel));
+    }
+    Ok(real)
+}
+
+fn outside(rel: &Path) -> ToolError {
+    ToolError::access_denied(format!(
+        "workingDir `{}` is outside the workspace; use a path relative to the workspace",
+        rel.display()
+    ))
+}
+
+/// Environment variables passed through to commands; everything else (API keys,
+/// tokens) is dropped.
+const ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "TZ",
+    "TERM",
+];
+
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What to run and where.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub(crate) argv: Vec<String>,
+    pub(crate) cwd: PathBuf,
+}
+
+/// A started command: its root process, its output buffers and its private temp dir.
+#[derive(Debug)]
+pub(crate) struct Running {
+    // Declared (so dropped) before `child`: the tree is walked while its root still
+    // lives; `child`'s kill-on-drop would kill the root first and orphan the rest.
+    guard: KillGuard,
+    child: tokio::process::Child,
+    /// The helper's lifeline (see `spawn`); closed when this is dropped.
+    _lifeline: Option<tokio::process::ChildStdin>,
+    pub(crate) stdout: SharedTail,
+    pub(crate) stderr: SharedTail,
+    readers: Vec<JoinHandle<()>>,
+    pub(crate) backend: &'static str,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// Kills the whole tree when dropped while the command may still run (a cancelled or
+/// timed-out call, an engine shutting down).
+#[derive(Debug)]
+pub(crate) struct KillGuard {
+    pid: Option<i32>,
+}
+
+impl KillGuard {
+    pub(crate) fn kill(&mut self) {
+        if let Some(pid) = self.pid {
+            tree::kill_tree(pid);
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.pid = None;
+    }
+}
+
+impl Drop for KillGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Exit {
+    /// The exit code (`128 + signal` for a signal).
+    pub(crate) code: i32,
+    /// True when the time limit ended it.
+    pub(crate) timed_out: bool,
+}
+
+/// Chooses the sandbox for this context, off the async threads (the first call probes).
+pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
+    let mode = ctx.limits().sandbox;
+    let helper = SandboxHelper::for_context(ctx);
+    tokio::task::spawn_blocking(move || sandbox::select(mode, helper.as_deref()))
+        .await
+        .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
+}
+
+/// Starts `job` under `backend` with the context's policy.
+pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
+    let workspace = std::fs::canonicalize(ctx.workspace())
+        .map_err(|e| ToolError::unavailable("the workspace is not usable").with_detail(e))?;
+    let hidden = std::fs::canonicalize(ctx.data_dir()).into_iter().collect();
+    let policy = Policy {
+        workspace,
+        cwd: job.cwd.clone(),
+        hidden,
+        network: ctx.limits().network,
+    };
+    let tmp = match backend {
+        Backend::Bwrap => None,
+        _ => Some(
+            tempfile::Builder::new()
+                .prefix("klaw-exec-")
+                .tempdir()
+                .map_err(|e| {
+                    ToolError::failed("cannot create a temporary directory").with_detail(e)
+                })?,
+        ),
+    };
+    let tmp_path = match &tmp {
+        Some(t) => Some(std::fs::canonicalize(t.path()).map_err(|e| {
+            ToolError::failed("cannot create a temporary directory").with_detail(e)
+        })?),
+        None => None,
+    };
+    let (program, args) = sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())?;
+    let mut cmd = tokio::process::Command::new(&program);
+    // The helper watches its stdin: the engine keeps it open for the command's life, so
+    // the helper ends the tree if the engine dies. Everyone else gets an empty stdin.
+    let lifeline = matches!(backend, Backend::Landlock(_) | Backend::Supervised(_));
+    cmd.args(&args)
+        .env_clear()
+        .current_dir(&job.cwd)
+        .stdin(if lifeline {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for key in ENV_ALLOW {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        cmd.env("PATH", DEFAULT_PATH);
+    }
+    let home = tmp_path.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
+    cmd.env("HOME", &home).env("TMPDIR", &home);
+    let mut child = cmd.spawn().map_err(|e| match (backend, e.kind()) {
+        (Backend::Direct, std::io::ErrorKind::NotFound) => ToolError::not_found(format!(
+            "program `{}` not found",
+            job.argv.first().map(String::as_str).unwrap_or_default()
+        )),
+        _ => ToolError::failed(format!(
+            "cannot start the command under the `{}` sandbox",
+            backend.name()
+        ))
+        .with_detail(e),
+    })?;
+    let lifeline = child.stdin.take();
+    let pid = child.id().and_then(|p| i32::try_from(p).ok());
+    let cap = ctx.limits().exec_max_output_bytes;
+    let stdout = output::shared(cap);
+    let stderr = output::shared(cap);
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(tokio::spawn(output::drain(out, stdout.clone())));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(tokio::spawn(output::drain(err, stderr.clone())));
+    }
+    Ok(Running {
+        guard: KillGuard { pid },
+        child,
+        _lifeline: lifeline,
+        stdout,
+        stderr,
+        readers,
+        backend: backend.name(),
+        _tmp: tmp,
+    })
+}
+
+impl Running {
+    /// The root process id (the sandbox or the command).
+    pub(crate) fn pid(&self) -> Option<i32> {
+        self.guard.pid
+    }
+
+    /// Waits for the command, killing the whole tree after `limit`; then collects the
+    /// rest of its output.
+    pub(crate) async fn wait(&mut self, limit: Option<Duration>) -> Exit {
+        let waited = match limit {
+            Some(limit) => tokio::time::timeout(limit, self.child.wait()).await.ok(),
+            None => Some(self.child.wait().await),
+        };
+        let (status, timed_out) = match waited {
+            Some(s) => (s.ok(), false),
+            None => {
+                self.guard.kill();
+                (self.child.wait().await.ok(), true)
+            }
+        };
+        // The sandbox root ended its tree; without one, end the process group.
+        if let Some(pid) = self.guard.pid.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        self.guard.disarm();
+        // Output still in the pipes; a descendant that escaped the group (mode `off`
+        // without the helper) could hold them open, so do not wait on it for long.
+        for r in self.readers.drain(..) {
+            let abort = r.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), r)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        let code = match status {
+            Some(s) => s
+                .code()
+                .or_else(|| s.signal().map(|sig| 128 + sig))
+                .unwrap_or(-1),
+            None => -1,
+        };
+        Exit { code, timed_out }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_become_argument_vectors() {
+        assert_eq!(
+            CommandLine::Shell("echo hi".into()).argv().unwrap(),
+            vec!["sh", "-c", "echo hi"]
+        );
+        assert_eq!(
+            CommandLine::Argv(vec!["ls".into(), "-l".into()])
+                .argv()
+                .unwrap(),
+            vec!["ls", "-l"]
+        );
+        assert!(CommandLine::Shell("  ".into()).argv().is_err());
+        assert!(CommandLine::Argv(vec![]).argv().is_err());
+        assert!(CommandLine::Argv(vec!["a\0b".into()]).argv().is_err());
+    }
+
+    #[test]
+    fn working_dirs_stay_in_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside"), ws.join("link")).unwrap();
+        let root = std::fs::canonicalize(&ws).unwrap();
+        assert_eq!(resolve_dir(&ws, None).unwrap(), root);
+        assert_eq!(resolve_dir(&ws, Some("sub")).unwrap(), root.join("sub"));
+        assert_eq!(
+            resolve_dir(&ws, Some(root.join("sub").to_str().unwrap())).unwrap(),
+            root.join("sub")
+        );
+        for bad in ["..", "../outside", "link", "/etc", "sub/../../outside"] {
+            let e = resolve_dir(&ws, Some(bad)).unwrap_err();
+            assert!(e.is_access_denied(), "{bad}: {e:?}");
+        }
+        assert!(
+            resolve_dir(&ws, Some("missing"))
+                .unwrap_err()
+                .is_not_found()
+        );
+    }
+}

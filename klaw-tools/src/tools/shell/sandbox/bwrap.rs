@@ -1,0 +1,86 @@
+//! The bubblewrap backend: a private mount, PID, IPC, UTS and network namespace per
+//! command, built from read-only system directories, the workspace read-write and a
+//! private `/tmp`.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::{Policy, SYSTEM_DIRS};
+
+/// The `bwrap` arguments that run `argv` under `policy` (`bwrap` itself not included).
+pub(super) fn args(policy: &Policy, argv: &[String]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
+        a.extend(items.iter().map(|i| i.as_ref().to_os_string()));
+    };
+    push(&[
+        &"--die-with-parent",
+        &"--new-session",
+        &"--unshare-all",
+        &"--cap-drop",
+        &"ALL",
+    ]);
+    if policy.network {
+        push(&[&"--share-net"]);
+    }
+    for dir in SYSTEM_DIRS {
+        let path = Path::new(dir);
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    push(&[&"--symlink", &target, &path]);
+                }
+            }
+            Ok(_) => push(&[&"--ro-bind", &path, &path]),
+            Err(_) => {}
+        }
+    }
+    push(&[
+        &"--proc", &"/proc", &"--dev", &"/dev", &"--tmpfs", &"/tmp", &"--bind",
+    ]);
+    push(&[&policy.workspace, &policy.workspace]);
+    // A data dir inside the workspace is hidden under an empty tmpfs.
+    for hidden in &policy.hidden {
+        if hidden.starts_with(&policy.workspace) && hidden.exists() {
+            push(&[&"--tmpfs", hidden]);
+        }
+    }
+    push(&[
+        &"--setenv",
+        &"HOME",
+        &"/tmp",
+        &"--setenv",
+        &"TMPDIR",
+        &"/tmp",
+        &"--chdir",
+    ]);
+    push(&[&policy.cwd, &"--"]);
+    a.extend(argv.iter().map(OsString::from));
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn binds_the_workspace_and_isolates_the_network_by_default() {
+        let policy = Policy {
+            workspace: PathBuf::from("/w"),
+            cwd: PathBuf::from("/w/sub"),
+            hidden: vec![],
+            network: false,
+        };
+        let a: Vec<String> = args(&policy, &["true".into()])
+            .into_iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let joined = a.join(" ");
+        assert!(joined.contains("--unshare-all"), "{joined}");
+        assert!(!joined.contains("--share-net"), "{joined}");
+        assert!(joined.contains("--bind /w /w"), "{joined}");
+        assert!(joined.contains("--tmpfs /tmp"), "{joined}");
+        assert!(joined.ends_with("--chdir /w/sub -- true"), "{joined}");
+    }
+}

@@ -1,0 +1,375 @@
+//! The OS sandbox shell commands run in, chosen from [`SandboxMode`].
+//!
+//! | mode | what runs the command |
+//! |---|---|
+//! | `bwrap` | bubblewrap: private mount/PID/network namespaces; fails if bwrap does not work |
+//! | `landlock` | our helper (`__klaw-sandbox`): Landlock + seccomp + no capabilities |
+//! | `auto` | bwrap if it works, else Landlock; **fails closed** if neither works |
+//! | `off` | our helper without restrictions (it still ends the whole tree), or, if the helper is missing, the command alone in its own process group |
+//!
+//! Whether a backend works is probed once per process (and per helper path) by running
+//! a real command under it, and the answer is cached.
+
+pub(crate) mod bwrap;
+pub(crate) mod landlock;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::{SandboxMode, ToolContext, ToolError};
+
+use landlock::HelperPolicy;
+
+/// The first argument that makes a Klaw binary act as the sandbox helper.
+pub const HELPER_ARG: &str = "__klaw-sandbox";
+
+/// System directories visible read-only inside every sandbox (those that exist).
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// The program that plays the sandbox helper (`<program> __klaw-sandbox ...`).
+///
+/// The default is the current executable: `klaw-engine` (and any binary that calls
+/// `klaw_engine::main`) handles [`HELPER_ARG`] first thing. Register this service to
+/// use another program, e.g. the `klaw-sandbox` binary of this crate in tests; the
+/// `KLAW_SANDBOX_HELPER` environment variable does the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxHelper(PathBuf);
+
+impl SandboxHelper {
+    /// A helper at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self(path.into())
+    }
+
+    /// The helper's path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The helper a context uses: its service, else `KLAW_SANDBOX_HELPER`, else the
+    /// current executable.
+    pub fn for_context(ctx: &ToolContext) -> Option<PathBuf> {
+        if let Some(h) = ctx.service::<SandboxHelper>() {
+            return Some(h.0.clone());
+        }
+        if let Some(p) = std::env::var_os("KLAW_SANDBOX_HELPER").filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        std::env::current_exe().ok()
+    }
+}
+
+/// What a command may touch.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    /// The workspace, canonical: read-write.
+    pub(crate) workspace: PathBuf,
+    /// The working directory, canonical, inside the workspace.
+    pub(crate) cwd: PathBuf,
+    /// Directories that must stay invisible even when inside the workspace (the data dir).
+    pub(crate) hidden: Vec<PathBuf>,
+    /// Whether the network is allowed.
+    pub(crate) network: bool,
+}
+
+/// The backend a command actually runs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// bubblewrap.
+    Bwrap,
+    /// Our helper with Landlock + seccomp.
+    Landlock(PathBuf),
+    /// Our helper without restrictions (mode `off`): it only supervises the tree.
+    Supervised(PathBuf),
+    /// The command alone in its own process group (mode `off`, helper missing).
+    Direct,
+}
+
+impl Backend {
+    /// The name reported in results and by `doctor`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap",
+            Backend::Landlock(_) => "landlock",
+            Backend::Supervised(_) | Backend::Direct => "off",
+        }
+    }
+}
+
+/// Picks the backend for `mode`, or says why none may run.
+pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend, ToolError> {
+    let landlock = || match helper {
+        Some(h) => probe_helper(h, true).map(|()| Backend::Landlock(h.to_path_buf())),
+        None => Err("the sandbox helper (the current executable) cannot be found".into()),
+    };
+    match mode {
+        SandboxMode::Bwrap => probe_bwrap().map(|()| Backend::Bwrap).map_err(|e| {
+            ToolError::unavailable(format!(
+                "the `bwrap` sandbox does not work here: {e}; install bubblewrap or set `sandbox` to `auto`"
+            ))
+        }),
+        SandboxMode::Landlock => landlock().map_err(|e| {
+            ToolError::unavailable(format!(
+                "the `landlock` sandbox does not work here: {e}; set `sandbox` to `auto`"
+            ))
+        }),
+        SandboxMode::Auto => match probe_bwrap() {
+            Ok(()) => Ok(Backend::Bwrap),
+            Err(b) => landlock().map_err(|l| {
+                ToolError::unavailable(format!(
+                    "no OS sandbox works here, so commands are refused (bwrap: {b}; landlock: {l}); \
+                     install bubblewrap, or set `sandbox` to `off` to run commands unsandboxed"
+                ))
+            }),
+        },
+        SandboxMode::Off => Ok(match helper {
+            Some(h) if probe_helper(h, false).is_ok() => Backend::Supervised(h.to_path_buf()),
+            _ => Backend::Direct,
+        }),
+    }
+}
+
+/// Which sandbox `mode` gives on this machine, for `doctor`: `Ok(description)` or
+/// `Err(why commands are refused)`.
+pub fn describe(mode: SandboxMode, helper: Option<&Path>) -> Result<String, String> {
+    let backend = select(mode, helper).map_err(|e| e.message().to_owned())?;
+    Ok(match (&backend, mode) {
+        (Backend::Bwrap, _) => "bwrap (bubblewrap: namespaces, read-only system, private /tmp)".into(),
+        (Backend::Landlock(_), SandboxMode::Auto) => format!(
+            "landlock + seccomp (bwrap does not work here: {})",
+            probe_bwrap().err().unwrap_or_default()
+        ),
+        (Backend::Landlock(_), _) => "landlock + seccomp".into(),
+        (Backend::Supervised(_), _) => "off: commands run unsandboxed (process trees still end)".into(),
+        (Backend::Direct, _) => {
+            "off: commands run unsandboxed, without the helper (setsid'd descendants may survive a kill)".into()
+        }
+    })
+}
+
+/// Whether bubblewrap runs a command here (cached).
+pub(crate) fn probe_bwrap() -> Result<(), String> {
+    static BWRAP: OnceLock<Result<(), String>> = OnceLock::new();
+    BWRAP
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().map_err(|e| format!("temporary dir: {e}"))?;
+            let ws = std::fs::canonicalize(dir.path()).map_err(|e| e.to_string())?;
+            let policy = Policy {
+                workspace: ws.clone(),
+                cwd: ws,
+                hidden: vec![],
+                network: false,
+            };
+            let out = std::process::Command::new("bwrap")
+                .args(bwrap::args(&policy, &["true".into()]))
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => "`bwrap` is not installed".to_owned(),
+                    _ => format!("cannot start `bwrap`: {e}"),
+                })?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(first_line(&out.stderr, "bwrap failed"))
+            }
+        })
+        .clone()
+}
+
+/// Whether `helper` acts as the sandbox helper and (with `landlock`) can apply
+/// Landlock + seccomp here (cached per helper).
+pub(crate) fn probe_helper(helper: &Path, landlock: bool) -> Result<(), String> {
+    type Probes = HashMap<(PathBuf, bool), Result<(), String>>;
+    static PROBES: OnceLock<Mutex<Probes>> = OnceLock::new();
+    let cache = PROBES.get_or_init(Default::default);
+    let key = (helper.to_path_buf(), landlock);
+    if let Some(r) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return r.clone();
+    }
+    let r = run_probe(helper, landlock);
+    cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key, r.clone());
+    r
+}
+
+const PROBE_OK: &str = "klaw-sandbox ok";
+
+fn run_probe(helper: &Path, landlock: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temporary dir: {e}"))?;
+    let ws = std::fs::canonicalize(dir.path()).map_err(|e| e.to_string())?;
+    let policy = HelperPolicy {
+        landlock,
+        network: false,
+        write: vec![ws.clone()],
+        cwd: ws,
+        probe: true,
+    };
+    let json = serde_json::to_string(&policy).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(helper)
+        .arg(HELPER_ARG)
+        .arg(json)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start the helper {}: {e}", helper.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if out.status.success() && stdout.trim() == PROBE_OK {
+        Ok(())
+    } else if out.status.success() {
+        Err(format!(
+            "{} does not act as the sandbox helper (does it call klaw_engine::main?)",
+            helper.display()
+        ))
+    } else {
+        Err(first_line(&out.stderr, "the helper failed"))
+    }
+}
+
+fn first_line(bytes: &[u8], fallback: &str) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(fallback);
+    line.trim().trim_start_matches("klaw-sandbox: ").to_owned()
+}
+
+/// The program and arguments that run `argv` under `backend` and `policy`, and the
+/// private temporary directory (for backends without a private `/tmp`).
+pub(crate) fn wrap(
+    backend: &Backend,
+    policy: &Policy,
+    argv: &[String],
+    tmp: Option<&Path>,
+) -> Result<(OsString, Vec<OsString>), ToolError> {
+    let helper_call = |helper: &Path, landlock: bool| {
+        let mut write = vec![policy.workspace.clone()];
+        write.extend(tmp.map(Path::to_path_buf));
+        let p = HelperPolicy {
+            landlock,
+            network: policy.network,
+            write,
+            cwd: policy.cwd.clone(),
+            probe: false,
+        };
+        let json = serde_json::to_string(&p)
+            .map_err(|e| ToolError::failed("cannot encode the sandbox policy").with_detail(e))?;
+        let mut args: Vec<OsString> = vec![HELPER_ARG.into(), json.into()];
+        args.extend(argv.iter().map(OsString::from));
+        Ok::<_, ToolError>((helper.as_os_str().to_owned(), args))
+    };
+    match backend {
+        Backend::Bwrap => Ok(("bwrap".into(), bwrap::args(policy, argv))),
+        Backend::Landlock(h) => helper_call(h, true),
+        Backend::Supervised(h) => helper_call(h, false),
+        Backend::Direct => {
+            let (first, rest) = argv
+                .split_first()
+                .ok_or_else(|| ToolError::invalid_arguments("/command", "the command is empty"))?;
+            Ok((first.into(), rest.iter().map(OsString::from).collect()))
+        }
+    }
+}
+
+/// The helper's entry point: `args` are what follows [`HELPER_ARG`] (the policy as
+/// JSON, then the command). Applies the policy to this process, starts the command,
+/// waits for it, ends whatever it left running, and exits with its status.
+///
+/// Call it before anything else in `main` (no threads may exist yet: Landlock and
+/// seccomp restrict the calling thread). `klaw_engine::main` does.
+pub fn helper_main(args: Vec<OsString>) -> ExitCode {
+    match helper(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("klaw-sandbox: {e}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// Runs [`helper_main`] when the process was started as the helper
+/// (`<program> __klaw-sandbox ...`); `None` otherwise.
+pub fn helper_if_requested() -> Option<ExitCode> {
+    let mut args = std::env::args_os();
+    let _program = args.next();
+    if args.next().is_some_and(|a| a == HELPER_ARG) {
+        Some(helper_main(args.collect()))
+    } else {
+        None
+    }
+}
+
+fn helper(args: Vec<OsString>) -> Result<u8, String> {
+    use std::os::unix::process::ExitStatusExt;
+
+    let mut args = args.into_iter();
+    let policy = args.next().ok_or("no policy given")?;
+    let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
+        .map_err(|e| format!("invalid policy: {e}"))?;
+    // Die with the engine; keep every orphan of the tree as our child.
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
+    if policy.landlock {
+        landlock::restrict(&policy)?;
+    }
+    if policy.probe {
+        println!("{PROBE_OK}");
+        return Ok(0);
+    }
+    let program = args.next().ok_or("no command given")?;
+    // Our stdin is a pipe the engine holds open: end of file means the engine is gone
+    // (or dropped the command), so end the whole tree. A thread started after the
+    // restrictions inherits them.
+    std::thread::spawn(|| {
+        use std::io::Read;
+        let mut buf = [0_u8; 64];
+        while let Ok(n) = std::io::stdin().read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+        std::process::exit(137);
+    });
+    let status = std::process::Command::new(&program)
+        .args(args)
+        .current_dir(&policy.cwd)
+        .stdin(Stdio::null())
+        .status();
+    let code = match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => u8::try_from(c).unwrap_or(1),
+            (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+            (None, None) => 1,
+        },
+        Err(e) => {
+            eprintln!(
+                "klaw-sandbox: cannot run `{}`: {e}",
+                program.to_string_lossy()
+            );
+            match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                _ => 126,
+            }
+        }
+    };
+    // End whatever the command left behind (daemons, `setsid` children): as subreaper
+    // they are all our descendants. Then reap them, so no zombie outlives us.
+    super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+    Ok(code)
+}

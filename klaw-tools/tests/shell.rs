@@ -1,0 +1,835 @@
+//! `exec` and `process` through the registry, as a model calls them, in every sandbox
+//! mode that works on this machine. A mode that cannot work here skips with the reason
+//! printed; `a_real_sandbox_is_exercised` makes sure at least one real one ran.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use klaw_tools::testing::Kit;
+use klaw_tools::tools::shell::{SandboxHelper, describe};
+use klaw_tools::{Limits, SandboxMode, Settings, ToolError};
+use serde_json::{Value, json};
+
+const HELPER: &str = env!("CARGO_BIN_EXE_klaw-sandbox");
+
+fn helper() -> &'static Path {
+    Path::new(HELPER)
+}
+
+/// A kit whose commands run under `mode`, or `None` (with the reason printed) when that
+/// mode does not work on this machine.
+fn kit_with(mode: SandboxMode, f: impl FnOnce(&mut Limits)) -> Option<Kit> {
+    if let Err(why) = describe(mode, Some(helper())) {
+        eprintln!("skipping: sandbox {mode:?} does not work here: {why}");
+        return None;
+    }
+    let mut limits = Limits::default();
+    limits.sandbox = mode;
+    f(&mut limits);
+    let kit = Kit::with_limits(limits, Settings::default())
+        .unwrap()
+        .with_context(|b| b.service(SandboxHelper::new(HELPER)));
+    Some(kit)
+}
+
+fn kit(mode: SandboxMode) -> Option<Kit> {
+    kit_with(mode, |_| {})
+}
+
+async fn exec(kit: &Kit, args: Value) -> Result<Value, ToolError> {
+    kit.call("exec", args)
+        .await
+        .map(|o| o.structured().cloned().unwrap())
+}
+
+async fn process(kit: &Kit, args: Value) -> Result<Value, ToolError> {
+    kit.call("process", args)
+        .await
+        .map(|o| o.structured().cloned().unwrap())
+}
+
+/// A number no other test (or earlier run) uses, to tag a process's command line.
+fn marker() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{}{}{:09}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos
+    )
+}
+
+/// Live (not zombie) processes whose command line contains `needle`, as host pids.
+fn live_with(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The live process whose command line is exactly `sleep 1000.<tag>` (the grandchild of
+/// `setsid_grandchild`; its parents' command lines merely contain the text).
+fn grandchild_of(tag: &str) -> Option<i32> {
+    let exact = format!("sleep\01000.{tag}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == exact.as_bytes() && alive(pid)).then_some(pid)
+        })
+        .next()
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next());
+            !matches!(state, Some("Z" | "X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Polls (up to a few seconds) until `f` holds.
+async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..300 {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// A shell line that leaves a grandchild in its own session (`setsid`) sleeping with
+/// `tag` in its command line, then waits.
+fn setsid_grandchild(tag: &str) -> String {
+    format!("setsid sleep 1000.{tag} & sleep 1000.1{tag}")
+}
+
+// ---- the checks, run once per working mode ----
+
+async fn timeout_kills_a_setsid_grandchild(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let call = exec(
+        &kit,
+        json!({"command": setsid_grandchild(&tag), "timeout": 2}),
+    );
+    let watch = async {
+        // Find the grandchild's host pid while the command runs.
+        let mut pid = None;
+        eventually(|| {
+            pid = grandchild_of(&tag);
+            pid.is_some()
+        })
+        .await;
+        pid
+    };
+    let (result, grandchild) = tokio::join!(call, watch);
+    let grandchild = grandchild.expect("the grandchild started");
+    let e = result.unwrap_err();
+    assert!(e.is_timeout(), "{e:?}");
+    assert!(
+        e.message().starts_with("command timeout after 2 s"),
+        "{}",
+        e.message()
+    );
+    assert!(
+        eventually(|| !alive(grandchild)).await,
+        "grandchild {grandchild} survived the timeout"
+    );
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "{:?}",
+        live_with(&tag)
+    );
+}
+
+async fn leftovers_end_with_the_command(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let r = exec(
+        &kit,
+        json!({"command": format!("setsid sleep 1000.{tag} > /dev/null 2>&1 & echo started")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"], "started\n", "{r}");
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "a background process outlived its command: {:?}",
+        live_with(&tag)
+    );
+}
+
+async fn an_output_flood_stays_bounded(mode: SandboxMode) {
+    let Some(kit) = kit_with(mode, |l| l.exec_max_output_bytes = 4096) else {
+        return;
+    };
+    let r = exec(
+        &kit,
+        json!({"command": "yes klaw | head -c 20000000; echo done >&2"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["truncated"], true);
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.len() <= 4096, "{}", out.len());
+    assert!(out.ends_with("klaw\n"), "the tail is kept");
+    assert_eq!(r["stderr"], "done\n");
+}
+
+async fn writes_outside_the_workspace_do_not_land(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let outside = kit.root().join(format!("outside-{tag}"));
+    let etc = format!("/etc/klaw-test-{tag}");
+    let line = format!(
+        "echo x > {o}; echo x > {etc}; echo y > inside.txt; echo end",
+        o = outside.display()
+    );
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    assert_eq!(r["stdout"], "end\n", "{r}");
+    assert!(!outside.exists(), "wrote beside the workspace: {r}");
+    assert!(!Path::new(&etc).exists(), "wrote into /etc: {r}");
+    assert_eq!(
+        kit.read("inside.txt").unwrap(),
+        "y\n",
+        "the workspace is writable"
+    );
+}
+
+async fn no_network_unless_allowed(mode: SandboxMode, allowed: bool) {
+    let Some(kit) = kit_with(mode, |l| l.network = allowed) else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let r = exec(
+        &kit,
+        json!({"command": ["bash", "-c", format!("echo hi > /dev/tcp/127.0.0.1/{port}")]}),
+    )
+    .await
+    .unwrap();
+    let accepted = listener.accept().is_ok();
+    // UDP too (Landlock alone does not cover it; seccomp does).
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let uport = udp.local_addr().unwrap().port();
+    let u = exec(
+        &kit,
+        json!({"command": ["bash", "-c", format!("echo hi > /dev/udp/127.0.0.1/{uport}")]}),
+    )
+    .await
+    .unwrap();
+    let mut buf = [0_u8; 16];
+    let mut received = udp.recv(&mut buf).is_ok();
+    if allowed {
+        // Poll briefly: the datagram may still be on its way.
+        for _ in 0..100 {
+            if received {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            received = udp.recv(&mut buf).is_ok();
+        }
+        assert!(
+            accepted,
+            "with the network allowed the listener is reached: {r}"
+        );
+        assert_eq!(r["success"], true, "{r}");
+        assert!(received, "with the network allowed UDP arrives: {u}");
+    } else {
+        assert!(
+            !accepted,
+            "a sandboxed command reached 127.0.0.1:{port}: {r}"
+        );
+        assert_eq!(r["success"], false, "{r}");
+        assert!(
+            !received,
+            "a sandboxed command sent UDP to 127.0.0.1:{uport}: {u}"
+        );
+        if mode == SandboxMode::Landlock {
+            // seccomp refuses the socket itself (under bwrap the datagram just stays in
+            // the sandbox's own network namespace).
+            assert_eq!(u["success"], false, "{u}");
+        }
+    }
+}
+
+async fn the_data_dir_and_home_are_not_visible(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let secret = format!("secret-{}", marker());
+    let file = kit.data_dir().join("core_memory.json");
+    std::fs::write(&file, &secret).unwrap();
+    let r = exec(&kit, json!({"command": format!("cat {}", file.display())}))
+        .await
+        .unwrap();
+    assert_eq!(r["success"], false, "{r}");
+    assert!(!r.to_string().contains(&secret), "{r}");
+    // The user's home (outside the system directories) is not listable either.
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from)
+        && home.is_dir()
+        && (home.starts_with("/root") || home.starts_with("/home"))
+    {
+        let r = exec(&kit, json!({"command": ["ls", "-A", home]}))
+            .await
+            .unwrap();
+        assert_eq!(r["success"], false, "home is visible: {r}");
+    }
+}
+
+async fn non_zero_exit_is_a_normal_result(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    std::fs::create_dir(kit.workspace().join("sub")).unwrap();
+    let r = exec(
+        &kit,
+        json!({"command": "echo out; echo err >&2; pwd; exit 3", "workingDir": "sub"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["success"], false);
+    assert_eq!(r["exitCode"], 3);
+    let ws = std::fs::canonicalize(kit.workspace()).unwrap();
+    assert_eq!(
+        r["stdout"],
+        format!("out\n{}\n", ws.join("sub").display()),
+        "{r}"
+    );
+    assert_eq!(r["stderr"], "err\n");
+    assert_eq!(r["workingDir"], ws.join("sub").display().to_string());
+    let expected = match mode {
+        SandboxMode::Off => "off",
+        SandboxMode::Bwrap => "bwrap",
+        SandboxMode::Landlock => "landlock",
+        SandboxMode::Auto => r["sandbox"].as_str().unwrap(),
+    };
+    assert_eq!(r["sandbox"], expected);
+    let ok = exec(&kit, json!({"command": ["true"]})).await.unwrap();
+    assert_eq!(ok["success"], true);
+    assert_eq!(ok["exitCode"], 0);
+}
+
+async fn the_deny_list_answers_first(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    for bad in [
+        json!("sudo rm -rf /tmp/x"),
+        json!("rm -rf /"),
+        json!(":(){ :|:& };:"),
+        json!(["mkfs.ext4", "/dev/sda"]),
+    ] {
+        let e = exec(&kit, json!({"command": bad})).await.unwrap_err();
+        assert!(e.is_access_denied(), "{bad}: {e:?}");
+        assert!(e.message().starts_with("refused:"), "{}", e.message());
+    }
+}
+
+async fn the_environment_does_not_leak(mode: SandboxMode) {
+    // `std::env::set_var` is unsafe (and unsafe code is forbidden): re-run this test
+    // binary with a secret in its environment and let the child do the check.
+    let name = match mode {
+        SandboxMode::Bwrap => "bwrap::environment_probe",
+        SandboxMode::Landlock => "landlock::environment_probe",
+        SandboxMode::Off => "off::environment_probe",
+        SandboxMode::Auto => "auto::environment_probe",
+    };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("KLAW_TEST_SECRET_API_KEY", "sk-do-not-leak-0123")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed")
+            && (stderr.contains("environment probe ran") || stderr.contains("skipping")),
+        "the probe did not run: {stdout}\n{stderr}"
+    );
+}
+
+async fn environment_probe(mode: SandboxMode) {
+    let Ok(secret) = std::env::var("KLAW_TEST_SECRET_API_KEY") else {
+        return; // only meaningful when started by `the_environment_does_not_leak`
+    };
+    let Some(kit) = kit(mode) else { return };
+    let r = exec(
+        &kit,
+        json!({"command": "env; echo \"[$KLAW_TEST_SECRET_API_KEY]\""}),
+    )
+    .await
+    .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.contains("PATH="), "{out}");
+    assert!(out.contains("[]"), "{out}");
+    assert!(!out.contains(&secret), "{out}");
+    assert!(!out.contains("KLAW_TEST_SECRET"), "{out}");
+    eprintln!("environment probe ran");
+}
+
+macro_rules! per_mode {
+    ($($module:ident => $mode:expr),*) => {$(
+        mod $module {
+            use super::*;
+            #[tokio::test]
+            async fn timeout_kills_a_setsid_grandchild() { super::timeout_kills_a_setsid_grandchild($mode).await }
+            #[tokio::test]
+            async fn cancelling_a_call_kills_the_tree() { super::cancelling_a_call_kills_the_tree($mode).await }
+            #[tokio::test]
+            async fn process_kill_ends_the_whole_tree() { super::process_kill_ends_the_whole_tree($mode).await }
+            #[tokio::test]
+            async fn dropping_the_context_ends_every_job() { super::dropping_the_context_ends_every_job($mode).await }
+            #[tokio::test]
+            async fn leftovers_end_with_the_command() { super::leftovers_end_with_the_command($mode).await }
+            #[tokio::test]
+            async fn an_output_flood_stays_bounded() { super::an_output_flood_stays_bounded($mode).await }
+            #[tokio::test]
+            async fn non_zero_exit_is_a_normal_result() { super::non_zero_exit_is_a_normal_result($mode).await }
+            #[tokio::test]
+            async fn the_deny_list_answers_first() { super::the_deny_list_answers_first($mode).await }
+            #[tokio::test]
+            async fn the_environment_does_not_leak() { super::the_environment_does_not_leak($mode).await }
+            #[tokio::test]
+            async fn environment_probe() { super::environment_probe($mode).await }
+        }
+    )*};
+}
+
+macro_rules! per_sandbox {
+    ($($module:ident => $mode:expr),*) => {$(
+        mod $module {
+            use super::*;
+            #[tokio::test]
+            async fn writes_outside_the_workspace_do_not_land() { super::writes_outside_the_workspace_do_not_land($mode).await }
+            #[tokio::test]
+            async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }
+            #[tokio::test]
+            async fn network_when_allowed() { super::no_network_unless_allowed($mode, true).await }
+            #[tokio::test]
+            async fn the_data_dir_and_home_are_not_visible() { super::the_data_dir_and_home_are_not_visible($mode).await }
+        }
+    )*};
+}
+
+per_mode!(bwrap => SandboxMode::Bwrap, landlock => SandboxMode::Landlock, off => SandboxMode::Off, auto => SandboxMode::Auto);
+per_sandbox!(bwrap_boundary => SandboxMode::Bwrap, landlock_boundary => SandboxMode::Landlock);
+
+#[test]
+fn a_real_sandbox_is_exercised() {
+    let bwrap = describe(SandboxMode::Bwrap, Some(helper()));
+    let landlock = describe(SandboxMode::Landlock, Some(helper()));
+    eprintln!("bwrap: {bwrap:?}\nlandlock: {landlock:?}");
+    if std::env::var_os("KLAW_ALLOW_NO_SANDBOX").is_none() {
+        assert!(
+            bwrap.is_ok() || landlock.is_ok(),
+            "neither bwrap nor landlock works here, so no sandbox test ran \
+             (run scripts/setup.sh, or set KLAW_ALLOW_NO_SANDBOX=1 on a machine that cannot have one)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_broken_helper_fails_closed() {
+    let mut limits = Limits::default();
+    limits.sandbox = SandboxMode::Landlock;
+    let kit = Kit::with_limits(limits, Settings::default())
+        .unwrap()
+        .with_context(|b| b.service(SandboxHelper::new("/bin/true")));
+    let e = exec(&kit, json!({"command": "echo hi"})).await.unwrap_err();
+    assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
+    assert!(e.message().contains("landlock"), "{}", e.message());
+    assert!(describe(SandboxMode::Landlock, Some(Path::new("/bin/true"))).is_err());
+}
+
+#[tokio::test]
+async fn working_dirs_outside_the_workspace_are_refused() {
+    let Some(kit) = kit(SandboxMode::Auto) else {
+        return;
+    };
+    for bad in ["..", "/etc", "../data"] {
+        let e = exec(&kit, json!({"command": "pwd", "workingDir": bad}))
+            .await
+            .unwrap_err();
+        assert!(e.is_access_denied(), "{bad}: {e:?}");
+    }
+    let e = exec(&kit, json!({"command": "pwd", "workingDir": "nope"}))
+        .await
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+    let e = exec(&kit, json!({"command": []})).await.unwrap_err();
+    assert!(e.is_invalid_arguments(), "{e:?}");
+    let e = exec(&kit, json!({"command": 42})).await.unwrap_err();
+    assert!(e.is_invalid_arguments(), "{e:?}");
+}
+
+// ---- process ----
+
+#[tokio::test]
+async fn process_start_status_log_kill_list() {
+    let Some(kit) = kit(SandboxMode::Auto) else {
+        return;
+    };
+    let tag = marker();
+    let started = process(
+        &kit,
+        json!({"action": "start", "command": format!("echo started; echo warn >&2; sleep 1000.{tag}")}),
+    )
+    .await
+    .unwrap();
+    let p = &started["process"];
+    assert_eq!(p["running"], true, "{started}");
+    let id = p["processId"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("proc-"), "{id}");
+
+    let mut log = Value::Null;
+    let mut logged = false;
+    for _ in 0..300 {
+        log = process(&kit, json!({"action": "log", "processId": id, "tail": 100}))
+            .await
+            .unwrap();
+        if log["stdout"] == "started\n" && log["stderr"] == "warn\n" {
+            logged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(logged, "{log}");
+    assert_eq!(log["tail"], 100);
+
+    // `pid` is an alias of `processId`.
+    let status = process(&kit, json!({"action": "status", "pid": id}))
+        .await
+        .unwrap();
+    assert_eq!(status["process"]["running"], true, "{status}");
+    assert_eq!(status["process"]["processId"], id.as_str());
+
+    let list = process(&kit, json!({"action": "list"})).await.unwrap();
+    let ids: Vec<&str> = list["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["processId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()]);
+
+    let killed = process(&kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    assert_eq!(killed["killed"], true, "{killed}");
+    assert_eq!(killed["process"]["running"], false, "{killed}");
+    assert!(killed["process"]["endedAt"].is_string(), "{killed}");
+    assert!(eventually(|| live_with(&tag).is_empty()).await);
+
+    let again = process(&kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    assert_eq!(again["killed"], false, "{again}");
+
+    let e = process(&kit, json!({"action": "status", "processId": "proc-999"}))
+        .await
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+    let e = process(&kit, json!({"action": "status"}))
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_arguments(), "{e:?}");
+    let e = process(&kit, json!({"action": "start"})).await.unwrap_err();
+    assert!(e.is_invalid_arguments(), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_finished_process_reports_its_exit_code() {
+    let Some(kit) = kit(SandboxMode::Auto) else {
+        return;
+    };
+    let r = process(
+        &kit,
+        json!({"action": "start", "command": ["sh", "-c", "echo bye; exit 4"]}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    let mut status = Value::Null;
+    for _ in 0..300 {
+        status = process(&kit, json!({"action": "status", "processId": id}))
+            .await
+            .unwrap();
+        if status["process"]["running"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status["process"]["running"], false, "{status}");
+    assert_eq!(status["process"]["exitCode"], 4, "{status}");
+    let log = process(&kit, json!({"action": "log", "processId": id}))
+        .await
+        .unwrap();
+    assert_eq!(log["stdout"], "bye\n");
+    assert_eq!(log["tail"], 4096);
+}
+
+async fn process_kill_ends_the_whole_tree(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
+        return;
+    };
+    let tag = marker();
+    let r = process(
+        &kit,
+        json!({"action": "start", "command": setsid_grandchild(&tag)}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    assert!(eventually(|| grandchild_of(&tag).is_some()).await);
+    let grandchild = grandchild_of(&tag).unwrap();
+    process(&kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    assert!(
+        eventually(|| !alive(grandchild)).await,
+        "grandchild {grandchild} survived kill"
+    );
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "{:?}",
+        live_with(&tag)
+    );
+}
+
+#[tokio::test]
+async fn the_process_cap_is_enforced() {
+    let Some(kit) = kit_with(SandboxMode::Auto, |l| l.max_processes = 2) else {
+        return;
+    };
+    let tag = marker();
+    let cmd = format!("sleep 1000.{tag}");
+    let a = process(&kit, json!({"action": "start", "command": cmd}))
+        .await
+        .unwrap();
+    process(&kit, json!({"action": "start", "command": cmd}))
+        .await
+        .unwrap();
+    let e = process(&kit, json!({"action": "start", "command": cmd}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
+    assert!(e.message().contains("2 running"), "{}", e.message());
+    let id = a["process"]["processId"].as_str().unwrap();
+    process(&kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    process(&kit, json!({"action": "start", "command": cmd}))
+        .await
+        .unwrap();
+    drop(kit);
+    assert!(eventually(|| live_with(&tag).is_empty()).await);
+}
+
+async fn dropping_the_context_ends_every_job(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
+        return;
+    };
+    let tag = marker();
+    process(
+        &kit,
+        json!({"action": "start", "command": setsid_grandchild(&tag)}),
+    )
+    .await
+    .unwrap();
+    process(
+        &kit,
+        json!({"action": "start", "command": format!("sleep 1000.2{tag}")}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(|| live_with(&tag).len() >= 3).await,
+        "{:?}",
+        live_with(&tag)
+    );
+    drop(kit);
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "jobs outlived their context: {:?}",
+        live_with(&tag)
+    );
+}
+
+/// A directory with a `bwrap` that always fails, as on a machine without user namespaces.
+fn broken_bwrap_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `auto` with neither bwrap nor a working helper refuses to run anything. The probe
+/// result is cached per process and PATH cannot be changed in-process without `unsafe`,
+/// so the check runs in a child copy of this test binary whose PATH starts with a broken
+/// `bwrap`.
+#[test]
+fn auto_fails_closed_when_no_sandbox_works() {
+    let fake = broken_bwrap_dir();
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["auto_fails_closed_probe", "--exact", "--nocapture"])
+        .env("PATH", path)
+        .env("KLAW_TEST_BROKEN_BWRAP", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed") && stderr.contains("fail-closed probe ran"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn auto_fails_closed_probe() {
+    if std::env::var_os("KLAW_TEST_BROKEN_BWRAP").is_none() {
+        return; // only meaningful when started by `auto_fails_closed_when_no_sandbox_works`
+    }
+    let why = describe(SandboxMode::Bwrap, None).unwrap_err();
+    assert!(
+        why.contains("No permissions to create new namespace"),
+        "{why}"
+    );
+    // bwrap broken, helper working: auto falls back to Landlock and says so.
+    if describe(SandboxMode::Landlock, Some(helper())).is_ok() {
+        let fallback = describe(SandboxMode::Auto, Some(helper())).unwrap();
+        assert!(
+            fallback
+                .starts_with("landlock + seccomp (bwrap does not work here: bwrap: No permissions"),
+            "{fallback}"
+        );
+        let kit = kit(SandboxMode::Auto).unwrap();
+        let r = exec(&kit, json!({"command": "echo hi"})).await.unwrap();
+        assert_eq!(r["sandbox"], "landlock", "{r}");
+    } else {
+        eprintln!("skipping the fallback check: Landlock does not work here");
+    }
+    // bwrap broken and the helper broken: nothing runs.
+    let mut limits = Limits::default();
+    limits.sandbox = SandboxMode::Auto;
+    let kit = Kit::with_limits(limits, Settings::default())
+        .unwrap()
+        .with_context(|b| b.service(SandboxHelper::new("/bin/true")));
+    let e = exec(&kit, json!({"command": "echo hi"})).await.unwrap_err();
+    assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
+    assert!(
+        e.message()
+            .starts_with("no OS sandbox works here, so commands are refused"),
+        "{}",
+        e.message()
+    );
+    eprintln!("fail-closed probe ran");
+}
+
+/// A cancelled call (the user stopped the turn) ends the command's whole tree, as a
+/// timeout does.
+async fn cancelling_a_call_kills_the_tree(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
+        return;
+    };
+    let tag = marker();
+    let token = tokio_util::sync::CancellationToken::new();
+    let ctx = kit.context().clone().with_cancellation(token.clone());
+    let call = kit.registry().execute(
+        &ctx,
+        "exec",
+        json!({"command": setsid_grandchild(&tag), "timeout": 300}),
+    );
+    let cancel = async {
+        let mut pid = None;
+        eventually(|| {
+            pid = grandchild_of(&tag);
+            pid.is_some()
+        })
+        .await;
+        token.cancel();
+        pid
+    };
+    let (result, grandchild) = tokio::join!(call, cancel);
+    let grandchild = grandchild.expect("the grandchild started");
+    let e = result.unwrap_err();
+    assert_eq!(e.kind(), &klaw_tools::ErrorKind::Cancelled, "{e:?}");
+    assert!(
+        eventually(|| !alive(grandchild)).await,
+        "grandchild {grandchild} survived the cancellation"
+    );
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "{:?}",
+        live_with(&tag)
+    );
+}
+
+/// If the engine dies (here: the pipe it holds to the helper's stdin closes without any
+/// kill), the helper ends the whole tree on its own.
+#[test]
+fn the_helper_ends_the_tree_when_the_engine_goes_away() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    let tag = marker();
+    let policy = json!({"landlock": false, "network": false, "write": [ws], "cwd": ws});
+    let mut helper = std::process::Command::new(HELPER)
+        .arg(klaw_tools::tools::shell::HELPER_ARG)
+        .arg(policy.to_string())
+        .args(["sh", "-c", &setsid_grandchild(&tag)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        grandchild_of(&tag).is_some()
+    });
+    assert!(started, "the grandchild did not start");
+    let grandchild = grandchild_of(&tag).unwrap();
+    drop(helper.stdin.take()); // the engine is gone
+    let status = helper.wait().unwrap();
+    assert_eq!(status.code(), Some(137));
+    let gone = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        !alive(grandchild) && live_with(&tag).is_empty()
+    });
+    assert!(gone, "left behind: {:?}", live_with(&tag));
+}
