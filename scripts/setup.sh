@@ -36,4 +36,5 @@ if [ ! -f "$stamp" ]; then
     touch "$stamp"
 fi
 
+./scripts/setup-models.sh
 say "ok (cache: $CACHE)"

