@@ -42,6 +42,17 @@ command -v python3 >/dev/null 2>&1 ||
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' ||
     die "python3 $(python3 -V 2>&1) is older than 3.9"
 
+# Debian's python3 has venv's pip (ensurepip) only with the python3-venv package.
+if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing python3-venv"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv ||
+            die "apt-get install python3-venv failed"
+    else
+        die "python3 has no ensurepip (Debian: apt-get install python3-venv)"
+    fi
+fi
+
 req_key="$(sha256sum scripts/requirements-models.txt | cut -c1-16)"
 if [ ! -f "$VENV/.klaw-req.$req_key" ]; then
     say "creating $VENV (onnx, onnxruntime $ORT_VERSION, numpy, tokenizers, sentencepiece)"
