@@ -195,8 +195,8 @@ def build_tokenizer(vocab, max_tokens):
     tok.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
         special_tokens=[(bos, vocab["bos"]), (eos, vocab["eos"])])
-    specials = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) <= 7
-                and p in ("<s>", "</s>", "<pad>", "<unk>", "<mask>")]
+    known = set(pieces)
+    specials = [p for p in ("<s>", "<pad>", "</s>", "<unk>", "<mask>") if p in known]
     tok.add_special_tokens([AddedToken(p, special=True, normalized=False,
                                        lstrip=(p == "<mask>")) for p in specials])
     tok.enable_truncation(max_length=max_tokens)
