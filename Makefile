@@ -31,10 +31,12 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## Benchmarks (criterion): dispatch overhead and cold start.
+## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip.
 bench: setup
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
+	$(CARGO) bench --locked -p klaw-tools --all-features --bench files
+	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
 ui:
