@@ -4,3 +4,4 @@
 pub mod chunk;
 pub mod fts;
 pub mod fuse;
+pub mod store;

@@ -1,0 +1,415 @@
+//! The memory store: one SQLite database with the chunks, an FTS5 index over their text
+//! and stems, and a sqlite-vec `vec0` index over their vectors.
+//!
+//! Vectors are L2-normalised on the way in and searched by L2 distance (sqlite-vec's
+//! SIMD path); for unit vectors `1 - d²/2` is the cosine, which is the score reported.
+//! The database records the embedding model's fingerprint and the dimensions; opening it
+//! with another model is a [`StoreError::FingerprintMismatch`], never a silent mix.
+
+use super::fts;
+use super::fuse::{self, FoundBy, Weights};
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// A failure of the memory store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite reported an error.
+    #[error("memory database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The index was built with another embedding model; its vectors must be recomputed.
+    #[error(
+        "the memory index was built with model {stored}, not {requested}: its vectors must be re-embedded"
+    )]
+    FingerprintMismatch {
+        /// The fingerprint stored in the database.
+        stored: String,
+        /// The fingerprint the caller opened it with.
+        requested: String,
+    },
+    /// A vector's length differs from the index's dimensions.
+    #[error("a vector has {got} dimensions, the index has {expected}")]
+    WrongDimensions {
+        /// The index's dimensions.
+        expected: usize,
+        /// The vector's length.
+        got: usize,
+    },
+    /// A vector is zero or holds a NaN or an infinity.
+    #[error("a vector is zero or not finite")]
+    BadVector,
+    /// sqlite-vec could not be registered with SQLite.
+    #[error("sqlite-vec could not be registered: {0}")]
+    Extension(String),
+}
+
+impl StoreError {
+    /// Whether the caller should re-embed everything with the new model.
+    pub fn is_fingerprint_mismatch(&self) -> bool {
+        matches!(self, StoreError::FingerprintMismatch { .. })
+    }
+}
+
+/// A chunk to store, with its vector from the embedding model.
+#[derive(Debug, Clone)]
+pub struct NewChunk {
+    /// The text.
+    pub content: String,
+    /// Where it came from (a conversation, a file, `memory_save`, ...).
+    pub source: String,
+    /// Unix seconds; `None` means now.
+    pub created_at: Option<i64>,
+    /// Its embedding, `dims` long (normalised by the store).
+    pub vector: Vec<f32>,
+}
+
+/// What [`MemoryStore::insert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InsertReport {
+    /// Chunks stored.
+    pub inserted: usize,
+    /// Chunks skipped because the same text was already stored.
+    pub duplicates: usize,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    /// The chunk's id.
+    pub id: i64,
+    /// The chunk's text.
+    pub content: String,
+    /// Where it came from.
+    pub source: String,
+    /// When it was stored, `YYYY-MM-DD` (UTC).
+    pub date: String,
+    /// Higher is better: `-bm25` for text, the cosine for vectors, the RRF score for hybrid.
+    pub score: f64,
+    /// Which side found it.
+    pub found_by: FoundBy,
+}
+
+/// The memory database. See the module docs.
+#[derive(Debug)]
+pub struct MemoryStore {
+    conn: Connection,
+    dims: usize,
+}
+
+/// The SHA-256 of a chunk's text, hex: how exact duplicates are recognised.
+pub fn content_hash(content: &str) -> String {
+    Sha256::digest(content.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn normalised(v: &[f32], dims: usize) -> Result<Vec<u8>, StoreError> {
+    if v.len() != dims {
+        return Err(StoreError::WrongDimensions {
+            expected: dims,
+            got: v.len(),
+        });
+    }
+    let norm = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return Err(StoreError::BadVector);
+    }
+    Ok(v.iter()
+        .flat_map(|x| ((f64::from(*x) / norm) as f32).to_le_bytes())
+        .collect())
+}
+
+/// sqlite-vec's largest `k`; larger requests are capped.
+pub const MAX_K: usize = 4096;
+
+const HIT_COLUMNS: &str = "c.id, c.content, c.source, date(c.created_at, 'unixepoch')";
+
+impl MemoryStore {
+    /// Opens (or creates) the database at `path` for vectors of `dims` dimensions from the
+    /// model with `fingerprint`.
+    ///
+    /// A database made with another fingerprint or other dimensions gives
+    /// [`StoreError::FingerprintMismatch`]; [`MemoryStore::open_reembed`] opens it for
+    /// re-embedding.
+    pub fn open(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
+        let store = Self::connect(path, dims)?;
+        store.init(fingerprint, false)?;
+        Ok(store)
+    }
+
+    /// Opens the database for a new model: when the fingerprint or the dimensions differ,
+    /// drops every vector and records the new model, keeping the chunks. The caller then
+    /// embeds [`MemoryStore::chunks_without_vectors`] and stores them with
+    /// [`MemoryStore::set_vectors`].
+    pub fn open_reembed(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
+        let store = Self::connect(path, dims)?;
+        store.init(fingerprint, true)?;
+        Ok(store)
+    }
+
+    fn connect(path: &Path, dims: usize) -> Result<Self, StoreError> {
+        vec_ext::register()?;
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        Ok(MemoryStore { conn, dims })
+    }
+
+    fn init(&self, fingerprint: &str, reembed: bool) -> Result<(), StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS chunks (
+                 id INTEGER PRIMARY KEY,
+                 content TEXT NOT NULL,
+                 source TEXT NOT NULL,
+                 created_at INTEGER NOT NULL,
+                 content_hash TEXT NOT NULL UNIQUE
+             );
+             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+                 content, stems, tokenize = 'unicode61 remove_diacritics 2'
+             );",
+        )?;
+        let meta = |key: &str| -> Result<Option<String>, StoreError> {
+            Ok(tx
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()?)
+        };
+        let stored_fp = meta("fingerprint")?;
+        let stored_dims = meta("dims")?;
+        let requested = format!("{fingerprint} ({} dims)", self.dims);
+        let same = stored_fp.as_deref() == Some(fingerprint)
+            && stored_dims.as_deref() == Some(self.dims.to_string().as_str());
+        if let (Some(fp), false) = (&stored_fp, same) {
+            if !reembed {
+                return Err(StoreError::FingerprintMismatch {
+                    stored: format!("{fp} ({} dims)", stored_dims.unwrap_or_default()),
+                    requested,
+                });
+            }
+            tx.execute_batch("DROP TABLE IF EXISTS chunks_vec;")?;
+        }
+        tx.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(
+                 embedding float[{}] distance_metric=l2
+             );",
+            self.dims
+        ))?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('fingerprint', ?1), ('dims', ?2)",
+            params![fingerprint, self.dims.to_string()],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The vectors' dimensions.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// The SQLite journal mode (`wal` once opened).
+    pub fn journal_mode(&self) -> Result<String, StoreError> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
+    }
+
+    /// How many chunks are stored.
+    pub fn len(&self) -> Result<usize, StoreError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+        Ok(usize::try_from(n).unwrap_or_default())
+    }
+
+    /// Whether no chunk is stored.
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Stores chunks with their vectors in one transaction: all or none. A chunk whose
+    /// text is already stored (same [`content_hash`]) is skipped.
+    pub fn insert(&mut self, chunks: &[NewChunk]) -> Result<InsertReport, StoreError> {
+        let vectors = chunks
+            .iter()
+            .map(|c| normalised(&c.vector, self.dims))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tx = self.conn.transaction()?;
+        let mut report = InsertReport::default();
+        {
+            let mut ins = tx.prepare(
+                "INSERT INTO chunks (content, source, created_at, content_hash)
+                 VALUES (?1, ?2, coalesce(?3, unixepoch()), ?4)
+                 ON CONFLICT (content_hash) DO NOTHING",
+            )?;
+            let mut fts =
+                tx.prepare("INSERT INTO chunks_fts (rowid, content, stems) VALUES (?1, ?2, ?3)")?;
+            let mut vec =
+                tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?;
+            for (c, v) in chunks.iter().zip(&vectors) {
+                let n = ins.execute(params![
+                    c.content,
+                    c.source,
+                    c.created_at,
+                    content_hash(&c.content)
+                ])?;
+                if n == 0 {
+                    report.duplicates += 1;
+                    continue;
+                }
+                let id = tx.last_insert_rowid();
+                fts.execute(params![id, c.content, fts::stem_text(&c.content)])?;
+                vec.execute(params![id, v])?;
+                report.inserted += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(report)
+    }
+
+    /// Chunks that have no vector (after [`MemoryStore::open_reembed`]), as `(id, content)`.
+    pub fn chunks_without_vectors(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        let mut st = self.conn.prepare(
+            "SELECT id, content FROM chunks
+             WHERE id NOT IN (SELECT rowid FROM chunks_vec) ORDER BY id",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Stores vectors for existing chunks, `(id, vector)`, in one transaction.
+    pub fn set_vectors(&mut self, vectors: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
+        let blobs = vectors
+            .iter()
+            .map(|(id, v)| Ok((*id, normalised(v, self.dims)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let tx = self.conn.transaction()?;
+        {
+            let mut del = tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?;
+            let mut ins =
+                tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?;
+            for (id, blob) in &blobs {
+                del.execute([id])?;
+                ins.execute(params![id, blob])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Full-text search: the best `k` chunks by bm25 over their words and stems. A query
+    /// with no words gives no hits; no query is an FTS5 syntax error.
+    pub fn search_text(&self, query: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
+        let k = k.min(MAX_K);
+        let Some(m) = fts::match_query(query) else {
+            return Ok(Vec::new());
+        };
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {HIT_COLUMNS}, -bm25(chunks_fts) AS s
+             FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
+             WHERE chunks_fts MATCH ?1
+             ORDER BY s DESC, c.id LIMIT ?2"
+        ))?;
+        let rows = st.query_map(params![m, k as i64], |r| hit(r, FoundBy::Text))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Vector search: the `k` nearest chunks (`MATCH ? AND k = ?`), scored by cosine.
+    pub fn search_vector(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
+        let blob = normalised(vector, self.dims)?;
+        let k = k.min(MAX_K);
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {HIT_COLUMNS}, 1.0 - v.distance * v.distance / 2.0 AS s
+             FROM (SELECT rowid, distance FROM chunks_vec
+                   WHERE embedding MATCH ?1 AND k = ?2) v
+             JOIN chunks c ON c.id = v.rowid
+             ORDER BY v.distance, c.id"
+        ))?;
+        let rows = st.query_map(params![blob, k as i64], |r| hit(r, FoundBy::Vector))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Hybrid search: the top `k` of each side fused with Reciprocal Rank Fusion
+    /// (k = 60, `weights` per side); the best `k` fused results.
+    pub fn search_hybrid(
+        &self,
+        query: &str,
+        vector: &[f32],
+        k: usize,
+        weights: Weights,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let text = self.search_text(query, k)?;
+        let vecs = self.search_vector(vector, k)?;
+        let ids = |h: &[Hit]| h.iter().map(|x| x.id).collect::<Vec<_>>();
+        let fused = fuse::rrf(&ids(&text), &ids(&vecs), weights, fuse::RRF_K);
+        let mut by_id: std::collections::HashMap<i64, Hit> =
+            text.into_iter().chain(vecs).map(|h| (h.id, h)).collect();
+        Ok(fused
+            .into_iter()
+            .take(k)
+            .filter_map(|f| {
+                by_id.remove(&f.id).map(|h| Hit {
+                    score: f.score,
+                    found_by: f.found_by,
+                    ..h
+                })
+            })
+            .collect())
+    }
+}
+
+fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
+    Ok(Hit {
+        id: r.get(0)?,
+        content: r.get(1)?,
+        source: r.get(2)?,
+        date: r.get(3)?,
+        score: r.get(4)?,
+        found_by,
+    })
+}
+
+/// The one `unsafe` call of klaw-tools: registering sqlite-vec with the bundled SQLite.
+#[allow(unsafe_code)]
+mod vec_ext {
+    use super::StoreError;
+    use rusqlite::auto_extension::{RawAutoExtension, register_auto_extension};
+    use std::sync::OnceLock;
+
+    /// Registers sqlite-vec as an auto-extension, once per process, so every connection
+    /// opened afterwards has `vec0`.
+    pub(super) fn register() -> Result<(), StoreError> {
+        static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+        DONE.get_or_init(|| {
+            // SAFETY: `sqlite3_vec_init` is sqlite-vec's extension entry point, with the
+            // signature SQLite's auto-extensions have (`RawAutoExtension`:
+            // `int(sqlite3*, char**, const sqlite3_api_routines*)`); the sqlite-vec crate
+            // declares it as `fn()` only because it is an opaque C symbol, and the
+            // transmute restores the real signature. sqlite-vec is compiled against the
+            // same bundled SQLite (libsqlite3-sys) it is linked with. The entry point opens
+            // no database, closes none and does not touch the auto-extension list, which
+            // are `register_auto_extension`'s safety conditions.
+            unsafe {
+                let init = std::mem::transmute::<*const (), RawAutoExtension>(
+                    sqlite_vec::sqlite3_vec_init as *const (),
+                );
+                register_auto_extension(init)
+            }
+            .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(StoreError::Extension)
+    }
+}

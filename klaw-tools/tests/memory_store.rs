@@ -1,0 +1,307 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The memory store end to end on a real SQLite database in a temporary directory. The
+//! vectors are unit vectors built here (8 dimensions): this tests the index, not a model.
+
+use klaw_tools::tools::memory::fuse::{FoundBy, Weights};
+use klaw_tools::tools::memory::store::{MemoryStore, NewChunk, StoreError};
+use std::path::PathBuf;
+
+const DIMS: usize = 8;
+const FP: &str = "sha256:test-model";
+
+fn unit(i: usize) -> Vec<f32> {
+    let mut v = vec![0.0; DIMS];
+    v[i] = 1.0;
+    v
+}
+
+fn chunk(content: &str, v: Vec<f32>) -> NewChunk {
+    NewChunk {
+        content: content.to_string(),
+        source: "test".to_string(),
+        created_at: Some(1_700_000_000), // 2023-11-14 22:13:20 UTC
+        vector: v,
+    }
+}
+
+fn db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    (dir, path)
+}
+
+fn sample(store: &mut MemoryStore) {
+    let r = store
+        .insert(&[
+            chunk("Кошка спит на диване весь день.", unit(0)),
+            chunk("The dog runs in the park every morning.", unit(1)),
+            chunk("Rust has a borrow checker.", unit(2)),
+            chunk("Собаки лают на почтальона.", unit(3)),
+        ])
+        .unwrap();
+    assert_eq!(r.inserted, 4);
+}
+
+#[test]
+fn wal_mode_is_on() {
+    let (_d, path) = db();
+    let store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    assert_eq!(store.journal_mode().unwrap(), "wal");
+}
+
+#[test]
+fn russian_word_forms_match() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let hits = store.search_text("кошками", 5).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].content.starts_with("Кошка"));
+    assert_eq!(hits[0].found_by, FoundBy::Text);
+    assert_eq!(hits[0].date, "2023-11-14");
+    assert_eq!(hits[0].source, "test");
+    let hits = store.search_text("собакой", 5).unwrap();
+    assert!(hits[0].content.starts_with("Собаки"));
+}
+
+#[test]
+fn english_word_forms_match() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let hits = store.search_text("running dogs", 5).unwrap();
+    assert!(hits[0].content.starts_with("The dog"), "{hits:?}");
+}
+
+#[test]
+fn vector_search_finds_the_nearest() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    // Mostly axis 2, a little axis 0; not normalised: the store normalises.
+    let mut q = vec![0.0; DIMS];
+    q[2] = 3.0;
+    q[0] = 1.0;
+    let hits = store.search_vector(&q, 2).unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0].content.starts_with("Rust"));
+    assert!(hits[1].content.starts_with("Кошка"));
+    let cos = 3.0 / 10f64.sqrt();
+    assert!((hits[0].score - cos).abs() < 1e-5, "{}", hits[0].score);
+    assert!(hits[0].score > hits[1].score);
+    assert_eq!(hits[0].found_by, FoundBy::Vector);
+}
+
+#[test]
+fn hybrid_fuses_both_sides() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    // Text finds the cat; the vector points at the cat first, then Rust.
+    let mut q = vec![0.0; DIMS];
+    q[0] = 1.0;
+    q[2] = 0.5;
+    let hits = store
+        .search_hybrid("кошка", &q, 3, Weights::default())
+        .unwrap();
+    assert!(hits[0].content.starts_with("Кошка"));
+    assert_eq!(hits[0].found_by, FoundBy::Both);
+    assert!((hits[0].score - 2.0 / 61.0).abs() < 1e-12);
+    assert!(hits[1].content.starts_with("Rust"));
+    assert_eq!(hits[1].found_by, FoundBy::Vector);
+    assert!((hits[1].score - 1.0 / 62.0).abs() < 1e-12);
+    assert!(hits.len() <= 3);
+}
+
+#[test]
+fn exact_duplicates_are_stored_once() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let r = store
+        .insert(&[chunk("same text", unit(0)), chunk("same text", unit(1))])
+        .unwrap();
+    assert_eq!((r.inserted, r.duplicates), (1, 1));
+    let r = store.insert(&[chunk("same text", unit(2))]).unwrap();
+    assert_eq!((r.inserted, r.duplicates), (0, 1));
+    assert_eq!(store.len().unwrap(), 1);
+    assert_eq!(store.search_text("same", 10).unwrap().len(), 1);
+}
+
+#[test]
+fn a_bad_vector_stores_nothing() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let err = store
+        .insert(&[chunk("good", unit(0)), chunk("short", vec![1.0; 3])])
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        StoreError::WrongDimensions {
+            expected: 8,
+            got: 3
+        }
+    ));
+    assert!(matches!(
+        store.insert(&[chunk("zero", vec![0.0; DIMS])]).unwrap_err(),
+        StoreError::BadVector
+    ));
+    assert!(store.is_empty().unwrap());
+}
+
+#[test]
+fn persists_across_reopen() {
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        sample(&mut store);
+    }
+    let store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    assert_eq!(store.len().unwrap(), 4);
+    assert_eq!(store.search_text("borrow", 5).unwrap().len(), 1);
+    assert!(
+        store.search_vector(&unit(3), 1).unwrap()[0]
+            .content
+            .starts_with("Собаки")
+    );
+}
+
+#[test]
+fn another_model_is_a_fingerprint_mismatch() {
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        sample(&mut store);
+    }
+    let err = MemoryStore::open(&path, DIMS, "sha256:other").unwrap_err();
+    assert!(err.is_fingerprint_mismatch());
+    let msg = err.to_string();
+    assert!(msg.contains(FP) && msg.contains("sha256:other"), "{msg}");
+    // Other dimensions are a mismatch too.
+    assert!(
+        MemoryStore::open(&path, 4, FP)
+            .unwrap_err()
+            .is_fingerprint_mismatch()
+    );
+    // The old index is untouched.
+    assert_eq!(
+        MemoryStore::open(&path, DIMS, FP).unwrap().len().unwrap(),
+        4
+    );
+}
+
+#[test]
+fn reembedding_replaces_every_vector() {
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        sample(&mut store);
+    }
+    let mut store = MemoryStore::open_reembed(&path, 4, "sha256:new").unwrap();
+    let todo = store.chunks_without_vectors().unwrap();
+    assert_eq!(todo.len(), 4);
+    let vectors: Vec<(i64, Vec<f32>)> = todo
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| {
+            let mut v = vec![0.0; 4];
+            v[i] = 1.0;
+            (*id, v)
+        })
+        .collect();
+    store.set_vectors(&vectors).unwrap();
+    assert!(store.chunks_without_vectors().unwrap().is_empty());
+    let hit = &store.search_vector(&[0.0, 0.0, 0.0, 1.0], 1).unwrap()[0];
+    assert_eq!(hit.content, todo[3].1);
+    drop(store);
+    assert!(MemoryStore::open(&path, 4, "sha256:new").is_ok());
+    assert!(
+        MemoryStore::open(&path, DIMS, FP)
+            .unwrap_err()
+            .is_fingerprint_mismatch()
+    );
+}
+
+#[test]
+fn hostile_fts_queries_never_error() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let fixed = [
+        "\"",
+        "\"\"\"",
+        "*",
+        "a*",
+        "AND",
+        "OR",
+        "NOT",
+        "кошка AND",
+        "NEAR(",
+        "NEAR(a b, 2)",
+        "-dog",
+        "dog:",
+        "content:кошка",
+        "stems : x",
+        "{content}: x",
+        "(",
+        ")",
+        "^start",
+        "a + b",
+        "'; DROP TABLE chunks; --",
+        "\u{0}",
+        "кошка\" OR \"1",
+        "",
+        "   ",
+    ];
+    for q in fixed {
+        store
+            .search_text(q, 5)
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+    }
+    // A deterministic fuzz: random strings over FTS5's special characters and keywords.
+    let alphabet: Vec<&str> = vec![
+        "\"",
+        "*",
+        "(",
+        ")",
+        ":",
+        "-",
+        "+",
+        "^",
+        "{",
+        "}",
+        ",",
+        " ",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR",
+        "NEAR(",
+        "кошка",
+        "dog",
+        "ё",
+        "'",
+        "\\",
+        "\t",
+        "\n",
+        "0",
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..500 {
+        let mut q = String::new();
+        for _ in 0..(seed % 12) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            q.push_str(alphabet[(seed % alphabet.len() as u64) as usize]);
+        }
+        seed = seed.wrapping_add(1);
+        store
+            .search_text(&q, 5)
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        let mut v = vec![0.5; DIMS];
+        v[0] = 1.0;
+        store
+            .search_hybrid(&q, &v, 3, Weights::default())
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+    }
+}
