@@ -8,3 +8,6 @@ pub mod files;
 
 #[cfg(feature = "shell")]
 pub mod shell;
+
+#[cfg(feature = "memory")]
+pub mod memory;
