@@ -109,8 +109,38 @@ pub fn doctor() -> Vec<Check> {
         },
     );
     out.push(sandbox_check(&config));
+    #[cfg(feature = "memory")]
+    out.push(memory_check());
     out.push(tools_check());
     out
+}
+
+/// The embedding runtime library and model (`make setup` installs both). Only a warning
+/// when missing: nothing the engine runs needs them yet.
+#[cfg(feature = "memory")]
+fn memory_check() -> Check {
+    use klaw_tools::tools::memory::EmbedderConfig;
+    let probe = EmbedderConfig::from_cache().and_then(|c| {
+        let version = c.probe_runtime()?;
+        Ok(format!(
+            "ONNX Runtime {version} ({}); model {} {}",
+            c.runtime_library.display(),
+            c.name,
+            c.fingerprint
+        ))
+    });
+    match probe {
+        Ok(detail) => check("memory", Status::Ok, detail, None),
+        Err(e) => check(
+            "memory",
+            Status::Warn,
+            e.to_string(),
+            Some(
+                "run `make setup` (scripts/setup-models.sh; KLAW_CACHE overrides ~/.cache/klaw)"
+                    .into(),
+            ),
+        ),
+    }
 }
 
 /// Which OS sandbox shell commands get here (probed by running a command in it).

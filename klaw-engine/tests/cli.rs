@@ -228,6 +228,14 @@ fn doctor_reports_each_check_and_fails_on_a_broken_config() {
         out.contains("fix: the engine creates it when it starts"),
         "{out}"
     );
+    // An empty HOME has no embedding model: a warning naming the path and `make setup`.
+    if cfg!(feature = "memory") {
+        assert!(
+            out.contains("warn  memory      embedding model file not found"),
+            "{out}"
+        );
+        assert!(out.contains("fix: run `make setup`"), "{out}");
+    }
 
     env.config(r#"{"timezone": "Nowhere/City"}"#);
     let o = env.run(&["doctor"]);
@@ -253,6 +261,32 @@ fn a_call_creates_the_directories_from_the_environment() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(ws.is_dir() && data.is_dir());
+}
+
+/// With the cache `make setup` fills (CI runs it first), doctor names the runtime and the
+/// model's fingerprint.
+#[cfg(feature = "memory")]
+#[test]
+fn doctor_finds_the_embedding_runtime_and_model() {
+    let cache = std::env::var_os("KLAW_CACHE")
+        .filter(|c| !c.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw")
+        });
+    let env = Env::new();
+    let o = env
+        .cmd(&["doctor"])
+        .env("KLAW_CACHE", &cache)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("ok    memory      ONNX Runtime 1.31.1"),
+        "{out}\n(run `make setup` if the model is missing)"
+    );
+    assert!(out.contains("model multilingual-e5-small sha256:"), "{out}");
 }
 
 #[test]

@@ -1,0 +1,60 @@
+//! Embedding throughput: batches of 32 short texts (~10 tokens) and of 32 ~200-token
+//! texts, `passage: ` prefix, through `Embedder` (ort + tokenizers, tokenisation
+//! included). `scripts/bench_embed.py` does the same with Python onnxruntime for the
+//! ratio.
+//!
+//! Run with: cargo bench -p klaw-tools --features memory --bench embed
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use klaw_tools::tools::memory::{Embedder, EmbedderConfig, TextKind};
+
+const BATCH: usize = 32;
+const LONG: &str = "Klaw keeps notes for the agent: what the user asked, what was decided and \
+why, which files changed and which commands ran. Each note is split into chunks, every chunk \
+is embedded and stored beside its text, and a search combines the words with the meaning. \
+Память хранит заметки агента: что спросил пользователь, что решили и почему. ";
+
+/// The same texts as scripts/bench_embed.py.
+fn texts() -> (Vec<String>, Vec<String>) {
+    let short = (0..BATCH)
+        .map(|i| format!("note {i}: the meeting moved to Thursday"))
+        .collect();
+    let long = (0..BATCH)
+        .map(|i| format!("{i}. {}", LONG.repeat(2)))
+        .collect();
+    (short, long)
+}
+
+fn embed(c: &mut Criterion) {
+    let e = Embedder::new(EmbedderConfig::from_cache().unwrap_or_else(|e| panic!("{e}")));
+    e.load().unwrap();
+    let (short, long) = texts();
+    for (name, set) in [("short", &short), ("long", &long)] {
+        let tokens: usize = set
+            .iter()
+            .map(|t| e.count_tokens(TextKind::Passage, t).unwrap())
+            .sum();
+        eprintln!(
+            "{name}: {BATCH} texts, {:.1} tokens each",
+            tokens as f64 / BATCH as f64
+        );
+    }
+    let mut g = c.benchmark_group("embed_passages_batch32");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    for (name, set) in [("short", &short), ("long", &long)] {
+        let refs: Vec<&str> = set.iter().map(String::as_str).collect();
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(e.embed_passages(&refs).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, embed);
+criterion_main!(benches);
