@@ -92,7 +92,9 @@ pub fn doctor() -> Vec<Check> {
     out.push(
         match klaw_tools::tools::utilities::time_zone(&config.timezone) {
             Ok(tz) => {
-                let offset = jiff_offset(&tz);
+                let offset = klaw_tools::tools::utilities::utc_offset(
+                    tz.to_offset(jiff::Timestamp::now()).seconds(),
+                );
                 check(
                     "timezone",
                     Status::Ok,
@@ -171,13 +173,6 @@ fn sandbox_check(config: &Config) -> Check {
             ),
         ),
     }
-}
-
-fn jiff_offset(tz: &jiff::tz::TimeZone) -> String {
-    let secs = tz.to_offset(jiff::Timestamp::now()).seconds();
-    let sign = if secs < 0 { '-' } else { '+' };
-    let abs = secs.unsigned_abs();
-    format!("{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60)
 }
 
 fn tools_check() -> Check {

@@ -71,12 +71,6 @@ pub mod __private {
     pub use serde_json;
     pub use serde_json::Value;
 
-    /// Deserializes validated arguments into the generated argument struct.
-    pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
-        serde_json::from_value(args)
-            .map_err(|e| ToolError::invalid_arguments("", format!("invalid arguments: {e}")))
-    }
-
     /// Converts a text return value.
     pub fn text_output<T: Into<String>>(r: Result<T, ToolError>) -> Result<ToolOutput, ToolError> {
         r.map(|t| ToolOutput::plain(t))
@@ -96,9 +90,4 @@ pub mod __private {
             ToolError::failed("the tool's result could not be serialized").with_detail(e)
         })
     }
-
-    /// Type check helpers: each names the bound the parameter must meet.
-    pub const fn assert_arg<T: ToolSchema + serde::de::DeserializeOwned>() {}
-    /// The extractor counterpart of [`assert_arg`].
-    pub const fn assert_ctx<T: FromToolContext>() {}
 }

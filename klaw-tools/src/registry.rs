@@ -114,12 +114,10 @@ impl ToolRegistry {
                 errors.push(e);
             }
         }
+        // Each failure was already logged by `register` (a `LoadFailed` event).
         if errors.is_empty() {
             Ok(registry)
         } else {
-            for e in &errors {
-                tracing::error!(tool = %e.tool, origin = %e.origin, problem = %e.problem, "tool failed to load");
-            }
             Err(RegistryErrors(errors))
         }
     }
@@ -127,32 +125,28 @@ impl ToolRegistry {
     /// Adds a tool made at run time, after the same checks as start-up.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let spec = tool.spec();
-        let err = |problem: String| RegistryError {
-            tool: spec.name.clone(),
-            origin: spec.origin.clone(),
-            problem,
-        };
         let problems = check_spec(spec);
-        if !problems.is_empty() {
-            let e = err(problems.join("; "));
+        let problem = if !problems.is_empty() {
+            Some(problems.join("; "))
+        } else {
+            self.tools.get(&spec.name).map(|existing| {
+                format!(
+                    "the name is already taken by the tool defined at {}",
+                    existing.tool.spec().origin
+                )
+            })
+        };
+        if let Some(problem) = problem {
             self.emit(&ToolEvent::LoadFailed {
-                tool: e.tool.clone(),
-                origin: e.origin.clone(),
-                problem: e.problem.clone(),
+                tool: spec.name.clone(),
+                origin: spec.origin.clone(),
+                problem: problem.clone(),
             });
-            return Err(e);
-        }
-        if let Some(existing) = self.tools.get(&spec.name) {
-            let e = err(format!(
-                "the name is already taken by the tool defined at {}",
-                existing.tool.spec().origin
-            ));
-            self.emit(&ToolEvent::LoadFailed {
-                tool: e.tool.clone(),
-                origin: e.origin.clone(),
-                problem: e.problem.clone(),
+            return Err(RegistryError {
+                tool: spec.name.clone(),
+                origin: spec.origin.clone(),
+                problem,
             });
-            return Err(e);
         }
         let validator = Arc::new(Validator::new(&spec.input_schema));
         self.tools
@@ -291,19 +285,12 @@ impl ToolRegistry {
     }
 
     fn unknown(&self, name: &str) -> ToolError {
-        let mut close: Vec<(f64, &str)> = self
-            .names()
-            .map(|n| {
-                (
-                    strsim::jaro_winkler(&name.to_lowercase(), &n.to_lowercase()),
-                    n,
-                )
-            })
+        let close: Vec<(f64, &str)> = by_similarity(name, self.names())
+            .into_iter()
             .filter(|(score, n)| {
                 *score > 0.8 || n.contains(name) || (!n.is_empty() && name.contains(n))
             })
             .collect();
-        close.sort_by(|a, b| b.0.total_cmp(&a.0));
         let names: Vec<String> = close
             .iter()
             .take(3)
@@ -328,20 +315,28 @@ impl ToolRegistry {
     }
 }
 
+/// `candidates` with their similarity to `name` (Jaro-Winkler, ignoring case), most
+/// similar first. The one ranking behind every "did you mean" Klaw prints.
+pub(crate) fn by_similarity<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Vec<(f64, &'a str)> {
+    let name = name.to_lowercase();
+    let mut ranked: Vec<(f64, &str)> = candidates
+        .map(|c| (strsim::jaro_winkler(&name, &c.to_lowercase()), c))
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranked
+}
+
 /// The closest of `candidates` to `name`, if any is close enough to suggest.
 pub(crate) fn closest<'a>(
     name: &str,
     candidates: impl Iterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    candidates
-        .map(|c| {
-            (
-                strsim::jaro_winkler(&name.to_lowercase(), &c.to_lowercase()),
-                c,
-            )
-        })
-        .filter(|(s, _)| *s > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+    by_similarity(name, candidates)
+        .into_iter()
+        .find(|(score, _)| *score > 0.8)
         .map(|(_, c)| c)
 }
 

@@ -59,17 +59,8 @@ pub fn time_zone(name: &str) -> Result<TimeZone, ToolError> {
     }
     TimeZone::get(name).map_err(|_| {
         let names: Vec<String> = jiff::tz::db().available().map(|n| n.to_string()).collect();
-        let mut close: Vec<(f64, &String)> = names
-            .iter()
-            .map(|n| {
-                (
-                    strsim::jaro_winkler(&name.to_lowercase(), &n.to_lowercase()),
-                    n,
-                )
-            })
-            .filter(|(s, _)| *s > 0.85)
-            .collect();
-        close.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let close = crate::registry::by_similarity(name, names.iter().map(String::as_str));
+        let close: Vec<_> = close.into_iter().filter(|(s, _)| *s > 0.85).collect();
         let hint = match close.first() {
             Some((_, n)) => format!("; did you mean `{n}`?"),
             None => "; use an IANA name such as Europe/Moscow or America/New_York".into(),
@@ -78,12 +69,15 @@ pub fn time_zone(name: &str) -> Result<TimeZone, ToolError> {
     })
 }
 
+/// An offset from UTC in seconds as `+HH:MM` / `-HH:MM`.
+pub fn utc_offset(seconds: i32) -> String {
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let abs = seconds.unsigned_abs();
+    format!("{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60)
+}
+
 fn at(now: Timestamp, name: &str, tz: &TimeZone) -> CurrentTime {
     let zoned = now.to_zoned(tz.clone());
-    let offset = zoned.offset();
-    let secs = offset.seconds();
-    let sign = if secs < 0 { '-' } else { '+' };
-    let abs = secs.unsigned_abs();
     CurrentTime {
         date: zoned.strftime("%Y-%m-%d").to_string(),
         time: zoned.strftime("%H:%M:%S").to_string(),
@@ -93,7 +87,7 @@ fn at(now: Timestamp, name: &str, tz: &TimeZone) -> CurrentTime {
         } else {
             name.to_owned()
         },
-        utc_offset: format!("{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60),
+        utc_offset: utc_offset(zoned.offset().seconds()),
         iso: zoned.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
         unix: now.as_second(),
     }
