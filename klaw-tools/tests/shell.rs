@@ -393,30 +393,30 @@ async fn environment_probe(mode: SandboxMode) {
     eprintln!("environment probe ran");
 }
 
+/// One `#[tokio::test]` per name, each calling the function of that name with `$mode`.
+macro_rules! tests_in_mode {
+    ($mode:expr; $($name:ident),* $(,)?) => {$(
+        #[tokio::test]
+        async fn $name() { super::$name($mode).await }
+    )*};
+}
+
 macro_rules! per_mode {
     ($($module:ident => $mode:expr),*) => {$(
         mod $module {
             use super::*;
-            #[tokio::test]
-            async fn timeout_kills_a_setsid_grandchild() { super::timeout_kills_a_setsid_grandchild($mode).await }
-            #[tokio::test]
-            async fn cancelling_a_call_kills_the_tree() { super::cancelling_a_call_kills_the_tree($mode).await }
-            #[tokio::test]
-            async fn process_kill_ends_the_whole_tree() { super::process_kill_ends_the_whole_tree($mode).await }
-            #[tokio::test]
-            async fn dropping_the_context_ends_every_job() { super::dropping_the_context_ends_every_job($mode).await }
-            #[tokio::test]
-            async fn leftovers_end_with_the_command() { super::leftovers_end_with_the_command($mode).await }
-            #[tokio::test]
-            async fn an_output_flood_stays_bounded() { super::an_output_flood_stays_bounded($mode).await }
-            #[tokio::test]
-            async fn non_zero_exit_is_a_normal_result() { super::non_zero_exit_is_a_normal_result($mode).await }
-            #[tokio::test]
-            async fn the_deny_list_answers_first() { super::the_deny_list_answers_first($mode).await }
-            #[tokio::test]
-            async fn the_environment_does_not_leak() { super::the_environment_does_not_leak($mode).await }
-            #[tokio::test]
-            async fn environment_probe() { super::environment_probe($mode).await }
+            tests_in_mode!($mode;
+                timeout_kills_a_setsid_grandchild,
+                cancelling_a_call_kills_the_tree,
+                process_kill_ends_the_whole_tree,
+                dropping_the_context_ends_every_job,
+                leftovers_end_with_the_command,
+                an_output_flood_stays_bounded,
+                non_zero_exit_is_a_normal_result,
+                the_deny_list_answers_first,
+                the_environment_does_not_leak,
+                environment_probe,
+            );
         }
     )*};
 }
@@ -425,14 +425,14 @@ macro_rules! per_sandbox {
     ($($module:ident => $mode:expr),*) => {$(
         mod $module {
             use super::*;
-            #[tokio::test]
-            async fn writes_outside_the_workspace_do_not_land() { super::writes_outside_the_workspace_do_not_land($mode).await }
+            tests_in_mode!($mode;
+                writes_outside_the_workspace_do_not_land,
+                the_data_dir_and_home_are_not_visible,
+            );
             #[tokio::test]
             async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }
             #[tokio::test]
             async fn network_when_allowed() { super::no_network_unless_allowed($mode, true).await }
-            #[tokio::test]
-            async fn the_data_dir_and_home_are_not_visible() { super::the_data_dir_and_home_are_not_visible($mode).await }
         }
     )*};
 }

@@ -99,15 +99,24 @@ pub struct ProcessReply {
 }
 
 impl ProcessReply {
-    fn of(process: ProcessInfo) -> Self {
+    /// A successful reply with nothing filled in yet.
+    fn ok() -> Self {
         Self {
             success: true,
-            process: Some(process),
+            process: None,
             processes: None,
             stdout: None,
             stderr: None,
             tail: None,
             killed: None,
+        }
+    }
+
+    /// A successful reply about one process.
+    fn of(process: ProcessInfo) -> Self {
+        Self {
+            process: Some(process),
+            ..Self::ok()
         }
     }
 }
@@ -171,6 +180,9 @@ impl Entry {
 /// Finished jobs kept for `status` and `log` beyond the running ones.
 const KEEP_FINISHED: usize = 32;
 
+/// Bytes of each stream `log` returns when `tail` is not given.
+const DEFAULT_TAIL: u64 = 4096;
+
 /// The background jobs of one engine (one [`ToolContext`]): created on first use,
 /// and when dropped (the engine exits) it ends every job still running.
 #[derive(Debug, Default)]
@@ -200,7 +212,13 @@ impl ProcessTable {
 
     /// How many jobs are running.
     pub fn running(&self) -> usize {
-        self.lock().jobs.values().filter(|e| e.running()).count()
+        self.lock().running()
+    }
+}
+
+impl Table {
+    fn running(&self) -> usize {
+        self.jobs.values().filter(|e| e.running()).count()
     }
 }
 
@@ -211,6 +229,12 @@ impl Drop for ProcessTable {
             e.monitor.abort();
         }
     }
+}
+
+fn too_many(max: usize) -> ToolError {
+    ToolError::unavailable(format!(
+        "too many background processes ({max} running, the limit); kill one with action `kill` first"
+    ))
 }
 
 fn parse_id(id: &str) -> Option<u64> {
@@ -258,13 +282,8 @@ pub async fn process(
         ProcessAction::List => {
             let t = table.lock();
             Ok(ProcessReply {
-                success: true,
-                process: None,
                 processes: Some(t.jobs.values().map(Entry::info).collect()),
-                stdout: None,
-                stderr: None,
-                tail: None,
-                killed: None,
+                ..ProcessReply::ok()
             })
         }
         ProcessAction::Status | ProcessAction::Log | ProcessAction::Kill => {
@@ -307,7 +326,7 @@ pub async fn process(
                 ProcessAction::Log => {
                     let t = table.lock();
                     let e = t.jobs.get(&key).ok_or_else(unknown)?;
-                    let n = tail.unwrap_or(4096);
+                    let n = tail.unwrap_or(DEFAULT_TAIL);
                     let max = usize::try_from(n).unwrap_or(usize::MAX);
                     let mut r = ProcessReply::of(e.info());
                     r.stdout = Some(output::lock(&e.stdout).tail_text(max));
@@ -336,17 +355,13 @@ async fn start(
     let cwd = run::resolve_dir(ctx.workspace(), working_dir)?;
     let max = ctx.limits().max_processes;
     if table.running() >= max {
-        return Err(ToolError::unavailable(format!(
-            "too many background processes ({max} running, the limit); kill one with action `kill` first"
-        )));
+        return Err(too_many(max));
     }
     let backend = run::backend(ctx).await?;
     let mut t = table.lock();
     // Checked again under the lock: two starts may race.
-    if t.jobs.values().filter(|e| e.running()).count() >= max {
-        return Err(ToolError::unavailable(format!(
-            "too many background processes ({max} running, the limit); kill one with action `kill` first"
-        )));
+    if t.running() >= max {
+        return Err(too_many(max));
     }
     let mut running = run::spawn(
         ctx,

@@ -197,6 +197,7 @@ pub(crate) struct KillGuard {
 }
 
 impl KillGuard {
+    /// Kills the whole tree, unless the guard was disarmed.
     pub(crate) fn kill(&mut self) {
         if let Some(pid) = self.pid {
             tree::kill_tree(pid);
