@@ -35,6 +35,21 @@ async fn err(kit: &Kit, tool: &str, args: Value) -> ToolError {
     }
 }
 
+/// `file_write` in its default mode (overwrite), which must succeed.
+async fn write_ok(kit: &Kit, path: &str, content: &str) -> Value {
+    ok(kit, "file_write", json!({"path": path, "content": content})).await
+}
+
+/// `file_write` with `mode = append`, which must succeed.
+async fn append_ok(kit: &Kit, path: &str, content: &str) -> Value {
+    ok(
+        kit,
+        "file_write",
+        json!({"path": path, "content": content, "mode": "append"}),
+    )
+    .await
+}
+
 fn denied(e: &ToolError) {
     assert!(
         e.is_access_denied(),
@@ -305,12 +320,7 @@ async fn symlinks_inside_are_followed_and_links_out_refused() {
     );
     assert!(!kit.root().join("new.txt").exists());
     // Writing through a link inside writes the target and keeps the link.
-    ok(
-        &kit,
-        "file_write",
-        json!({"path": "rel_in", "content": "changed"}),
-    )
-    .await;
+    write_ok(&kit, "rel_in", "changed").await;
     assert_eq!(kit.read("real/file.txt").unwrap(), "changed");
     assert!(ws.join("rel_in").symlink_metadata().unwrap().is_symlink());
 }
@@ -344,12 +354,7 @@ async fn bad_paths_are_invalid_arguments_not_panics() {
 #[tokio::test]
 async fn file_write_creates_new_file_and_parent_directories() {
     let kit = kit();
-    let r = ok(
-        &kit,
-        "file_write",
-        json!({"path": "deep/er/new.txt", "content": "hello"}),
-    )
-    .await;
+    let r = write_ok(&kit, "deep/er/new.txt", "hello").await;
     assert_eq!(
         r,
         json!({"path": "deep/er/new.txt", "mode": "overwrite", "bytesWritten": 5, "size": 5, "created": true})
@@ -367,21 +372,11 @@ async fn file_write_creates_new_file_and_parent_directories() {
 async fn file_write_append_mode() {
     let kit = kit();
     kit.write("log.txt", "one\n").unwrap();
-    let r = ok(
-        &kit,
-        "file_write",
-        json!({"path": "log.txt", "content": "two\n", "mode": "append"}),
-    )
-    .await;
+    let r = append_ok(&kit, "log.txt", "two\n").await;
     assert_eq!(r["size"], 8);
     assert_eq!(r["created"], false);
     assert_eq!(kit.read("log.txt").unwrap(), "one\ntwo\n");
-    let r = ok(
-        &kit,
-        "file_write",
-        json!({"path": "fresh.txt", "content": "x", "mode": "append"}),
-    )
-    .await;
+    let r = append_ok(&kit, "fresh.txt", "x").await;
     assert_eq!(r["created"], true);
     assert_eq!(kit.read("fresh.txt").unwrap(), "x");
 }
@@ -427,12 +422,7 @@ async fn file_write_rejects_file_larger_than_max_file_size_bytes() {
         "file would be 11 bytes, over the limit of 10 bytes (maxFileSizeBytes); nothing was written"
     );
     assert!(!kit.workspace().join("big.txt").exists());
-    ok(
-        &kit,
-        "file_write",
-        json!({"path": "a.txt", "content": "123456"}),
-    )
-    .await;
+    write_ok(&kit, "a.txt", "123456").await;
     // Append: the resulting size counts, and nothing is written.
     let e = err(
         &kit,
@@ -445,12 +435,7 @@ async fn file_write_rejects_file_larger_than_max_file_size_bytes() {
         "file would be 11 bytes, over the limit of 10 bytes (maxFileSizeBytes); nothing was written"
     );
     assert_eq!(kit.read("a.txt").unwrap(), "123456");
-    ok(
-        &kit,
-        "file_write",
-        json!({"path": "a.txt", "content": "7890", "mode": "append"}),
-    )
-    .await;
+    append_ok(&kit, "a.txt", "7890").await;
     assert_eq!(kit.read("a.txt").unwrap(), "1234567890");
 }
 

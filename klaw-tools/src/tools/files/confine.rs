@@ -128,6 +128,16 @@ impl Confined {
         }
     }
 
+    /// Opens the directory `rel` beneath the root (the root itself when `rel` is empty).
+    pub(crate) fn open_dir(&self, rel: &Path) -> Result<Dir, ToolError> {
+        if rel.as_os_str().is_empty() {
+            self.root.try_clone()
+        } else {
+            self.root.open_dir(rel)
+        }
+        .map_err(|e| self.err(e))
+    }
+
     /// Maps an I/O error on this path to what the model is told.
     pub(crate) fn err(&self, e: io::Error) -> ToolError {
         io_error(e, &self.shown)

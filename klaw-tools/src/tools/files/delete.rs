@@ -40,12 +40,7 @@ fn delete(c: &Confined) -> Result<FileDeleted, ToolError> {
     })?;
     // The parent is opened beneath the root; the name is then removed without following
     // it, so a link is removed and never what it points to.
-    let dir = if parent.as_os_str().is_empty() {
-        c.root.try_clone()
-    } else {
-        c.root.open_dir(&parent)
-    }
-    .map_err(|e| c.err(e))?;
+    let dir = c.open_dir(&parent)?;
     let meta = dir.symlink_metadata(&name).map_err(|e| c.err(e))?;
     if meta.is_dir() {
         return Err(ToolError::failed(format!(

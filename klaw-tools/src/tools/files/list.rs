@@ -96,12 +96,7 @@ fn list(c: &Confined, recursive: bool, cap: usize) -> Result<Listing, ToolError>
     if !meta.is_dir() {
         return Err(ToolError::failed(format!("not a directory: {}", c.shown)));
     }
-    let dir = if c.rel.as_os_str().is_empty() {
-        c.root.try_clone()
-    } else {
-        c.root.open_dir(&c.rel)
-    }
-    .map_err(|e| c.err(e))?;
+    let dir = c.open_dir(&c.rel)?;
     // Entry paths are shown relative to the workspace, in its own normal form.
     let mut base = c.root.canonicalize(c.rel_or_dot()).map_err(|e| c.err(e))?;
     if base == Path::new(".") {

@@ -116,7 +116,7 @@ pub(crate) fn prepare(c: &Confined) -> Result<(Target, bool), ToolError> {
         ToolError::invalid_arguments("/path", format!("not a file path: {}", c.shown))
     })?;
     let dir = create_parents(&c.root, &parent, c)?;
-    match dir.symlink_metadata(&name) {
+    let (dir, name) = match dir.symlink_metadata(&name) {
         Ok(meta) if meta.file_type().is_symlink() => {
             // Write through the link to where it leads, if that is inside.
             let rel: PathBuf = parent.join(&name);
@@ -124,31 +124,20 @@ pub(crate) fn prepare(c: &Confined) -> Result<(Target, bool), ToolError> {
             let (rparent, rname) = split(&resolved).ok_or_else(|| {
                 ToolError::failed(format!("the link leads to a directory: {}", c.shown))
             })?;
-            let rdir = open_parent(&c.root, &rparent, c)?;
-            let (mode, created) = existing(&rdir, &rname, c)?;
-            Ok((
-                Target {
-                    dir: rdir,
-                    name: rname,
-                    shown: c.shown.clone(),
-                    mode,
-                },
-                created,
-            ))
+            (c.open_dir(&rparent)?, rname)
         }
-        Ok(_) | Err(_) => {
-            let (mode, created) = existing(&dir, &name, c)?;
-            Ok((
-                Target {
-                    dir,
-                    name,
-                    shown: c.shown.clone(),
-                    mode,
-                },
-                created,
-            ))
-        }
-    }
+        Ok(_) | Err(_) => (dir, name),
+    };
+    let (mode, created) = existing(&dir, &name, c)?;
+    Ok((
+        Target {
+            dir,
+            name,
+            shown: c.shown.clone(),
+            mode,
+        },
+        created,
+    ))
 }
 
 fn split(p: &Path) -> Option<(PathBuf, std::ffi::OsString)> {
@@ -177,15 +166,7 @@ fn create_parents(root: &Dir, parent: &Path, c: &Confined) -> Result<Dir, ToolEr
             Err(e) => return Err(c.err(e)),
         }
     }
-    open_parent(root, parent, c)
-}
-
-fn open_parent(root: &Dir, parent: &Path, c: &Confined) -> Result<Dir, ToolError> {
-    if parent.as_os_str().is_empty() {
-        root.try_clone().map_err(|e| c.err(e))
-    } else {
-        root.open_dir(parent).map_err(|e| c.err(e))
-    }
+    c.open_dir(parent)
 }
 
 /// The permission bits of an existing regular file at `name`, and whether there is
@@ -251,15 +232,10 @@ fn append(c: &Confined, bytes: &[u8], max: u64) -> Result<FileWritten, ToolError
     let (target, created) = prepare(c)?;
     let len = bytes.len() as u64;
     let mut opts = OpenOptions::new();
-    opts.append(true).create(true);
-    let opts = nonblocking(opts);
+    opts.append(true).create(true).mode(0o644);
     let mut file = target
         .dir
-        .open_with(&target.name, &{
-            let mut o = opts;
-            o.mode(0o644);
-            o
-        })
+        .open_with(&target.name, &nonblocking(opts))
         .map_err(|e| c.err(e))?;
     let meta = file.metadata().map_err(|e| c.err(e))?;
     require_regular(meta.file_type(), &c.shown)?;

@@ -223,6 +223,12 @@ impl EmbedderConfig {
                 message: format!("pooling `{}` is not supported (only `mean`)", f.pooling),
             });
         }
+        if f.dims == 0 {
+            return Err(EmbedError::ModelInvalid {
+                path: json_path,
+                message: "dims must be at least 1".to_owned(),
+            });
+        }
         for file in ["model.onnx", "tokenizer.json"] {
             let p = model_dir.join(file);
             if !p.is_file() {
@@ -525,8 +531,8 @@ fn embed_ids(
             mask[row * seq..row * seq + t.len()].fill(1);
         }
         let vectors = run(loaded, cfg, b, seq, input_ids, &mask)?;
-        for (row, v) in chunk.iter().zip(vectors) {
-            out[*row] = v;
+        for (&i, v) in chunk.iter().zip(vectors) {
+            out[i] = v;
         }
     }
     Ok(out)
@@ -628,6 +634,19 @@ mod tests {
         let mut z = vec![0.0, 0.0];
         l2_normalize(&mut z);
         assert_eq!(z, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn zero_dims_is_an_invalid_model_not_a_later_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(MODEL_CONFIG),
+            r#"{"name": "m", "dims": 0, "fingerprint": "f"}"#,
+        )
+        .unwrap();
+        let err = EmbedderConfig::load(dir.path(), dir.path().join("lib.so")).unwrap_err();
+        assert!(matches!(err, EmbedError::ModelInvalid { .. }), "{err}");
+        assert!(err.to_string().contains("dims must be at least 1"), "{err}");
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub struct Fused<T> {
 
 /// Fuses two rankings (best first, ids unique within a side) with RRF constant `k`.
 pub fn rrf<T: Ord + Copy>(text: &[T], vector: &[T], weights: Weights, k: f64) -> Vec<Fused<T>> {
-    // (id, score, best rank, in text, in vector)
+    // id -> (score, best rank, in text, in vector)
     let mut acc: std::collections::BTreeMap<T, (f64, usize, bool, bool)> =
         std::collections::BTreeMap::new();
     for (i, id) in text.iter().enumerate() {
