@@ -305,3 +305,37 @@ fn hostile_fts_queries_never_error() {
             .unwrap_or_else(|e| panic!("{q:?}: {e}"));
     }
 }
+
+#[test]
+fn remove_source_removes_text_stems_and_vectors() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let mut other = chunk("A note from a file about cats.", unit(4));
+    other.source = "cats.md".into();
+    store.insert(&[other]).unwrap();
+    assert_eq!(store.remove_source("cats.md").unwrap(), 1);
+    assert_eq!(store.remove_source("cats.md").unwrap(), 0);
+    assert_eq!(store.len().unwrap(), 4);
+    assert!(store.search_text("file", 5).unwrap().is_empty());
+    assert!(
+        store
+            .search_vector(&unit(4), 5)
+            .unwrap()
+            .iter()
+            .all(|h| h.source == "test")
+    );
+}
+
+#[test]
+fn meta_values_persist() {
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        assert_eq!(store.meta("docs.hash").unwrap(), None);
+        store.set_meta("docs.hash", "abc").unwrap();
+    }
+    let store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    assert_eq!(store.meta("docs.hash").unwrap().as_deref(), Some("abc"));
+    assert_eq!(store.meta("dims").unwrap().as_deref(), Some("8"));
+}

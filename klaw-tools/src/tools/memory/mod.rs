@@ -7,6 +7,8 @@ pub mod chunk;
 pub mod embed;
 pub mod fts;
 pub mod fuse;
+pub mod index;
 pub mod store;
 
 pub use embed::{EmbedError, Embedder, EmbedderConfig, TextKind};
+pub use index::{Document, Index, Memory, MemoryConfig, MemoryError, SaveReport, SearchMode};

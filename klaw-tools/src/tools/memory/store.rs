@@ -276,6 +276,47 @@ impl MemoryStore {
         Ok(report)
     }
 
+    /// Removes every chunk whose source is `source` (text, stems and vector) in one
+    /// transaction; returns how many.
+    pub fn remove_source(&mut self, source: &str) -> Result<usize, StoreError> {
+        let tx = self.conn.transaction()?;
+        let ids: Vec<i64> = {
+            let mut st = tx.prepare("SELECT id FROM chunks WHERE source = ?1")?;
+            let rows = st.query_map([source], |r| r.get(0))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        {
+            let mut fts = tx.prepare("DELETE FROM chunks_fts WHERE rowid = ?1")?;
+            let mut vec = tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?;
+            let mut chunk = tx.prepare("DELETE FROM chunks WHERE id = ?1")?;
+            for id in &ids {
+                fts.execute([id])?;
+                vec.execute([id])?;
+                chunk.execute([id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(ids.len())
+    }
+
+    /// A value the caller keeps in the database (e.g. what an index was built from).
+    /// The keys `fingerprint` and `dims` are the store's own.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Sets a [`meta`](Self::meta) value.
+    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
     /// Chunks that have no vector (after [`MemoryStore::open_reembed`]), as `(id, content)`.
     pub fn chunks_without_vectors(&self) -> Result<Vec<(i64, String)>, StoreError> {
         let mut st = self.conn.prepare(

@@ -1,0 +1,96 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The memory index end to end: the real model (installed by `make setup`) and a real
+//! SQLite database in a temporary directory.
+
+use klaw_tools::tools::memory::store::{MemoryStore, NewChunk};
+use klaw_tools::tools::memory::{
+    Document, Embedder, EmbedderConfig, Index, MemoryConfig, MemoryError, SearchMode,
+};
+
+fn embedder() -> Embedder {
+    Embedder::new(EmbedderConfig::from_cache().expect("the model is installed by `make setup`"))
+}
+
+fn doc(content: &str) -> Document {
+    Document {
+        content: content.into(),
+        source: "test".into(),
+        created_at: Some(1_700_000_000),
+    }
+}
+
+#[test]
+fn save_search_remove_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    let index = Index::open(&path, embedder(), &MemoryConfig::default()).unwrap();
+    let r = index
+        .save(&doc("Пользователь предпочитает зелёный чай без сахара."))
+        .unwrap();
+    assert_eq!((r.chunks, r.inserted, r.duplicates), (1, 1, 0));
+    let again = index
+        .save(&doc("Пользователь предпочитает зелёный чай без сахара."))
+        .unwrap();
+    assert_eq!((again.inserted, again.duplicates), (0, 1));
+    index
+        .save(&Document {
+            source: "notes.md".into(),
+            ..doc("The staging server is srv-db-07 in Frankfurt.")
+        })
+        .unwrap();
+    assert!(matches!(
+        index.save(&doc(" \n\n ")),
+        Err(MemoryError::Empty)
+    ));
+
+    // Cross-language: a Russian question finds the English note by meaning only.
+    let hits = index
+        .search("какой сервер для тестовой среды?", 1, SearchMode::Vector)
+        .unwrap();
+    assert!(hits[0].content.contains("srv-db-07"), "{hits:?}");
+    let hits = index.search("srv-db-07", 2, SearchMode::Text).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].source, "notes.md");
+    assert_eq!(hits[0].date, "2023-11-14");
+    let hits = index.search("чай", 2, SearchMode::Hybrid).unwrap();
+    assert!(hits[0].content.contains("чай"));
+
+    assert_eq!(index.remove_source("notes.md").unwrap(), 1);
+    assert!(
+        index
+            .search("srv-db-07", 5, SearchMode::Text)
+            .unwrap()
+            .is_empty()
+    );
+    drop(index);
+    let index = Index::open(&path, embedder(), &MemoryConfig::default()).unwrap();
+    assert_eq!(index.len().unwrap(), 1);
+    assert_eq!(index.reembedded(), 0);
+}
+
+#[test]
+fn an_index_of_another_model_is_reembedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    let e = embedder();
+    {
+        let mut store = MemoryStore::open(&path, e.dims(), "sha256:another-model").unwrap();
+        let mut v = vec![0.0; e.dims()];
+        v[0] = 1.0;
+        store
+            .insert(&[NewChunk {
+                content: "Meeting with Anna on Friday at 10:00.".into(),
+                source: "manual".into(),
+                created_at: None,
+                vector: v,
+            }])
+            .unwrap();
+    }
+    let index = Index::open(&path, e, &MemoryConfig::default()).unwrap();
+    assert_eq!(index.reembedded(), 1);
+    let hits = index
+        .search("когда встреча с Анной?", 1, SearchMode::Vector)
+        .unwrap();
+    assert!(hits[0].content.contains("Anna"));
+    assert!(hits[0].score > 0.5, "{hits:?}");
+}
