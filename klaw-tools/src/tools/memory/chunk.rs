@@ -104,36 +104,74 @@ fn blocks(text: &str) -> Vec<Block> {
     out
 }
 
+/// The words of a text, with prefix sums of their lengths so the approximate token count
+/// of any run of words (joined by single spaces) is O(1): no re-joining in the loops.
+struct Words<'a> {
+    words: Vec<&'a str>,
+    /// `chars[i]`: the characters of `words[..i]`.
+    chars: Vec<usize>,
+}
+
+impl<'a> Words<'a> {
+    fn new(text: &'a str) -> Self {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut chars = Vec::with_capacity(words.len() + 1);
+        chars.push(0);
+        for w in &words {
+            chars.push(chars.last().copied().unwrap_or(0) + w.chars().count());
+        }
+        Words { words, chars }
+    }
+
+    fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    /// `approx_tokens(&words[a..b].join(" "))`.
+    fn tokens(&self, a: usize, b: usize) -> usize {
+        if b <= a {
+            return 0;
+        }
+        (self.chars[b] - self.chars[a] + (b - a - 1)).div_ceil(4)
+    }
+
+    fn join(&self, a: usize, b: usize) -> String {
+        self.words[a..b].join(" ")
+    }
+}
+
 /// The words at the end of `text` that fit in `tokens`.
 fn tail(text: &str, tokens: usize) -> String {
     if tokens == 0 {
         return String::new();
     }
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let mut start = words.len();
-    while start > 0 && approx_tokens(&words[start - 1..].join(" ")) <= tokens {
+    let w = Words::new(text);
+    let n = w.len();
+    let mut start = n;
+    while start > 0 && w.tokens(start - 1, n) <= tokens {
         start -= 1;
     }
-    words[start..].join(" ")
+    w.join(start, n)
 }
 
 /// Splits a long paragraph into word windows of at most `max` tokens sharing `overlap`.
 fn split_paragraph(text: &str, max: usize, overlap: usize) -> Vec<String> {
-    let words: Vec<&str> = text.split_whitespace().collect();
+    let w = Words::new(text);
+    let n = w.len();
     let mut out = Vec::new();
     let mut start = 0;
-    while start < words.len() {
+    while start < n {
         let mut end = start + 1;
-        while end < words.len() && approx_tokens(&words[start..=end].join(" ")) <= max {
+        while end < n && w.tokens(start, end + 1) <= max {
             end += 1;
         }
-        out.push(words[start..end].join(" "));
-        if end == words.len() {
+        out.push(w.join(start, end));
+        if end == n {
             break;
         }
         // Step back by the overlap, but always move forward.
         let mut next = end;
-        while next > start + 1 && approx_tokens(&words[next - 1..end].join(" ")) <= overlap {
+        while next > start + 1 && w.tokens(next - 1, end) <= overlap {
             next -= 1;
         }
         start = next;
@@ -208,6 +246,27 @@ mod tests {
             max_tokens: max,
             overlap_tokens: overlap,
         }
+    }
+
+    #[test]
+    fn span_counts_equal_counting_the_joined_words() {
+        let w = Words::new(
+            "Съешь же ещё этих мягких  французских булок,\n да выпей чаю. a bb ccc 日本語",
+        );
+        for a in 0..=w.len() {
+            for b in a..=w.len() {
+                assert_eq!(w.tokens(a, b), approx_tokens(&w.join(a, b)), "{a}..{b}");
+            }
+        }
+    }
+
+    #[test]
+    fn very_long_paragraph_is_split_in_linear_time() {
+        // 200k words in one paragraph: re-joining the window on every step was quadratic.
+        let text = "слово word ".repeat(100_000);
+        let chunks = chunk(&text, &opts(256, 32));
+        assert!(chunks.len() > 1000);
+        assert!(chunks.iter().all(|c| approx_tokens(c) <= 256));
     }
 
     #[test]
