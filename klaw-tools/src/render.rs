@@ -301,6 +301,11 @@ fn gemini(schema: &Value, lang: Lang) -> Value {
             m.insert("nullable".into(), Value::Bool(true));
             return Value::Object(m);
         }
+        // `anyOf: [X, Y, {type: null}]` becomes `anyOf: [X, Y]` with `nullable`.
+        if non_null.len() < options.len() {
+            m.insert("anyOf".into(), Value::Array(non_null));
+            m.insert("nullable".into(), Value::Bool(true));
+        }
     }
     map_children(&mut m, &mut |v| gemini(v, lang));
     Value::Object(m)

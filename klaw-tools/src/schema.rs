@@ -255,6 +255,13 @@ pub(crate) fn nullable(mut s: Value) -> Value {
             if m.is_empty() {
                 return s; // `{}` already accepts null
             }
+            // A union gets one more alternative rather than a second level of `anyOf`.
+            if let Some(Value::Array(alts)) = m.get_mut("anyOf") {
+                if !alts.iter().any(|a| a.get("type") == Some(&json!("null"))) {
+                    alts.push(json!({"type": "null"}));
+                }
+                return s;
+            }
             return json!({"anyOf": [s, {"type": "null"}]});
         }
     }
@@ -341,6 +348,17 @@ mod tests {
             json!({"type":"integer","minimum":i32::MIN,"maximum":i32::MAX})
         );
         assert_eq!(i128::SCHEMA.to_json(), json!({"type":"integer"}));
+    }
+
+    #[test]
+    fn nullable_union_gets_one_more_alternative() {
+        let union = json!({"anyOf": [{"type": "string"}, {"type": "array"}], "description": "d"});
+        let n = nullable(union);
+        assert_eq!(
+            n,
+            json!({"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}], "description": "d"})
+        );
+        assert_eq!(nullable(n.clone()), n);
     }
 
     #[test]
