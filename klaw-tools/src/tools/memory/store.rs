@@ -155,7 +155,7 @@ impl MemoryStore {
     }
 
     fn connect(path: &Path, dims: usize) -> Result<Self, StoreError> {
-        vec_ext::register()?;
+        klaw_sqlite_vec::register().map_err(StoreError::Extension)?;
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -420,37 +420,4 @@ fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
         score: r.get(4)?,
         found_by,
     })
-}
-
-/// The one `unsafe` call of klaw-tools: registering sqlite-vec with the bundled SQLite.
-#[allow(unsafe_code)]
-mod vec_ext {
-    use super::StoreError;
-    use rusqlite::auto_extension::{RawAutoExtension, register_auto_extension};
-    use std::sync::OnceLock;
-
-    /// Registers sqlite-vec as an auto-extension, once per process, so every connection
-    /// opened afterwards has `vec0`.
-    pub(super) fn register() -> Result<(), StoreError> {
-        static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-        DONE.get_or_init(|| {
-            // SAFETY: `sqlite3_vec_init` is sqlite-vec's extension entry point, with the
-            // signature SQLite's auto-extensions have (`RawAutoExtension`:
-            // `int(sqlite3*, char**, const sqlite3_api_routines*)`); the sqlite-vec crate
-            // declares it as `fn()` only because it is an opaque C symbol, and the
-            // transmute restores the real signature. sqlite-vec is compiled against the
-            // same bundled SQLite (libsqlite3-sys) it is linked with. The entry point opens
-            // no database, closes none and does not touch the auto-extension list, which
-            // are `register_auto_extension`'s safety conditions.
-            unsafe {
-                let init = std::mem::transmute::<*const (), RawAutoExtension>(
-                    sqlite_vec::sqlite3_vec_init as *const (),
-                );
-                register_auto_extension(init)
-            }
-            .map_err(|e| e.to_string())
-        })
-        .clone()
-        .map_err(StoreError::Extension)
-    }
 }
