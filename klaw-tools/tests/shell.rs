@@ -283,6 +283,112 @@ async fn no_network_unless_allowed(mode: SandboxMode, allowed: bool) {
     }
 }
 
+/// The system Python (`python3` on PATH may be a shim under the home directory, which
+/// the sandboxes hide), or `None` with the reason printed.
+fn python() -> Option<&'static str> {
+    const PY: &str = "/usr/bin/python3";
+    if Path::new(PY).exists() {
+        Some(PY)
+    } else {
+        eprintln!("skipping: {PY} is not installed");
+        None
+    }
+}
+
+/// A host UNIX socket outside the workspace (here: a listener the test opens in a
+/// temporary directory; in real life docker.sock, systemd's or ssh-agent's) cannot be
+/// connected to.
+async fn host_unix_sockets_are_unreachable(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        "import socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect({p:?})\n    print('connected')\nexcept OSError as e:\n    print('refused', e)",
+        p = path.display().to_string()
+    );
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.starts_with("refused"), "{r}");
+    assert!(
+        listener.accept().is_err(),
+        "a sandboxed command reached {}: {r}",
+        path.display()
+    );
+}
+
+/// A command cannot reach the user's terminal: no `/dev/tty`, and no keystrokes pushed
+/// with TIOCSTI. The test binary re-runs itself under `script` (a pseudo-terminal as its
+/// controlling terminal, as an engine started from a shell has) and checks from there.
+async fn the_terminal_is_out_of_reach(mode: SandboxMode) {
+    if python().is_none() || describe(mode, Some(helper())).is_err() {
+        return;
+    }
+    if !Path::new("/usr/bin/script").exists() {
+        eprintln!("skipping: /usr/bin/script is not installed");
+        return;
+    }
+    let name = match mode {
+        SandboxMode::Bwrap => "bwrap_boundary::terminal_probe",
+        _ => "landlock_boundary::terminal_probe",
+    };
+    let exe = std::env::current_exe().unwrap();
+    let line = format!(
+        "'{}' {name} --exact --nocapture --test-threads=1",
+        exe.display()
+    );
+    let out = std::process::Command::new("/usr/bin/script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("KLAW_TEST_TTY_PROBE", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("1 passed") && stdout.contains("terminal probe ran"),
+        "the probe did not run: {stdout}"
+    );
+}
+
+async fn terminal_probe(mode: SandboxMode) {
+    if std::env::var_os("KLAW_TEST_TTY_PROBE").is_none() {
+        return; // only meaningful when started by `the_terminal_is_out_of_reach`
+    }
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    // The test itself has a controlling terminal, so the check below can fail.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .expect("the probe runs with a controlling terminal");
+    let script = "import os, fcntl, termios\n\
+        try:\n    fd = os.open('/dev/tty', os.O_RDWR)\n    print('tty-opened')\n    \
+        fcntl.ioctl(fd, termios.TIOCSTI, b'#')\n    print('injected')\n\
+        except OSError as e:\n    print('tty-refused', e.errno)\n\
+        try:\n    fcntl.ioctl(0, termios.TIOCSTI, b'#')\n    print('injected0')\n\
+        except OSError as e:\n    print('sti-refused', e.errno)\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.contains("tty-refused"), "{r}");
+    assert!(
+        !out.contains("tty-opened") && !out.contains("injected"),
+        "{r}"
+    );
+    if mode == SandboxMode::Landlock {
+        // seccomp answers before the kernel looks at the file (EPERM, not ENOTTY).
+        assert!(out.contains("sti-refused 1\n"), "{r}");
+    }
+    eprintln!("terminal probe ran");
+}
+
 async fn the_data_dir_and_home_are_not_visible(mode: SandboxMode) {
     let Some(kit) = kit(mode) else { return };
     let secret = format!("secret-{}", marker());
@@ -393,6 +499,54 @@ async fn environment_probe(mode: SandboxMode) {
     eprintln!("environment probe ran");
 }
 
+/// When the engine is killed outright (SIGKILL: no drop, no cleanup), the command's whole
+/// tree still ends. The engine here is a child copy of this test binary that starts a
+/// job and waits; the test kills it.
+async fn the_tree_dies_with_the_engine(mode: SandboxMode) {
+    if describe(mode, Some(helper())).is_err() {
+        return;
+    }
+    let name = match mode {
+        SandboxMode::Bwrap => "bwrap::engine_probe",
+        SandboxMode::Landlock => "landlock::engine_probe",
+        SandboxMode::Off => "off::engine_probe",
+        SandboxMode::Auto => "auto::engine_probe",
+    };
+    let tag = marker();
+    let mut engine = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("KLAW_TEST_ENGINE_TAG", &tag)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = eventually(|| grandchild_of(&tag).is_some()).await;
+    engine.kill().unwrap(); // SIGKILL
+    engine.wait().unwrap();
+    assert!(started, "the engine's job did not start");
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "the tree outlived the engine: {:?}",
+        live_with(&tag)
+    );
+}
+
+async fn engine_probe(mode: SandboxMode) {
+    let Ok(tag) = std::env::var("KLAW_TEST_ENGINE_TAG") else {
+        return; // only meaningful when started by `the_tree_dies_with_the_engine`
+    };
+    let Some(kit) = kit(mode) else { return };
+    process(
+        &kit,
+        json!({"action": "start", "command": setsid_grandchild(&tag)}),
+    )
+    .await
+    .unwrap();
+    // Wait to be killed.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
 /// One `#[tokio::test]` per name, each calling the function of that name with `$mode`.
 macro_rules! tests_in_mode {
     ($mode:expr; $($name:ident),* $(,)?) => {$(
@@ -416,6 +570,8 @@ macro_rules! per_mode {
                 the_deny_list_answers_first,
                 the_environment_does_not_leak,
                 environment_probe,
+                the_tree_dies_with_the_engine,
+                engine_probe,
             );
         }
     )*};
@@ -428,6 +584,9 @@ macro_rules! per_sandbox {
             tests_in_mode!($mode;
                 writes_outside_the_workspace_do_not_land,
                 the_data_dir_and_home_are_not_visible,
+                host_unix_sockets_are_unreachable,
+                the_terminal_is_out_of_reach,
+                terminal_probe,
             );
             #[tokio::test]
             async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }

@@ -276,8 +276,13 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    // Its own process group, away from the engine's terminal signals. The helper goes
+    // further and starts a new session (no controlling terminal), which a group leader
+    // could not do, so it is left in ours until then.
+    if !lifeline {
+        cmd.process_group(0);
+    }
     for key in ENV_ALLOW {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);

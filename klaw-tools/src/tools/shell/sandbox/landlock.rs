@@ -3,9 +3,12 @@
 //!
 //! - Landlock: read and execute in the system directories, read and write in the
 //!   workspace and a private temporary directory, nothing anywhere else (the home
-//!   directory and the data dir are unreachable); TCP bind and connect denied unless the
-//!   network is allowed; signals and abstract UNIX sockets scoped to the sandbox.
-//! - seccomp: sockets other than UNIX ones denied unless the network is allowed; the
+//!   directory and the data dir are unreachable); UNIX sockets reachable by path only
+//!   beneath the writable directories (ABI 9); TCP bind and connect denied unless the
+//!   network is allowed; signals and abstract UNIX sockets scoped to the sandbox (ABI 6).
+//!   ABI 3 (truncation) is required; newer rights are used where the kernel has them.
+//! - seccomp: sockets other than UNIX ones denied unless the network is allowed, and
+//!   UNIX ones too where Landlock cannot confine them by path (below ABI 9); the
 //!   calls that reach around the sandbox (ptrace, mount, namespaces, kernel modules,
 //!   BPF, io_uring, keyrings, `open_by_handle_at`) denied.
 //! - Capabilities: all dropped, including from the bounding set, so a command started by
@@ -25,15 +28,19 @@ use seccompiler::{
 
 use super::SYSTEM_DIRS;
 
-/// Device files a command may write (everything else in `/dev` is read-only).
-const WRITABLE_DEVICES: &[&str] = &[
+/// The device files a command may open (read and write); the rest of `/dev` (terminals,
+/// disks, `/dev/tty`) is denied.
+const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
+
+/// `ioctl` requests that type into a terminal (the same on x86_64 and aarch64).
+const TIOCSTI: u64 = 0x5412;
+const TIOCLINUX: u64 = 0x541C;
 
 /// What the helper enforces, as it receives it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -54,39 +61,73 @@ pub(crate) struct HelperPolicy {
 /// Applies Landlock, seccomp and the capability drop to the calling (single-threaded)
 /// process.
 pub(crate) fn restrict(policy: &HelperPolicy) -> Result<(), String> {
-    landlock(policy)?;
-    seccomp(policy.network)?;
+    let abi = landlock(policy)?;
+    // Without `ResolveUnix` (ABI 9) Landlock does not stop `connect(2)` to a UNIX
+    // socket by path (a host's docker.sock, systemd or ssh-agent): refuse UNIX sockets
+    // too, unless the network is allowed anyway (`socketpair` stays allowed).
+    let deny_unix = !policy.network && abi < ABI::V9;
+    seccomp(policy.network, deny_unix)?;
     drop_capabilities()
 }
 
-fn landlock(policy: &HelperPolicy) -> Result<(), String> {
-    let fs = ABI::V5;
+/// The newest Landlock ABI this build knows: every right up to it is handled where the
+/// kernel supports it (best effort), except those [`REQUIRED`] makes mandatory.
+const NEWEST: ABI = ABI::V9;
+
+/// The oldest Landlock ABI the sandbox accepts: ABI 3 (Linux 6.2) is the first that
+/// controls truncation; below it `truncate(2)` and `O_TRUNC` would empty any readable
+/// file on the host.
+const REQUIRED: ABI = ABI::V3;
+
+/// Refuses a kernel whose Landlock ABI is older than [`REQUIRED`].
+fn require(abi: ABI) -> Result<(), String> {
+    if abi < REQUIRED {
+        Err(format!(
+            "this kernel's Landlock (ABI {}) cannot deny truncating files; Landlock ABI 3 \
+             (Linux 6.2) or newer is required",
+            abi as i32
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Applies the Landlock ruleset; returns the kernel's ABI (capped at [`NEWEST`]).
+fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
+    let fs = NEWEST;
     let all = AccessFs::from_all(fs);
-    // No device nodes, even for root.
+    // No device nodes, even for root. `ResolveUnix` (connecting to UNIX sockets by path)
+    // is part of `all`, so only sockets beneath the writable directories are reachable.
     let write: BitFlags<AccessFs> = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     let read = AccessFs::from_read(fs);
     let mut ruleset = Ruleset::default()
+        // Truncation must be enforced: without it a command could empty host files.
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(REQUIRED))
+        .map_err(|e| {
+            format!("Landlock ABI 3 (Linux 6.2) or newer is required to deny truncating files: {e}")
+        })?
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
         .map_err(|e| e.to_string())?;
     if !policy.network {
         ruleset = ruleset
-            .handle_access(AccessNet::from_all(ABI::V4))
+            .handle_access(AccessNet::from_all(fs))
             .map_err(|e| e.to_string())?;
     }
     ruleset = ruleset
-        .scope(Scope::from_all(ABI::V6))
+        .scope(Scope::from_all(fs))
         .map_err(|e| e.to_string())?;
     let status = ruleset
         .create()
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(SYSTEM_DIRS, read))
         .map_err(|e| e.to_string())?
-        .add_rules(path_beneath_rules(["/proc", "/dev", "/sys"], read))
+        .add_rules(path_beneath_rules(["/proc", "/sys"], read))
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(
-            WRITABLE_DEVICES,
-            AccessFs::from_file(fs) & !AccessFs::Execute,
+            DEVICES,
+            AccessFs::from_file(fs) & !(AccessFs::Execute | AccessFs::ResolveUnix),
         ))
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(&policy.write, write))
@@ -95,12 +136,17 @@ fn landlock(policy: &HelperPolicy) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     match status.ruleset {
         RulesetStatus::NotEnforced => Err("Landlock is not enforced by this kernel".into()),
-        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
+        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => {
+            let abi = ABI::from(status.landlock);
+            require(abi)?;
+            Ok(abi)
+        }
     }
 }
 
 /// The seccomp filter: listed calls fail with `EPERM`, everything else is allowed.
-fn seccomp(network: bool) -> Result<(), String> {
+/// With `deny_unix`, `socket(2)` fails for every domain, UNIX included.
+fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for call in [
         libc::SYS_ptrace,
@@ -143,7 +189,20 @@ fn seccomp(network: bool) -> Result<(), String> {
     for call in [libc::SYS_mknod, libc::SYS_iopl, libc::SYS_ioperm] {
         rules.insert(call, Vec::new());
     }
-    if !network {
+    // Typing into a terminal (TIOCSTI) or the Linux console (TIOCLINUX): a command has
+    // no controlling terminal (the helper starts a new session), and these stay denied
+    // on any terminal it might get hold of.
+    rules.insert(
+        libc::SYS_ioctl,
+        [TIOCSTI, TIOCLINUX]
+            .into_iter()
+            .map(|request| arg_is(1, request))
+            .collect::<Result<_, _>>()?,
+    );
+    if deny_unix {
+        // socket(domain, ...) with any domain, AF_UNIX included.
+        rules.insert(libc::SYS_socket, Vec::new());
+    } else if !network {
         // socket(domain, ...) with any domain but AF_UNIX.
         let not_unix = SeccompCondition::new(
             0,
@@ -188,6 +247,13 @@ fn seccomp(network: bool) -> Result<(), String> {
     seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
 }
 
+/// A rule that matches when argument `index` (its low 32 bits) equals `value`.
+fn arg_is(index: u8, value: u64) -> Result<SeccompRule, String> {
+    let c = SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+        .map_err(|e| e.to_string())?;
+    SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+}
+
 fn drop_capabilities() -> Result<(), String> {
     use rustix::thread::{
         CapabilitySet, CapabilitySets, capability_is_in_bounding_set, clear_ambient_capability_set,
@@ -209,4 +275,20 @@ fn drop_capabilities() -> Result<(), String> {
         },
     )
     .map_err(|e| format!("dropping capabilities: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn landlock_without_truncate_control_is_refused() {
+        for old in [ABI::Unsupported, ABI::V1, ABI::V2] {
+            let e = require(old).unwrap_err();
+            assert!(e.contains("Linux 6.2"), "{e}");
+        }
+        for ok in [ABI::V3, ABI::V5, NEWEST] {
+            require(ok).unwrap();
+        }
+    }
 }

@@ -318,9 +318,11 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     let policy = args.next().ok_or("no policy given")?;
     let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
         .map_err(|e| format!("invalid policy: {e}"))?;
-    // Die with the engine; keep every orphan of the tree as our child.
-    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-        .map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    // A new session without a controlling terminal: the command cannot reach the
+    // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
+    rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
+    // Keep every orphan of the tree as our child. No parent-death signal: it would kill
+    // us before the lifeline below ends the tree, and the tree would outlive the engine.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
     if policy.landlock {
