@@ -389,6 +389,76 @@ async fn terminal_probe(mode: SandboxMode) {
     eprintln!("terminal probe ran");
 }
 
+/// No new namespaces through clone(2) (unshare(2) is the obvious way, also denied),
+/// while fork and threads keep working.
+async fn no_namespaces_through_clone(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    // clone(CLONE_NEWUSER | SIGCHLD) and clone(CLONE_NEWNET | CLONE_NEWNS | SIGCHLD);
+    // a child that did start exits at once.
+    let script = "import ctypes, os\n\
+        libc = ctypes.CDLL(None)\n\
+        for flags in (0x10000000 | 17, 0x40000000 | 0x20000 | 17):\n    \
+        r = libc.syscall(56, flags, 0, 0, 0, 0)\n    \
+        if r == 0:\n        os._exit(0)\n    \
+        print(r)\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    assert_eq!(r["stdout"], "-1\n-1\n", "{r}");
+    let threads = "import threading, os\n\
+        t = threading.Thread(target=print, args=('thread',))\nt.start()\nt.join()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    os._exit(7)\n\
+        print('child', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n";
+    let r = exec(&kit, json!({"command": [py, "-c", threads]}))
+        .await
+        .unwrap();
+    assert_eq!(r["stdout"], "thread\nchild 7\n", "{r}");
+}
+
+/// A command cannot change the resource limits or the priority of another process of
+/// the same user (here the test process, standing in for the engine).
+async fn other_processes_limits_are_out_of_reach(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    let limits = || {
+        std::fs::read_to_string("/proc/self/limits")
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("Max open files") || l.starts_with("Max cpu time"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let priority = || {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        stat.rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(16)
+            .unwrap()
+            .to_owned()
+    };
+    let (before, nice_before) = (limits(), priority());
+    let me = std::process::id();
+    let line = format!(
+        "prlimit --pid {me} --nofile=1:1 && echo limited; \
+         {py} -c 'import os; os.setpriority(os.PRIO_PROCESS, {me}, 19); print(\"reniced\")'; \
+         {py} -c 'import os; os.setpriority(os.PRIO_USER, 0, 19); print(\"user-reniced\")'; \
+         ulimit -n 64 && echo own-limit"
+    );
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    assert_eq!(limits(), before, "the test's limits changed: {r}");
+    assert_eq!(priority(), nice_before, "the test's priority changed: {r}");
+    let out = r["stdout"].as_str().unwrap();
+    assert!(!out.contains("limited") && !out.contains("reniced"), "{r}");
+    assert!(
+        out.contains("own-limit"),
+        "a command still sets its own limits: {r}"
+    );
+}
+
 async fn the_data_dir_and_home_are_not_visible(mode: SandboxMode) {
     let Some(kit) = kit(mode) else { return };
     let secret = format!("secret-{}", marker());
@@ -587,6 +657,8 @@ macro_rules! per_sandbox {
                 host_unix_sockets_are_unreachable,
                 the_terminal_is_out_of_reach,
                 terminal_probe,
+                no_namespaces_through_clone,
+                other_processes_limits_are_out_of_reach,
             );
             #[tokio::test]
             async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }
@@ -598,6 +670,35 @@ macro_rules! per_sandbox {
 
 per_mode!(bwrap => SandboxMode::Bwrap, landlock => SandboxMode::Landlock, off => SandboxMode::Off, auto => SandboxMode::Auto);
 per_sandbox!(bwrap_boundary => SandboxMode::Bwrap, landlock_boundary => SandboxMode::Landlock);
+
+/// Landlock does not cover chmod: as root a command owns the system files. seccomp
+/// refuses set-user-ID/set-group-ID bits and ownership changes; `chmod +x` works.
+#[tokio::test]
+async fn landlock_refuses_setuid_bits_and_chown() {
+    let Some(kit) = kit(SandboxMode::Landlock) else {
+        return;
+    };
+    let line = "touch f; chmod +x f && echo plus-x; chmod u+s f && echo setuid; \
+                chmod 2755 f && echo setgid; chown 0:0 f && echo chowned; stat -c %a f";
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    assert_eq!(r["stdout"], "plus-x\n755\n", "{r}");
+}
+
+/// clone3(2) hides its flags from seccomp, so it looks absent (ENOSYS) under Landlock.
+#[tokio::test]
+async fn landlock_makes_clone3_absent() {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(SandboxMode::Landlock) else {
+        return;
+    };
+    let script = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+        args = (ctypes.c_uint64 * 11)(0x10000000, 0, 0, 0, 17)\n\
+        print(libc.syscall(435, args, 88), ctypes.get_errno())\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    assert_eq!(r["stdout"], "-1 38\n", "{r}");
+}
 
 #[test]
 fn a_real_sandbox_is_exercised() {

@@ -144,7 +144,8 @@ fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
     }
 }
 
-/// The seccomp filter: listed calls fail with `EPERM`, everything else is allowed.
+/// The seccomp filters: listed calls fail with `EPERM` (`clone3` with `ENOSYS`),
+/// everything else is allowed.
 /// With `deny_unix`, `socket(2)` fails for every domain, UNIX included.
 fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -199,6 +200,65 @@ fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
             .map(|request| arg_is(1, request))
             .collect::<Result<_, _>>()?,
     );
+    // New namespaces through clone(2) (unshare and setns are denied above): any
+    // CLONE_NEW* flag in the flags (the first argument on x86_64 and aarch64).
+    rules.insert(
+        libc::SYS_clone,
+        NAMESPACE_FLAGS
+            .iter()
+            .map(|&flag| arg_has(0, u64::from(flag.unsigned_abs())))
+            .collect::<Result<_, _>>()?,
+    );
+    // Reaching other processes of the same user (the engine): resource limits and
+    // scheduling only for the command itself (pid 0), no `kill(-1, ...)`.
+    let not_self = |index: u8| -> Result<SeccompRule, String> {
+        let c = SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
+            .map_err(|e| e.to_string())?;
+        SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+    };
+    for call in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setattr,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+    ] {
+        rules.insert(call, vec![not_self(0)?]);
+    }
+    // setpriority(which, who, ...) and ioprio_set(which, who, ...): only `which` =
+    // the process itself (PRIO_PROCESS 0, IOPRIO_WHO_PROCESS 1) with `who` 0.
+    rules.insert(libc::SYS_setpriority, vec![not_self(0)?, not_self(1)?]);
+    let not_process = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 1)
+        .map_err(|e| e.to_string())?;
+    rules.insert(
+        libc::SYS_ioprio_set,
+        vec![
+            SeccompRule::new(vec![not_process]).map_err(|e| e.to_string())?,
+            not_self(1)?,
+        ],
+    );
+    rules.insert(libc::SYS_kill, vec![arg_is(0, u64::from(u32::MAX))?]);
+    // Set-user-ID and set-group-ID bits (Landlock does not cover chmod: as root a
+    // command owns the system files), and ownership changes. `chmod +x` stays allowed.
+    for (call, mode_arg) in [
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+    ] {
+        rules.insert(call, setid_modes(mode_arg)?);
+    }
+    for call in [libc::SYS_fchown, libc::SYS_fchownat] {
+        rules.insert(call, Vec::new());
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        rules.insert(libc::SYS_chmod, setid_modes(1)?);
+        for call in [libc::SYS_chown, libc::SYS_lchown] {
+            rules.insert(call, Vec::new());
+        }
+    }
     if deny_unix {
         // socket(domain, ...) with any domain, AF_UNIX included.
         rules.insert(libc::SYS_socket, Vec::new());
@@ -231,13 +291,25 @@ fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
             rules.insert(call | X32, Vec::new());
         }
     }
+    install(rules, libc::EPERM)?;
+    // clone3(2) passes its flags in memory, where seccomp cannot look: make it look
+    // absent (ENOSYS), so the C library falls back to clone(2), filtered above.
+    let mut clone3: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    clone3.insert(libc::SYS_clone3, Vec::new());
+    #[cfg(target_arch = "x86_64")]
+    clone3.insert(libc::SYS_clone3 | 0x4000_0000, Vec::new());
+    install(clone3, libc::ENOSYS)
+}
+
+/// Installs a filter: the calls in `rules` fail with `errno`, the rest are allowed.
+fn install(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<(), String> {
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno.unsigned_abs()),
         arch,
     )
     .map_err(|e| e.to_string())?;
@@ -245,6 +317,38 @@ fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
     seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
+}
+
+/// The `CLONE_NEW*` flags: each one creates a namespace.
+const NAMESPACE_FLAGS: &[i32] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWCGROUP,
+    libc::CLONE_NEWTIME,
+];
+
+/// A rule that matches when argument `index` has every bit of `flag` set.
+fn arg_has(index: u8, flag: u64) -> Result<SeccompRule, String> {
+    let c = SeccompCondition::new(
+        index,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(flag),
+        flag,
+    )
+    .map_err(|e| e.to_string())?;
+    SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+}
+
+/// Rules matching a mode (argument `index`) with the set-user-ID or set-group-ID bit.
+fn setid_modes(index: u8) -> Result<Vec<SeccompRule>, String> {
+    [libc::S_ISUID, libc::S_ISGID]
+        .into_iter()
+        .map(|bit| arg_has(index, u64::from(bit)))
+        .collect()
 }
 
 /// A rule that matches when argument `index` (its low 32 bits) equals `value`.
