@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::output::{self, SharedTail};
-use super::sandbox::{self, Backend, Policy, SandboxHelper};
+use super::sandbox::{self, Backend, DEFAULT_PATH, Policy, SandboxHelper};
 use super::{deny, tree};
 use crate::schema::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
@@ -164,8 +164,6 @@ const ENV_ALLOW: &[&str] = &[
     "TERM",
 ];
 
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
 /// What to run and where.
 #[derive(Debug, Clone)]
 pub(crate) struct Job {
@@ -245,7 +243,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         network: ctx.limits().network,
     };
     let tmp = match backend {
-        Backend::Bwrap => None,
+        Backend::Bwrap(_) => None,
         _ => Some(
             tempfile::Builder::new()
                 .prefix("klaw-exec-")

@@ -5,10 +5,10 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{Policy, SYSTEM_DIRS};
+use super::{Bwrap, Policy, SYSTEM_DIRS};
 
 /// The `bwrap` arguments that run `argv` under `policy` (`bwrap` itself not included).
-pub(super) fn args(policy: &Policy, argv: &[String]) -> Vec<OsString> {
+pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
         a.extend(items.iter().map(|i| i.as_ref().to_os_string()));
@@ -20,6 +20,15 @@ pub(super) fn args(policy: &Policy, argv: &[String]) -> Vec<OsString> {
         &"--cap-drop",
         &"ALL",
     ]);
+    if bwrap.disable_userns {
+        // No user namespace inside (so no capabilities regained in one): requires a
+        // user namespace of our own, which `--unshare-all` only tries.
+        push(&[
+            &"--unshare-user",
+            &"--disable-userns",
+            &"--assert-userns-disabled",
+        ]);
+    }
     if policy.network {
         push(&[&"--share-net"]);
     }
@@ -72,12 +81,17 @@ mod tests {
             hidden: vec![],
             network: false,
         };
-        let a: Vec<String> = args(&policy, &["true".into()])
+        let bwrap = Bwrap {
+            path: PathBuf::from("/usr/bin/bwrap"),
+            disable_userns: true,
+        };
+        let a: Vec<String> = args(&bwrap, &policy, &["true".into()])
             .into_iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
         let joined = a.join(" ");
         assert!(joined.contains("--unshare-all"), "{joined}");
+        assert!(joined.contains("--disable-userns"), "{joined}");
         assert!(!joined.contains("--share-net"), "{joined}");
         assert!(joined.contains("--bind /w /w"), "{joined}");
         assert!(joined.contains("--tmpfs /tmp"), "{joined}");

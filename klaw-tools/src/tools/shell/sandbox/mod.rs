@@ -81,7 +81,7 @@ pub(crate) struct Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Backend {
     /// bubblewrap.
-    Bwrap,
+    Bwrap(Bwrap),
     /// Our helper with Landlock + seccomp.
     Landlock(PathBuf),
     /// Our helper without restrictions (mode `off`): it only supervises the tree.
@@ -94,11 +94,21 @@ impl Backend {
     /// The name reported in results and by `doctor`.
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Backend::Bwrap => "bwrap",
+            Backend::Bwrap(_) => "bwrap",
             Backend::Landlock(_) => "landlock",
             Backend::Supervised(_) | Backend::Direct => "off",
         }
     }
+}
+
+/// A bubblewrap that works here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Bwrap {
+    /// Its absolute path, found once on the engine's `PATH` (never relative to a
+    /// command's working directory).
+    pub(crate) path: PathBuf,
+    /// Whether it supports `--disable-userns` (bubblewrap 0.8 and later).
+    pub(crate) disable_userns: bool,
 }
 
 /// Picks the backend for `mode`, or says why none may run.
@@ -108,7 +118,7 @@ pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend
         None => Err("the sandbox helper (the current executable) cannot be found".into()),
     };
     match mode {
-        SandboxMode::Bwrap => probe_bwrap().map(|()| Backend::Bwrap).map_err(|e| {
+        SandboxMode::Bwrap => probe_bwrap().map(Backend::Bwrap).map_err(|e| {
             ToolError::unavailable(format!(
                 "the `bwrap` sandbox does not work here: {e}; install bubblewrap or set `sandbox` to `auto`"
             ))
@@ -119,7 +129,7 @@ pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend
             ))
         }),
         SandboxMode::Auto => match probe_bwrap() {
-            Ok(()) => Ok(Backend::Bwrap),
+            Ok(b) => Ok(Backend::Bwrap(b)),
             Err(b) => landlock().map_err(|l| {
                 ToolError::unavailable(format!(
                     "no OS sandbox works here, so commands are refused (bwrap: {b}; landlock: {l}); \
@@ -139,7 +149,7 @@ pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend
 pub fn describe(mode: SandboxMode, helper: Option<&Path>) -> Result<String, String> {
     let backend = select(mode, helper).map_err(|e| e.message().to_owned())?;
     Ok(match (&backend, mode) {
-        (Backend::Bwrap, _) => "bwrap (bubblewrap: namespaces, read-only system, private /tmp)".into(),
+        (Backend::Bwrap(_), _) => "bwrap (bubblewrap: namespaces, read-only system, private /tmp)".into(),
         (Backend::Landlock(_), SandboxMode::Auto) => format!(
             "landlock + seccomp (bwrap does not work here: {})",
             probe_bwrap().err().unwrap_or_default()
@@ -152,11 +162,14 @@ pub fn describe(mode: SandboxMode, helper: Option<&Path>) -> Result<String, Stri
     })
 }
 
-/// Whether bubblewrap runs a command here (cached).
-pub(crate) fn probe_bwrap() -> Result<(), String> {
-    static BWRAP: OnceLock<Result<(), String>> = OnceLock::new();
+/// Whether bubblewrap runs a command here, and how (cached).
+pub(crate) fn probe_bwrap() -> Result<Bwrap, String> {
+    static BWRAP: OnceLock<Result<Bwrap, String>> = OnceLock::new();
     BWRAP
         .get_or_init(|| {
+            let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+            let path = find_program("bwrap", &path)
+                .ok_or_else(|| "`bwrap` is not installed (not found on PATH)".to_owned())?;
             let dir = tempfile::tempdir().map_err(|e| format!("temporary dir: {e}"))?;
             let ws = std::fs::canonicalize(dir.path()).map_err(|e| e.to_string())?;
             let policy = Policy {
@@ -165,21 +178,42 @@ pub(crate) fn probe_bwrap() -> Result<(), String> {
                 hidden: vec![],
                 network: false,
             };
-            let out = std::process::Command::new("bwrap")
-                .args(bwrap::args(&policy, &["true".into()]))
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => "`bwrap` is not installed".to_owned(),
-                    _ => format!("cannot start `bwrap`: {e}"),
-                })?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(first_line(&out.stderr, "bwrap failed"))
+            // With `--disable-userns` where this bubblewrap has it, else without.
+            let mut last = String::new();
+            for disable_userns in [true, false] {
+                let bwrap = Bwrap {
+                    path: path.clone(),
+                    disable_userns,
+                };
+                let out = std::process::Command::new(&bwrap.path)
+                    .args(bwrap::args(&bwrap, &policy, &["true".into()]))
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("cannot start `{}`: {e}", bwrap.path.display()))?;
+                if out.status.success() {
+                    return Ok(bwrap);
+                }
+                last = first_line(&out.stderr, "bwrap failed");
             }
+            Err(last)
         })
         .clone()
+}
+
+/// The default `PATH` when the engine has none.
+pub(crate) const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The first executable file `name` in the absolute directories of `path` (relative
+/// entries, such as an empty one or `.`, would depend on the working directory).
+fn find_program(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// Whether `helper` acts as the sandbox helper and (with `landlock`) can apply
@@ -271,7 +305,7 @@ pub(crate) fn wrap(
         Ok::<_, ToolError>((helper.as_os_str().to_owned(), args))
     };
     match backend {
-        Backend::Bwrap => Ok(("bwrap".into(), bwrap::args(policy, argv))),
+        Backend::Bwrap(b) => Ok((b.path.clone().into(), bwrap::args(b, policy, argv))),
         Backend::Landlock(h) => helper_call(h, true),
         Backend::Supervised(h) => helper_call(h, false),
         Backend::Direct => {
@@ -374,4 +408,27 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_only_in_absolute_path_entries() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = bin.join("bwrap");
+        std::fs::write(&fake, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Relative entries (a workspace's `bin`, `.`, the empty entry) are skipped.
+        assert_eq!(find_program("bwrap", "bin:.::".as_ref()), None);
+        let path = format!("bin:{}", bin.display());
+        assert_eq!(find_program("bwrap", path.as_ref()), Some(fake.clone()));
+        // Not executable: skipped.
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(find_program("bwrap", path.as_ref()), None);
+    }
 }
