@@ -1,4 +1,7 @@
-//! The command line: `tools`, `call`, `doctor`, `config`.
+//! The command line: `tools`, `call`, `doctor`, `config`, `memory`.
+
+#[cfg(feature = "memory")]
+mod memory;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -42,6 +45,13 @@ pub enum Command {
     Doctor,
     /// Print the effective configuration (every key, with defaults and overrides applied).
     Config,
+    /// Import text into memory, or search it.
+    #[cfg(feature = "memory")]
+    Memory {
+        /// What to do with memory.
+        #[command(subcommand)]
+        command: memory::MemoryCommand,
+    },
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
@@ -102,6 +112,10 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
         }),
         Some(Command::Call { name, args }) => {
             with_config(|config| call(config.clone(), &name, args))
+        }
+        #[cfg(feature = "memory")]
+        Some(Command::Memory { command }) => {
+            with_config(|config| memory::run(config.clone(), command))
         }
         None => {
             let code = doctor();

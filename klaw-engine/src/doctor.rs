@@ -113,6 +113,8 @@ pub fn doctor() -> Vec<Check> {
     out.push(sandbox_check(&config));
     #[cfg(feature = "memory")]
     out.push(memory_check());
+    #[cfg(feature = "memory")]
+    out.push(memory_index_check(&config));
     out.push(tools_check());
     out
 }
@@ -141,6 +143,45 @@ fn memory_check() -> Check {
                 "run `make setup` (scripts/setup-models.sh; KLAW_CACHE overrides ~/.cache/klaw)"
                     .into(),
             ),
+        ),
+    }
+}
+
+/// The memory index in the data directory, looked into read-only (the model is not
+/// loaded): its size and the model that built it.
+#[cfg(feature = "memory")]
+fn memory_index_check(config: &Config) -> Check {
+    use klaw_tools::tools::memory::{index::MEMORY_DB, store};
+    let path = config.data_dir.join(MEMORY_DB);
+    match store::inspect(&path) {
+        Ok(None) => check(
+            "memory db",
+            Status::Ok,
+            format!(
+                "{} not created yet (the first memory_save or `memory import` creates it)",
+                path.display()
+            ),
+            None,
+        ),
+        Ok(Some(info)) => check(
+            "memory db",
+            Status::Ok,
+            format!(
+                "{}: {}; model {}",
+                path.display(),
+                plural(info.chunks, "chunk"),
+                info.fingerprint.as_deref().unwrap_or("not recorded")
+            ),
+            None,
+        ),
+        Err(e) => check(
+            "memory db",
+            Status::Fail,
+            format!("{} cannot be read: {e}", path.display()),
+            Some(format!(
+                "move {} aside and re-import your notes (`klaw-engine memory import`)",
+                path.display()
+            )),
         ),
     }
 }

@@ -26,14 +26,17 @@ impl Default for Weights {
 }
 
 /// Which side of a hybrid search found a result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, crate::ToolSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FoundBy {
-    /// Only the full-text index.
+    /// Только полнотекстовый индекс (по словам)
+    #[schema(description_en = "Only the full-text index (by words)")]
     Text,
-    /// Only the vector index.
+    /// Только векторный индекс (по смыслу)
+    #[schema(description_en = "Only the vector index (by meaning)")]
     Vector,
-    /// Both.
+    /// Оба
+    #[schema(description_en = "Both")]
     Both,
 }
 

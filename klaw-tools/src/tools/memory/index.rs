@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
@@ -90,15 +90,18 @@ impl From<MemoryError> for ToolError {
 }
 
 /// How [`Index::search`] ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToolSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToolSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
     /// По смыслу и по словам, объединённые (Reciprocal Rank Fusion)
     #[default]
+    #[schema(description_en = "By meaning and by words, fused (Reciprocal Rank Fusion)")]
     Hybrid,
     /// Только по словам (полнотекстовый индекс)
+    #[schema(description_en = "By words only (the full-text index)")]
     Text,
     /// Только по смыслу (векторы)
+    #[schema(description_en = "By meaning only (the vectors)")]
     Vector,
 }
 

@@ -126,6 +126,41 @@ fn normalised(v: &[f32], dims: usize) -> Result<Vec<u8>, StoreError> {
         .collect())
 }
 
+/// What [`inspect`] finds in an index file, without the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexInfo {
+    /// Chunks stored.
+    pub chunks: usize,
+    /// The fingerprint of the model that built it, if recorded.
+    pub fingerprint: Option<String>,
+    /// The vectors' dimensions, if recorded.
+    pub dims: Option<usize>,
+}
+
+/// Looks into the index at `path` read-only (no model, no sqlite-vec, nothing written):
+/// `None` when the file does not exist.
+pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, StoreError> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))?;
+    let n: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+    let meta = |key: &str| -> Result<Option<String>, StoreError> {
+        Ok(conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    };
+    Ok(Some(IndexInfo {
+        chunks: usize::try_from(n).unwrap_or_default(),
+        fingerprint: meta("fingerprint")?,
+        dims: meta("dims")?.and_then(|d| d.parse().ok()),
+    }))
+}
+
 /// sqlite-vec's largest `k`; larger requests are capped.
 pub const MAX_K: usize = 4096;
 

@@ -1,0 +1,319 @@
+//! Memory through the `klaw-engine` binary, as a user runs it: tools that persist across
+//! processes, `memory import`, `memory search`, core memory under concurrent processes,
+//! and the doctor's look at the index. The real model is needed (`make setup`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+/// The cache `make setup` fills.
+fn cache() -> PathBuf {
+    std::env::var_os("KLAW_CACHE")
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw"))
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    cache: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            cache: cache(),
+        }
+    }
+
+    fn without_model() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("empty-cache");
+        Self { dir, cache }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_klaw-engine"));
+        c.args(args)
+            .env_clear()
+            .env("HOME", self.dir.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TZ", "UTC")
+            .env("KLAW_CACHE", &self.cache)
+            .env("KLAW_DATA", self.data());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs a command that must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}\n{}\n(run `make setup` if the model is missing)",
+            stdout(&o),
+            stderr(&o)
+        );
+        stdout(&o)
+    }
+
+    fn call(&self, tool: &str, args: &Value) -> Value {
+        serde_json::from_str(&self.ok(&["call", tool, &args.to_string()])).unwrap()
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn home(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_saved_memory_is_found_by_a_new_process_and_not_stored_twice() {
+    let env = Env::new();
+    let content = "The Wi-Fi password at the dacha is 'sunflower-42'.";
+    let saved = env.call("memory_save", &json!({"content": content}));
+    assert_eq!(saved["inserted"], 1, "{saved}");
+    assert_eq!(saved["alreadyStored"], false);
+
+    let found = env.call(
+        "memory_search",
+        &json!({"query": "пароль от вайфая на даче", "topK": 3}),
+    );
+    let first = &found["results"][0];
+    assert_eq!(first["content"], content, "{found}");
+    assert_eq!(first["source"], "manual");
+    assert!(
+        first["foundBy"] == "vector" || first["foundBy"] == "both",
+        "{found}"
+    );
+
+    let again = env.call("memory_save", &json!({"content": content}));
+    assert_eq!(again["alreadyStored"], true, "{again}");
+    assert_eq!(again["duplicates"], 1);
+
+    // The doctor sees the index without loading the model.
+    let out = env.ok(&["doctor"]);
+    assert!(out.contains("ok    memory db"), "{out}");
+    assert!(out.contains("1 chunk; model sha256:"), "{out}");
+}
+
+#[test]
+fn import_files_directories_and_jsonl_then_search() {
+    let env = Env::new();
+    let notes = env.home().join("notes");
+    std::fs::create_dir_all(notes.join("deep")).unwrap();
+    std::fs::write(
+        notes.join("servers.md"),
+        "# Servers\n\nThe staging database runs on srv-db-07 in Frankfurt.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        notes.join("deep/tea.txt"),
+        "Anna drinks green tea without sugar.\n",
+    )
+    .unwrap();
+    std::fs::write(notes.join("ignored.bin"), [0u8, 1, 2]).unwrap();
+    let jsonl = env.home().join("history.jsonl");
+    std::fs::write(
+        &jsonl,
+        [
+            r#"{"content": "Meeting with Boris moved to Thursday 15:00.", "source": "chat", "created_at": "2021-03-04"}"#,
+            r#"{"content": "The invoice number is INV-99812.", "created_at": 1700000000}"#,
+            r#"{"content": "broken"#,
+            "",
+            r#"{"content": "Parking is on level -2.", "created_at": "2024-02-30T00:00:00Z"}"#,
+            r#"{"content": "The cat is called Barsik.", "created_at": "2022-05-06T07:08:09+03:00"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+
+    let o = env.run(&[
+        "memory",
+        "import",
+        notes.to_str().unwrap(),
+        jsonl.to_str().unwrap(),
+    ]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains(
+            "imported 3 files: 5 documents, 5 chunks (5 inserted, 0 duplicates), 2 skipped lines"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("chunks/s"), "{out}");
+    assert!(err.contains("history.jsonl:3: "), "{err}");
+    assert!(err.contains("history.jsonl:5: created_at"), "{err}");
+    // stderr is not a terminal here: plain progress lines, no bar.
+    assert!(err.contains("progress: "), "{err}");
+    assert!(!err.contains('\r'), "{err}");
+
+    let found: Value =
+        serde_json::from_str(&env.ok(&["memory", "search", "Boris", "--json", "--mode", "text"]))
+            .unwrap();
+    assert_eq!(found["count"], 1, "{found}");
+    let hit = &found["results"][0];
+    assert_eq!(hit["source"], "chat");
+    assert_eq!(hit["date"], "2021-03-04");
+    assert_eq!(hit["foundBy"], "text");
+
+    let found: Value =
+        serde_json::from_str(&env.ok(&["memory", "search", "INV-99812", "--json"])).unwrap();
+    let hit = &found["results"][0];
+    assert_eq!(hit["source"], jsonl.display().to_string(), "{found}");
+    assert_eq!(hit["date"], "2023-11-14");
+    let found: Value =
+        serde_json::from_str(&env.ok(&["memory", "search", "Barsik", "--json", "--mode", "text"]))
+            .unwrap();
+    assert_eq!(found["results"][0]["date"], "2022-05-06", "{found}");
+
+    // A list for people: rank, score, side, date, source, then the text on one line.
+    let out = env.ok(&[
+        "memory",
+        "search",
+        "where is the staging database?",
+        "--top-k",
+        "2",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with(" 1. "), "{out}");
+    assert!(lines[0].ends_with("servers.md"), "{out}");
+    assert!(lines[1].contains("srv-db-07"), "{out}");
+    assert_eq!(lines.len(), 4, "{out}");
+
+    // Importing again stores nothing new.
+    let out = env.ok(&[
+        "memory",
+        "import",
+        notes.to_str().unwrap(),
+        jsonl.to_str().unwrap(),
+    ]);
+    assert!(out.contains("(0 inserted, 5 duplicates)"), "{out}");
+}
+
+#[test]
+fn memory_command_errors_and_exit_codes() {
+    let env = Env::new();
+    // Usage errors: 2.
+    assert_eq!(env.run(&["memory", "search"]).status.code(), Some(2));
+    assert_eq!(env.run(&["memory", "import"]).status.code(), Some(2));
+    let o = env.run(&["memory", "search", "x", "--mode", "fuzzy"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("expected hybrid, text or vector"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.run(&["memory", "search", "  "]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the query is empty"), "{}", stderr(&o));
+    let o = env.run(&["memory", "search", "x", "--top-k", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // Failures: 1.
+    let o = env.run(&["memory", "import", "/no/such/dir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("/no/such/dir"), "{}", stderr(&o));
+    let other = env.home().join("a.pdf");
+    std::fs::write(&other, "x").unwrap();
+    let o = env.run(&["memory", "import", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not a .md, .markdown, .txt or .jsonl file"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Without the model: 1, with the setup hint.
+    let bare = Env::without_model();
+    let o = bare.run(&["memory", "search", "tea"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("make setup"), "{}", stderr(&o));
+    let notes = bare.home().join("n.md");
+    std::fs::write(&notes, "tea").unwrap();
+    let o = bare.run(&["memory", "import", notes.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("make setup"), "{}", stderr(&o));
+    let o = bare.run(&["call", "memory_save", r#"{"content": "tea"}"#]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("make setup"), "{}", stderr(&o));
+}
+
+#[test]
+fn concurrent_core_memory_updates_from_many_processes_lose_nothing() {
+    let env = Env::new();
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            let args = json!({"section": "user", "key": format!("k{i}"), "value": format!("v{i}")});
+            env.cmd(&["call", "memory_core_update", &args.to_string()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let got = env.call("memory_core_get", &json!({}));
+    let user = got["user"].as_object().unwrap();
+    assert_eq!(user.len(), 8, "{got}");
+    for i in 0..8 {
+        assert_eq!(user[&format!("k{i}")], format!("v{i}"));
+    }
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.data().join("core_memory.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(file["user"], got["user"]);
+
+    let o = env.run(&[
+        "call",
+        "memory_core_delete",
+        r#"{"section": "agent", "key": "k1"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no key `k1` in core memory section `agent`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn doctor_reports_a_missing_and_a_broken_index() {
+    let env = Env::without_model();
+    let out = env.ok(&["doctor"]);
+    assert!(out.contains("ok    memory db   "), "{out}");
+    assert!(out.contains("not created yet"), "{out}");
+    std::fs::create_dir_all(env.data()).unwrap();
+    std::fs::write(
+        env.data().join("memory.sqlite"),
+        "not a database at all, just text",
+    )
+    .unwrap();
+    let o = env.run(&["doctor"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("FAIL  memory db"), "{out}");
+    assert!(out.contains("cannot be read"), "{out}");
+}
