@@ -1,4 +1,4 @@
-//! The command line: `tools`, `call`, `doctor`, `config`, `memory`.
+//! The command line: `tools`, `call`, `doctor`, `config`, `memory`, `docs index`.
 
 #[cfg(feature = "memory")]
 mod memory;
@@ -51,6 +51,26 @@ pub enum Command {
         /// What to do with memory.
         #[command(subcommand)]
         command: memory::MemoryCommand,
+    },
+    /// The embedded documentation the `docs_*` tools serve.
+    #[cfg(feature = "docs")]
+    Docs {
+        /// What to do with it.
+        #[command(subcommand)]
+        command: DocsCommand,
+    },
+}
+
+/// A `docs` subcommand.
+#[cfg(feature = "docs")]
+#[derive(Debug, Subcommand)]
+pub enum DocsCommand {
+    /// Bring the docs search index in step with the embedded docs now (new and changed
+    /// files are re-indexed, removed ones dropped); print what was done.
+    Index {
+        /// Re-index every file from scratch.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -117,6 +137,10 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
         Some(Command::Memory { command }) => {
             with_config(|config| memory::run(config.clone(), command))
         }
+        #[cfg(feature = "docs")]
+        Some(Command::Docs {
+            command: DocsCommand::Index { force },
+        }) => with_config(|config| docs_index(config.clone(), force)),
         None => {
             let code = doctor();
             if code != ExitCode::SUCCESS {
@@ -217,6 +241,34 @@ fn call(config: Config, name: &str, args: String) -> ExitCode {
             let _ = writeln!(std::io::stderr(), "{}", e.to_model_text());
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(feature = "docs")]
+fn docs_index(config: Config, force: bool) -> ExitCode {
+    init_logging(&config);
+    let engine = match Engine::new(config) {
+        Ok(e) => e,
+        Err(e) => return fail(&e.to_string()),
+    };
+    match klaw_tools::tools::docs::sync_context(engine.context(), force) {
+        Ok(r) => {
+            out(&format!(
+                "docs index: {} indexed, {} unchanged, {} removed; {} in {:.1} s ({})",
+                crate::doctor::plural(r.indexed, "file"),
+                r.unchanged,
+                r.removed,
+                crate::doctor::plural(r.chunks, "chunk"),
+                r.elapsed.as_secs_f64(),
+                engine
+                    .config()
+                    .data_dir
+                    .join(klaw_tools::tools::docs::DOCS_DB)
+                    .display()
+            ));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&format!("docs index: {e}")),
     }
 }
 

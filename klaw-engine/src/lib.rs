@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 use klaw_tools::{Args, Caller, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
+#[cfg(feature = "docs")]
+pub use cli::DocsCommand;
 pub use cli::{Cli, Command, main, run};
 pub use config::{Config, ConfigError, EngineConfig};
 pub use doctor::{Check, Status, doctor};

@@ -379,3 +379,35 @@ fn auto_falls_back_to_landlock_when_bwrap_fails() {
         "{out}"
     );
 }
+
+/// `docs index` with the real model (installed by `make setup`; missing, this fails with
+/// the setup hint): the first run indexes every doc, the second finds nothing changed.
+#[cfg(feature = "docs")]
+#[test]
+fn docs_index_twice_reindexes_nothing_the_second_time() {
+    let cache = std::env::var_os("KLAW_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/klaw"));
+    let env = Env::new();
+    let run = || {
+        env.cmd(&["docs", "index"])
+            .env("KLAW_CACHE", &cache)
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    let out = stdout(&first);
+    assert!(out.starts_with("docs index: "), "{out}");
+    assert!(!out.contains(" 0 files indexed"), "{out}");
+    let second = run();
+    assert!(second.status.success(), "{}", stderr(&second));
+    let out = stdout(&second);
+    assert!(out.contains("docs index: 0 files indexed"), "{out}");
+    assert!(out.contains("0 removed; 0 chunks"), "{out}");
+}

@@ -328,6 +328,54 @@ fn remove_source_removes_text_stems_and_vectors() {
 }
 
 #[test]
+fn remove_source_prefix_is_literal_and_removes_every_section() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let sourced = |content: &str, source: &str, i: usize| NewChunk {
+        source: source.into(),
+        ..chunk(content, unit(i))
+    };
+    store
+        .insert(&[
+            sourced(
+                "Atomic writes go through a temporary file.",
+                "tools/files.md#atomic-writes",
+                4,
+            ),
+            sourced(
+                "Paths are relative to the workspace.",
+                "tools/files.md#paths",
+                5,
+            ),
+            sourced(
+                "A 100% match, with wildcards in the source.",
+                "tools/f_les.md#x",
+                6,
+            ),
+            sourced(
+                "The files doc, but another file.",
+                "tools/files.md.bak#x",
+                7,
+            ),
+        ])
+        .unwrap();
+    // `_` and `%` are not wildcards: only the exact prefix matches.
+    assert_eq!(store.remove_source_prefix("tools/f%").unwrap(), 0);
+    assert_eq!(store.remove_source_prefix("tools/files.md#").unwrap(), 2);
+    assert_eq!(store.len().unwrap(), 6);
+    assert!(store.search_text("atomic", 5).unwrap().is_empty());
+    assert!(
+        store
+            .search_vector(&unit(5), 8)
+            .unwrap()
+            .iter()
+            .all(|h| !h.source.starts_with("tools/files.md#"))
+    );
+    assert_eq!(store.remove_source_prefix("tools/f_les.md#").unwrap(), 1);
+}
+
+#[test]
 fn meta_values_persist() {
     let (_d, path) = db();
     {

@@ -11,3 +11,6 @@ pub mod shell;
 
 #[cfg(feature = "memory")]
 pub mod memory;
+
+#[cfg(feature = "docs")]
+pub mod docs;

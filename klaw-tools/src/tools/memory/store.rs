@@ -314,10 +314,21 @@ impl MemoryStore {
     /// Removes every chunk whose source is `source` (text, stems and vector) in one
     /// transaction; returns how many.
     pub fn remove_source(&mut self, source: &str) -> Result<usize, StoreError> {
+        self.remove_where("source = ?1", source)
+    }
+
+    /// Removes every chunk whose source starts with `prefix` (compared exactly, no
+    /// wildcards), in one transaction; returns how many. The docs index keeps a file's
+    /// sections as `path#anchor` and removes a file with the prefix `path#`.
+    pub fn remove_source_prefix(&mut self, prefix: &str) -> Result<usize, StoreError> {
+        self.remove_where("substr(source, 1, length(?1)) = ?1", prefix)
+    }
+
+    fn remove_where(&mut self, condition: &str, value: &str) -> Result<usize, StoreError> {
         let tx = self.conn.transaction()?;
         let ids: Vec<i64> = {
-            let mut st = tx.prepare("SELECT id FROM chunks WHERE source = ?1")?;
-            let rows = st.query_map([source], |r| r.get(0))?;
+            let mut st = tx.prepare(&format!("SELECT id FROM chunks WHERE {condition}"))?;
+            let rows = st.query_map([value], |r| r.get(0))?;
             rows.collect::<Result<_, _>>()?
         };
         {
