@@ -31,7 +31,7 @@ pub struct DocsHit {
     pub score: f64,
     /// Кто нашёл: text (по словам), vector (по смыслу) или both (оба)
     #[schema(description_en = "What found it: text (by words), vector (by meaning) or both")]
-    pub found_by: String,
+    pub found_by: FoundBy,
 }
 
 /// The answer of `docs_search`.
@@ -90,12 +90,7 @@ pub async fn docs_search(
                     path: h.source,
                     heading,
                     score: h.score,
-                    found_by: match h.found_by {
-                        FoundBy::Text => "text",
-                        FoundBy::Vector => "vector",
-                        FoundBy::Both => "both",
-                    }
-                    .to_owned(),
+                    found_by: h.found_by,
                 }
             })
             .collect();
