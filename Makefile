@@ -31,12 +31,15 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip.
+## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
+## memory search latency (p50/p99, peak RSS) and save throughput.
 bench: setup
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench files
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
+	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory
+	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_latency
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
 ui:

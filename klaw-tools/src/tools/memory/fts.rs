@@ -5,6 +5,12 @@
 //! the stems are stored in their own FTS5 column, so "кошками" finds "кошка" and
 //! "running" finds "runs". A user's query is never passed to FTS5 as syntax: every term is
 //! a quoted string, so `"`, `*`, `AND`, `NEAR(`, `-`, `:` and the like are just text.
+//!
+//! Stop words ("the", "what", "на", "какой", ...) are dropped from a query (not from the
+//! stored text) unless the query has nothing else. Otherwise a question whose real words
+//! are not in any chunk (a Russian question about an English note) still fills the text
+//! ranking with chunks that share only "на" or "the", and Reciprocal Rank Fusion, which
+//! sees ranks and not how weak a match is, lets them push the vector side's answer down.
 
 use rust_stemmers::{Algorithm, Stemmer};
 use std::sync::OnceLock;
@@ -30,6 +36,47 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(|w| w.to_lowercase().replace('ё', "е"))
 }
 
+/// English stop words: Snowball's list, plus the pieces our word splitting makes of
+/// contractions (`don't` gives `don` and `t`).
+#[rustfmt::skip]
+const STOP_EN: &[&str] = &[
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
+    "are", "as", "at", "be", "because", "been", "before", "being", "below", "between",
+    "both", "but", "by", "could", "d", "did", "do", "does", "doing", "don", "down",
+    "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "itself", "ll", "m", "me", "more", "most", "my",
+    "myself", "nor", "of", "off", "on", "once", "only", "or", "other", "ought", "our",
+    "ours", "ourselves", "out", "over", "own", "re", "s", "same", "she", "should", "so",
+    "some", "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "ve", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "why", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves",
+];
+
+/// Russian stop words: Snowball's list without the words that carry meaning in a note
+/// (`нельзя`, `можно`, `надо`, `никогда`, numbers, ...), plus the forms of `какой`,
+/// `который` and `сколько`. Lower case, `ё` written `е`.
+#[rustfmt::skip]
+const STOP_RU: &[&str] = &[
+    "а", "без", "бы", "был", "была", "были", "было", "быть", "в", "вам", "вас", "ведь",
+    "во", "вот", "все", "всего", "всех", "вы", "где", "да", "даже", "для", "до", "его",
+    "ее", "ей", "ему", "если", "есть", "еще", "же", "за", "здесь", "и", "из", "или",
+    "им", "их", "к", "как", "какая", "какие", "каким", "каких", "какое", "какой",
+    "каком", "какую", "когда", "которая", "которые", "который", "которых", "кто",
+    "куда", "ли", "меня", "мне", "мной", "мы", "на", "над", "нас", "него", "нее", "ней",
+    "нибудь", "ним", "них", "но", "ну", "о", "об", "он", "она", "они", "оно", "от",
+    "по", "под", "при", "про", "с", "сколько", "со", "так", "там", "те", "тем", "то",
+    "того", "тоже", "той", "только", "том", "ты", "у", "уж", "уже", "чего", "чем",
+    "что", "чтоб", "чтобы", "эта", "эти", "это", "этого", "этой", "этом", "этот", "эту",
+    "я",
+];
+
+fn is_stop_word(word: &str) -> bool {
+    STOP_EN.binary_search(&word).is_ok() || STOP_RU.binary_search(&word).is_ok()
+}
+
 /// The Snowball stem of one lower-cased word (Russian if it has Cyrillic, else English).
 pub fn stem(word: &str) -> String {
     let (ru, en) = stemmers();
@@ -53,10 +100,14 @@ fn quote(term: &str) -> String {
 ///
 /// Each word matches as itself or as its stem (`"кошками" OR "кошк"`), and the words are
 /// joined with `OR`, so a chunk with more of them ranks higher under bm25 without one
-/// missing word hiding it. Every term is quoted.
+/// missing word hiding it. Stop words are left out unless every word is one. Every term
+/// is quoted.
 pub fn match_query(query: &str) -> Option<String> {
+    let all: Vec<String> = words(query).collect();
+    let content: Vec<String> = all.iter().filter(|w| !is_stop_word(w)).cloned().collect();
+    let chosen = if content.is_empty() { all } else { content };
     let mut terms: Vec<String> = Vec::new();
-    for w in words(query) {
+    for w in chosen {
         let s = stem(&w);
         for t in [w, s] {
             let q = quote(&t);
@@ -99,6 +150,36 @@ mod tests {
             assert!(part.starts_with('"') && part.ends_with('"'), "{part}");
         }
         assert!(!q.contains("NEAR("));
+    }
+
+    #[test]
+    fn stop_words_are_left_out_of_a_query() {
+        assert_eq!(
+            match_query("Where is the garage key?").unwrap(),
+            r#""garage" OR "garag" OR "key""#
+        );
+        assert_eq!(
+            match_query("На какое число?").unwrap(),
+            format!(r#""число" OR "{}""#, stem("число"))
+        );
+    }
+
+    #[test]
+    fn a_query_of_stop_words_only_keeps_them() {
+        assert_eq!(
+            match_query("What is it").unwrap(),
+            r#""what" OR "is" OR "it""#
+        );
+    }
+
+    #[test]
+    fn stop_word_lists_are_lower_case_and_sorted() {
+        for list in [STOP_EN, STOP_RU] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+            for w in list {
+                assert_eq!(*w, w.to_lowercase().replace('ё', "е"));
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,112 @@
+//! `memory_search` latency percentiles and peak memory: 1000 searches per case after 50
+//! warm-up ones, each timed alone, then p50, p90, p99 and the maximum; at the end the
+//! process's peak RSS (`VmHWM`). The cases are those of `benches/memory.rs`
+//! (`memory_search`), on the same cached stores (test-set notes plus filler with random
+//! vectors, see `support/memory.rs`). Prints only; asserts nothing.
+//!
+//! Arguments that do not start with `--` select the cases whose name contains one of
+//! them, e.g. `100k/hybrid_incl_embed` alone for its peak RSS under `/usr/bin/time -v`.
+//!
+//! Run with: cargo bench -p klaw-tools --features memory --bench memory_latency
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
+
+#[path = "support/memory.rs"]
+mod support;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use klaw_tools::tools::memory::Embedder;
+use klaw_tools::tools::memory::fuse::Weights;
+use klaw_tools::tools::memory::store::MemoryStore;
+
+const K: usize = 10;
+const RUNS: usize = 1000;
+const WARM_UP: usize = 50;
+
+#[derive(Clone, Copy)]
+enum Case {
+    HybridInclEmbed,
+    VectorInclEmbed,
+    Text,
+    HybridSearchOnly,
+}
+
+fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let cases = [
+        (10_000, "10k/hybrid_incl_embed", Case::HybridInclEmbed),
+        (100_000, "100k/hybrid_incl_embed", Case::HybridInclEmbed),
+        (100_000, "100k/vector_incl_embed", Case::VectorInclEmbed),
+        (100_000, "100k/text", Case::Text),
+        (100_000, "100k/hybrid_search_only", Case::HybridSearchOnly),
+    ];
+    let selected: Vec<_> = cases
+        .into_iter()
+        .filter(|(_, name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f)))
+        .collect();
+    let e = support::embedder();
+    let set = support::test_set();
+    let questions: Vec<&str> = set.questions.iter().map(|q| q.q.as_str()).collect();
+    let vectors = e.embed_queries(&questions).unwrap();
+    let mut stores: Vec<(usize, MemoryStore)> = Vec::new();
+    println!(
+        "{:<26} {:>9} {:>9} {:>9} {:>9}",
+        "case (ms)", "p50", "p90", "p99", "max"
+    );
+    for (n, name, case) in selected {
+        if !stores.iter().any(|(m, _)| *m == n) {
+            stores.push((n, support::big_store(n, &e)));
+        }
+        let store = &stores.iter().find(|(m, _)| *m == n).unwrap().1;
+        let mut times = Vec::with_capacity(RUNS);
+        for i in 0..WARM_UP + RUNS {
+            let j = i % questions.len();
+            let t = Instant::now();
+            run(&e, store, case, questions[j], &vectors[j]);
+            if i >= WARM_UP {
+                times.push(t.elapsed());
+            }
+        }
+        times.sort_unstable();
+        let at = |p: f64| ms(times[((times.len() as f64 * p) as usize).min(times.len() - 1)]);
+        println!(
+            "{name:<26} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+            at(0.50),
+            at(0.90),
+            at(0.99),
+            ms(times[times.len() - 1])
+        );
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM")) {
+        println!("peak RSS ({line})");
+    }
+}
+
+fn run(e: &Embedder, store: &MemoryStore, case: Case, q: &str, v: &[f32]) {
+    match case {
+        Case::HybridInclEmbed => {
+            let v = e.embed_queries(&[q]).unwrap().remove(0);
+            black_box(store.search_hybrid(q, &v, K, Weights::default()).unwrap());
+        }
+        Case::VectorInclEmbed => {
+            let v = e.embed_queries(&[q]).unwrap().remove(0);
+            black_box(store.search_vector(&v, K).unwrap());
+        }
+        Case::Text => {
+            black_box(store.search_text(q, K).unwrap());
+        }
+        Case::HybridSearchOnly => {
+            black_box(store.search_hybrid(q, v, K, Weights::default()).unwrap());
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,297 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Retrieval quality on the project's own test set, `tests/data/retrieval.json`: about 70
+//! notes an assistant keeps for one bilingual user (half Russian, half English) and about
+//! 60 questions with the notes that answer them, in four categories (cross-language,
+//! exact identifiers, Russian word forms, paraphrases).
+//!
+//! Every note is embedded with the real model and stored; every question is searched in
+//! the three modes (text only, vector only, hybrid with equal weights) with k = 10. The
+//! test prints recall@5 and MRR@10 per mode and per category, the questions where hybrid
+//! ranks the answer below one of the sides, and hybrid with the text side weighted down
+//! (`--nocapture`). Missing model files fail the test with the setup hint, as in
+//! `tests/embed.rs`: `make test` installs them first.
+//!
+//! Run with: cargo test -p klaw-tools --features memory --test retrieval -- --nocapture
+
+use std::collections::{BTreeMap, HashMap};
+
+use klaw_tools::tools::memory::fuse::Weights;
+use klaw_tools::tools::memory::store::{Hit, MemoryStore, NewChunk};
+use klaw_tools::tools::memory::{Embedder, EmbedderConfig};
+use serde::Deserialize;
+
+const K: usize = 10;
+const RECALL_AT: usize = 5;
+
+#[derive(Deserialize)]
+struct TestSet {
+    notes: Vec<Note>,
+    questions: Vec<Question>,
+}
+
+#[derive(Deserialize)]
+struct Note {
+    id: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Question {
+    q: String,
+    category: String,
+    relevant: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Mode {
+    Text,
+    Vector,
+    Hybrid,
+}
+
+const MODES: [Mode; 3] = [Mode::Text, Mode::Vector, Mode::Hybrid];
+
+/// Recall@5 and MRR@10 summed over questions; divide by `n`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Score {
+    n: usize,
+    recall: f64,
+    mrr: f64,
+}
+
+impl Score {
+    fn add(&mut self, ranked: &[String], relevant: &[String]) {
+        self.n += 1;
+        let found = relevant
+            .iter()
+            .filter(|r| ranked.iter().take(RECALL_AT).any(|x| x == *r))
+            .count();
+        self.recall += found as f64 / relevant.len() as f64;
+        if let Some(pos) = ranked.iter().take(K).position(|x| relevant.contains(x)) {
+            self.mrr += 1.0 / (pos + 1) as f64;
+        }
+    }
+
+    fn recall(&self) -> f64 {
+        self.recall / self.n.max(1) as f64
+    }
+
+    fn mrr(&self) -> f64 {
+        self.mrr / self.n.max(1) as f64
+    }
+}
+
+struct Results {
+    /// (category or "all", mode) -> score
+    scores: BTreeMap<(String, Mode), Score>,
+}
+
+impl Results {
+    fn get(&self, category: &str, mode: Mode) -> Score {
+        self.scores[&(category.to_string(), mode)]
+    }
+}
+
+fn run() -> Results {
+    let set: TestSet = serde_json::from_str(include_str!("data/retrieval.json")).unwrap();
+    let config = EmbedderConfig::from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let embedder = Embedder::new(config);
+    embedder.load().unwrap_or_else(|e| panic!("{e}"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MemoryStore::open(
+        &dir.path().join("memory.sqlite"),
+        embedder.dims(),
+        embedder.fingerprint(),
+    )
+    .unwrap();
+    let texts: Vec<&str> = set.notes.iter().map(|n| n.text.as_str()).collect();
+    let vectors = embedder.embed_passages(&texts).unwrap();
+    let chunks: Vec<NewChunk> = set
+        .notes
+        .iter()
+        .zip(vectors)
+        .map(|(n, vector)| NewChunk {
+            content: n.text.clone(),
+            source: "retrieval-test".to_string(),
+            created_at: Some(1_700_000_000),
+            vector,
+        })
+        .collect();
+    let report = store.insert(&chunks).unwrap();
+    assert_eq!(
+        report.inserted,
+        set.notes.len(),
+        "note texts must be unique"
+    );
+    let id_of: HashMap<&str, &str> = set
+        .notes
+        .iter()
+        .map(|n| (n.text.as_str(), n.id.as_str()))
+        .collect();
+    let ids = |hits: Vec<Hit>| -> Vec<String> {
+        hits.iter()
+            .map(|h| id_of[h.content.as_str()].to_string())
+            .collect()
+    };
+
+    let queries: Vec<&str> = set.questions.iter().map(|q| q.q.as_str()).collect();
+    let qvecs = embedder.embed_queries(&queries).unwrap();
+    let mut scores: BTreeMap<(String, Mode), Score> = BTreeMap::new();
+    // Questions where hybrid puts the first answer lower than one of the sides does.
+    let mut worse = Vec::new();
+    for (q, v) in set.questions.iter().zip(&qvecs) {
+        let mut rank = BTreeMap::new();
+        for mode in MODES {
+            let ranked = ids(match mode {
+                Mode::Text => store.search_text(&q.q, K).unwrap(),
+                Mode::Vector => store.search_vector(v, K).unwrap(),
+                Mode::Hybrid => store.search_hybrid(&q.q, v, K, Weights::default()).unwrap(),
+            });
+            for cat in [q.category.as_str(), "all"] {
+                scores
+                    .entry((cat.to_string(), mode))
+                    .or_default()
+                    .add(&ranked, &q.relevant);
+            }
+            let r = ranked.iter().position(|x| q.relevant.contains(x));
+            rank.insert(mode, (r.map_or(99, |r| r + 1), ranked));
+        }
+        let (h, hybrid) = &rank[&Mode::Hybrid];
+        if *h > rank[&Mode::Text].0.min(rank[&Mode::Vector].0) {
+            worse.push(format!(
+                "  [{}] {:?} wants {:?}: rank text {}, vector {}, hybrid {} (hybrid top 3 {:?})",
+                q.category,
+                q.q,
+                q.relevant,
+                rank[&Mode::Text].0,
+                rank[&Mode::Vector].0,
+                h,
+                &hybrid[..hybrid.len().min(3)],
+            ));
+        }
+    }
+
+    // Informational: hybrid with the text side weighted down (vector weight 1).
+    let mut sweep = String::from("hybrid with other weights (all questions):\n");
+    for text_weight in [0.25, 0.5, 0.75, 1.0] {
+        let w = Weights {
+            text: text_weight,
+            vector: 1.0,
+        };
+        let mut s = Score::default();
+        for (q, v) in set.questions.iter().zip(&qvecs) {
+            s.add(
+                &ids(store.search_hybrid(&q.q, v, K, w).unwrap()),
+                &q.relevant,
+            );
+        }
+        sweep += &format!(
+            "  text {text_weight:.2} vector 1.00: R@5 {:.3}  MRR {:.3}\n",
+            s.recall(),
+            s.mrr()
+        );
+    }
+    eprintln!("{sweep}");
+
+    let mut table = format!(
+        "\nretrieval: {} notes, {} questions, k = {K}\n{:<16}{:>4}  {:>10} {:>10} {:>10}   {:>10} {:>10} {:>10}\n",
+        set.notes.len(),
+        set.questions.len(),
+        "category",
+        "n",
+        "R@5 text",
+        "R@5 vec",
+        "R@5 hyb",
+        "MRR text",
+        "MRR vec",
+        "MRR hyb",
+    );
+    let mut cats: Vec<&str> = set.questions.iter().map(|q| q.category.as_str()).collect();
+    cats.sort_unstable();
+    cats.dedup();
+    cats.push("all");
+    for cat in cats {
+        let s = |m| scores[&(cat.to_string(), m)];
+        table += &format!(
+            "{cat:<16}{:>4}  {:>10.3} {:>10.3} {:>10.3}   {:>10.3} {:>10.3} {:>10.3}\n",
+            s(Mode::Text).n,
+            s(Mode::Text).recall(),
+            s(Mode::Vector).recall(),
+            s(Mode::Hybrid).recall(),
+            s(Mode::Text).mrr(),
+            s(Mode::Vector).mrr(),
+            s(Mode::Hybrid).mrr(),
+        );
+    }
+    eprintln!("{table}");
+    eprintln!(
+        "questions where hybrid ranks the answer below one of the sides (99: not in the top {K}):\n{}",
+        worse.join("\n")
+    );
+    Results { scores }
+}
+
+/// The issue asks for a set "on which hybrid beats FTS-only and vector-only". On this set
+/// it beats FTS-only but not vector-only (recall@5 0.951 vs 0.967, MRR@10 0.796 vs 0.861
+/// when written): multilingual-e5-small is near its ceiling on 70 notes, identifiers
+/// included, and on cross-language questions the text side has no answer but still
+/// matches unrelated notes on a shared word ("Alex", "meeting"); a note found by both
+/// sides at middling ranks outscores one the vector side ranks first, whatever the text
+/// weight (the printed sweep). So this checks what holds: hybrid beats text-only, beats
+/// vector-only where the words matter (identifiers), and stays within a margin of
+/// vector-only overall; each floor is the measured value minus a margin.
+#[test]
+fn hybrid_beats_text_only_and_keeps_up_with_vector_only() {
+    let r = run();
+    let all = |m| r.get("all", m);
+    let (text, vector, hybrid) = (all(Mode::Text), all(Mode::Vector), all(Mode::Hybrid));
+    assert!(
+        hybrid.mrr() > text.mrr() && hybrid.recall() > text.recall(),
+        "hybrid MRR@10 {:.3} R@5 {:.3}, text MRR@10 {:.3} R@5 {:.3}",
+        hybrid.mrr(),
+        hybrid.recall(),
+        text.mrr(),
+        text.recall()
+    );
+    assert!(
+        hybrid.recall() >= vector.recall() - 0.05 && hybrid.mrr() >= vector.mrr() - 0.1,
+        "hybrid MRR@10 {:.3} R@5 {:.3}, vector MRR@10 {:.3} R@5 {:.3}",
+        hybrid.mrr(),
+        hybrid.recall(),
+        vector.mrr(),
+        vector.recall()
+    );
+    let (id_vector, id_hybrid) = (
+        r.get("identifier", Mode::Vector).mrr(),
+        r.get("identifier", Mode::Hybrid).mrr(),
+    );
+    assert!(
+        id_hybrid > id_vector,
+        "identifier MRR@10: hybrid {id_hybrid:.3}, vector {id_vector:.3}"
+    );
+
+    let floor = |cat: &str, mode: Mode, min_recall: f64| {
+        let s = r.get(cat, mode);
+        assert!(
+            s.recall() >= min_recall,
+            "{cat} {mode:?}: recall@5 {:.3} < {min_recall}",
+            s.recall()
+        );
+    };
+    // Cross-language: the words do not match (text finds nothing), the meaning does.
+    let cross_text = r.get("cross_language", Mode::Text).recall();
+    assert!(
+        cross_text <= 0.1,
+        "cross_language text recall@5 {cross_text:.3}"
+    );
+    floor("cross_language", Mode::Vector, 0.8);
+    floor("cross_language", Mode::Hybrid, 0.75);
+    // Exact identifiers and Russian word forms (the stem column): the words match.
+    floor("identifier", Mode::Text, 0.9);
+    floor("identifier", Mode::Hybrid, 0.9);
+    floor("word_form", Mode::Text, 0.9);
+    floor("word_form", Mode::Hybrid, 0.9);
+    floor("paraphrase", Mode::Vector, 0.9);
+    floor("paraphrase", Mode::Hybrid, 0.9);
+}
