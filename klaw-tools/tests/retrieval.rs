@@ -232,36 +232,41 @@ fn run() -> Results {
     Results { scores }
 }
 
-/// The issue asks for a set "on which hybrid beats FTS-only and vector-only". On this set
-/// it beats FTS-only but not vector-only (recall@5 0.951 vs 0.967, MRR@10 0.796 vs 0.861
-/// when written): multilingual-e5-small is near its ceiling on 70 notes, identifiers
-/// included, and on cross-language questions the text side has no answer but still
-/// matches unrelated notes on a shared word ("Alex", "meeting"); a note found by both
-/// sides at middling ranks outscores one the vector side ranks first, whatever the text
-/// weight (the printed sweep). So this checks what holds: hybrid beats text-only, beats
-/// vector-only where the words matter (identifiers), and stays within a margin of
-/// vector-only overall; each floor is the measured value minus a margin.
+/// The issue asks for a set "on which hybrid beats FTS-only and vector-only". Hybrid
+/// ranks better than both overall (MRR@10 0.883 vs text 0.643 and vector 0.861 when
+/// written), finds at least as much in the top 5 as each, and is never worse than the
+/// vector side in any category. Two things make that so (see `search_hybrid`): stop words
+/// are left out of the text query, and the text side counts only chunks with more than
+/// half of the query's words or one of its codes; without them a cross-language question
+/// let unrelated notes that share one word ("meeting", "Alex") outrank the vector side's
+/// answer. Each floor is the measured value minus a margin.
 #[test]
-fn hybrid_beats_text_only_and_keeps_up_with_vector_only() {
+fn hybrid_beats_text_only_and_vector_only() {
     let r = run();
     let all = |m| r.get("all", m);
     let (text, vector, hybrid) = (all(Mode::Text), all(Mode::Vector), all(Mode::Hybrid));
-    assert!(
-        hybrid.mrr() > text.mrr() && hybrid.recall() > text.recall(),
-        "hybrid MRR@10 {:.3} R@5 {:.3}, text MRR@10 {:.3} R@5 {:.3}",
-        hybrid.mrr(),
-        hybrid.recall(),
-        text.mrr(),
-        text.recall()
-    );
-    assert!(
-        hybrid.recall() >= vector.recall() - 0.05 && hybrid.mrr() >= vector.mrr() - 0.1,
-        "hybrid MRR@10 {:.3} R@5 {:.3}, vector MRR@10 {:.3} R@5 {:.3}",
-        hybrid.mrr(),
-        hybrid.recall(),
-        vector.mrr(),
-        vector.recall()
-    );
+    for (side, s) in [("text", text), ("vector", vector)] {
+        assert!(
+            hybrid.mrr() > s.mrr() && hybrid.recall() >= s.recall(),
+            "hybrid MRR@10 {:.3} R@5 {:.3}, {side} MRR@10 {:.3} R@5 {:.3}",
+            hybrid.mrr(),
+            hybrid.recall(),
+            s.mrr(),
+            s.recall()
+        );
+    }
+    assert!(hybrid.recall() > text.recall());
+    for cat in ["cross_language", "identifier", "paraphrase", "word_form"] {
+        let (v, h) = (r.get(cat, Mode::Vector), r.get(cat, Mode::Hybrid));
+        assert!(
+            h.mrr() >= v.mrr() && h.recall() >= v.recall(),
+            "{cat}: hybrid MRR@10 {:.3} R@5 {:.3} below vector {:.3} {:.3}",
+            h.mrr(),
+            h.recall(),
+            v.mrr(),
+            v.recall()
+        );
+    }
     let (id_vector, id_hybrid) = (
         r.get("identifier", Mode::Vector).mrr(),
         r.get("identifier", Mode::Hybrid).mrr(),
@@ -286,7 +291,7 @@ fn hybrid_beats_text_only_and_keeps_up_with_vector_only() {
         "cross_language text recall@5 {cross_text:.3}"
     );
     floor("cross_language", Mode::Vector, 0.8);
-    floor("cross_language", Mode::Hybrid, 0.75);
+    floor("cross_language", Mode::Hybrid, 0.8);
     // Exact identifiers and Russian word forms (the stem column): the words match.
     floor("identifier", Mode::Text, 0.9);
     floor("identifier", Mode::Hybrid, 0.9);

@@ -103,12 +103,8 @@ fn quote(term: &str) -> String {
 /// missing word hiding it. Stop words are left out unless every word is one. Every term
 /// is quoted.
 pub fn match_query(query: &str) -> Option<String> {
-    let all: Vec<String> = words(query).collect();
-    let content: Vec<String> = all.iter().filter(|w| !is_stop_word(w)).cloned().collect();
-    let chosen = if content.is_empty() { all } else { content };
     let mut terms: Vec<String> = Vec::new();
-    for w in chosen {
-        let s = stem(&w);
+    for (w, s) in query_terms(query) {
         for t in [w, s] {
             let q = quote(&t);
             if !terms.contains(&q) {
@@ -119,9 +115,72 @@ pub fn match_query(query: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" OR "))
 }
 
+/// The words a query is searched by, each with its stem: its words without the stop
+/// words (all of them if every word is one), without repeats.
+pub fn query_terms(query: &str) -> Vec<(String, String)> {
+    let all: Vec<String> = words(query).collect();
+    let content: Vec<String> = all.iter().filter(|w| !is_stop_word(w)).cloned().collect();
+    let mut chosen = if content.is_empty() { all } else { content };
+    let mut seen = std::collections::HashSet::new();
+    chosen.retain(|w| seen.insert(w.clone()));
+    chosen
+        .into_iter()
+        .map(|w| {
+            let s = stem(&w);
+            (w, s)
+        })
+        .collect()
+}
+
+/// Whether a word looks like a code: letters and digits mixed, at least 4 characters
+/// (`qx7l9m`, `tp1271`, `inv2093`). Such words are what a text index finds and a
+/// sentence model does not see.
+pub fn is_code(word: &str) -> bool {
+    word.chars().count() >= 4
+        && word.chars().any(|c| c.is_numeric())
+        && word.chars().any(|c| c.is_alphabetic())
+}
+
+/// How well `text` matches `terms` (from [`query_terms`]): the share of the terms it
+/// contains, as the word or its stem (1.0 when it has them all, or when there are no
+/// terms), and whether one of those is a [code](is_code).
+pub fn coverage(terms: &[(String, String)], text: &str) -> (f64, bool) {
+    if terms.is_empty() {
+        return (1.0, false);
+    }
+    let mut have = std::collections::HashSet::new();
+    for w in words(text) {
+        have.insert(stem(&w));
+        have.insert(w);
+    }
+    let found: Vec<&String> = terms
+        .iter()
+        .filter(|(w, s)| have.contains(w) || have.contains(s))
+        .map(|(w, _)| w)
+        .collect();
+    let code = found.iter().any(|w| is_code(w));
+    (found.len() as f64 / terms.len() as f64, code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coverage_counts_query_words_found_as_words_or_stems() {
+        let t = query_terms("Where does Alex's wife work?");
+        assert_eq!(t.len(), 3, "{t:?}"); // alex, wife, work (where/does/s are stop words)
+        assert_eq!(coverage(&t, "Alex likes chess."), (1.0 / 3.0, false));
+        assert_eq!(coverage(&t, "Alex's wife works at a clinic."), (1.0, false));
+        assert_eq!(
+            coverage(&query_terms("кошками"), "Кошка спит."),
+            (1.0, false)
+        );
+        assert_eq!(coverage(&[], "anything"), (1.0, false));
+        let t = query_terms("Бронь QX7L9M — какой рейс?");
+        assert_eq!(coverage(&t, "Booking code QX7L9M."), (1.0 / 3.0, true));
+        assert!(is_code("tp1271") && !is_code("2024") && !is_code("a1") && !is_code("рейс"));
+    }
 
     #[test]
     fn russian_word_forms_share_a_stem() {

@@ -161,6 +161,10 @@ pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, StoreError> {
     }))
 }
 
+/// The text side of [`MemoryStore::search_hybrid`] counts a chunk only if it contains more
+/// than this share of the query's words.
+pub const HYBRID_MIN_COVERAGE: f64 = 0.5;
+
 /// sqlite-vec's largest `k`; larger requests are capped.
 pub const MAX_K: usize = 4096;
 
@@ -430,6 +434,13 @@ impl MemoryStore {
 
     /// Hybrid search: the top `k` of each side fused with Reciprocal Rank Fusion
     /// (k = 60, `weights` per side); the best `k` fused results.
+    ///
+    /// The text side takes part only with chunks that contain more than
+    /// [`HYBRID_MIN_COVERAGE`] of the query's words (as words or stems; stop words left
+    /// out), like a search engine's "minimum should match", or one of its codes
+    /// ([`fts::is_code`]: `QX7L9M`, `INV2093`). RRF sees ranks, not how weak a
+    /// match is: without this, a chunk sharing one name with a question in the other
+    /// language would outrank the vector side's answer just by being found twice.
     pub fn search_hybrid(
         &self,
         query: &str,
@@ -437,7 +448,12 @@ impl MemoryStore {
         k: usize,
         weights: Weights,
     ) -> Result<Vec<Hit>, StoreError> {
-        let text = self.search_text(query, k)?;
+        let terms = fts::query_terms(query);
+        let mut text = self.search_text(query, k)?;
+        text.retain(|h| {
+            let (share, code) = fts::coverage(&terms, &h.content);
+            share > HYBRID_MIN_COVERAGE || code
+        });
         let vecs = self.search_vector(vector, k)?;
         let ids = |h: &[Hit]| h.iter().map(|x| x.id).collect::<Vec<_>>();
         let fused = fuse::rrf(&ids(&text), &ids(&vecs), weights, fuse::RRF_K);
