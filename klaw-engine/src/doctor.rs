@@ -112,38 +112,42 @@ pub fn doctor() -> Vec<Check> {
     );
     out.push(sandbox_check(&config));
     #[cfg(feature = "memory")]
-    out.push(memory_check());
+    out.push(memory_check(&config));
     #[cfg(feature = "memory")]
     out.push(memory_index_check(&config));
     out.push(tools_check());
     out
 }
 
-/// The embedding runtime library and model (`make setup` installs both). Only a warning
-/// when missing: nothing the engine runs needs them yet.
+/// The embedding runtime library and the configured model (`make setup` installs both).
+/// Reads `klaw-model.json` and loads the runtime library, never the model (that takes
+/// seconds and hundreds of MB). Only a warning when missing: the engine runs without
+/// memory.
 #[cfg(feature = "memory")]
-fn memory_check() -> Check {
-    use klaw_tools::tools::memory::EmbedderConfig;
-    let probe = EmbedderConfig::from_cache().and_then(|c| {
+fn memory_check(config: &Config) -> Check {
+    let probe = config.memory().embedder_config().and_then(|c| {
         let version = c.probe_runtime()?;
+        let fingerprint = c.fingerprint.get(..19).unwrap_or(&c.fingerprint);
         Ok(format!(
-            "ONNX Runtime {version} ({}); model {} {}",
+            "ONNX Runtime {version} ({}); model {} ({}), {} dims, {} tokens, {fingerprint}",
             c.runtime_library.display(),
             c.name,
-            c.fingerprint
+            c.model_dir.display(),
+            c.dims,
+            c.max_tokens,
         ))
     });
     match probe {
         Ok(detail) => check("memory", Status::Ok, detail, None),
-        Err(e) => check(
-            "memory",
-            Status::Warn,
-            e.to_string(),
-            Some(
-                "run `make setup` (scripts/setup-models.sh; KLAW_CACHE overrides ~/.cache/klaw)"
-                    .into(),
-            ),
-        ),
+        Err(e) => {
+            let fix = if e.needs_setup() {
+                "run `make setup` (scripts/setup-models.sh; KLAW_CACHE overrides ~/.cache/klaw), \
+                 or point memory.model / memory.runtimeLibrary in engine.json at installed files"
+            } else {
+                "correct the model's files, or set memory.model in engine.json to another model"
+            };
+            check("memory", Status::Warn, e.to_string(), Some(fix.into()))
+        }
     }
 }
 

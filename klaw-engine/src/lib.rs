@@ -24,7 +24,7 @@ use klaw_tools::{Args, Caller, ToolContext, ToolError, ToolOutput, ToolRegistry}
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, main, run};
-pub use config::{Config, ConfigError, EngineConfig};
+pub use config::{Config, ConfigError, EngineConfig, MemorySection, MemoryWeights};
 pub use doctor::{Check, Status, doctor};
 
 /// Why the engine cannot start.
@@ -70,13 +70,16 @@ impl Engine {
                 source,
             })?;
         }
-        let ctx = ToolContext::builder()
+        let builder = ToolContext::builder()
             .workspace(&config.workspace)
             .data_dir(&config.data_dir)
             .limits(config.limits())
             .settings(config.settings())
-            .caller(Caller::new("cli", None))
-            .build();
+            .caller(Caller::new("cli", None));
+        // The memory tools read the model, runtime, weights and chunking from this service.
+        #[cfg(feature = "memory")]
+        let builder = builder.service(config.memory());
+        let ctx = builder.build();
         Ok(Self {
             config: Arc::new(config),
             registry: Arc::new(registry),

@@ -205,6 +205,14 @@ fn config_prints_the_effective_configuration() {
         v["dataDir"],
         env.home().join(".local/share/klaw").to_str().unwrap()
     );
+    assert_eq!(v["memory"]["model"], "multilingual-e5-small");
+    assert_eq!(
+        v["memory"]["runtimeLibrary"],
+        env.home()
+            .join(".cache/klaw/onnxruntime/libonnxruntime.so.1.31.1")
+            .to_str()
+            .unwrap()
+    );
 }
 
 #[test]
@@ -289,7 +297,24 @@ fn doctor_finds_the_embedding_runtime_and_model() {
         out.contains("ok    memory      ONNX Runtime 1.31.1"),
         "{out}\n(run `make setup` if the model is missing)"
     );
-    assert!(out.contains("model multilingual-e5-small sha256:"), "{out}");
+    assert!(
+        out.contains("model multilingual-e5-small (")
+            && out.contains("384 dims, 512 tokens, sha256:"),
+        "{out}"
+    );
+
+    // The configured model, here the light English one from the variable.
+    let o = env
+        .cmd(&["doctor"])
+        .env("KLAW_CACHE", &cache)
+        .env("KLAW_MEMORY_MODEL", "all-minilm-l6-v2")
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        out.contains("model all-minilm-l6-v2 (") && out.contains("384 dims, 256 tokens, sha256:"),
+        "{out}"
+    );
 }
 
 #[test]

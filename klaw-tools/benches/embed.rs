@@ -3,6 +3,9 @@
 //! included). `scripts/bench_embed.py` does the same with Python onnxruntime for the
 //! ratio.
 //!
+//! `KLAW_EMBED_MODEL` picks another model: a name under `$KLAW_CACHE/models/`
+//! (`all-minilm-l6-v2`) or a model directory.
+//!
 //! Run with: cargo bench -p klaw-tools --features memory --bench embed
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
@@ -31,7 +34,20 @@ fn texts() -> (Vec<String>, Vec<String>) {
 }
 
 fn embed(c: &mut Criterion) {
-    let e = Embedder::new(EmbedderConfig::from_cache().unwrap_or_else(|e| panic!("{e}")));
+    let config = match std::env::var("KLAW_EMBED_MODEL") {
+        Ok(m) if !m.is_empty() => {
+            let (default_dir, lib) = EmbedderConfig::default_paths().unwrap();
+            let dir = if m.contains('/') {
+                m.into()
+            } else {
+                default_dir.with_file_name(m)
+            };
+            EmbedderConfig::load(dir, lib)
+        }
+        _ => EmbedderConfig::from_cache(),
+    };
+    let e = Embedder::new(config.unwrap_or_else(|e| panic!("{e}")));
+    eprintln!("model {}", e.config().name);
     e.load().unwrap();
     let (short, long) = texts();
     for (name, set) in [("short", &short), ("long", &long)] {

@@ -35,6 +35,9 @@ pub const DEFAULT_MODEL: &str = "multilingual-e5-small";
 /// The model's description, beside `model.onnx` and `tokenizer.json`.
 pub const MODEL_CONFIG: &str = "klaw-model.json";
 
+/// The `pooling` values [`EmbedderConfig::load`] accepts.
+const POOLINGS: [&str; 2] = ["mean", "cls"];
+
 const SETUP_HINT: &str = "run `make setup` (scripts/setup-models.sh) to install it";
 
 /// Why embedding failed.
@@ -112,7 +115,9 @@ pub struct EmbedderConfig {
     pub dims: usize,
     /// Longer texts are truncated to this many tokens (special tokens included).
     pub max_tokens: usize,
-    /// `"mean"`: done by the model when `output` is pooled (`[batch, dims]`), else here.
+    /// How a per-token output (`[batch, seq, dims]`) becomes one vector: `"mean"` over
+    /// the tokens the attention mask keeps, or `"cls"` (the first token). A pooled output
+    /// (`[batch, dims]`) is taken as the model gives it.
     pub pooling: String,
     /// L2-normalise the vectors (a dot product is then the cosine).
     pub normalize: bool,
@@ -217,10 +222,13 @@ impl EmbedderConfig {
             path: json_path.clone(),
             message: e.to_string(),
         })?;
-        if f.pooling != "mean" {
+        if !POOLINGS.contains(&f.pooling.as_str()) {
             return Err(EmbedError::ModelInvalid {
                 path: json_path,
-                message: format!("pooling `{}` is not supported (only `mean`)", f.pooling),
+                message: format!(
+                    "pooling `{}` is not supported (use `mean` or `cls`)",
+                    f.pooling
+                ),
             });
         }
         if f.dims == 0 {
@@ -313,6 +321,8 @@ struct Loaded {
     tokenizer: Tokenizer,
     session: Mutex<Session>,
     pad_id: i64,
+    /// The model declares a `token_type_ids` input (BERT exports often do): it gets zeros.
+    token_type_ids: bool,
 }
 
 struct Inner {
@@ -468,6 +478,9 @@ fn load(cfg: &EmbedderConfig) -> Result<Loaded, EmbedError> {
         .map(|p| p.pad_id)
         .or_else(|| tokenizer.token_to_id("<pad>"))
         .unwrap_or(0);
+    // Whatever padding and truncation the file has baked in (all-MiniLM-L6-v2's pads and
+    // truncates to 128) is replaced: no padding (batches pad to their longest text), and
+    // truncation at `max_tokens` with the special tokens kept ([CLS] ... [SEP]).
     tokenizer.with_padding(None);
     tokenizer
         .with_truncation(Some(tokenizers::TruncationParams {
@@ -497,10 +510,22 @@ fn load(cfg: &EmbedderConfig) -> Result<Loaded, EmbedError> {
     if !session.outputs().iter().any(|o| o.name() == cfg.output) {
         return Err(ort_err(format!("the model has no output `{}`", cfg.output)));
     }
+    let inputs: Vec<&str> = session.inputs().iter().map(|i| i.name()).collect();
+    if let Some(other) = inputs
+        .iter()
+        .find(|n| !matches!(**n, "input_ids" | "attention_mask" | "token_type_ids"))
+    {
+        return Err(ort_err(format!(
+            "the model wants an input `{other}`; only input_ids, attention_mask and \
+             token_type_ids are fed"
+        )));
+    }
+    let token_type_ids = inputs.contains(&"token_type_ids");
     Ok(Loaded {
         tokenizer,
         session: Mutex::new(session),
         pad_id: i64::from(pad_id),
+        token_type_ids,
     })
 }
 
@@ -549,10 +574,14 @@ fn run(
     let fail = |e: String| EmbedError::Inference(e);
     let ids_t = Tensor::from_array(([b, seq], input_ids)).map_err(|e| fail(e.to_string()))?;
     let mask_t = Tensor::from_array(([b, seq], mask.to_vec())).map_err(|e| fail(e.to_string()))?;
+    let mut inputs = ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t];
+    if loaded.token_type_ids {
+        let types_t =
+            Tensor::from_array(([b, seq], vec![0i64; b * seq])).map_err(|e| fail(e.to_string()))?;
+        inputs.push(("token_type_ids".into(), types_t.into()));
+    }
     let mut session = loaded.session.lock().unwrap_or_else(|e| e.into_inner());
-    let outputs = session
-        .run(ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t])
-        .map_err(|e| fail(e.to_string()))?;
+    let outputs = session.run(inputs).map_err(|e| fail(e.to_string()))?;
     let value = outputs
         .get(&cfg.output)
         .ok_or_else(|| fail(format!("the model returned no `{}`", cfg.output)))?;
@@ -566,7 +595,11 @@ fn run(
             .map(<[f32]>::to_vec)
             .collect::<Vec<_>>(),
         [rb, rs, d] if rb as usize == b && rs as usize == seq && d as usize == dims => {
-            mean_pool(data, mask, b, seq, dims)
+            if cfg.pooling == "cls" {
+                cls_pool(data, b, seq, dims)
+            } else {
+                mean_pool(data, mask, b, seq, dims)
+            }
         }
         _ => {
             return Err(fail(format!(
@@ -607,6 +640,14 @@ fn mean_pool(data: &[f32], mask: &[i64], b: usize, seq: usize, dims: usize) -> V
         .collect()
 }
 
+/// The first token's state (`[CLS]` / `<s>`; padding is on the right), for
+/// `[b, seq, dims]` hidden states.
+fn cls_pool(data: &[f32], b: usize, seq: usize, dims: usize) -> Vec<Vec<f32>> {
+    (0..b)
+        .map(|row| data[row * seq * dims..(row * seq + 1) * dims].to_vec())
+        .collect()
+}
+
 fn l2_normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
@@ -624,6 +665,29 @@ mod tests {
         let data = [1.0, 3.0, 100.0, 100.0];
         let out = mean_pool(&data, &[1, 0], 1, 2, 2);
         assert_eq!(out, vec![vec![1.0, 3.0]]);
+    }
+
+    #[test]
+    fn cls_pool_takes_the_first_token_of_each_row() {
+        // two rows of two tokens of dims 2
+        let data = [1.0, 2.0, 9.0, 9.0, 3.0, 4.0, 9.0, 9.0];
+        assert_eq!(
+            cls_pool(&data, 2, 2, 2),
+            vec![vec![1.0, 2.0], vec![3.0, 4.0]]
+        );
+    }
+
+    #[test]
+    fn unknown_pooling_is_refused_with_the_choices() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(MODEL_CONFIG),
+            r#"{"name": "m", "dims": 4, "pooling": "max", "fingerprint": "f"}"#,
+        )
+        .unwrap();
+        let err = EmbedderConfig::load(dir.path(), dir.path().join("lib.so")).unwrap_err();
+        assert!(matches!(err, EmbedError::ModelInvalid { .. }), "{err}");
+        assert!(err.to_string().contains("use `mean` or `cls`"), "{err}");
     }
 
     #[test]
