@@ -61,13 +61,8 @@ async fn bad_arguments_are_refused_before_the_model_is_loaded() {
     invalid(&e, "/content", "empty");
     let e = err(&kit, "memory_save", json!({"content": " \t\n"})).await;
     invalid(&e, "/content", "empty");
-    let e = err(
-        &kit,
-        "memory_save",
-        json!({"content": "a".repeat(1_048_577)}),
-    )
-    .await;
-    invalid(&e, "/content", "more than the 1048576 bytes");
+    let e = err(&kit, "memory_save", json!({"content": "a".repeat(65_537)})).await;
+    invalid(&e, "/content", "more than the 65536 bytes");
     let e = err(
         &kit,
         "memory_save",

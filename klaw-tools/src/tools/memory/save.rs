@@ -8,6 +8,11 @@ use crate::{Limits, ToolContext, ToolError, ToolSchema, tool};
 /// The longest `source` `memory_save` accepts, in characters.
 pub const MAX_SOURCE_CHARS: usize = 200;
 
+/// The largest text one `memory_save` accepts, in bytes (also never more than
+/// `maxFileSizeBytes`): about 64 chunks, a few seconds of embedding, well inside the
+/// tool's time limit. Bigger documents go through `klaw-engine memory import`.
+pub const MAX_SAVE_BYTES: u64 = 64 * 1024;
+
 /// The answer of `memory_save`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToolSchema)]
 #[serde(rename_all = "camelCase")]
@@ -56,12 +61,12 @@ pub async fn memory_save(
             "nothing to save: the content is empty",
         ));
     }
-    let max = limits.max_file_size_bytes;
+    let max = limits.max_file_size_bytes.min(MAX_SAVE_BYTES);
     if content.len() as u64 > max {
         return Err(ToolError::invalid_arguments(
             "/content",
             format!(
-                "the content is {} bytes, more than the {max} bytes memory_save accepts (maxFileSizeBytes): save it in parts",
+                "the content is {} bytes, more than the {max} bytes one memory_save accepts: save it in parts (whole documents are imported with `klaw-engine memory import`)",
                 content.len()
             ),
         ));
