@@ -289,7 +289,14 @@ fn print_table(registry: &ToolRegistry, lang: Lang) {
         .map(|(on, c)| if *on { *c } else { '-' })
         .collect();
         let desc = spec.description.get(lang);
-        let first = desc.split(['.', '\n']).next().unwrap_or(desc);
+        // The first sentence: up to ". " or a line break (a dot inside `files.md` is not
+        // the end of a sentence).
+        let first = desc
+            .split('\n')
+            .next()
+            .and_then(|line| line.split(". ").next())
+            .unwrap_or(desc)
+            .trim_end_matches('.');
         let short: String = if first.chars().count() > 90 {
             first.chars().take(89).chain(['…']).collect()
         } else {
