@@ -22,5 +22,5 @@ pub use self::core::{
 };
 pub use embed::{EmbedError, Embedder, EmbedderConfig, TextKind};
 pub use index::{Document, Index, Memory, MemoryConfig, MemoryError, SaveReport, SearchMode};
-pub use save::{MAX_SOURCE_CHARS, MemorySaved, memory_save};
+pub use save::{MAX_SAVE_BYTES, MAX_SOURCE_CHARS, MemorySaved, memory_save};
 pub use search::{MAX_QUERY_CHARS, MAX_TOP_K, MemoryHit, MemorySearchResults, memory_search};
