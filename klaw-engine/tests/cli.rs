@@ -9,6 +9,9 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod common;
+use common::{cache, engine, stderr, stdout};
+
 struct Env {
     dir: tempfile::TempDir,
 }
@@ -26,12 +29,7 @@ impl Env {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_klaw-engine"));
-        c.args(args)
-            .env_clear()
-            .env("HOME", self.dir.path())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("TZ", "UTC");
+        let mut c = engine(self.dir.path(), args);
         if self.dir.path().join("engine.json").exists() {
             c.env("KLAW_CONFIG", self.dir.path().join("engine.json"));
         }
@@ -45,14 +43,6 @@ impl Env {
     fn home(&self) -> &Path {
         self.dir.path()
     }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
@@ -279,12 +269,7 @@ fn a_call_creates_the_directories_from_the_environment() {
 #[cfg(feature = "memory")]
 #[test]
 fn doctor_finds_the_embedding_runtime_and_model() {
-    let cache = std::env::var_os("KLAW_CACHE")
-        .filter(|c| !c.is_empty())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw")
-        });
+    let cache = cache();
     let env = Env::new();
     let o = env
         .cmd(&["doctor"])
@@ -410,9 +395,7 @@ fn auto_falls_back_to_landlock_when_bwrap_fails() {
 #[cfg(feature = "docs")]
 #[test]
 fn docs_index_twice_reindexes_nothing_the_second_time() {
-    let cache = std::env::var_os("KLAW_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/klaw"));
+    let cache = cache();
     let env = Env::new();
     let run = || {
         env.cmd(&["docs", "index"])

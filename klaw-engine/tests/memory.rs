@@ -9,13 +9,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-/// The cache `make setup` fills.
-fn cache() -> PathBuf {
-    std::env::var_os("KLAW_CACHE")
-        .filter(|c| !c.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw"))
-}
+mod common;
+use common::{cache, engine, stderr, stdout};
 
 struct Env {
     dir: tempfile::TempDir,
@@ -37,13 +32,8 @@ impl Env {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_klaw-engine"));
-        c.args(args)
-            .env_clear()
-            .env("HOME", self.dir.path())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("TZ", "UTC")
-            .env("KLAW_CACHE", &self.cache)
+        let mut c = engine(self.dir.path(), args);
+        c.env("KLAW_CACHE", &self.cache)
             .env("KLAW_DATA", self.data());
         c
     }
@@ -75,14 +65,6 @@ impl Env {
     fn home(&self) -> &Path {
         self.dir.path()
     }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -130,4 +130,33 @@ impl Kit {
     pub async fn call_text(&self, name: &str, args: &str) -> Result<ToolOutput, ToolError> {
         self.registry.execute(&self.ctx, name, args).await
     }
+
+    /// Calls a tool that must succeed with a structured answer, and returns that answer.
+    ///
+    /// # Panics
+    /// When the call fails or its answer is plain text: the test fails, naming the tool,
+    /// the arguments and the error.
+    pub async fn call_ok(&self, name: &str, args: Value) -> Value {
+        match self.call(name, args.clone()).await {
+            Ok(out) => match out.structured() {
+                Some(v) => v.clone(),
+                None => panic!(
+                    "{name} {args}: plain text, not a structured answer: {}",
+                    out.text()
+                ),
+            },
+            Err(e) => panic!("{name} {args}: {}", e.to_model_text()),
+        }
+    }
+
+    /// Calls a tool that must fail, and returns its error.
+    ///
+    /// # Panics
+    /// When the call succeeds: the test fails, naming the tool, the arguments and the answer.
+    pub async fn call_err(&self, name: &str, args: Value) -> ToolError {
+        match self.call(name, args.clone()).await {
+            Ok(out) => panic!("{name} {args} succeeded: {}", out.text()),
+            Err(e) => e,
+        }
+    }
 }

@@ -6,29 +6,10 @@
 use klaw_tools::testing::Kit;
 use klaw_tools::tools::docs::{self, DOCS_DB, sync};
 use klaw_tools::tools::memory::{Embedder, EmbedderConfig, Index, MemoryConfig, SearchMode};
-use klaw_tools::{ToolError, ToolOutput};
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn kit() -> Kit {
     Kit::new().expect("kit")
-}
-
-fn v(out: &ToolOutput) -> &Value {
-    out.structured().expect("structured output")
-}
-
-async fn ok(kit: &Kit, tool: &str, args: Value) -> Value {
-    match kit.call(tool, args.clone()).await {
-        Ok(out) => v(&out).clone(),
-        Err(e) => panic!("{tool} {args}: {}", e.to_model_text()),
-    }
-}
-
-async fn err(kit: &Kit, tool: &str, args: Value) -> ToolError {
-    match kit.call(tool, args.clone()).await {
-        Ok(out) => panic!("{tool} {args} succeeded: {}", out.text()),
-        Err(e) => e,
-    }
 }
 
 fn embedder() -> Embedder {
@@ -39,7 +20,7 @@ fn embedder() -> Embedder {
 
 #[tokio::test]
 async fn docs_list_shows_every_doc_with_title_and_sections() {
-    let out = ok(&kit(), "docs_list", json!({})).await;
+    let out = kit().call_ok("docs_list", json!({})).await;
     let docs = out["docs"].as_array().unwrap();
     let paths: Vec<&str> = docs.iter().map(|d| d["path"].as_str().unwrap()).collect();
     for p in [
@@ -68,7 +49,9 @@ async fn docs_list_shows_every_doc_with_title_and_sections() {
 #[tokio::test]
 async fn docs_read_by_path_in_every_form() {
     let kit = kit();
-    let whole = ok(&kit, "docs_read", json!({"path": "tools/files.md"})).await;
+    let whole = kit
+        .call_ok("docs_read", json!({"path": "tools/files.md"}))
+        .await;
     assert_eq!(whole["path"], "tools/files.md");
     assert_eq!(whole["truncated"], false);
     assert!(
@@ -78,7 +61,7 @@ async fn docs_read_by_path_in_every_form() {
             .starts_with("# File tools")
     );
     for p in ["doc/tools/files.md", "./tools/files.md", "tools/files"] {
-        let r = ok(&kit, "docs_read", json!({"path": p})).await;
+        let r = kit.call_ok("docs_read", json!({"path": p})).await;
         assert_eq!(r["content"], whole["content"], "{p}");
     }
 }
@@ -91,7 +74,7 @@ async fn docs_read_a_section_by_anchor_or_heading_text() {
         "tools/files.md#`file_read`",
         "tools/files.md#FILE_READ",
     ] {
-        let r = ok(&kit, "docs_read", json!({"path": p})).await;
+        let r = kit.call_ok("docs_read", json!({"path": p})).await;
         assert_eq!(r["path"], "tools/files.md#file_read", "{p}");
         assert_eq!(r["heading"], "`file_read`");
         let text = r["content"].as_str().unwrap();
@@ -101,12 +84,12 @@ async fn docs_read_a_section_by_anchor_or_heading_text() {
             "the section ends at the next ##"
         );
     }
-    let r = ok(
-        &kit,
-        "docs_read",
-        json!({"path": "security.md#What is guaranteed"}),
-    )
-    .await;
+    let r = kit
+        .call_ok(
+            "docs_read",
+            json!({"path": "security.md#What is guaranteed"}),
+        )
+        .await;
     assert_eq!(r["path"], "security.md#what-is-guaranteed");
 }
 
@@ -125,7 +108,7 @@ async fn docs_read_refuses_hostile_paths_clearly() {
         "",
         long.as_str(),
     ] {
-        let e = err(&kit, "docs_read", json!({"path": p})).await;
+        let e = kit.call_err("docs_read", json!({"path": p})).await;
         assert!(e.is_not_found(), "{p:.40}: {}", e.to_model_text());
         let m = e.message();
         assert!(
@@ -138,25 +121,21 @@ async fn docs_read_refuses_hostile_paths_clearly() {
             m.len()
         );
     }
-    let e = err(
-        &kit,
-        "docs_read",
-        json!({"path": "tools/files.md\0/etc/passwd"}),
-    )
-    .await;
+    let e = kit
+        .call_err("docs_read", json!({"path": "tools/files.md\0/etc/passwd"}))
+        .await;
     assert!(e.is_invalid_arguments(), "{}", e.to_model_text());
-    let e = err(&kit, "docs_read", json!({"path": "tools/fils.md"})).await;
+    let e = kit
+        .call_err("docs_read", json!({"path": "tools/fils.md"}))
+        .await;
     assert!(
         e.message().contains("did you mean `tools/files.md`"),
         "{}",
         e.message()
     );
-    let e = err(
-        &kit,
-        "docs_read",
-        json!({"path": "tools/files.md#atomic-writez"}),
-    )
-    .await;
+    let e = kit
+        .call_err("docs_read", json!({"path": "tools/files.md#atomic-writez"}))
+        .await;
     assert!(e.is_not_found());
 }
 
@@ -179,7 +158,9 @@ async fn docs_search_finds_the_right_file_in_russian_and_english() {
             &["tools/shell.md", "security.md"][..],
         ),
     ] {
-        let out = ok(&kit, "docs_search", json!({"query": query, "topK": 3})).await;
+        let out = kit
+            .call_ok("docs_search", json!({"query": query, "topK": 3}))
+            .await;
         let results = out["results"].as_array().unwrap();
         assert!(!results.is_empty() && results.len() <= 3, "{query}: {out}");
         let first = results[0]["path"].as_str().unwrap();
@@ -190,7 +171,7 @@ async fn docs_search_finds_the_right_file_in_russian_and_english() {
         assert!(["text", "vector", "both"].contains(&r["foundBy"].as_str().unwrap()));
         assert!(!r["content"].as_str().unwrap().is_empty());
         // A hit's path opens that very section.
-        let read = ok(&kit, "docs_read", json!({"path": first})).await;
+        let read = kit.call_ok("docs_read", json!({"path": first})).await;
         assert_eq!(read["path"], first);
     }
     // Russian questions over English docs: the right section is among the top five (the
@@ -202,7 +183,7 @@ async fn docs_search_finds_the_right_file_in_russian_and_english() {
         ),
         ("запись файла атомарно", "tools/files.md#"),
     ] {
-        let out = ok(&kit, "docs_search", json!({"query": query})).await;
+        let out = kit.call_ok("docs_search", json!({"query": query})).await;
         let results = out["results"].as_array().unwrap();
         assert!(
             results
@@ -221,13 +202,15 @@ async fn docs_search_finds_the_right_file_in_russian_and_english() {
 #[tokio::test]
 async fn docs_search_refuses_an_empty_query_and_a_bad_top_k() {
     let kit = kit();
-    let e = err(&kit, "docs_search", json!({"query": "  "})).await;
+    let e = kit.call_err("docs_search", json!({"query": "  "})).await;
     assert_eq!(
         (e.is_invalid_arguments(), e.pointer()),
         (true, Some("/query"))
     );
     for k in [0, 21, 1_000_000] {
-        let e = err(&kit, "docs_search", json!({"query": "x", "topK": k})).await;
+        let e = kit
+            .call_err("docs_search", json!({"query": "x", "topK": k}))
+            .await;
         assert!(e.is_invalid_arguments(), "{k}: {}", e.to_model_text());
     }
 }

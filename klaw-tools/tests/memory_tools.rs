@@ -3,31 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+use klaw_tools::ToolError;
 use klaw_tools::testing::Kit;
 use klaw_tools::tools::memory::MemoryConfig;
-use klaw_tools::{ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 fn kit() -> Kit {
     Kit::new().expect("kit")
-}
-
-fn v(out: &ToolOutput) -> &Value {
-    out.structured().expect("structured output")
-}
-
-async fn ok(kit: &Kit, tool: &str, args: Value) -> Value {
-    match kit.call(tool, args.clone()).await {
-        Ok(out) => v(&out).clone(),
-        Err(e) => panic!("{tool} {args}: {}", e.to_model_text()),
-    }
-}
-
-async fn err(kit: &Kit, tool: &str, args: Value) -> ToolError {
-    match kit.call(tool, args.clone()).await {
-        Ok(out) => panic!("{tool} {args} succeeded: {}", out.text()),
-        Err(e) => e,
-    }
 }
 
 fn invalid(e: &ToolError, pointer: &str, says: &str) {
@@ -39,59 +21,67 @@ fn invalid(e: &ToolError, pointer: &str, says: &str) {
 #[tokio::test]
 async fn bad_arguments_are_refused_before_the_model_is_loaded() {
     let kit = kit();
-    let e = err(&kit, "memory_search", json!({"query": "  \n "})).await;
+    let e = kit
+        .call_err("memory_search", json!({"query": "  \n "}))
+        .await;
     invalid(&e, "/query", "the query is empty");
-    let e = err(&kit, "memory_search", json!({"query": "tea", "topK": 0})).await;
+    let e = kit
+        .call_err("memory_search", json!({"query": "tea", "topK": 0}))
+        .await;
     invalid(&e, "/topK", "between 1 and 50");
-    let e = err(&kit, "memory_search", json!({"query": "tea", "topK": 51})).await;
+    let e = kit
+        .call_err("memory_search", json!({"query": "tea", "topK": 51}))
+        .await;
     invalid(&e, "/topK", "between 1 and 50");
-    let e = err(&kit, "memory_search", json!({"query": "tea", "topK": -1})).await;
+    let e = kit
+        .call_err("memory_search", json!({"query": "tea", "topK": -1}))
+        .await;
     assert!(e.is_invalid_arguments(), "{}", e.to_model_text());
-    let e = err(
-        &kit,
-        "memory_search",
-        json!({"query": "tea", "mode": "fuzzy"}),
-    )
-    .await;
+    let e = kit
+        .call_err("memory_search", json!({"query": "tea", "mode": "fuzzy"}))
+        .await;
     assert!(e.is_invalid_arguments(), "{}", e.to_model_text());
     assert_eq!(e.pointer(), Some("/mode"));
-    let e = err(&kit, "memory_search", json!({"query": "x".repeat(2001)})).await;
+    let e = kit
+        .call_err("memory_search", json!({"query": "x".repeat(2001)}))
+        .await;
     invalid(&e, "/query", "longer than 2000");
-    let e = err(&kit, "memory_save", json!({"content": ""})).await;
+    let e = kit.call_err("memory_save", json!({"content": ""})).await;
     invalid(&e, "/content", "empty");
-    let e = err(&kit, "memory_save", json!({"content": " \t\n"})).await;
+    let e = kit
+        .call_err("memory_save", json!({"content": " \t\n"}))
+        .await;
     invalid(&e, "/content", "empty");
-    let e = err(&kit, "memory_save", json!({"content": "a".repeat(65_537)})).await;
+    let e = kit
+        .call_err("memory_save", json!({"content": "a".repeat(65_537)}))
+        .await;
     invalid(&e, "/content", "more than the 65536 bytes");
-    let e = err(
-        &kit,
-        "memory_save",
-        json!({"content": "tea", "source": " "}),
-    )
-    .await;
+    let e = kit
+        .call_err("memory_save", json!({"content": "tea", "source": " "}))
+        .await;
     invalid(&e, "/source", "1 to 200 characters");
-    let e = err(&kit, "memory_save", json!({})).await;
+    let e = kit.call_err("memory_save", json!({})).await;
     invalid(&e, "/content", "");
-    let e = err(
-        &kit,
-        "memory_core_update",
-        json!({"section": "world", "key": "k", "value": "v"}),
-    )
-    .await;
+    let e = kit
+        .call_err(
+            "memory_core_update",
+            json!({"section": "world", "key": "k", "value": "v"}),
+        )
+        .await;
     assert_eq!(e.pointer(), Some("/section"), "{}", e.to_model_text());
-    let e = err(
-        &kit,
-        "memory_core_update",
-        json!({"section": "user", "key": " ", "value": "v"}),
-    )
-    .await;
+    let e = kit
+        .call_err(
+            "memory_core_update",
+            json!({"section": "user", "key": " ", "value": "v"}),
+        )
+        .await;
     invalid(&e, "/key", "the key is empty");
-    let e = err(
-        &kit,
-        "memory_core_update",
-        json!({"section": "user", "key": "k", "value": ""}),
-    )
-    .await;
+    let e = kit
+        .call_err(
+            "memory_core_update",
+            json!({"section": "user", "key": "k", "value": ""}),
+        )
+        .await;
     invalid(&e, "/value", "memory_core_delete");
     // Nothing reached the data directory.
     assert!(!kit.data_dir().join("memory.sqlite").exists());
@@ -100,21 +90,21 @@ async fn bad_arguments_are_refused_before_the_model_is_loaded() {
 #[tokio::test]
 async fn save_then_search_in_every_mode_and_across_languages() {
     let kit = kit();
-    let saved = ok(
-        &kit,
-        "memory_save",
-        json!({"content": "Пользователь предпочитает зелёный чай без сахара."}),
-    )
-    .await;
+    let saved = kit
+        .call_ok(
+            "memory_save",
+            json!({"content": "Пользователь предпочитает зелёный чай без сахара."}),
+        )
+        .await;
     assert_eq!(saved["inserted"], 1);
     assert_eq!(saved["alreadyStored"], false);
     assert_eq!(saved["message"], "Saved (1 chunk).");
-    let again = ok(
-        &kit,
-        "memory_save",
-        json!({"content": "Пользователь предпочитает зелёный чай без сахара."}),
-    )
-    .await;
+    let again = kit
+        .call_ok(
+            "memory_save",
+            json!({"content": "Пользователь предпочитает зелёный чай без сахара."}),
+        )
+        .await;
     assert_eq!(again["alreadyStored"], true, "{again}");
     assert_eq!(
         (again["inserted"].clone(), again["duplicates"].clone()),
@@ -126,20 +116,18 @@ async fn save_then_search_in_every_mode_and_across_languages() {
             .unwrap()
             .starts_with("Already stored")
     );
-    ok(
-        &kit,
-        "memory_save",
+    kit.call_ok("memory_save",
         json!({"content": "The staging server is srv-db-07 in Frankfurt.", "source": "notes/servers.md"}),
     )
     .await;
 
     // Cross-language, by meaning: a Russian question finds the English note.
-    let found = ok(
-        &kit,
-        "memory_search",
-        json!({"query": "какой сервер у тестовой среды?", "mode": "vector", "topK": 1}),
-    )
-    .await;
+    let found = kit
+        .call_ok(
+            "memory_search",
+            json!({"query": "какой сервер у тестовой среды?", "mode": "vector", "topK": 1}),
+        )
+        .await;
     assert_eq!(found["mode"], "vector");
     assert_eq!(found["count"], 1);
     let hit = &found["results"][0];
@@ -154,17 +142,19 @@ async fn save_then_search_in_every_mode_and_across_languages() {
     assert!(hit["score"].as_f64().unwrap() > 0.0);
 
     // By words only.
-    let found = ok(
-        &kit,
-        "memory_search",
-        json!({"query": "srv-db-07", "mode": "text"}),
-    )
-    .await;
+    let found = kit
+        .call_ok(
+            "memory_search",
+            json!({"query": "srv-db-07", "mode": "text"}),
+        )
+        .await;
     assert_eq!(found["count"], 1, "{found}");
     assert_eq!(found["results"][0]["foundBy"], "text");
 
     // Hybrid (the default): the source defaults to manual.
-    let found = ok(&kit, "memory_search", json!({"query": "зелёный чай"})).await;
+    let found = kit
+        .call_ok("memory_search", json!({"query": "зелёный чай"}))
+        .await;
     assert_eq!(found["mode"], "hybrid");
     let first = &found["results"][0];
     assert!(
@@ -190,7 +180,7 @@ async fn memory_without_the_model_is_unavailable_and_names_make_setup() {
         ("memory_search", json!({"query": "tea"})),
         ("memory_save", json!({"content": "tea"})),
     ] {
-        let e = err(&kit, tool, args).await;
+        let e = kit.call_err(tool, args).await;
         assert_eq!(e.kind().code(), "unavailable", "{}", e.to_model_text());
         assert!(e.message().contains("make setup"), "{}", e.message());
     }
@@ -199,41 +189,40 @@ async fn memory_without_the_model_is_unavailable_and_names_make_setup() {
 #[tokio::test]
 async fn core_memory_get_update_delete() {
     let kit = kit();
-    let empty = ok(&kit, "memory_core_get", json!({})).await;
+    let empty = kit.call_ok("memory_core_get", json!({})).await;
     assert_eq!(empty["user"], json!({}));
     assert_eq!(empty["agent"], json!({}));
     assert_eq!(empty["maxBytes"], 8192);
-    let r = ok(
-        &kit,
-        "memory_core_update",
-        json!({"section": "user", "key": " name ", "value": "Анна"}),
-    )
-    .await;
+    let r = kit
+        .call_ok(
+            "memory_core_update",
+            json!({"section": "user", "key": " name ", "value": "Анна"}),
+        )
+        .await;
     assert_eq!(r["key"], "name");
     assert_eq!(r["previous"], Value::Null);
-    let r = ok(
-        &kit,
-        "memory_core_update",
-        json!({"section": "user", "key": "name", "value": "Анна К."}),
-    )
-    .await;
+    let r = kit
+        .call_ok(
+            "memory_core_update",
+            json!({"section": "user", "key": "name", "value": "Анна К."}),
+        )
+        .await;
     assert_eq!(r["previous"], "Анна");
-    ok(
-        &kit,
+    kit.call_ok(
         "memory_core_update",
         json!({"section": "agent", "key": "tone", "value": "brief"}),
     )
     .await;
-    let got = ok(&kit, "memory_core_get", json!({})).await;
+    let got = kit.call_ok("memory_core_get", json!({})).await;
     assert_eq!(got["user"], json!({"name": "Анна К."}));
     assert_eq!(got["agent"], json!({"tone": "brief"}));
 
-    let e = err(
-        &kit,
-        "memory_core_delete",
-        json!({"section": "user", "key": "timezone"}),
-    )
-    .await;
+    let e = kit
+        .call_err(
+            "memory_core_delete",
+            json!({"section": "user", "key": "timezone"}),
+        )
+        .await;
     assert!(e.is_not_found(), "{}", e.to_model_text());
     assert!(e.message().contains("`timezone`"), "{}", e.message());
     assert!(
@@ -242,12 +231,12 @@ async fn core_memory_get_update_delete() {
         e.message()
     );
 
-    let d = ok(
-        &kit,
-        "memory_core_delete",
-        json!({"section": "user", "key": "name"}),
-    )
-    .await;
+    let d = kit
+        .call_ok(
+            "memory_core_delete",
+            json!({"section": "user", "key": "name"}),
+        )
+        .await;
     assert_eq!(d["value"], "Анна К.");
     let file: Value = serde_json::from_str(
         &std::fs::read_to_string(kit.data_dir().join("core_memory.json")).unwrap(),
@@ -261,25 +250,25 @@ async fn a_corrupt_core_memory_file_is_reported_and_kept() {
     let kit = kit();
     let path = kit.data_dir().join("core_memory.json");
     std::fs::write(&path, "{\"user\": {\"name\": \"Anna\"").unwrap();
-    let e = err(&kit, "memory_core_get", json!({})).await;
+    let e = kit.call_err("memory_core_get", json!({})).await;
     assert!(
         e.message().contains("core memory is corrupt"),
         "{}",
         e.message()
     );
-    let e = err(
-        &kit,
-        "memory_core_update",
-        json!({"section": "user", "key": "tea", "value": "green"}),
-    )
-    .await;
+    let e = kit
+        .call_err(
+            "memory_core_update",
+            json!({"section": "user", "key": "tea", "value": "green"}),
+        )
+        .await;
     assert!(e.message().contains("left untouched"), "{}", e.message());
-    let e = err(
-        &kit,
-        "memory_core_delete",
-        json!({"section": "user", "key": "name"}),
-    )
-    .await;
+    let e = kit
+        .call_err(
+            "memory_core_delete",
+            json!({"section": "user", "key": "name"}),
+        )
+        .await;
     assert!(e.message().contains("corrupt"), "{}", e.message());
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),

@@ -14,3 +14,18 @@ pub mod memory;
 
 #[cfg(feature = "docs")]
 pub mod docs;
+
+/// Runs blocking work of a tool (file system, SQLite, the embedding model) on tokio's
+/// blocking pool; if it panics, the tool fails with "the {what} operation stopped
+/// unexpectedly" instead of taking the engine down.
+#[cfg(any(feature = "files", feature = "memory"))]
+pub(crate) async fn run_blocking<T, F>(what: &'static str, f: F) -> Result<T, crate::ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, crate::ToolError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        crate::ToolError::failed(format!("the {what} operation stopped unexpectedly"))
+            .with_detail(e)
+    })?
+}

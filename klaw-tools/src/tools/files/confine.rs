@@ -240,9 +240,7 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ToolError::failed("the file operation stopped unexpectedly").with_detail(e))?
+    crate::tools::run_blocking("file", f).await
 }
 
 #[cfg(test)]

@@ -330,12 +330,10 @@ impl Memory {
 }
 
 /// Runs blocking memory work (the model, SQLite) on tokio's blocking pool.
-pub async fn blocking<T, F>(f: F) -> Result<T, ToolError>
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        ToolError::failed("the memory operation stopped unexpectedly").with_detail(e)
-    })?
+    crate::tools::run_blocking("memory", f).await
 }
