@@ -1,16 +1,17 @@
 //! Memory: `memory_search` latency and `memory_save` throughput with the real model.
 //!
-//! - `memory_search/*`: hybrid search (embed the query, then `search_hybrid` k = 10,
-//!   equal weights) at 10k and 100k chunks; at 100k also vector only (embedding
-//!   included), text only, hybrid with a ready query vector, and the query embedding
-//!   alone. The queries are the retrieval test set's questions, in turn.
+//! - `memory_search/*`: hybrid search as `memory_search` runs it (`Index::search`, k = 10,
+//!   equal weights: the query embedded while the text side is searched) at 10k and 100k
+//!   chunks; at 100k also vector only (embedding included), text only, hybrid with a
+//!   ready query vector, and the query embedding alone. The queries are the retrieval
+//!   test set's questions, in turn.
 //! - `memory_save/*`: what saving a note costs: `chunk`, `embed_passages` of its chunks,
 //!   `insert`; notes of 50 to 200 tokens made of the test set's notes, one at a time and
 //!   32 at a time (throughput in notes per second).
 //!
 //! The big stores are the test set's notes, really embedded, plus filler texts with
-//! **random** vectors (see `support/memory.rs`: vec0 is brute force, so the latency does
-//! not depend on the vectors' values); they are built once (a minute or two for 100k) and
+//! **random** vectors (see `support/memory.rs`: every step of vector search scans a fixed
+//! share of the vectors, so the latency does not depend on their values); they are built once (a minute or two for 100k) and
 //! cached under the target directory. Percentiles (p50/p99) and peak RSS:
 //! `benches/memory_latency.rs`.
 //!
@@ -29,7 +30,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use klaw_tools::tools::memory::chunk::{ChunkOptions, chunk};
 use klaw_tools::tools::memory::fuse::Weights;
 use klaw_tools::tools::memory::store::{MemoryStore, NewChunk};
-use klaw_tools::tools::memory::{Embedder, TextKind};
+use klaw_tools::tools::memory::{Embedder, SearchMode, TextKind};
 
 const K: usize = 10;
 
@@ -46,37 +47,35 @@ fn search(c: &mut Criterion) {
     let mut g = c.benchmark_group("memory_search");
     g.sample_size(30).measurement_time(Duration::from_secs(10));
     for n in [10_000, 100_000] {
-        let store = support::big_store(n, &e);
-        g.bench_with_input(BenchmarkId::new("hybrid_incl_embed", n), &store, |b, s| {
-            b.iter(|| {
-                let q = question();
-                let v = e.embed_queries(&[q]).unwrap().remove(0);
-                black_box(s.search_hybrid(q, &v, K, Weights::default()).unwrap())
-            })
+        let index = support::big_index(n, &e);
+        g.bench_function(BenchmarkId::new("hybrid_incl_embed", n), |b| {
+            b.iter(|| black_box(index.search(question(), K, SearchMode::Hybrid).unwrap()))
         });
         if n < 100_000 {
             continue;
         }
-        g.bench_with_input(BenchmarkId::new("vector_incl_embed", n), &store, |b, s| {
-            b.iter(|| {
-                let v = e.embed_queries(&[question()]).unwrap().remove(0);
-                black_box(s.search_vector(&v, K).unwrap())
-            })
+        g.bench_function(BenchmarkId::new("vector_incl_embed", n), |b| {
+            b.iter(|| black_box(index.search(question(), K, SearchMode::Vector).unwrap()))
         });
-        g.bench_with_input(BenchmarkId::new("text", n), &store, |b, s| {
+        let store = index.store();
+        g.bench_with_input(BenchmarkId::new("text", n), &*store, |b, s| {
             b.iter(|| black_box(s.search_text(question(), K).unwrap()))
         });
         let vectors = e.embed_queries(&questions).unwrap();
-        g.bench_with_input(BenchmarkId::new("hybrid_search_only", n), &store, |b, s| {
-            b.iter(|| {
-                let i = next.get() % questions.len();
-                next.set(i + 1);
-                black_box(
-                    s.search_hybrid(questions[i], &vectors[i], K, Weights::default())
-                        .unwrap(),
-                )
-            })
-        });
+        g.bench_with_input(
+            BenchmarkId::new("hybrid_search_only", n),
+            &*store,
+            |b, s| {
+                b.iter(|| {
+                    let i = next.get() % questions.len();
+                    next.set(i + 1);
+                    black_box(
+                        s.search_hybrid(questions[i], &vectors[i], K, Weights::default())
+                            .unwrap(),
+                    )
+                })
+            },
+        );
         g.bench_function("embed_query", |b| {
             b.iter(|| black_box(e.embed_queries(&[question()]).unwrap()))
         });

@@ -1,8 +1,10 @@
 //! `memory_search` latency percentiles and peak memory: 1000 searches per case after 50
 //! warm-up ones, each timed alone, then p50, p90, p99 and the maximum; at the end the
-//! process's peak RSS (`VmHWM`). The cases are those of `benches/memory.rs`
-//! (`memory_search`), on the same cached stores (test-set notes plus filler with random
-//! vectors, see `support/memory.rs`). Prints only; asserts nothing.
+//! process's peak RSS (`VmHWM`). The `incl_embed` cases call [`Index::search`], what
+//! `memory_search` runs (the query embedded while the text side is searched); the others
+//! call the store with the query's vector ready. The stores are those of
+//! `benches/memory.rs`, cached (test-set notes plus filler with random vectors, see
+//! `support/memory.rs`). Prints only; asserts nothing.
 //!
 //! Arguments that do not start with `--` select the cases whose name contains one of
 //! them, e.g. `100k/hybrid_incl_embed` alone for its peak RSS under `/usr/bin/time -v`.
@@ -17,9 +19,8 @@ mod support;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use klaw_tools::tools::memory::Embedder;
 use klaw_tools::tools::memory::fuse::Weights;
-use klaw_tools::tools::memory::store::MemoryStore;
+use klaw_tools::tools::memory::{Index, SearchMode};
 
 const K: usize = 10;
 const RUNS: usize = 1000;
@@ -31,6 +32,7 @@ enum Case {
     VectorInclEmbed,
     Text,
     HybridSearchOnly,
+    VectorSearchOnly,
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
         (100_000, "100k/vector_incl_embed", Case::VectorInclEmbed),
         (100_000, "100k/text", Case::Text),
         (100_000, "100k/hybrid_search_only", Case::HybridSearchOnly),
+        (100_000, "100k/vector_search_only", Case::VectorSearchOnly),
     ];
     let selected: Vec<_> = cases
         .into_iter()
@@ -53,21 +56,37 @@ fn main() {
     let set = support::test_set();
     let questions: Vec<&str> = set.questions.iter().map(|q| q.q.as_str()).collect();
     let vectors = e.embed_queries(&questions).unwrap();
-    let mut stores: Vec<(usize, MemoryStore)> = Vec::new();
+    let mut stores: Vec<(usize, Index)> = Vec::new();
     println!(
         "{:<26} {:>9} {:>9} {:>9} {:>9}",
         "case (ms)", "p50", "p90", "p99", "max"
     );
     for (n, name, case) in selected {
         if !stores.iter().any(|(m, _)| *m == n) {
-            stores.push((n, support::big_store(n, &e)));
+            drop(support::big_store(n, &e));
+            let t = Instant::now();
+            let index = support::big_index(n, &e);
+            println!(
+                "{:<26} {:>9.2}",
+                format!("{}k/open_index", n / 1000),
+                ms(t.elapsed())
+            );
+            // the first vector search loads the in-memory copy of the vectors
+            let t = Instant::now();
+            black_box(index.store().search_vector(&vectors[0], K).unwrap());
+            println!(
+                "{:<26} {:>9.2}",
+                format!("{}k/first_vector_search", n / 1000),
+                ms(t.elapsed())
+            );
+            stores.push((n, index));
         }
         let store = &stores.iter().find(|(m, _)| *m == n).unwrap().1;
         let mut times = Vec::with_capacity(RUNS);
         for i in 0..WARM_UP + RUNS {
             let j = i % questions.len();
             let t = Instant::now();
-            run(&e, store, case, questions[j], &vectors[j]);
+            run(store, case, questions[j], &vectors[j]);
             if i >= WARM_UP {
                 times.push(t.elapsed());
             }
@@ -88,21 +107,27 @@ fn main() {
     }
 }
 
-fn run(e: &Embedder, store: &MemoryStore, case: Case, q: &str, v: &[f32]) {
+fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
     match case {
         Case::HybridInclEmbed => {
-            let v = e.embed_queries(&[q]).unwrap().remove(0);
-            black_box(store.search_hybrid(q, &v, K, Weights::default()).unwrap());
+            black_box(index.search(q, K, SearchMode::Hybrid).unwrap());
         }
         Case::VectorInclEmbed => {
-            let v = e.embed_queries(&[q]).unwrap().remove(0);
-            black_box(store.search_vector(&v, K).unwrap());
+            black_box(index.search(q, K, SearchMode::Vector).unwrap());
         }
         Case::Text => {
-            black_box(store.search_text(q, K).unwrap());
+            black_box(index.store().search_text(q, K).unwrap());
+        }
+        Case::VectorSearchOnly => {
+            black_box(index.store().search_vector(v, K).unwrap());
         }
         Case::HybridSearchOnly => {
-            black_box(store.search_hybrid(q, v, K, Weights::default()).unwrap());
+            black_box(
+                index
+                    .store()
+                    .search_hybrid(q, v, K, Weights::default())
+                    .unwrap(),
+            );
         }
     }
 }

@@ -387,3 +387,84 @@ fn meta_values_persist() {
     assert_eq!(store.meta("docs.hash").unwrap().as_deref(), Some("abc"));
     assert_eq!(store.meta("dims").unwrap().as_deref(), Some("8"));
 }
+
+/// A deterministic pseudo-random unit vector of `dims` dimensions.
+fn random_unit(seed: u64, dims: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let v: Vec<f32> = (0..dims)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / n).collect()
+}
+
+#[test]
+fn vector_search_sees_this_stores_writes_after_its_first_search() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    // the first search loads the in-memory copy of the vectors
+    assert!(store.search_vector(&unit(4), 1).unwrap()[0].content.len() > 1);
+    store
+        .insert(&[chunk("Axis four, added after the first search.", unit(4))])
+        .unwrap();
+    let hits = store.search_vector(&unit(4), 1).unwrap();
+    assert_eq!(hits[0].content, "Axis four, added after the first search.");
+    assert!((hits[0].score - 1.0).abs() < 1e-6);
+    store.remove_source("test").unwrap();
+    assert!(store.search_vector(&unit(4), 5).unwrap().is_empty());
+}
+
+#[test]
+fn vector_search_sees_what_another_connection_wrote() {
+    let (_d, path) = db();
+    let mut a = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut a);
+    assert_eq!(a.search_vector(&unit(5), 10).unwrap().len(), 4);
+    // another process, say: its own connection
+    let mut b = MemoryStore::open(&path, DIMS, FP).unwrap();
+    b.insert(&[chunk("Written by the other connection.", unit(5))])
+        .unwrap();
+    let hits = a.search_vector(&unit(5), 1).unwrap();
+    assert_eq!(hits[0].content, "Written by the other connection.");
+    b.remove_source("test").unwrap();
+    assert!(a.search_vector(&unit(5), 10).unwrap().is_empty());
+}
+
+#[test]
+fn vector_search_of_a_big_store_matches_the_exact_scan() {
+    // big enough for the in-memory copy to prefilter by bits (more than 16,384 vectors)
+    const D: usize = 32;
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, D, FP).unwrap();
+    let chunks: Vec<NewChunk> = (0..20_000u64)
+        .map(|i| chunk(&format!("note {i}"), random_unit(i, D)))
+        .collect();
+    store.insert(&chunks).unwrap();
+    let (mut same, mut total) = (0, 0);
+    for i in 0..20u64 {
+        // near a stored vector: that one first, then its neighbours
+        let q: Vec<f32> = random_unit(i * 997, D)
+            .iter()
+            .zip(random_unit(1_000_000 + i, D))
+            .map(|(a, b)| a + 0.2 * b)
+            .collect();
+        let approx = store.search_vector(&q, 10).unwrap();
+        let exact = store.search_vector_exact(&q, 10).unwrap();
+        assert_eq!(approx[0].id, exact[0].id, "query {i}");
+        assert!((approx[0].score - exact[0].score).abs() < 1e-5);
+        assert!(approx.windows(2).all(|w| w[0].score >= w[1].score));
+        let ids: std::collections::HashSet<i64> = exact.iter().map(|h| h.id).collect();
+        same += approx.iter().filter(|h| ids.contains(&h.id)).count();
+        total += exact.len();
+    }
+    assert!(
+        same * 100 >= total * 98,
+        "{same} of {total} exact neighbours found"
+    );
+}

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 
 use klaw_tools::tools::memory::store::{MemoryStore, NewChunk};
-use klaw_tools::tools::memory::{Embedder, EmbedderConfig};
+use klaw_tools::tools::memory::{Embedder, EmbedderConfig, Index, MemoryConfig};
 use serde::Deserialize;
 
 /// The retrieval test set (`tests/data/retrieval.json`).
@@ -185,18 +185,31 @@ pub(crate) fn random_unit(rng: &mut Rng, dims: usize) -> Vec<f32> {
     v
 }
 
-/// A store of about `n` chunks: the test set's notes, really embedded, then filler.
-/// Cached in `CARGO_TARGET_TMPDIR`; built on first use (inserts in transactions of 10k).
-pub(crate) fn big_store(n: usize, embedder: &Embedder) -> MemoryStore {
-    let fp = embedder.fingerprint();
-    let tag: String = fp
+/// [`big_store`] as an [`Index`] with the default configuration: what `memory_search`
+/// calls.
+pub(crate) fn big_index(n: usize, embedder: &Embedder) -> Index {
+    let path = big_store_path(n, embedder);
+    drop(big_store(n, embedder));
+    Index::open(&path, embedder.clone(), &MemoryConfig::default()).unwrap()
+}
+
+fn big_store_path(n: usize, embedder: &Embedder) -> PathBuf {
+    let tag: String = embedder
+        .fingerprint()
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .rev()
         .take(12)
         .collect();
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("klaw-memory-bench-v1-{n}-{tag}.sqlite"));
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("klaw-memory-bench-v1-{n}-{tag}.sqlite"))
+}
+
+/// A store of about `n` chunks: the test set's notes, really embedded, then filler.
+/// Cached in `CARGO_TARGET_TMPDIR`; built on first use (inserts in transactions of 10k).
+pub(crate) fn big_store(n: usize, embedder: &Embedder) -> MemoryStore {
+    let fp = embedder.fingerprint();
+    let path = big_store_path(n, embedder);
     if path.exists() {
         if let Ok(store) = MemoryStore::open(&path, embedder.dims(), fp)
             && store.len().unwrap() >= n * 99 / 100

@@ -132,6 +132,59 @@ pub fn query_terms(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// [`min_should_match`] builds its expression for at most this many query words
+/// (C(8, 5) = 56 groups); longer queries get `None`.
+pub const MAX_MIN_SHOULD_MATCH_TERMS: usize = 8;
+
+/// An FTS5 `MATCH` expression for the chunks that contain **more than half** of `terms`
+/// (from [`query_terms`]; each as its word or its stem), or one of its [codes](is_code):
+/// "minimum should match", the rule of [`coverage`] written for the index, so the
+/// index finds exactly those chunks instead of ranking every chunk with any one word.
+///
+/// The expression is an `OR` of one `AND` group per way to pick the required number of
+/// words. Every word appears in the same number of groups, so bm25 over it ranks like bm25
+/// over the plain `OR` of the words (scaled). `None` when there are no terms or more than
+/// [`MAX_MIN_SHOULD_MATCH_TERMS`] (the caller filters with [`coverage`] instead).
+pub fn min_should_match(terms: &[(String, String)]) -> Option<String> {
+    let n = terms.len();
+    if n == 0 || n > MAX_MIN_SHOULD_MATCH_TERMS {
+        return None;
+    }
+    let term = |(w, s): &(String, String)| {
+        if w == s {
+            quote(w)
+        } else {
+            format!("({} OR {})", quote(w), quote(s))
+        }
+    };
+    let need = n / 2 + 1;
+    let mut groups = Vec::new();
+    let mut pick: Vec<usize> = (0..need).collect();
+    loop {
+        let group: Vec<String> = pick.iter().map(|&i| term(&terms[i])).collect();
+        groups.push(if need == 1 {
+            group.concat()
+        } else {
+            format!("({})", group.join(" AND "))
+        });
+        // the next combination in lexicographic order
+        let Some(i) = (0..need).rev().find(|&i| pick[i] < n - need + i) else {
+            break;
+        };
+        pick[i] += 1;
+        for j in i + 1..need {
+            pick[j] = pick[j - 1] + 1;
+        }
+    }
+    groups.extend(
+        terms
+            .iter()
+            .filter(|(w, _)| is_code(w))
+            .map(|(w, _)| quote(w)),
+    );
+    Some(groups.join(" OR "))
+}
+
 /// Whether a word looks like a code: letters and digits mixed, at least 4 characters
 /// (`qx7l9m`, `tp1271`, `inv2093`). Such words are what a text index finds and a
 /// sentence model does not see.
@@ -180,6 +233,47 @@ mod tests {
         let t = query_terms("Бронь QX7L9M — какой рейс?");
         assert_eq!(coverage(&t, "Booking code QX7L9M."), (1.0 / 3.0, true));
         assert!(is_code("tp1271") && !is_code("2024") && !is_code("a1") && !is_code("рейс"));
+    }
+
+    #[test]
+    fn min_should_match_needs_more_than_half_of_the_words() {
+        let t = |q: &str| query_terms(q);
+        assert_eq!(min_should_match(&t("")), None);
+        assert_eq!(
+            min_should_match(&t("garage")).unwrap(),
+            r#"("garage" OR "garag")"#
+        );
+        // two words: both; three words: two of them
+        assert_eq!(
+            min_should_match(&t("garage key")).unwrap(),
+            r#"(("garage" OR "garag") AND "key")"#
+        );
+        assert_eq!(
+            min_should_match(&t("key cat dog")).unwrap(),
+            r#"("key" AND "cat") OR ("key" AND "dog") OR ("cat" AND "dog")"#
+        );
+        // a code is enough on its own
+        assert_eq!(
+            min_should_match(&t("QX7L9M flight booking")).unwrap(),
+            r#"("qx7l9m" AND "flight") OR ("qx7l9m" AND ("booking" OR "book")) OR ("flight" AND ("booking" OR "book")) OR "qx7l9m""#
+        );
+        let many = t("one two three four five six seven eight nine");
+        assert_eq!(many.len(), 9);
+        assert_eq!(min_should_match(&many), None);
+        let eight = min_should_match(&many[..8]).unwrap();
+        assert_eq!(eight.split(" OR (").count(), 56); // C(8, 5)
+    }
+
+    #[test]
+    fn min_should_match_quotes_every_term() {
+        let q = min_should_match(&query_terms("a\"b NEAR( c:d -e *")).unwrap();
+        assert!(!q.contains("NEAR("), "{q}");
+        for t in q.split(['(', ')', ' ']).filter(|t| !t.is_empty()) {
+            assert!(
+                ["AND", "OR"].contains(&t) || (t.starts_with('"') && t.ends_with('"')),
+                "{t} in {q}"
+            );
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
 use super::fuse::Weights;
-use super::store::{Hit, InsertReport, MemoryStore, NewChunk, StoreError};
+use super::store::{Hit, InsertReport, MemoryStore, NewChunk, StoreError, fuse_hits};
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
@@ -249,20 +249,31 @@ impl Index {
     }
 
     /// The best `k` chunks for `query`. The query is embedded (for `hybrid` and `vector`)
-    /// before the store is locked.
+    /// outside the store's lock; in `hybrid` mode the text side is searched meanwhile, on
+    /// this thread, while another embeds the query.
     pub fn search(&self, query: &str, k: usize, mode: SearchMode) -> Result<Vec<Hit>, MemoryError> {
-        let vector = match mode {
-            SearchMode::Text => None,
-            SearchMode::Hybrid | SearchMode::Vector => {
-                self.embedder.embed_queries(&[query])?.into_iter().next()
-            }
+        let embed = || -> Result<Vec<f32>, MemoryError> {
+            let mut v = self.embedder.embed_queries(&[query])?;
+            v.pop()
+                .ok_or_else(|| EmbedError::Inference("no vector for the query".into()).into())
         };
-        let store = self.store();
-        Ok(match (mode, vector) {
-            (SearchMode::Hybrid, Some(v)) => store.search_hybrid(query, &v, k, self.weights)?,
-            (SearchMode::Vector, Some(v)) => store.search_vector(&v, k)?,
-            _ => store.search_text(query, k)?,
-        })
+        match mode {
+            SearchMode::Text => Ok(self.store().search_text(query, k)?),
+            SearchMode::Vector => {
+                let v = embed()?;
+                Ok(self.store().search_vector(&v, k)?)
+            }
+            SearchMode::Hybrid => std::thread::scope(|s| {
+                let vector = s.spawn(embed);
+                let text = self.store().hybrid_text_side(query, k);
+                let vector = vector
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                let text = text?;
+                let vecs = self.store().search_vector(&vector, k)?;
+                Ok(fuse_hits(text, vecs, k, self.weights))
+            }),
+        }
     }
 
     /// Removes every chunk from `source`; returns how many.

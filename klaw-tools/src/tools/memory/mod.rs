@@ -15,6 +15,7 @@ pub mod index;
 mod save;
 mod search;
 pub mod store;
+pub mod vectors;
 
 pub use self::core::{
     CoreDeleted, CoreMemory, CoreMemoryView, CoreSection, CoreUpdated, Entries, memory_core_delete,

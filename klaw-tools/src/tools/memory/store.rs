@@ -1,15 +1,19 @@
 //! The memory store: one SQLite database with the chunks, an FTS5 index over their text
 //! and stems, and a sqlite-vec `vec0` index over their vectors.
 //!
-//! Vectors are L2-normalised on the way in and searched by L2 distance (sqlite-vec's
-//! SIMD path); for unit vectors `1 - d²/2` is the cosine, which is the score reported.
+//! Vectors are L2-normalised on the way in; for unit vectors `1 - d²/2` is the cosine,
+//! which is the score reported. Vector search goes through a compact copy of the vectors
+//! kept in memory ([`super::vectors`]) and re-scores its best candidates with the float
+//! vectors from `vec0`, see [`MemoryStore::search_vector`].
 //! The database records the embedding model's fingerprint and the dimensions; opening it
 //! with another model is a [`StoreError::FingerprintMismatch`], never a silent mix.
 
 use super::fts;
 use super::fuse::{self, FoundBy, Weights};
+use super::vectors::VectorCache;
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 use std::path::Path;
 
 /// A failure of the memory store.
@@ -96,6 +100,8 @@ pub struct Hit {
 pub struct MemoryStore {
     conn: Connection,
     dims: usize,
+    /// The vectors' in-memory copy, loaded on the first vector search.
+    cache: RefCell<Option<VectorCache>>,
 }
 
 /// The SHA-256 of a chunk's text, hex: how exact duplicates are recognised.
@@ -171,6 +177,13 @@ const MMAP_BYTES: i64 = 4 << 30;
 /// sqlite-vec's largest `k`; larger requests are capped.
 pub const MAX_K: usize = 4096;
 
+/// Vector search re-scores `k` times this many candidates of the in-memory scan with the
+/// float vectors ...
+pub const RESCORE_FACTOR: usize = 4;
+
+/// ... and at least this many.
+pub const MIN_RESCORED: usize = 40;
+
 const HIT_COLUMNS: &str = "c.id, c.content, c.source, date(c.created_at, 'unixepoch')";
 
 impl MemoryStore {
@@ -202,10 +215,15 @@ impl MemoryStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        // Vector search reads every vector: through a memory map instead of a `read` per
-        // page (the file's pages are the OS page cache's, shared, not this process's heap).
+        // Full-text search and loading the vectors' in-memory copy read many pages:
+        // through a memory map instead of a `read` per page (the file's pages are the OS
+        // page cache's, shared, not this process's heap).
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
-        Ok(MemoryStore { conn, dims })
+        Ok(MemoryStore {
+            conn,
+            dims,
+            cache: RefCell::new(None),
+        })
     }
 
     fn init(&self, fingerprint: &str, reembed: bool) -> Result<(), StoreError> {
@@ -290,7 +308,7 @@ impl MemoryStore {
             .collect::<Result<Vec<_>, _>>()?;
         let tx = self.conn.transaction()?;
         let mut report = InsertReport::default();
-        {
+        let changes = {
             let mut ins = tx.prepare(
                 "INSERT INTO chunks (content, source, created_at, content_hash)
                  VALUES (?1, ?2, coalesce(?3, unixepoch()), ?4)
@@ -298,8 +316,7 @@ impl MemoryStore {
             )?;
             let mut fts =
                 tx.prepare("INSERT INTO chunks_fts (rowid, content, stems) VALUES (?1, ?2, ?3)")?;
-            let mut vec =
-                tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?;
+            let mut vec = VecWriter::new(&tx)?;
             for (c, v) in chunks.iter().zip(&vectors) {
                 let n = ins.execute(params![
                     c.content,
@@ -313,11 +330,13 @@ impl MemoryStore {
                 }
                 let id = tx.last_insert_rowid();
                 fts.execute(params![id, c.content, fts::stem_text(&c.content)])?;
-                vec.execute(params![id, v])?;
+                vec.insert(id, v)?;
                 report.inserted += 1;
             }
-        }
+            vec.changes
+        };
         tx.commit()?;
+        self.after_commit(changes);
         Ok(report)
     }
 
@@ -341,17 +360,19 @@ impl MemoryStore {
             let rows = st.query_map([value], |r| r.get(0))?;
             rows.collect::<Result<_, _>>()?
         };
-        {
+        let changes = {
             let mut fts = tx.prepare("DELETE FROM chunks_fts WHERE rowid = ?1")?;
-            let mut vec = tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?;
+            let mut vec = VecWriter::new(&tx)?;
             let mut chunk = tx.prepare("DELETE FROM chunks WHERE id = ?1")?;
             for id in &ids {
                 fts.execute([id])?;
-                vec.execute([id])?;
+                vec.delete(*id)?;
                 chunk.execute([id])?;
             }
-        }
+            vec.changes
+        };
         tx.commit()?;
+        self.after_commit(changes);
         Ok(ids.len())
     }
 
@@ -390,16 +411,16 @@ impl MemoryStore {
             .map(|(id, v)| Ok((*id, normalised(v, self.dims)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let tx = self.conn.transaction()?;
-        {
-            let mut del = tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?;
-            let mut ins =
-                tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?;
+        let changes = {
+            let mut vec = VecWriter::new(&tx)?;
             for (id, blob) in &blobs {
-                del.execute([id])?;
-                ins.execute(params![id, blob])?;
+                vec.delete(*id)?;
+                vec.insert(*id, blob)?;
             }
-        }
+            vec.changes
+        };
         tx.commit()?;
+        self.after_commit(changes);
         Ok(())
     }
 
@@ -407,27 +428,127 @@ impl MemoryStore {
     /// with no words gives no hits; no query is an FTS5 syntax error.
     pub fn search_text(&self, query: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
         let k = k.min(MAX_K);
-        let Some(m) = fts::match_query(query) else {
-            return Ok(Vec::new());
-        };
-        let mut st = self.conn.prepare(&format!(
-            "SELECT {HIT_COLUMNS}, -bm25(chunks_fts) AS s
-             FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
-             WHERE chunks_fts MATCH ?1
-             ORDER BY s DESC, c.id LIMIT ?2"
+        match fts::match_query(query) {
+            Some(m) => self.search_fts(&m, k),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The best `k` chunks matching the FTS5 expression `m` by bm25. The chunks' rows are
+    /// read for those `k` only (ranking in a subquery): a common word matches tens of
+    /// thousands of chunks.
+    fn search_fts(&self, m: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT {HIT_COLUMNS}, f.s
+             FROM (SELECT rowid, -bm25(chunks_fts) AS s FROM chunks_fts
+                   WHERE chunks_fts MATCH ?1 ORDER BY s DESC, rowid LIMIT ?2) f
+             JOIN chunks c ON c.id = f.rowid
+             ORDER BY f.s DESC, c.id"
         ))?;
         let rows = st.query_map(params![m, k as i64], |r| hit(r, FoundBy::Text))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Vector search: the `k` nearest chunks (`MATCH ? AND k = ?`), scored by cosine.
+    /// Vector search: the `k` nearest chunks, scored by cosine.
+    ///
+    /// The in-memory copy of the vectors ([`super::vectors`]) proposes the `k ×`
+    /// [`RESCORE_FACTOR`] (at least [`MIN_RESCORED`]) nearest by their compact codes;
+    /// those are re-scored with their float vectors and the best `k` kept, best first
+    /// (ties by id). The copy is loaded on the first call, and again after another
+    /// connection changed the database.
     pub fn search_vector(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
         let blob = normalised(vector, self.dims)?;
         let k = k.min(MAX_K);
         if k == 0 {
             return Ok(Vec::new());
         }
-        let mut st = self.conn.prepare(&format!(
+        let query = floats(&blob);
+        let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
+        let candidates = self.with_cache(|c| c.candidates(&query, wanted))?;
+        let mut scored: Vec<(f64, i64)> = Vec::with_capacity(candidates.len());
+        {
+            let mut get = self
+                .conn
+                .prepare_cached("SELECT embedding FROM chunks_vec WHERE rowid = ?1")?;
+            for id in candidates {
+                let stored: Option<Vec<u8>> = get.query_row([id], |r| r.get(0)).optional()?;
+                if let Some(stored) = stored {
+                    let cos: f64 = floats(&stored)
+                        .iter()
+                        .zip(&query)
+                        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                        .sum();
+                    scored.push((cos, id));
+                }
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored.truncate(k);
+        let mut get = self.conn.prepare_cached(&format!(
+            "SELECT {HIT_COLUMNS}, ?2 FROM chunks c WHERE c.id = ?1"
+        ))?;
+        let mut hits = Vec::with_capacity(scored.len());
+        for (cos, id) in scored {
+            if let Some(h) = get
+                .query_row(params![id, cos], |r| hit(r, FoundBy::Vector))
+                .optional()?
+            {
+                hits.push(h);
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Runs `f` on the in-memory copy of the vectors, loading it first if there is none
+    /// or another connection has committed a change since it was loaded.
+    fn with_cache<T>(&self, f: impl FnOnce(&mut VectorCache) -> T) -> Result<T, StoreError> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        let mut slot = self.cache.borrow_mut();
+        if slot.as_ref().is_none_or(|c| c.version() != version) {
+            let mut cache = VectorCache::new(self.dims, version);
+            let mut st = self
+                .conn
+                .prepare("SELECT rowid, embedding FROM chunks_vec")?;
+            let mut rows = st.query([])?;
+            while let Some(row) = rows.next()? {
+                let blob: Vec<u8> = row.get(1)?;
+                cache.insert(row.get(0)?, &floats(&blob));
+            }
+            tracing::debug!(vectors = cache.len(), "memory vectors loaded");
+            *slot = Some(cache);
+        }
+        Ok(slot.as_mut().map(f).unwrap_or_else(|| unreachable!()))
+    }
+
+    /// Applies committed vector changes to the in-memory copy, if loaded (this
+    /// connection's commits do not change `PRAGMA data_version`).
+    fn after_commit(&self, changes: Vec<(i64, Option<Vec<f32>>)>) {
+        if let Some(cache) = self.cache.borrow_mut().as_mut() {
+            for (id, v) in changes {
+                match v {
+                    Some(v) => cache.insert(id, &v),
+                    None => cache.remove(id),
+                }
+            }
+        }
+    }
+
+    /// Vector search over every float vector (sqlite-vec's brute-force scan): the exact
+    /// `k` nearest, which [`search_vector`](Self::search_vector) approximates on a big
+    /// store. For comparison and tests.
+    pub fn search_vector_exact(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
+        let blob = normalised(vector, self.dims)?;
+        let k = k.min(MAX_K);
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        self.knn_exact(&blob, k)
+    }
+
+    fn knn_exact(&self, blob: &[u8], k: usize) -> Result<Vec<Hit>, StoreError> {
+        let mut st = self.conn.prepare_cached(&format!(
             "SELECT {HIT_COLUMNS}, 1.0 - v.distance * v.distance / 2.0 AS s
              FROM (SELECT rowid, distance FROM chunks_vec
                    WHERE embedding MATCH ?1 AND k = ?2) v
@@ -439,14 +560,9 @@ impl MemoryStore {
     }
 
     /// Hybrid search: the top `k` of each side fused with Reciprocal Rank Fusion
-    /// (k = 60, `weights` per side); the best `k` fused results.
-    ///
-    /// The text side takes part only with chunks that contain more than
-    /// [`HYBRID_MIN_COVERAGE`] of the query's words (as words or stems; stop words left
-    /// out), like a search engine's "minimum should match", or one of its codes
-    /// ([`fts::is_code`]: `QX7L9M`, `INV2093`). RRF sees ranks, not how weak a
-    /// match is: without this, a chunk sharing one name with a question in the other
-    /// language would outrank the vector side's answer just by being found twice.
+    /// (k = 60, `weights` per side); the best `k` fused results. The same as
+    /// [`hybrid_text_side`](Self::hybrid_text_side), [`search_vector`](Self::search_vector)
+    /// and [`fuse_hits`] in turn.
     pub fn search_hybrid(
         &self,
         query: &str,
@@ -454,28 +570,92 @@ impl MemoryStore {
         k: usize,
         weights: Weights,
     ) -> Result<Vec<Hit>, StoreError> {
+        let text = self.hybrid_text_side(query, k)?;
+        let vecs = self.search_vector(vector, k)?;
+        Ok(fuse_hits(text, vecs, k, weights))
+    }
+
+    /// The text side of a hybrid search: the best `k` chunks by bm25 among those that
+    /// contain more than [`HYBRID_MIN_COVERAGE`] of the query's words (as words or stems;
+    /// stop words left out), like a search engine's "minimum should match", or one of its
+    /// codes ([`fts::is_code`]: `QX7L9M`, `INV2093`). RRF sees ranks, not how weak a match
+    /// is: without this, a chunk sharing one name with a question in the other language
+    /// would outrank the vector side's answer just by being found twice.
+    ///
+    /// The rule is an FTS5 expression ([`fts::min_should_match`]), so only those chunks
+    /// are ranked; for a query of more than [`fts::MAX_MIN_SHOULD_MATCH_TERMS`] words the
+    /// best `k` of all are filtered with [`fts::coverage`] instead.
+    pub fn hybrid_text_side(&self, query: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
         let terms = fts::query_terms(query);
+        if let Some(m) = fts::min_should_match(&terms) {
+            return self.search_fts(&m, k.min(MAX_K));
+        }
         let mut text = self.search_text(query, k)?;
         text.retain(|h| {
             let (share, code) = fts::coverage(&terms, &h.content);
             share > HYBRID_MIN_COVERAGE || code
         });
-        let vecs = self.search_vector(vector, k)?;
-        let ids = |h: &[Hit]| h.iter().map(|x| x.id).collect::<Vec<_>>();
-        let fused = fuse::rrf(&ids(&text), &ids(&vecs), weights, fuse::RRF_K);
-        let mut by_id: std::collections::HashMap<i64, Hit> =
-            text.into_iter().chain(vecs).map(|h| (h.id, h)).collect();
-        Ok(fused
-            .into_iter()
-            .take(k)
-            .filter_map(|f| {
-                by_id.remove(&f.id).map(|h| Hit {
-                    score: f.score,
-                    found_by: f.found_by,
-                    ..h
-                })
+        Ok(text)
+    }
+}
+
+/// Fuses a hybrid search's text side and vector side (best first) with Reciprocal Rank
+/// Fusion (k = 60, `weights` per side): the best `k`, scored by RRF, each marked with
+/// the side(s) that found it.
+pub fn fuse_hits(text: Vec<Hit>, vecs: Vec<Hit>, k: usize, weights: Weights) -> Vec<Hit> {
+    let ids = |h: &[Hit]| h.iter().map(|x| x.id).collect::<Vec<_>>();
+    let fused = fuse::rrf(&ids(&text), &ids(&vecs), weights, fuse::RRF_K);
+    let mut by_id: std::collections::HashMap<i64, Hit> =
+        text.into_iter().chain(vecs).map(|h| (h.id, h)).collect();
+    fused
+        .into_iter()
+        .take(k)
+        .filter_map(|f| {
+            by_id.remove(&f.id).map(|h| Hit {
+                score: f.score,
+                found_by: f.found_by,
+                ..h
             })
-            .collect())
+        })
+        .collect()
+}
+
+/// Little-endian `f32`s of a vector blob.
+fn floats(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Writes chunks' vectors to `chunks_vec`, or deletes them, inside the caller's
+/// transaction, and remembers the changes for the in-memory copy
+/// ([`MemoryStore::after_commit`]).
+struct VecWriter<'t> {
+    insert: rusqlite::Statement<'t>,
+    delete: rusqlite::Statement<'t>,
+    changes: Vec<(i64, Option<Vec<f32>>)>,
+}
+
+impl<'t> VecWriter<'t> {
+    fn new(tx: &'t rusqlite::Transaction<'_>) -> Result<Self, StoreError> {
+        Ok(VecWriter {
+            insert: tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
+            delete: tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?,
+            changes: Vec::new(),
+        })
+    }
+
+    /// `blob` is a normalised vector.
+    fn insert(&mut self, id: i64, blob: &[u8]) -> Result<(), StoreError> {
+        self.insert.execute(params![id, blob])?;
+        self.changes.push((id, Some(floats(blob))));
+        Ok(())
+    }
+
+    fn delete(&mut self, id: i64) -> Result<(), StoreError> {
+        self.delete.execute([id])?;
+        self.changes.push((id, None));
+        Ok(())
     }
 }
 
