@@ -468,3 +468,21 @@ fn vector_search_of_a_big_store_matches_the_exact_scan() {
         "{same} of {total} exact neighbours found"
     );
 }
+
+#[test]
+fn a_database_without_the_int8_codes_gets_them_when_opened() {
+    // made by a version that had only the float vectors
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        sample(&mut store);
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE chunks_codes").unwrap();
+    drop(conn);
+    let store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let hits = store.search_vector(&unit(3), 4).unwrap();
+    assert_eq!(hits.len(), 4);
+    assert!(hits[0].content.starts_with("Собаки"), "{hits:?}");
+    assert!((hits[0].score - 1.0).abs() < 1e-6);
+}

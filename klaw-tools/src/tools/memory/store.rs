@@ -10,7 +10,7 @@
 
 use super::fts;
 use super::fuse::{self, FoundBy, Weights};
-use super::vectors::VectorCache;
+use super::vectors::{self, VectorCache};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
@@ -258,7 +258,9 @@ impl MemoryStore {
                     requested,
                 });
             }
-            tx.execute_batch("DROP TABLE IF EXISTS chunks_vec;")?;
+            tx.execute_batch(
+                "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_codes;",
+            )?;
         }
         tx.execute_batch(&format!(
             "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(
@@ -266,6 +268,28 @@ impl MemoryStore {
              );",
             self.dims
         ))?;
+        let had_codes: bool = tx.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'chunks_codes'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !had_codes {
+            // New, or made before the codes existed: quantise the vectors there are.
+            tx.execute_batch(
+                "CREATE TABLE chunks_codes (
+                     id INTEGER PRIMARY KEY, scale REAL NOT NULL, codes BLOB NOT NULL
+                 );",
+            )?;
+            let mut read = tx.prepare("SELECT rowid, embedding FROM chunks_vec")?;
+            let mut write =
+                tx.prepare("INSERT INTO chunks_codes (id, scale, codes) VALUES (?1, ?2, ?3)")?;
+            let mut rows = read.query([])?;
+            while let Some(row) = rows.next()? {
+                let blob: Vec<u8> = row.get(1)?;
+                let (codes, scale) = vectors::quantize(&floats(&blob));
+                write.execute(params![row.get::<_, i64>(0)?, scale, codes_blob(&codes)])?;
+            }
+        }
         tx.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('fingerprint', ?1), ('dims', ?2)",
             params![fingerprint, self.dims.to_string()],
@@ -510,11 +534,18 @@ impl MemoryStore {
             let mut cache = VectorCache::new(self.dims, version);
             let mut st = self
                 .conn
-                .prepare("SELECT rowid, embedding FROM chunks_vec")?;
+                .prepare("SELECT id, scale, codes FROM chunks_codes")?;
             let mut rows = st.query([])?;
             while let Some(row) = rows.next()? {
-                let blob: Vec<u8> = row.get(1)?;
-                cache.insert(row.get(0)?, &floats(&blob));
+                let blob: Vec<u8> = row.get(2)?;
+                if blob.len() != self.dims {
+                    return Err(StoreError::WrongDimensions {
+                        expected: self.dims,
+                        got: blob.len(),
+                    });
+                }
+                let codes = blob.iter().map(|b| i8::from_le_bytes([*b])).collect();
+                cache.insert_codes(row.get(0)?, codes, row.get(1)?);
             }
             tracing::debug!(vectors = cache.len(), "memory vectors loaded");
             *slot = Some(cache);
@@ -524,11 +555,11 @@ impl MemoryStore {
 
     /// Applies committed vector changes to the in-memory copy, if loaded (this
     /// connection's commits do not change `PRAGMA data_version`).
-    fn after_commit(&self, changes: Vec<(i64, Option<Vec<f32>>)>) {
+    fn after_commit(&self, changes: Vec<VecChange>) {
         if let Some(cache) = self.cache.borrow_mut().as_mut() {
             for (id, v) in changes {
                 match v {
-                    Some(v) => cache.insert(id, &v),
+                    Some((codes, scale)) => cache.insert_codes(id, codes, scale),
                     None => cache.remove(id),
                 }
             }
@@ -627,13 +658,18 @@ fn floats(blob: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Writes chunks' vectors to `chunks_vec`, or deletes them, inside the caller's
-/// transaction, and remembers the changes for the in-memory copy
-/// ([`MemoryStore::after_commit`]).
+/// A committed change to a chunk's vector: its int8 codes and scale, or `None` (deleted).
+type VecChange = (i64, Option<(Vec<i8>, f32)>);
+
+/// Writes chunks' vectors to `chunks_vec` and their int8 codes to `chunks_codes`, or
+/// deletes both, inside the caller's transaction, and remembers the changes for the
+/// in-memory copy ([`MemoryStore::after_commit`]).
 struct VecWriter<'t> {
     insert: rusqlite::Statement<'t>,
     delete: rusqlite::Statement<'t>,
-    changes: Vec<(i64, Option<Vec<f32>>)>,
+    insert_codes: rusqlite::Statement<'t>,
+    delete_codes: rusqlite::Statement<'t>,
+    changes: Vec<VecChange>,
 }
 
 impl<'t> VecWriter<'t> {
@@ -641,6 +677,9 @@ impl<'t> VecWriter<'t> {
         Ok(VecWriter {
             insert: tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
             delete: tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?,
+            insert_codes: tx
+                .prepare("INSERT INTO chunks_codes (id, scale, codes) VALUES (?1, ?2, ?3)")?,
+            delete_codes: tx.prepare("DELETE FROM chunks_codes WHERE id = ?1")?,
             changes: Vec::new(),
         })
     }
@@ -648,15 +687,23 @@ impl<'t> VecWriter<'t> {
     /// `blob` is a normalised vector.
     fn insert(&mut self, id: i64, blob: &[u8]) -> Result<(), StoreError> {
         self.insert.execute(params![id, blob])?;
-        self.changes.push((id, Some(floats(blob))));
+        let (codes, scale) = vectors::quantize(&floats(blob));
+        self.insert_codes
+            .execute(params![id, scale, codes_blob(&codes)])?;
+        self.changes.push((id, Some((codes, scale))));
         Ok(())
     }
 
     fn delete(&mut self, id: i64) -> Result<(), StoreError> {
         self.delete.execute([id])?;
+        self.delete_codes.execute([id])?;
         self.changes.push((id, None));
         Ok(())
     }
+}
+
+fn codes_blob(codes: &[i8]) -> Vec<u8> {
+    codes.iter().map(|c| c.to_le_bytes()[0]).collect()
 }
 
 fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
