@@ -115,6 +115,8 @@ pub fn doctor() -> Vec<Check> {
     out.push(memory_check(&config));
     #[cfg(feature = "memory")]
     out.push(memory_index_check(&config));
+    #[cfg(feature = "docs")]
+    out.push(docs_index_check(&config));
     out.push(tools_check());
     out
 }
@@ -184,6 +186,62 @@ fn memory_index_check(config: &Config) -> Check {
             format!("{} cannot be read: {e}", path.display()),
             Some(format!(
                 "move {} aside and re-import your notes (`klaw-engine memory import`)",
+                path.display()
+            )),
+        ),
+    }
+}
+
+/// The docs search index in the data directory, looked into read-only (the model is not
+/// loaded): its size and whether it is in step with the docs built into this binary.
+/// It is a cache: missing or out of date is normal, and the first `docs_search` syncs it.
+#[cfg(feature = "docs")]
+fn docs_index_check(config: &Config) -> Check {
+    use klaw_tools::tools::docs::{DOCS_DB, embedded, index};
+    let path = config.data_dir.join(DOCS_DB);
+    match index::inspect(&path, embedded()) {
+        Ok(None) => check(
+            "docs",
+            Status::Ok,
+            format!(
+                "{} not built yet (built on first docs_search, or run `klaw-engine docs index`)",
+                path.display()
+            ),
+            None,
+        ),
+        Ok(Some(info)) if info.is_up_to_date() => check(
+            "docs",
+            Status::Ok,
+            format!(
+                "{}: {}; up to date with the embedded docs ({})",
+                path.display(),
+                plural(info.chunks, "chunk"),
+                plural(info.files, "file")
+            ),
+            None,
+        ),
+        Ok(Some(info)) => check(
+            "docs",
+            Status::Ok,
+            format!(
+                "{}: {}; out of date with the embedded docs ({} new or changed, {} removed): \
+                 synced on the next docs_search, or run `klaw-engine docs index`",
+                path.display(),
+                plural(info.chunks, "chunk"),
+                plural(info.stale, "file"),
+                info.removed
+            ),
+            None,
+        ),
+        Err(e) => check(
+            "docs",
+            Status::Warn,
+            format!(
+                "{} cannot be read: {e}; docs_search fails until it is rebuilt",
+                path.display()
+            ),
+            Some(format!(
+                "delete {} and run `klaw-engine docs index` (it holds nothing but the index)",
                 path.display()
             )),
         ),

@@ -392,6 +392,7 @@ fn auto_falls_back_to_landlock_when_bwrap_fails() {
 
 /// `docs index` with the real model (installed by `make setup`; missing, this fails with
 /// the setup hint): the first run indexes every doc, the second finds nothing changed.
+/// `doctor`'s `docs` line sees the index missing, then up to date.
 #[cfg(feature = "docs")]
 #[test]
 fn docs_index_twice_reindexes_nothing_the_second_time() {
@@ -403,6 +404,17 @@ fn docs_index_twice_reindexes_nothing_the_second_time() {
             .output()
             .unwrap()
     };
+    let doctor = || {
+        stdout(
+            &env.cmd(&["doctor"])
+                .env("KLAW_CACHE", &cache)
+                .output()
+                .unwrap(),
+        )
+    };
+    let out = doctor();
+    assert!(out.contains("ok    docs        "), "{out}");
+    assert!(out.contains("docs.sqlite not built yet"), "{out}");
     let first = run();
     assert!(
         first.status.success(),
@@ -418,4 +430,14 @@ fn docs_index_twice_reindexes_nothing_the_second_time() {
     let out = stdout(&second);
     assert!(out.contains("docs index: 0 files indexed"), "{out}");
     assert!(out.contains("0 removed; 0 chunks"), "{out}");
+    let out = doctor();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ok    docs "))
+        .unwrap_or_default();
+    assert!(line.contains("docs.sqlite: "), "{out}");
+    assert!(
+        line.contains(" chunks; up to date with the embedded docs ("),
+        "{out}"
+    );
 }

@@ -287,6 +287,12 @@ fn doctor_reports_a_missing_and_a_broken_index() {
     let out = env.ok(&["doctor"]);
     assert!(out.contains("ok    memory db   "), "{out}");
     assert!(out.contains("not created yet"), "{out}");
+    if cfg!(feature = "docs") {
+        assert!(
+            out.contains("ok    docs        ") && out.contains("docs.sqlite not built yet (built on first docs_search, or run `klaw-engine docs index`)"),
+            "{out}"
+        );
+    }
     std::fs::create_dir_all(env.data()).unwrap();
     std::fs::write(
         env.data().join("memory.sqlite"),
@@ -298,4 +304,17 @@ fn doctor_reports_a_missing_and_a_broken_index() {
     let out = stdout(&o);
     assert!(out.contains("FAIL  memory db"), "{out}");
     assert!(out.contains("cannot be read"), "{out}");
+}
+
+/// The docs index is a cache: one that cannot be read is a warning, not a failure.
+#[cfg(feature = "docs")]
+#[test]
+fn doctor_warns_about_a_broken_docs_index() {
+    let env = Env::without_model();
+    std::fs::create_dir_all(env.data()).unwrap();
+    std::fs::write(env.data().join("docs.sqlite"), "not a database either").unwrap();
+    let out = env.ok(&["doctor"]);
+    assert!(out.contains("warn  docs        "), "{out}");
+    assert!(out.contains("docs.sqlite cannot be read"), "{out}");
+    assert!(out.contains("and run `klaw-engine docs index`"), "{out}");
 }

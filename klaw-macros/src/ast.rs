@@ -53,6 +53,9 @@ pub(crate) struct ArgSpec {
     pub(crate) description_ru: String,
     pub(crate) description_en: String,
     pub(crate) schemars: bool,
+    /// `minimum` and `maximum`, with their values as written (for spans).
+    pub(crate) minimum: Option<(i64, syn::Expr)>,
+    pub(crate) maximum: Option<(i64, syn::Expr)>,
 }
 
 /// What the function returns in its `Ok`.
@@ -288,6 +291,24 @@ fn param<'a>(
             "`default` cannot be used on an `Option` parameter: use the plain type (the default applies when the argument is left out)",
         );
     }
+    if let (Some((min, _)), Some((max, expr))) = (&arg.minimum, &arg.maximum)
+        && min > max
+    {
+        cx.error_spanned_by(
+            expr,
+            format!("`maximum` ({max}) is below `minimum` ({min}): no value would be accepted"),
+        );
+    }
+    if arg.schemars {
+        for (key, bound) in [("minimum", &arg.minimum), ("maximum", &arg.maximum)] {
+            if let Some((_, expr)) = bound {
+                cx.error_spanned_by(
+                    expr,
+                    format!("`{key}` does not apply to an #[arg(schemars)] argument: declare the bounds on the schemars type (#[schemars(range(min = ..., max = ...))])"),
+                );
+            }
+        }
+    }
     let description_ru = arg
         .description_ru
         .as_ref()
@@ -308,6 +329,8 @@ fn param<'a>(
             description_ru,
             description_en,
             schemars: arg.schemars,
+            minimum: arg.minimum,
+            maximum: arg.maximum,
         })),
     })
 }

@@ -143,11 +143,16 @@ pub(crate) struct ArgAttr {
     pub(crate) description_ru: Option<LitStr>,
     pub(crate) description_en: Option<LitStr>,
     pub(crate) schemars: bool,
+    /// `minimum = N`: the smallest value the schema accepts, with the value as written.
+    pub(crate) minimum: Option<(i64, Expr)>,
+    /// `maximum = N`: the largest value the schema accepts, with the value as written.
+    pub(crate) maximum: Option<(i64, Expr)>,
     /// The first `#[arg]`, for "not allowed here" errors.
     pub(crate) first: Option<syn::Attribute>,
 }
 
-const ARG_KEYS: &str = "rename, alias, default, description_ru, description_en, schemars";
+const ARG_KEYS: &str =
+    "rename, alias, default, description_ru, description_en, minimum, maximum, schemars";
 
 /// Parses one `#[arg(...)]` into `out`.
 pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) {
@@ -189,6 +194,17 @@ pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) 
                     cx.error_spanned_by(&meta.path, "`description_en` is given twice");
                 }
                 out.description_en = string_value(cx, &meta)?;
+            }
+            "minimum" | "maximum" => {
+                let slot = if ident == "minimum" {
+                    &mut out.minimum
+                } else {
+                    &mut out.maximum
+                };
+                if slot.is_some() {
+                    cx.error_spanned_by(&meta.path, format!("`{ident}` is given twice"));
+                }
+                *slot = int_value(cx, &meta)?;
             }
             "schemars" => out.schemars = flag_value(cx, &meta, "schemars")?,
             other => {
@@ -238,6 +254,57 @@ fn string_value(
         }) => Ok(Some(s)),
         other => {
             cx.error_spanned_by(&other, format!("`{key}` must be a string literal"));
+            Ok(None)
+        }
+    }
+}
+
+/// An integer literal, possibly negative: `minimum = 1`, `minimum = -5`.
+fn int_value(
+    cx: &mut Ctxt,
+    meta: &syn::meta::ParseNestedMeta<'_>,
+) -> syn::Result<Option<(i64, Expr)>> {
+    let key = meta
+        .path
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    if !meta.input.peek(syn::Token![=]) {
+        cx.error_spanned_by(&meta.path, format!("`{key}` needs a value: `{key} = 1`"));
+        return skip_value(meta).map(|()| None);
+    }
+    let expr: Expr = meta.value()?.parse()?;
+    let (negative, lit) = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => (false, i),
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr: inner,
+            ..
+        }) => match &**inner {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
+            }) => (true, i),
+            _ => {
+                cx.error_spanned_by(&expr, format!("`{key}` must be an integer literal"));
+                return Ok(None);
+            }
+        },
+        _ => {
+            cx.error_spanned_by(&expr, format!("`{key}` must be an integer literal"));
+            return Ok(None);
+        }
+    };
+    let value = lit
+        .base10_parse::<i128>()
+        .ok()
+        .map(|v| if negative { -v } else { v })
+        .and_then(|v| i64::try_from(v).ok());
+    match value {
+        Some(v) => Ok(Some((v, expr))),
+        None => {
+            cx.error_spanned_by(&expr, format!("`{key}` must fit in an i64"));
             Ok(None)
         }
     }

@@ -181,6 +181,8 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                         required: #required,
                         description: #p::Description::new(#ru, #en),
                         default: ::core::option::Option::None,
+                        minimum: ::core::option::Option::None,
+                        maximum: ::core::option::Option::None,
                     }
                 });
             }

@@ -141,6 +141,18 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                         quote!(::core::option::Option::None)
                     }
                 };
+                let minimum = bound(spec.minimum.as_ref());
+                let maximum = bound(spec.maximum.as_ref());
+                // Bounds on a type that cannot take them fail to compile, at the bound.
+                if let Some((_, expr)) = spec.minimum.as_ref().or(spec.maximum.as_ref()) {
+                    extras.push(quote_spanned! {expr.span()=>
+                        const _: () = if let ::core::option::Option::Some(why) =
+                            #p::bounds_error(&<#ty as #p::ToolSchema>::SCHEMA, #minimum, #maximum)
+                        {
+                            ::core::panic!("{}", why)
+                        };
+                    });
+                }
                 let aliases = &spec.aliases;
                 let ru = &spec.description_ru;
                 let en = &spec.description_en;
@@ -152,6 +164,8 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                         required: #required,
                         description: #p::Description::new(#ru, #en),
                         default: #default,
+                        minimum: #minimum,
+                        maximum: #maximum,
                     }
                 });
             }
@@ -311,5 +325,13 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
                 }
             }
         };
+    }
+}
+
+/// `Some(n)` or `None` as tokens.
+fn bound(b: Option<&(i64, syn::Expr)>) -> TokenStream {
+    match b {
+        Some((n, _)) => quote!(::core::option::Option::Some(#n)),
+        None => quote!(::core::option::Option::None),
     }
 }

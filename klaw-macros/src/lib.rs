@@ -24,7 +24,7 @@ use proc_macro::TokenStream;
 /// Attribute keys: `name`, `description_ru` (required), `description_en`, `read_only`,
 /// `destructive`, `idempotent`, `open_world`, `timeout = "30s"`, `rename_all =
 /// "camelCase"`, `crate = "path"`. Parameters take `#[arg(rename, alias, default,
-/// description_ru, description_en, schemars)]` and doc comments; context extractors
+/// description_ru, description_en, minimum, maximum, schemars)]` and doc comments; context extractors
 /// (`Workspace`, `State<T>`, ... or anything marked `#[ctx]`) are injected.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -61,7 +61,9 @@ pub use validate::{Validator, Violation, check_schema, validate};
 /// What generated code reaches; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::schema::{Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema};
+    pub use crate::schema::{
+        Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, bounds_error,
+    };
     pub use crate::tool::{Annotations, ToolRegistration};
     pub use crate::{FromToolContext, ToolContext, ToolError, ToolOutput};
     pub use futures_util::future::BoxFuture;

@@ -95,6 +95,10 @@ pub struct Property {
     pub description: Description,
     /// The value used when the caller leaves it out, as JSON.
     pub default: Option<fn() -> Value>,
+    /// The smallest value accepted (`#[arg(minimum = N)]`), narrowing the type's own.
+    pub minimum: Option<i64>,
+    /// The largest value accepted (`#[arg(maximum = N)]`), narrowing the type's own.
+    pub maximum: Option<i64>,
 }
 
 /// A type that can be a tool argument: it has a schema known at compile time.
@@ -160,6 +164,47 @@ impl<T: ToolSchema> ToolSchema for Box<T> {
     const SCHEMA: Schema = T::SCHEMA;
 }
 
+/// Why `minimum`/`maximum` do not fit `schema`, or `None` when they do: the bounds need
+/// a number (or an optional one) and must lie within an integer type's own range.
+/// `#[tool]` evaluates this at compile time for every argument with bounds.
+#[doc(hidden)]
+pub const fn bounds_error(
+    schema: &Schema,
+    minimum: Option<i64>,
+    maximum: Option<i64>,
+) -> Option<&'static str> {
+    match schema {
+        Schema::Nullable(inner) => bounds_error(inner, minimum, maximum),
+        Schema::Number => None,
+        Schema::Integer { min, max } => {
+            if !within(minimum, *min, *max) {
+                Some("`minimum` is outside the range of the argument's type")
+            } else if !within(maximum, *min, *max) {
+                Some("`maximum` is outside the range of the argument's type")
+            } else {
+                None
+            }
+        }
+        _ => Some("`minimum` and `maximum` apply only to integer and float arguments"),
+    }
+}
+
+/// True when `bound` is absent or lies in an integer type's range (`None`: unbounded).
+const fn within(bound: Option<i64>, min: Option<i64>, max: Option<u64>) -> bool {
+    let Some(b) = bound else {
+        return true;
+    };
+    if let Some(min) = min
+        && b < min
+    {
+        return false;
+    }
+    match max {
+        Some(max) => b < 0 || (b as u64) <= max,
+        None => true,
+    }
+}
+
 /// Key of the English description inside canonical schemas (stripped when rendering).
 pub(crate) const EN_KEY: &str = "x-klaw-description-en";
 
@@ -205,6 +250,12 @@ impl ObjectSchema {
         for p in self.properties {
             let mut s = p.schema.to_json();
             if let Value::Object(m) = &mut s {
+                if let Some(min) = p.minimum {
+                    m.insert("minimum".into(), min.into());
+                }
+                if let Some(max) = p.maximum {
+                    m.insert("maximum".into(), max.into());
+                }
                 describe(m, &p.description);
                 if let Some(default) = p.default {
                     m.insert("default".into(), default());

@@ -206,3 +206,19 @@ fn names_are_unique_and_well_formed() {
         );
     }
 }
+
+/// The `topK` bounds the schema shows are the ones the tools check (the attribute takes
+/// literals, the checks take the constants).
+#[cfg(feature = "docs")]
+#[test]
+fn top_k_bounds_in_the_schema_match_the_tools_checks() {
+    let registry = registry();
+    for (tool, max) in [
+        ("memory_search", klaw_tools::tools::memory::MAX_TOP_K),
+        ("docs_search", klaw_tools::tools::docs::search::MAX_TOP_K),
+    ] {
+        let top_k = &registry.by_name(tool).unwrap().spec().input_schema["properties"]["topK"];
+        assert_eq!(top_k["minimum"], 1, "{tool}: {top_k}");
+        assert_eq!(top_k["maximum"], max, "{tool}: {top_k}");
+    }
+}

@@ -28,11 +28,12 @@ async fn bad_arguments_are_refused_before_the_model_is_loaded() {
     let e = kit
         .call_err("memory_search", json!({"query": "tea", "topK": 0}))
         .await;
-    invalid(&e, "/topK", "between 1 and 50");
+    // The schema's bounds (1 to 50) refuse it before the tool's own check would.
+    invalid(&e, "/topK", "expected a number ≥ 1, got 0");
     let e = kit
         .call_err("memory_search", json!({"query": "tea", "topK": 51}))
         .await;
-    invalid(&e, "/topK", "between 1 and 50");
+    invalid(&e, "/topK", "expected a number ≤ 50, got 51");
     let e = kit
         .call_err("memory_search", json!({"query": "tea", "topK": -1}))
         .await;

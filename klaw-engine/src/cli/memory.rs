@@ -5,9 +5,10 @@ use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use klaw_tools::ToolError;
 use klaw_tools::tools::memory::{Document, Index, Memory, SaveReport, SearchMode};
 use serde::Deserialize;
@@ -177,57 +178,75 @@ struct Tally {
     bytes_done: u64,
 }
 
-/// The progress display: a bar redrawn in place on a terminal, plain lines otherwise.
+/// The progress display: an `indicatif` bar on a terminal (bytes saved of the total, with
+/// their rate and the time left, then files and chunks), plain lines otherwise.
 struct Progress {
-    tty: bool,
+    bar: Option<ProgressBar>,
     total_files: usize,
-    total_bytes: u64,
     started: Instant,
 }
 
 impl Progress {
+    /// A bar when stderr is a terminal, else plain lines.
+    fn new(total_files: usize, total_bytes: u64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let style = ProgressStyle::with_template(
+                "[{bar:20}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, ETA {eta}) {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("#>-");
+            let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr())
+                .with_style(style);
+            // Redrawn while a batch is being embedded, so the time keeps moving.
+            bar.enable_steady_tick(Duration::from_millis(500));
+            bar
+        });
+        Self {
+            bar,
+            total_files,
+            started: Instant::now(),
+        }
+    }
+
     fn show(&self, t: &Tally) {
-        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
-        let rate = t.saved.chunks as f64 / secs;
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let frac = if self.total_bytes == 0 {
-                1.0
-            } else {
-                (t.bytes_done as f64 / self.total_bytes as f64).min(1.0)
-            };
-            let filled = (frac * 30.0).round() as usize;
-            let _ = write!(
-                err,
-                "\r\x1b[K[{}{}] {:>3.0}%  {}/{} files  {} chunks  {rate:.1} chunks/s",
-                "#".repeat(filled),
-                "-".repeat(30 - filled),
-                frac * 100.0,
-                t.files,
-                self.total_files,
-                t.saved.chunks,
-            );
-            let _ = err.flush();
-        } else {
-            let _ = writeln!(
-                err,
-                "progress: {}/{} files, {} documents, {} chunks, {rate:.1} chunks/s",
-                t.files, self.total_files, t.documents, t.saved.chunks
-            );
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(t.bytes_done);
+                bar.set_message(format!(
+                    "{}/{} files, {} chunks",
+                    t.files, self.total_files, t.saved.chunks
+                ));
+            }
+            None => {
+                let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+                let rate = t.saved.chunks as f64 / secs;
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "progress: {}/{} files, {} documents, {} chunks, {rate:.1} chunks/s",
+                    t.files,
+                    self.total_files,
+                    t.documents,
+                    t.saved.chunks
+                );
+            }
         }
     }
 
     /// A message on its own line, not mixed into the bar.
     fn say(&self, message: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(err, "\r\x1b[K");
+        let print = || {
+            let _ = writeln!(std::io::stderr().lock(), "{message}");
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
         }
-        let _ = writeln!(err, "{message}");
     }
 
+    /// Stops redrawing; the bar stays on screen as it last was, on a line of its own.
     fn finish(&self) {
-        if self.tty {
+        if let Some(bar) = &self.bar {
+            bar.abandon();
             let _ = writeln!(std::io::stderr());
         }
     }
@@ -359,6 +378,8 @@ impl Importer<'_> {
                     continue;
                 }
             };
+            // Within a large file too, the bar moves as lines are read (`\n` included).
+            self.tally.bytes_done += line.len() as u64 + 1;
             if line.trim().is_empty() {
                 continue;
             }
@@ -418,12 +439,7 @@ fn import(engine: &Engine, paths: &[PathBuf]) -> ExitCode {
         Ok(i) => i,
         Err(e) => return fail(ToolError::from(e).message()),
     };
-    let progress = Progress {
-        tty: std::io::stderr().is_terminal(),
-        total_files: files.len(),
-        total_bytes: files.iter().map(|f| f.2).sum(),
-        started: Instant::now(),
-    };
+    let progress = Progress::new(files.len(), files.iter().map(|f| f.2).sum());
     let mut imp = Importer {
         index,
         pending: Vec::new(),
@@ -434,6 +450,7 @@ fn import(engine: &Engine, paths: &[PathBuf]) -> ExitCode {
     // A file that cannot be read is reported and left out; a failure to save (the
     // database, the model) ends the import.
     for (path, kind, size) in &files {
+        let bytes_before = imp.tally.bytes_done;
         let saved = if *size > MAX_IMPORT_FILE {
             imp.skip(path, &format!("larger than {MAX_IMPORT_FILE} bytes"));
             Ok(())
@@ -448,7 +465,7 @@ fn import(engine: &Engine, paths: &[PathBuf]) -> ExitCode {
             return fail(e.message());
         }
         imp.tally.files += 1;
-        imp.tally.bytes_done += size;
+        imp.tally.bytes_done = bytes_before + size;
     }
     if let Err(e) = imp.flush() {
         progress.finish();

@@ -12,13 +12,16 @@
 //! its chunks are stored (an interrupted run is finished by the next one).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::Doc;
 use crate::ToolContext;
 use crate::tools::memory::chunk::{ChunkOptions, chunk};
-use crate::tools::memory::store::{NewChunk, content_hash};
+use crate::tools::memory::store::{self, NewChunk, StoreError, content_hash};
 use crate::tools::memory::{Index, Memory, MemoryError};
 
 /// The docs index's file in the data directory.
@@ -166,6 +169,70 @@ fn remove_file(index: &Index, path: &str) -> Result<usize, MemoryError> {
     Ok(store.remove_source(path)? + store.remove_source_prefix(&format!("{path}#"))?)
 }
 
+/// What [`inspect`] finds in a docs index, compared with the docs it would be synced to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocsIndexInfo {
+    /// Chunks stored.
+    pub chunks: usize,
+    /// Files of the docs.
+    pub files: usize,
+    /// Files of the docs not indexed, or indexed from other text.
+    pub stale: usize,
+    /// Files indexed that are no longer among the docs.
+    pub removed: usize,
+}
+
+impl DocsIndexInfo {
+    /// True when a [`sync`] would change nothing.
+    pub fn is_up_to_date(&self) -> bool {
+        self.stale == 0 && self.removed == 0
+    }
+}
+
+/// Looks into the docs index at `path` read-only (no model, nothing written) and compares
+/// what it was built from with `docs` (`(path, text)` pairs, e.g. [`super::embedded`]):
+/// `None` when the file does not exist.
+pub fn inspect(path: &Path, docs: &[(&str, &str)]) -> Result<Option<DocsIndexInfo>, StoreError> {
+    let Some(info) = store::inspect(path)? else {
+        return Ok(None);
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(2))?;
+    let recorded: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [META_KEY], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    // A record that cannot be read counts as none, as [`sync`] treats it.
+    let known: BTreeMap<String, String> = recorded
+        .and_then(|json| serde_json::from_str(&json).ok())
+        .unwrap_or_default();
+    let (stale, removed) = compare(&known, docs);
+    Ok(Some(DocsIndexInfo {
+        chunks: info.chunks,
+        files: docs.len(),
+        stale,
+        removed,
+    }))
+}
+
+/// How the recorded `{path: hash}` map differs from `docs`: files to (re-)index, files
+/// to remove.
+fn compare(known: &BTreeMap<String, String>, docs: &[(&str, &str)]) -> (usize, usize) {
+    let stale = docs
+        .iter()
+        .filter(|(p, text)| known.get(*p) != Some(&file_hash(text)))
+        .count();
+    let removed = known
+        .keys()
+        .filter(|k| !docs.iter().any(|(p, _)| p == k))
+        .count();
+    (stale, removed)
+}
+
 /// The docs index of one [`ToolContext`], synced with the embedded docs on first use.
 /// Tools reach it with `ctx.shared_state::<DocsIndex>()`.
 #[derive(Debug, Default)]
@@ -235,6 +302,27 @@ mod tests {
             Some("tools/files.md: Files › Limits")
         );
         assert_eq!(body(&got[2].1), "### Symlinks\n\nFollowed beneath.");
+    }
+
+    #[test]
+    fn compare_counts_new_changed_and_removed_files() {
+        let docs = [("a.md", "A"), ("b.md", "B"), ("c.md", "C")];
+        let known: BTreeMap<String, String> = [
+            ("a.md", file_hash("A")),
+            ("b.md", file_hash("B, before an edit")),
+            ("gone.md", file_hash("G")),
+        ]
+        .into_iter()
+        .map(|(p, h)| (p.to_owned(), h))
+        .collect();
+        // b.md changed and c.md is new: two to index; gone.md to remove.
+        assert_eq!(compare(&known, &docs), (2, 1));
+        let all: BTreeMap<String, String> = docs
+            .iter()
+            .map(|(p, t)| ((*p).to_owned(), file_hash(t)))
+            .collect();
+        assert_eq!(compare(&all, &docs), (0, 0));
+        assert_eq!(compare(&BTreeMap::new(), &docs), (3, 0));
     }
 
     #[test]

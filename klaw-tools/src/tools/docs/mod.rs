@@ -14,7 +14,7 @@ pub mod markdown;
 pub mod read;
 pub mod search;
 
-pub use index::{DOCS_DB, DocsIndex, SyncReport, sync, sync_context};
+pub use index::{DOCS_DB, DocsIndex, DocsIndexInfo, SyncReport, sync, sync_context};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/docs.rs"));

@@ -58,7 +58,12 @@ pub async fn docs_search(
     #[arg(description_en = "What to look for: a question or a few words")]
     query: String,
     /// Сколько результатов вернуть (1–20)
-    #[arg(description_en = "How many results to return (1-20)", default = 5)]
+    #[arg(
+        description_en = "How many results to return (1-20)",
+        default = 5,
+        minimum = 1,
+        maximum = 20
+    )]
     top_k: u32,
 ) -> Result<DocsSearch, ToolError> {
     if query.trim().is_empty() {
@@ -67,6 +72,7 @@ pub async fn docs_search(
             "the query is empty: say what to look for",
         ));
     }
+    // The schema says 1 to 20 too, but models do not always read it.
     if !(1..=MAX_TOP_K).contains(&top_k) {
         return Err(ToolError::invalid_arguments(
             "/topK",

@@ -62,7 +62,12 @@ pub async fn memory_search(
     #[arg(description_en = "What to look for: a question, a phrase or keywords")]
     query: String,
     /// Сколько результатов вернуть, от 1 до 50
-    #[arg(default = 10, description_en = "How many results to return, 1 to 50")]
+    #[arg(
+        default = 10,
+        minimum = 1,
+        maximum = 50,
+        description_en = "How many results to return, 1 to 50"
+    )]
     top_k: u32,
     /// Как искать: hybrid (смысл и слова), text (только слова) или vector (только смысл)
     #[arg(
@@ -84,6 +89,7 @@ pub async fn memory_search(
             format!("the query is longer than {MAX_QUERY_CHARS} characters: shorten it"),
         ));
     }
+    // The schema says 1 to 50 too, but models do not always read it.
     if !(1..=MAX_TOP_K).contains(&top_k) {
         return Err(ToolError::invalid_arguments(
             "/topK",
