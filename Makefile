@@ -40,6 +40,7 @@ bench: setup
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_latency
+	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_recall
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
 ui:
