@@ -486,3 +486,77 @@ fn a_database_without_the_int8_codes_gets_them_when_opened() {
     assert!(hits[0].content.starts_with("Собаки"), "{hits:?}");
     assert!((hits[0].score - 1.0).abs() < 1e-6);
 }
+
+#[test]
+fn codes_out_of_step_with_the_vectors_are_made_again() {
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        sample(&mut store);
+    }
+    // as if a binary that does not know `chunks_codes` had added and changed vectors
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DELETE FROM chunks_codes WHERE id > 2; UPDATE chunks_codes SET codes = x'00'",
+    )
+    .unwrap();
+    drop(conn);
+    let store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    for axis in 0..4 {
+        let hits = store.search_vector(&unit(axis), 1).unwrap();
+        assert!((hits[0].score - 1.0).abs() < 1e-6, "axis {axis}: {hits:?}");
+    }
+}
+
+#[test]
+fn set_vectors_after_the_first_search_moves_a_chunk() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let cat = store.search_vector(&unit(0), 1).unwrap().remove(0);
+    assert!(cat.content.starts_with("Кошка"));
+    store.set_vectors(&[(cat.id, unit(6))]).unwrap();
+    let hits = store.search_vector(&unit(6), 1).unwrap();
+    assert_eq!(hits[0].id, cat.id);
+    assert!((hits[0].score - 1.0).abs() < 1e-6);
+    let old_place = store.search_vector(&unit(0), 5).unwrap();
+    assert!(
+        old_place.iter().all(|h| h.score.abs() < 1e-6),
+        "{old_place:?}"
+    );
+}
+
+#[test]
+fn the_hybrid_text_side_keeps_chunks_with_more_than_half_of_the_words() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    // chunk i holds the first i words (0 to 6), plus filler
+    let chunks: Vec<NewChunk> = (0..=words.len())
+        .map(|i| chunk(&format!("note {i}: {} zulu", words[..i].join(" ")), unit(i)))
+        .collect();
+    store.insert(&chunks).unwrap();
+    // how many of the words each hit holds, sorted
+    let holds = |hits: Vec<klaw_tools::tools::memory::store::Hit>| -> Vec<usize> {
+        let mut out: Vec<usize> = hits
+            .iter()
+            .map(|h| words.iter().filter(|w| h.content.contains(*w)).count())
+            .collect();
+        out.sort_unstable();
+        out
+    };
+    // six words (the FTS5 expression): chunks with 4, 5 or 6 of them, the most first
+    let six = store
+        .hybrid_text_side("alpha bravo charlie delta echo foxtrot", 10)
+        .unwrap();
+    assert_eq!(
+        words.iter().filter(|w| six[0].content.contains(*w)).count(),
+        6
+    );
+    assert_eq!(holds(six), [4, 5, 6]);
+    // seven words (the filter on the plain OR's best): the same rule
+    let seven = store
+        .hybrid_text_side("alpha bravo charlie delta echo foxtrot zulu", 10)
+        .unwrap();
+    assert_eq!(holds(seven), [3, 4, 5, 6]);
+}

@@ -133,8 +133,9 @@ pub fn query_terms(query: &str) -> Vec<(String, String)> {
 }
 
 /// [`min_should_match`] builds its expression for at most this many query words
-/// (C(8, 5) = 56 groups); longer queries get `None`.
-pub const MAX_MIN_SHOULD_MATCH_TERMS: usize = 8;
+/// (C(6, 4) = 15 groups); longer queries get `None`. Every group's phrases are scanned
+/// for bm25, so the expression must stay small.
+pub const MAX_MIN_SHOULD_MATCH_TERMS: usize = 6;
 
 /// An FTS5 `MATCH` expression for the chunks that contain **more than half** of `terms`
 /// (from [`query_terms`]; each as its word or its stem), or one of its [codes](is_code):
@@ -142,9 +143,10 @@ pub const MAX_MIN_SHOULD_MATCH_TERMS: usize = 8;
 /// index finds exactly those chunks instead of ranking every chunk with any one word.
 ///
 /// The expression is an `OR` of one `AND` group per way to pick the required number of
-/// words. Every word appears in the same number of groups, so bm25 over it ranks like bm25
-/// over the plain `OR` of the words (scaled). `None` when there are no terms or more than
-/// [`MAX_MIN_SHOULD_MATCH_TERMS`] (the caller filters with [`coverage`] instead).
+/// words. bm25 counts a word's hits once for each group that matches the chunk, so
+/// among the chunks found, those with more of the words rank higher still. `None` when
+/// there are no terms or more than [`MAX_MIN_SHOULD_MATCH_TERMS`] (the caller filters
+/// with [`coverage`] instead).
 pub fn min_should_match(terms: &[(String, String)]) -> Option<String> {
     let n = terms.len();
     if n == 0 || n > MAX_MIN_SHOULD_MATCH_TERMS {
@@ -252,16 +254,16 @@ mod tests {
             min_should_match(&t("key cat dog")).unwrap(),
             r#"("key" AND "cat") OR ("key" AND "dog") OR ("cat" AND "dog")"#
         );
-        // a code is enough on its own
+        // a code is enough on its own, as the word or its stem
         assert_eq!(
             min_should_match(&t("QX7L9M flight booking")).unwrap(),
             r#"("qx7l9m" AND "flight") OR ("qx7l9m" AND ("booking" OR "book")) OR ("flight" AND ("booking" OR "book")) OR "qx7l9m""#
         );
-        let many = t("one two three four five six seven eight nine");
-        assert_eq!(many.len(), 9);
+        let many = t("one two three four five six seven");
+        assert_eq!(many.len(), 7);
         assert_eq!(min_should_match(&many), None);
-        let eight = min_should_match(&many[..8]).unwrap();
-        assert_eq!(eight.split(" OR (").count(), 56); // C(8, 5)
+        let six = min_should_match(&many[..6]).unwrap();
+        assert_eq!(six.split(" OR (").count(), 15); // C(6, 4)
     }
 
     #[test]

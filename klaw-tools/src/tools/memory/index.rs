@@ -264,11 +264,15 @@ impl Index {
                 Ok(self.store().search_vector(&v, k)?)
             }
             SearchMode::Hybrid => std::thread::scope(|s| {
-                let vector = s.spawn(embed);
+                // without a thread (the OS refused one), one after the other
+                let vector = std::thread::Builder::new().spawn_scoped(s, embed).ok();
                 let text = self.store().hybrid_text_side(query, k);
-                let vector = vector
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                let vector = match vector {
+                    Some(handle) => handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
+                    None => embed()?,
+                };
                 let text = text?;
                 let vecs = self.store().search_vector(&vector, k)?;
                 Ok(fuse_hits(text, vecs, k, self.weights))

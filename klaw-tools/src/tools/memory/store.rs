@@ -170,6 +170,8 @@ pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, StoreError> {
 /// The text side of [`MemoryStore::search_hybrid`] counts a chunk only if it contains more
 /// than this share of the query's words.
 pub const HYBRID_MIN_COVERAGE: f64 = 0.5;
+// `fts::min_should_match` asks for more than half of the words: the same rule.
+const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 
 /// How much of the database file SQLite maps into memory (address space, not RAM).
 const MMAP_BYTES: i64 = 4 << 30;
@@ -280,20 +282,16 @@ impl MemoryStore {
                      id INTEGER PRIMARY KEY, scale REAL NOT NULL, codes BLOB NOT NULL
                  );",
             )?;
-            let mut read = tx.prepare("SELECT rowid, embedding FROM chunks_vec")?;
-            let mut write =
-                tx.prepare("INSERT INTO chunks_codes (id, scale, codes) VALUES (?1, ?2, ?3)")?;
-            let mut rows = read.query([])?;
-            while let Some(row) = rows.next()? {
-                let blob: Vec<u8> = row.get(1)?;
-                let (codes, scale) = vectors::quantize(&floats(&blob));
-                write.execute(params![row.get::<_, i64>(0)?, scale, codes_blob(&codes)])?;
-            }
+            fill_codes(&tx)?;
         }
-        tx.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('fingerprint', ?1), ('dims', ?2)",
-            params![fingerprint, self.dims.to_string()],
-        )?;
+        if !same {
+            // only when it changes: every commit makes other processes reload their copy
+            // of the vectors (`PRAGMA data_version`)
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('fingerprint', ?1), ('dims', ?2)",
+                params![fingerprint, self.dims.to_string()],
+            )?;
+        }
         tx.commit()?;
         Ok(())
     }
@@ -530,37 +528,64 @@ impl MemoryStore {
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))?;
         let mut slot = self.cache.borrow_mut();
-        if slot.as_ref().is_none_or(|c| c.version() != version) {
-            let mut cache = VectorCache::new(self.dims, version);
-            let mut st = self
-                .conn
-                .prepare("SELECT id, scale, codes FROM chunks_codes")?;
-            let mut rows = st.query([])?;
-            while let Some(row) = rows.next()? {
-                let blob: Vec<u8> = row.get(2)?;
-                if blob.len() != self.dims {
-                    return Err(StoreError::WrongDimensions {
-                        expected: self.dims,
-                        got: blob.len(),
-                    });
-                }
-                let codes = blob.iter().map(|b| i8::from_le_bytes([*b])).collect();
-                cache.insert_codes(row.get(0)?, codes, row.get(1)?);
-            }
-            tracing::debug!(vectors = cache.len(), "memory vectors loaded");
-            *slot = Some(cache);
+        let cache = match slot.take() {
+            Some(c) if c.version() == version => slot.insert(c),
+            _ => slot.insert(self.load_cache(version)?),
+        };
+        Ok(f(cache))
+    }
+
+    /// Reads the in-memory copy from `chunks_codes`. Codes out of step with the chunks
+    /// (written by a binary that did not know them, or by hand) are made again from the
+    /// float vectors first.
+    fn load_cache(&self, version: i64) -> Result<VectorCache, StoreError> {
+        let chunks: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+        if let Some(cache) = self.read_codes(version)?
+            && i64::try_from(cache.len()) == Ok(chunks)
+        {
+            return Ok(cache);
         }
-        Ok(slot.as_mut().map(f).unwrap_or_else(|| unreachable!()))
+        tracing::info!(
+            "the memory index's int8 codes are out of step with its vectors: making them again"
+        );
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute("DELETE FROM chunks_codes", [])?;
+        fill_codes(&tx)?;
+        tx.commit()?;
+        Ok(self
+            .read_codes(version)?
+            .unwrap_or_else(|| VectorCache::new(self.dims, version)))
+    }
+
+    /// `chunks_codes` as an in-memory copy; `None` if a row has the wrong length.
+    fn read_codes(&self, version: i64) -> Result<Option<VectorCache>, StoreError> {
+        let mut cache = VectorCache::new(self.dims, version);
+        let mut st = self
+            .conn
+            .prepare("SELECT id, scale, codes FROM chunks_codes")?;
+        let mut rows = st.query([])?;
+        while let Some(row) = rows.next()? {
+            let blob: Vec<u8> = row.get(2)?;
+            if blob.len() != self.dims {
+                return Ok(None);
+            }
+            let codes = blob.into_iter().map(u8::cast_signed).collect();
+            cache.insert_codes(row.get(0)?, codes, row.get(1)?);
+        }
+        tracing::debug!(vectors = cache.len(), "memory vectors loaded");
+        Ok(Some(cache))
     }
 
     /// Applies committed vector changes to the in-memory copy, if loaded (this
     /// connection's commits do not change `PRAGMA data_version`).
     fn after_commit(&self, changes: Vec<VecChange>) {
         if let Some(cache) = self.cache.borrow_mut().as_mut() {
-            for (id, v) in changes {
-                match v {
-                    Some((codes, scale)) => cache.insert_codes(id, codes, scale),
-                    None => cache.remove(id),
+            for change in changes {
+                match change {
+                    VecChange::Set { id, codes, scale } => cache.insert_codes(id, codes, scale),
+                    VecChange::Deleted(id) => cache.remove(id),
                 }
             }
         }
@@ -658,8 +683,13 @@ fn floats(blob: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// A committed change to a chunk's vector: its int8 codes and scale, or `None` (deleted).
-type VecChange = (i64, Option<(Vec<i8>, f32)>);
+/// A committed change to a chunk's vector, for the in-memory copy.
+enum VecChange {
+    /// Chunk `id` has this vector ([`vectors::quantize`]d).
+    Set { id: i64, codes: Vec<i8>, scale: f32 },
+    /// Chunk `id` has no vector any more.
+    Deleted(i64),
+}
 
 /// Writes chunks' vectors to `chunks_vec` and their int8 codes to `chunks_codes`, or
 /// deletes both, inside the caller's transaction, and remembers the changes for the
@@ -690,20 +720,35 @@ impl<'t> VecWriter<'t> {
         let (codes, scale) = vectors::quantize(&floats(blob));
         self.insert_codes
             .execute(params![id, scale, codes_blob(&codes)])?;
-        self.changes.push((id, Some((codes, scale))));
+        self.changes.push(VecChange::Set { id, codes, scale });
         Ok(())
     }
 
     fn delete(&mut self, id: i64) -> Result<(), StoreError> {
         self.delete.execute([id])?;
         self.delete_codes.execute([id])?;
-        self.changes.push((id, None));
+        self.changes.push(VecChange::Deleted(id));
         Ok(())
     }
 }
 
 fn codes_blob(codes: &[i8]) -> Vec<u8> {
-    codes.iter().map(|c| c.to_le_bytes()[0]).collect()
+    codes.iter().map(|c| c.cast_unsigned()).collect()
+}
+
+/// Fills `chunks_codes` from the float vectors in `chunks_vec` (inside the caller's
+/// transaction): for a database made before the codes, or codes out of step.
+fn fill_codes(conn: &Connection) -> Result<(), StoreError> {
+    let mut read = conn.prepare("SELECT rowid, embedding FROM chunks_vec")?;
+    let mut write =
+        conn.prepare("INSERT INTO chunks_codes (id, scale, codes) VALUES (?1, ?2, ?3)")?;
+    let mut rows = read.query([])?;
+    while let Some(row) = rows.next()? {
+        let blob: Vec<u8> = row.get(1)?;
+        let (codes, scale) = vectors::quantize(&floats(&blob));
+        write.execute(params![row.get::<_, i64>(0)?, scale, codes_blob(&codes)])?;
+    }
+    Ok(())
 }
 
 fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
