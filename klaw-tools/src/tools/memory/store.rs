@@ -155,16 +155,18 @@ pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, StoreError> {
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(2))?;
     let n: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-    let meta = |key: &str| -> Result<Option<String>, StoreError> {
-        Ok(conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()?)
-    };
     Ok(Some(IndexInfo {
         chunks: usize::try_from(n).unwrap_or_default(),
-        fingerprint: meta("fingerprint")?,
-        dims: meta("dims")?.and_then(|d| d.parse().ok()),
+        fingerprint: read_meta(&conn, "fingerprint")?,
+        dims: read_meta(&conn, "dims")?.and_then(|d| d.parse().ok()),
     }))
+}
+
+/// The `meta` value under `key`, if any.
+fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()?)
 }
 
 /// The text side of [`MemoryStore::search_hybrid`] counts a chunk only if it contains more
@@ -243,13 +245,8 @@ impl MemoryStore {
                  content, stems, tokenize = 'unicode61 remove_diacritics 2'
              );",
         )?;
-        let meta = |key: &str| -> Result<Option<String>, StoreError> {
-            Ok(tx
-                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()?)
-        };
-        let stored_fp = meta("fingerprint")?;
-        let stored_dims = meta("dims")?;
+        let stored_fp = read_meta(&tx, "fingerprint")?;
+        let stored_dims = read_meta(&tx, "dims")?;
         let requested = format!("{fingerprint} ({} dims)", self.dims);
         let same = stored_fp.as_deref() == Some(fingerprint)
             && stored_dims.as_deref() == Some(self.dims.to_string().as_str());
@@ -401,10 +398,7 @@ impl MemoryStore {
     /// A value the caller keeps in the database (e.g. what an index was built from).
     /// The keys `fingerprint` and `dims` are the store's own.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()?)
+        read_meta(&self.conn, key)
     }
 
     /// Sets a [`meta`](Self::meta) value.
@@ -600,10 +594,6 @@ impl MemoryStore {
         if k == 0 {
             return Ok(Vec::new());
         }
-        self.knn_exact(&blob, k)
-    }
-
-    fn knn_exact(&self, blob: &[u8], k: usize) -> Result<Vec<Hit>, StoreError> {
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT {HIT_COLUMNS}, 1.0 - v.distance * v.distance / 2.0 AS s
              FROM (SELECT rowid, distance FROM chunks_vec
