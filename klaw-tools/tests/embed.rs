@@ -6,6 +6,12 @@ use std::sync::OnceLock;
 
 use klaw_tools::tools::memory::{EmbedError, Embedder, EmbedderConfig, TextKind};
 
+mod support;
+use support::reference::{TOLERANCE, Variant, max_diff, reference};
+
+/// The default model's directory name under `<cache>/models`.
+const E5: &str = "multilingual-e5-small";
+
 /// One embedder for the whole test binary (ONNX Runtime is initialised once per process).
 fn embedder() -> &'static Embedder {
     static E: OnceLock<Embedder> = OnceLock::new();
@@ -93,29 +99,74 @@ fn small_batches_equal_one_big_batch() {
     }
 }
 
+/// Texts for the reference checks: both languages, both kinds of text, a long one, and
+/// characters outside the usual vocabulary.
+fn reference_texts() -> Vec<String> {
+    vec![
+        "Klaw remembers what matters.".into(),
+        "где хранятся заметки?".into(),
+        RU.into(),
+        "hi".into(),
+        "The memory index keeps every note the agent saves. ".repeat(30),
+        "Tabs\tand\nnewlines, UPPER case, café, 東京 and 🍕.".into(),
+    ]
+}
+
+/// The Rust pipeline (prefix, tokenizer, the model, pooling, normalisation) equals Python
+/// onnxruntime + tokenizers run now, on this machine, with the same files: a reference
+/// written into the test once would check the CPU it was taken on (issue 18).
 #[test]
 fn matches_python_onnxruntime_reference() {
-    // ~/.cache/klaw/venv/bin/python: tokenizers on tokenizer.json + onnxruntime 1.31.1 on
-    // model.onnx, single run, first five numbers of `sentence_embedding`.
-    let e = embedder();
-    let cases: [(TextKind, &str, [f32; 5]); 2] = [
-        (
-            TextKind::Passage,
-            "Klaw remembers what matters.",
-            [0.056691, 0.028907, -0.029318, -0.094067, 0.053487],
-        ),
-        (
-            TextKind::Query,
-            "где хранятся заметки?",
-            [0.020335, -0.033484, -0.018337, -0.091268, 0.010916],
-        ),
-    ];
-    for (kind, text, want) in cases {
-        let got = e.embed(kind, &[text]).unwrap().remove(0);
-        for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() < 1e-4, "{text:?}: got {:?}", &got[..5]);
+    let texts = reference_texts();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for kind in [TextKind::Passage, TextKind::Query] {
+        let got = embedder().embed(kind, &texts).unwrap();
+        let want = reference(E5, kind, Variant::Correct, &texts);
+        for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
+            let d = max_diff(g, w);
+            eprintln!("{kind:?} {:<30} max |rust - python| = {d:.2e}", preview(t));
+            assert!(d < TOLERANCE, "{kind:?} {t:?}: max diff {d:.2e}");
         }
     }
+}
+
+/// The reference check above can fail: with the prefix, the pooling, the normalisation
+/// or the tokenization done wrong on the reference side, the same Rust vectors are far
+/// outside the tolerance (by a factor of at least ten).
+#[test]
+fn the_reference_check_catches_a_broken_step() {
+    let texts = reference_texts();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for kind in [TextKind::Passage, TextKind::Query] {
+        let got = embedder().embed(kind, &texts).unwrap();
+        for variant in [
+            Variant::NoPrefix,
+            Variant::OtherPrefix,
+            Variant::OtherPooling,
+            Variant::NotNormalized,
+            Variant::NoSpecialTokens,
+            Variant::Lowercased,
+        ] {
+            let want = reference(E5, kind, variant, &texts);
+            // every text but one without letters to lowercase must be told apart
+            for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
+                let d = max_diff(g, w);
+                eprintln!("{kind:?} {variant:?} {:<30} max diff {d:.2e}", preview(t));
+                let same_text = variant == Variant::Lowercased && t.to_lowercase() == *t;
+                if !same_text {
+                    assert!(
+                        d > 10.0 * TOLERANCE,
+                        "{kind:?} {variant:?} {t:?}: max diff {d:.2e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn preview(t: &str) -> String {
+    let s: String = t.chars().take(28).collect();
+    format!("{s:?}")
 }
 
 #[test]

@@ -1,0 +1,3 @@
+//! Helpers shared by the test binaries of this crate.
+
+pub(crate) mod reference;
