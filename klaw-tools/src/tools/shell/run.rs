@@ -286,6 +286,9 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
             cmd.env(key, v);
         }
     }
+    // Only stdin, stdout and stderr reach the sandbox: descriptors the engine inherited
+    // (a terminal, a file in the data dir, a socket) are closed when it starts.
+    klaw_sandbox::close_inherited_fds(cmd.as_std_mut());
     if std::env::var_os("PATH").is_none() {
         cmd.env("PATH", DEFAULT_PATH);
     }

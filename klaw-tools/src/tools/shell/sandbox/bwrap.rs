@@ -7,6 +7,27 @@ use std::path::Path;
 
 use super::{Bwrap, Policy, SYSTEM_DIRS};
 
+/// Parts of /proc bound read-only (the ones runc and Docker make read-only).
+const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
+
+/// Files of /proc hidden under /dev/null (runc's masked paths that are files).
+const PROC_MASKED: &[&str] = &[
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/key-users",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/latency_stats",
+    "/proc/kallsyms",
+];
+
 /// The `bwrap` arguments that run `argv` under `policy` (`bwrap` itself not included).
 pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
@@ -44,9 +65,20 @@ pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsStr
             Err(_) => {}
         }
     }
-    push(&[
-        &"--proc", &"/proc", &"--dev", &"/dev", &"--tmpfs", &"/tmp", &"--bind",
-    ]);
+    push(&[&"--proc", &"/proc"]);
+    // What container runtimes make read-only or hide in /proc: a command running as
+    // root must not write the host's sysctls (`/proc/sys/kernel/core_pattern` runs a
+    // program as host root), trigger SysRq, or read kernel memory and keyrings. The
+    // host's directories are bound read-only over the new /proc's (sysctls are global).
+    for dir in PROC_READ_ONLY {
+        push(&[&"--ro-bind-try", dir, dir]);
+    }
+    for file in PROC_MASKED {
+        if Path::new(file).exists() {
+            push(&[&"--ro-bind", &"/dev/null", file]);
+        }
+    }
+    push(&[&"--dev", &"/dev", &"--tmpfs", &"/tmp", &"--bind"]);
     push(&[&policy.workspace, &policy.workspace]);
     // A data dir inside the workspace is hidden under an empty tmpfs.
     for hidden in &policy.hidden {

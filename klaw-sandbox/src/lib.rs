@@ -1,0 +1,25 @@
+//! The kernel calls of Klaw's command sandbox that Rust's standard library and `rustix`
+//! offer only as `unsafe`: what a freshly forked child does before it runs a command.
+//! They sit in this crate, in one module, so that `klaw-tools` can forbid unsafe code.
+//!
+//! - [`close_inherited_fds`]: every file descriptor above 2 is closed when the command
+//!   starts, whatever the engine inherited from whoever started it (a terminal, a file
+//!   in the data dir, a socket). Rust marks the descriptors it opens close-on-exec, but
+//!   not the ones a process is born with.
+//!
+//! ```
+//! use std::process::Command;
+//! let mut cmd = Command::new("true");
+//! klaw_sandbox::close_inherited_fds(&mut cmd);
+//! assert!(cmd.status().unwrap().success());
+//! ```
+
+#[cfg(target_os = "linux")]
+mod sys;
+
+#[cfg(target_os = "linux")]
+pub use sys::close_inherited_fds;
+
+/// Does nothing off Linux: the sandbox is not supported there.
+#[cfg(not(target_os = "linux"))]
+pub fn close_inherited_fds(_cmd: &mut std::process::Command) {}
