@@ -320,6 +320,7 @@ impl Config {
             Some(w) => dir(w, "KLAW_WORKSPACE"),
             None => data_dir.join("workspace"),
         };
+        check_data_dir_outside(&data_dir, &workspace)?;
         let timezone = match &raw.timezone {
             Some(tz) => match klaw_tools::tools::utilities::time_zone(tz) {
                 Ok(zone) => zone.iana_name().unwrap_or(tz).to_owned(),
@@ -501,6 +502,31 @@ fn invalid(key: &'static str, message: &str) -> ConfigError {
         key,
         message: message.to_owned(),
     }
+}
+
+/// Refuses a data dir inside (or equal to) the workspace: commands may rename, replace
+/// or read anything in the workspace, so no mount or rule could keep the data dir (the
+/// memory database, core memory, secrets) out of their reach. The default layout, the
+/// workspace inside the data dir, is fine. Checked on the paths as given and, where
+/// both exist, on the real ones (symlinks resolved).
+fn check_data_dir_outside(data_dir: &Path, workspace: &Path) -> Result<(), ConfigError> {
+    let nested = |d: &Path, w: &Path| d.starts_with(w);
+    let real = std::fs::canonicalize(data_dir)
+        .ok()
+        .zip(std::fs::canonicalize(workspace).ok());
+    if nested(data_dir, workspace) || real.is_some_and(|(d, w)| nested(&d, &w)) {
+        return Err(ConfigError::Invalid {
+            key: "dataDir",
+            message: format!(
+                "the data dir {} is inside the workspace {}: shell commands can reach \
+                 everything in the workspace, so keep the data dir outside it (the default \
+                 puts the workspace inside the data dir)",
+                data_dir.display(),
+                workspace.display()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// `~` and `~/x` become the home directory.
@@ -805,6 +831,45 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.to_string(), "maxToolCallRounds: must be at least 1");
+    }
+
+    /// A data dir inside the workspace is a configuration error (issue 13: a command
+    /// renamed a parent directory and read the data dir), by name or through a symlink;
+    /// the default layout (the workspace inside the data dir) is fine.
+    #[test]
+    fn a_data_dir_inside_the_workspace_is_refused() {
+        let resolve = |json: &str| {
+            let raw = parse(Path::new("/etc/klaw/engine.json"), json).unwrap();
+            Config::resolve(
+                raw,
+                ConfigSource::File("/etc/klaw/engine.json".into()),
+                &env(&[("HOME", "/home/u")]),
+            )
+        };
+        for json in [
+            r#"{"workspace": "/w", "dataDir": "/w/sub/data"}"#,
+            r#"{"workspace": "/w", "dataDir": "/w"}"#,
+        ] {
+            let err = resolve(json).unwrap_err();
+            assert!(
+                err.to_string().starts_with("dataDir: the data dir /w"),
+                "{json}: {err}"
+            );
+        }
+        resolve(r#"{"dataDir": "/d"}"#).unwrap();
+        resolve(r#"{"workspace": "/w", "dataDir": "/w-data"}"#).unwrap();
+        // Through a symlink: the workspace is a link to a directory holding the data dir.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("data")).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("ws")).unwrap();
+        let json = serde_json::json!({
+            "workspace": dir.path().join("ws"),
+            "dataDir": real.join("data"),
+        })
+        .to_string();
+        let err = resolve(&json).unwrap_err();
+        assert!(err.to_string().starts_with("dataDir:"), "{err}");
     }
 
     #[test]
