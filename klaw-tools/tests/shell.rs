@@ -755,6 +755,48 @@ async fn landlock_refuses_setuid_bits_and_chown() {
                 chmod 2755 f && echo setgid; chown 0:0 f && echo chowned; stat -c %a f";
     let r = exec(&kit, json!({"command": line})).await.unwrap();
     assert_eq!(r["stdout"], "plus-x\n755\n", "{r}");
+    // Nor when the file is created with those bits (open with O_CREAT, creat, O_TMPFILE).
+    let Some(py) = python() else { return };
+    let script = "import os\n\
+        for name, flags in [('u', os.O_CREAT | os.O_WRONLY), ('t', os.O_TMPFILE | os.O_WRONLY)]:\n\
+        \x20   for mode in (0o4755, 0o2755):\n\
+        \x20       try:\n\
+        \x20           fd = os.open(name if name != 't' else '.', flags, mode); os.close(fd)\n\
+        \x20       except OSError as e:\n\
+        \x20           print(name, oct(mode), 'refused', e.errno)\n\
+        fd = os.open('plain', os.O_CREAT | os.O_WRONLY, 0o755); os.close(fd)\n\
+        print(oct(os.stat('plain').st_mode & 0o7777), os.path.exists('u'))\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    assert_eq!(
+        r["stdout"],
+        "u 0o4755 refused 1\nu 0o2755 refused 1\nt 0o4755 refused 1\nt 0o2755 refused 1\n0o755 False\n",
+        "{r}"
+    );
+}
+
+/// The helper is not dumpable: the command cannot list its descriptors nor open its
+/// lifeline pipe through `/proc/$PPID/fd` (holding it kept the whole tree alive after the
+/// engine was killed), nor read its memory.
+#[tokio::test]
+async fn landlock_helper_is_out_of_the_commands_reach() {
+    let Some(kit) = kit(SandboxMode::Landlock) else {
+        return;
+    };
+    let line = "ls /proc/$PPID/fd >/dev/null 2>&1 && echo LISTED; \
+                (exec 9</proc/$PPID/fd/0) 2>/dev/null && echo HELD; \
+                head -c 1 /proc/$PPID/mem >/dev/null 2>&1 && echo READ; \
+                cat /proc/$PPID/cmdline | tr '\\0' ' ' | cut -c 1-200 >/dev/null && echo SEEN";
+    let r = exec(&kit, json!({"command": ["bash", "-c", line]}))
+        .await
+        .unwrap();
+    // The parent is there (the check is meaningful), its descriptors are not reachable.
+    // (A command of the same uid 0 may still list the numbers: the directory then
+    // belongs to root.)
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.ends_with("SEEN\n"), "{r}");
+    assert!(!out.contains("HELD") && !out.contains("READ"), "{r}");
 }
 
 /// clone3(2) hides its flags from seccomp, so it looks absent (ENOSYS) under Landlock.

@@ -252,6 +252,15 @@ fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
     for call in [libc::SYS_fchown, libc::SYS_fchownat] {
         rules.insert(call, Vec::new());
     }
+    // The same bits given when a file is created: open/openat with O_CREAT or O_TMPFILE
+    // and a set-ID mode (creat always creates). Without O_CREAT the mode register holds
+    // garbage, so the flag is part of each rule.
+    rules.insert(libc::SYS_openat, created_setid(2, 3)?);
+    #[cfg(target_arch = "x86_64")]
+    {
+        rules.insert(libc::SYS_open, created_setid(1, 2)?);
+        rules.insert(libc::SYS_creat, setid_modes(1)?);
+    }
     #[cfg(target_arch = "x86_64")]
     {
         rules.insert(libc::SYS_chmod, setid_modes(1)?);
@@ -294,11 +303,15 @@ fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
     install(rules, libc::EPERM)?;
     // clone3(2) passes its flags in memory, where seccomp cannot look: make it look
     // absent (ENOSYS), so the C library falls back to clone(2), filtered above.
-    let mut clone3: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    clone3.insert(libc::SYS_clone3, Vec::new());
-    #[cfg(target_arch = "x86_64")]
-    clone3.insert(libc::SYS_clone3 | 0x4000_0000, Vec::new());
-    install(clone3, libc::ENOSYS)
+    // openat2(2) likewise passes its flags and mode in memory: absent, the C library and
+    // programs fall back to openat(2).
+    let mut absent: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for call in [libc::SYS_clone3, libc::SYS_openat2] {
+        absent.insert(call, Vec::new());
+        #[cfg(target_arch = "x86_64")]
+        absent.insert(call | 0x4000_0000, Vec::new());
+    }
+    install(absent, libc::ENOSYS)
 }
 
 /// Installs a filter: the calls in `rules` fail with `errno`, the rest are allowed.
@@ -349,6 +362,29 @@ fn setid_modes(index: u8) -> Result<Vec<SeccompRule>, String> {
         .into_iter()
         .map(|bit| arg_has(index, u64::from(bit)))
         .collect()
+}
+
+/// Rules matching a file creation (argument `flags` has `O_CREAT`, or all of
+/// `O_TMPFILE`) whose mode (argument `mode`) has the set-user-ID or set-group-ID bit.
+fn created_setid(flags: u8, mode: u8) -> Result<Vec<SeccompRule>, String> {
+    let has = |index: u8, bits: u64| {
+        SeccompCondition::new(
+            index,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(bits),
+            bits,
+        )
+        .map_err(|e| e.to_string())
+    };
+    let mut rules = Vec::new();
+    for create in [libc::O_CREAT, libc::O_TMPFILE] {
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let create = u64::from(create.unsigned_abs());
+            let c = vec![has(flags, create)?, has(mode, u64::from(bit))?];
+            rules.push(SeccompRule::new(c).map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(rules)
 }
 
 /// A rule that matches when argument `index` (its low 32 bits) equals `value`.

@@ -355,6 +355,10 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     // A new session without a controlling terminal: the command cannot reach the
     // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
     rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
+    // Not dumpable: the command cannot open our `/proc/<pid>/fd` (and hold the lifeline
+    // pipe below open after the engine died), nor read our memory.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
     // Keep every orphan of the tree as our child. No parent-death signal: it would kill
     // us before the lifeline below ends the tree, and the tree would outlive the engine.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
