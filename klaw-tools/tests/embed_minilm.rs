@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use klaw_tools::tools::memory::{Embedder, EmbedderConfig, TextKind};
 
 mod support;
-use support::reference::{TOLERANCE, Variant, cache, max_diff, reference};
+use support::reference::{TOLERANCE, Variant, cache, max_diffs, reference, references};
 
 const MINILM: &str = "all-minilm-l6-v2";
 
@@ -97,17 +97,16 @@ fn matches_python_onnxruntime_and_tokenizers() {
     ];
     let got = minilm().embed(TextKind::Passage, &texts).unwrap();
     let want = reference(MINILM, TextKind::Passage, Variant::Correct, &texts);
-    for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
-        let d = max_diff(g, w);
+    for (t, d) in texts.iter().zip(max_diffs(&got, &want)) {
         eprintln!("parity {:<40} max |rust - python| = {d:.2e}", preview(t));
         assert!(d < TOLERANCE, "{t:?}: max diff {d:.2e}");
     }
     // Pooling and normalisation are done here, in Rust, for this model: the check sees
     // either one done wrong.
-    for variant in [Variant::OtherPooling, Variant::NotNormalized] {
-        let want = reference(MINILM, TextKind::Passage, variant, &texts);
-        for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
-            let d = max_diff(g, w);
+    let broken = [Variant::OtherPooling, Variant::NotNormalized];
+    let wants = references(MINILM, TextKind::Passage, &broken, &texts);
+    for (variant, want) in broken.into_iter().zip(&wants) {
+        for (t, d) in texts.iter().zip(max_diffs(&got, want)) {
             assert!(d > 10.0 * TOLERANCE, "{variant:?} {t:?}: max diff {d:.2e}");
         }
     }

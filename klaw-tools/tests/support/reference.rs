@@ -58,17 +58,14 @@ impl Variant {
     }
 }
 
+/// Reads the texts (JSON) on stdin; for each variant named in the comma-separated third
+/// argument, embeds every text alone; writes one list of vectors per variant.
 const SCRIPT: &str = r#"
 import json, sys
 import numpy as np, onnxruntime as ort
 from tokenizers import Tokenizer
-d, kind, variant = sys.argv[1], sys.argv[2], sys.argv[3]
+d, kind, variants = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 meta = json.load(open(d + "/klaw-model.json"))
-prefix = meta["query_prefix"] if kind == "query" else meta["passage_prefix"]
-if variant == "no_prefix":
-    prefix = ""
-elif variant == "other_prefix":
-    prefix = meta["passage_prefix"] if kind == "query" else meta["query_prefix"]
 tok = Tokenizer.from_file(d + "/tokenizer.json")
 tok.no_padding()
 tok.enable_truncation(meta["max_tokens"])
@@ -78,11 +75,13 @@ sess = ort.InferenceSession(d + "/model.onnx", opts, providers=["CPUExecutionPro
 names = [i.name for i in sess.get_inputs()]
 outputs = [o.name for o in sess.get_outputs()]
 hidden = "last_hidden_state" if "last_hidden_state" in outputs else meta["output"]
-pooling = meta.get("pooling", "mean")
-if variant == "other_pooling":
-    pooling = "mean" if pooling == "cls" else "cls"
-out = []
-for text in json.load(sys.stdin):
+own, other = ("query_prefix", "passage_prefix") if kind == "query" else ("passage_prefix", "query_prefix")
+
+def embed(text, variant):
+    prefix = {"no_prefix": "", "other_prefix": meta[other]}.get(variant, meta[own])
+    pooling = meta.get("pooling", "mean")
+    if variant == "other_pooling":
+        pooling = "mean" if pooling == "cls" else "cls"
     text = prefix + text
     if variant == "lowercased":
         text = text.lower()
@@ -101,8 +100,10 @@ for text in json.load(sys.stdin):
         v = (h[0] * mask[0][:, None]).sum(0) / mask.sum()
     if meta["normalize"] and variant != "not_normalized":
         v = v / np.linalg.norm(v)
-    out.append([float(x) for x in v])
-json.dump(out, sys.stdout)
+    return [float(x) for x in v]
+
+texts = json.load(sys.stdin)
+json.dump([[embed(t, v) for t in texts] for v in variants], sys.stdout)
 "#;
 
 /// The cache `make setup` fills (`$KLAW_CACHE`, default `~/.cache/klaw`).
@@ -118,17 +119,29 @@ pub(crate) fn reference(
     variant: Variant,
     texts: &[&str],
 ) -> Vec<Vec<f32>> {
+    references(model, kind, &[variant], texts).remove(0)
+}
+
+/// [`reference`] for several variants at once (one Python process, the model loaded
+/// once): one list of vectors per variant, in order.
+pub(crate) fn references(
+    model: &str,
+    kind: TextKind,
+    variants: &[Variant],
+    texts: &[&str],
+) -> Vec<Vec<Vec<f32>>> {
     let python = cache().join("venv").join("bin").join("python");
     let kind = match kind {
         TextKind::Query => "query",
         TextKind::Passage => "passage",
     };
+    let names: Vec<&str> = variants.iter().map(|v| v.name()).collect();
     let mut child = Command::new(&python)
         .arg("-c")
         .arg(SCRIPT)
         .arg(cache().join("models").join(model))
         .arg(kind)
-        .arg(variant.name())
+        .arg(names.join(","))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -147,20 +160,17 @@ pub(crate) fn reference(
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("the Python reference: {e}"))
 }
 
-/// The largest difference between two vectors, component by component.
-pub(crate) fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "dimensions differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max)
-}
-
-/// The largest [`max_diff`] over pairs of vectors.
-pub(crate) fn worst(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len(), "counts differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| max_diff(x, y))
-        .fold(0f32, f32::max)
+/// For each pair of vectors, the largest difference between them, component by component.
+pub(crate) fn max_diffs(got: &[Vec<f32>], want: &[Vec<f32>]) -> Vec<f32> {
+    assert_eq!(got.len(), want.len(), "counts differ");
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| {
+            assert_eq!(a.len(), b.len(), "dimensions differ");
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+        })
+        .collect()
 }

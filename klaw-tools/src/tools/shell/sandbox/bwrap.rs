@@ -28,6 +28,19 @@ const PROC_MASKED: &[&str] = &[
     "/proc/kallsyms",
 ];
 
+/// The [`PROC_MASKED`] files this kernel has (looked up once: bwrap cannot bind over a
+/// file that does not exist).
+fn proc_masked() -> &'static [&'static str] {
+    static FOUND: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| {
+        PROC_MASKED
+            .iter()
+            .copied()
+            .filter(|f| Path::new(f).exists())
+            .collect()
+    })
+}
+
 /// The `bwrap` arguments that run `argv` under `policy` (`bwrap` itself not included).
 pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
@@ -73,10 +86,8 @@ pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsStr
     for dir in PROC_READ_ONLY {
         push(&[&"--ro-bind-try", dir, dir]);
     }
-    for file in PROC_MASKED {
-        if Path::new(file).exists() {
-            push(&[&"--ro-bind", &"/dev/null", file]);
-        }
+    for file in proc_masked() {
+        push(&[&"--ro-bind", &"/dev/null", file]);
     }
     push(&[&"--dev", &"/dev", &"--tmpfs", &"/tmp", &"--bind"]);
     push(&[&policy.workspace, &policy.workspace]);
@@ -127,6 +138,16 @@ mod tests {
         assert!(!joined.contains("--share-net"), "{joined}");
         assert!(joined.contains("--bind /w /w"), "{joined}");
         assert!(joined.contains("--tmpfs /tmp"), "{joined}");
+        assert!(
+            joined.contains("--proc /proc --ro-bind-try /proc/sys /proc/sys"),
+            "{joined}"
+        );
+        for file in proc_masked() {
+            assert!(
+                joined.contains(&format!("--ro-bind /dev/null {file}")),
+                "{joined}"
+            );
+        }
         assert!(joined.ends_with("--chdir /w/sub -- true"), "{joined}");
     }
 }

@@ -260,9 +260,6 @@ fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
     {
         rules.insert(libc::SYS_open, created_setid(1, 2)?);
         rules.insert(libc::SYS_creat, setid_modes(1)?);
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
         rules.insert(libc::SYS_chmod, setid_modes(1)?);
         for call in [libc::SYS_chown, libc::SYS_lchown] {
             rules.insert(call, Vec::new());
@@ -344,16 +341,20 @@ const NAMESPACE_FLAGS: &[i32] = &[
     libc::CLONE_NEWTIME,
 ];
 
-/// A rule that matches when argument `index` has every bit of `flag` set.
-fn arg_has(index: u8, flag: u64) -> Result<SeccompRule, String> {
-    let c = SeccompCondition::new(
+/// A condition that holds when argument `index` has every bit of `flag` set.
+fn has_bits(index: u8, flag: u64) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(
         index,
         SeccompCmpArgLen::Dword,
         SeccompCmpOp::MaskedEq(flag),
         flag,
     )
-    .map_err(|e| e.to_string())?;
-    SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())
+}
+
+/// A rule that matches when argument `index` has every bit of `flag` set.
+fn arg_has(index: u8, flag: u64) -> Result<SeccompRule, String> {
+    SeccompRule::new(vec![has_bits(index, flag)?]).map_err(|e| e.to_string())
 }
 
 /// Rules matching a mode (argument `index`) with the set-user-ID or set-group-ID bit.
@@ -367,21 +368,14 @@ fn setid_modes(index: u8) -> Result<Vec<SeccompRule>, String> {
 /// Rules matching a file creation (argument `flags` has `O_CREAT`, or all of
 /// `O_TMPFILE`) whose mode (argument `mode`) has the set-user-ID or set-group-ID bit.
 fn created_setid(flags: u8, mode: u8) -> Result<Vec<SeccompRule>, String> {
-    let has = |index: u8, bits: u64| {
-        SeccompCondition::new(
-            index,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(bits),
-            bits,
-        )
-        .map_err(|e| e.to_string())
-    };
     let mut rules = Vec::new();
     for create in [libc::O_CREAT, libc::O_TMPFILE] {
         for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let create = u64::from(create.unsigned_abs());
-            let c = vec![has(flags, create)?, has(mode, u64::from(bit))?];
-            rules.push(SeccompRule::new(c).map_err(|e| e.to_string())?);
+            let both = vec![
+                has_bits(flags, u64::from(create.unsigned_abs()))?,
+                has_bits(mode, u64::from(bit))?,
+            ];
+            rules.push(SeccompRule::new(both).map_err(|e| e.to_string())?);
         }
     }
     Ok(rules)
