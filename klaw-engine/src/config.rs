@@ -510,7 +510,8 @@ fn invalid(key: &'static str, message: &str) -> ConfigError {
 /// workspace inside the data dir, is fine. Checked on the paths as given and, where
 /// both exist, on the real ones (symlinks resolved).
 fn check_data_dir_outside(data_dir: &Path, workspace: &Path) -> Result<(), ConfigError> {
-    let nested = |d: &Path, w: &Path| d.starts_with(w);
+    // `..` taken lexically first: `/w/../d` is not inside `/w`.
+    let nested = |d: &Path, w: &Path| lexical(d).starts_with(lexical(w));
     let real = std::fs::canonicalize(data_dir)
         .ok()
         .zip(std::fs::canonicalize(workspace).ok());
@@ -527,6 +528,22 @@ fn check_data_dir_outside(data_dir: &Path, workspace: &Path) -> Result<(), Confi
         });
     }
     Ok(())
+}
+
+/// `path` with `.` dropped and each `..` removing the component before it.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `~` and `~/x` become the home directory.
@@ -857,6 +874,8 @@ mod tests {
             );
         }
         resolve(r#"{"dataDir": "/d"}"#).unwrap();
+        resolve(r#"{"workspace": "/w", "dataDir": "/w/../d"}"#).unwrap();
+        resolve(r#"{"workspace": "/x/../w", "dataDir": "/w/./data"}"#).unwrap_err();
         resolve(r#"{"workspace": "/w", "dataDir": "/w-data"}"#).unwrap();
         // Through a symlink: the workspace is a link to a directory holding the data dir.
         let dir = tempfile::tempdir().unwrap();
