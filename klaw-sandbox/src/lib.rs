@@ -5,7 +5,10 @@
 //! - [`close_inherited_fds`]: every file descriptor above 2 is closed when the command
 //!   starts, whatever the engine inherited from whoever started it (a terminal, a file
 //!   in the data dir, a socket). Rust marks the descriptors it opens close-on-exec, but
-//!   not the ones a process is born with.
+//!   not the ones a process is born with. [`close_inherited_fds_on_exec`] does the
+//!   same for the calling process, for a process that starts commands itself (the
+//!   sandbox helper), so it can start them without a `pre_exec` hook (which would
+//!   turn the standard library's `posix_spawn` into a slower `fork`).
 //!
 //! ```
 //! use std::process::Command;
@@ -18,8 +21,12 @@
 mod sys;
 
 #[cfg(target_os = "linux")]
-pub use sys::close_inherited_fds;
+pub use sys::{close_inherited_fds, close_inherited_fds_on_exec};
 
 /// Does nothing off Linux: the sandbox is not supported there.
 #[cfg(not(target_os = "linux"))]
 pub fn close_inherited_fds(_cmd: &mut std::process::Command) {}
+
+/// Does nothing off Linux: the sandbox is not supported there.
+#[cfg(not(target_os = "linux"))]
+pub fn close_inherited_fds_on_exec() {}

@@ -20,24 +20,49 @@ pub fn close_inherited_fds(cmd: &mut std::process::Command) {
     // standard library's error pipe is close-on-exec already).
     unsafe {
         cmd.pre_exec(move || {
-            let all = libc::c_uint::MAX;
-            if libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                all,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) == 0
-            {
-                return Ok(());
-            }
-            for fd in 3..limit {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                }
-            }
+            cloexec_from_3(limit);
             Ok(())
         });
+    }
+}
+
+/// Marks every file descriptor of this process above 2 close-on-exec, so that no
+/// program it starts from now on inherits one it did not set up explicitly (a
+/// descriptor created later without close-on-exec is passed on as usual).
+///
+/// For a process that starts commands itself, such as the sandbox helper: call it first
+/// thing. It changes no descriptor number and closes nothing this process uses.
+pub fn close_inherited_fds_on_exec() {
+    // SAFETY: `cloexec_from_3` only changes descriptor flags; no descriptor is closed
+    // or invalidated, so no owner of one in this process is affected.
+    unsafe { cloexec_from_3(fd_limit()) }
+}
+
+/// Marks descriptors 3 and up close-on-exec: `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`
+/// (Linux 5.11), else `fcntl` on each one below `limit`.
+///
+/// # Safety
+/// Async-signal-safe (raw system calls, no allocation, no lock), so it may run in a
+/// forked child; it must not run where a descriptor is meant to be inherited.
+unsafe fn cloexec_from_3(limit: libc::c_int) {
+    // SAFETY: plain system calls on descriptor numbers; the kernel validates them.
+    unsafe {
+        let all = libc::c_uint::MAX;
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            all,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        for fd in 3..limit {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

@@ -733,6 +733,9 @@ macro_rules! per_sandbox {
                 no_namespaces_through_clone,
                 other_processes_limits_are_out_of_reach,
                 proc_sys_is_read_only,
+                setuid_bits_and_chown_are_refused,
+                clone3_is_absent,
+                kernel_interfaces_are_closed,
             );
             #[tokio::test]
             async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }
@@ -745,11 +748,12 @@ macro_rules! per_sandbox {
 per_mode!(bwrap => SandboxMode::Bwrap, landlock => SandboxMode::Landlock, off => SandboxMode::Off, auto => SandboxMode::Auto);
 per_sandbox!(bwrap_boundary => SandboxMode::Bwrap, landlock_boundary => SandboxMode::Landlock);
 
-/// Landlock does not cover chmod: as root a command owns the system files. seccomp
-/// refuses set-user-ID/set-group-ID bits and ownership changes; `chmod +x` works.
-#[tokio::test]
-async fn landlock_refuses_setuid_bits_and_chown() {
-    let Some(kit) = kit(SandboxMode::Landlock) else {
+/// A set-user-ID file made in the workspace would run as its owner for whoever runs it
+/// on the host (as root: a set-uid-root binary). Neither Landlock nor bubblewrap covers
+/// chmod, so seccomp refuses set-user-ID/set-group-ID bits and ownership changes, in
+/// both sandboxes; `chmod +x` works.
+async fn setuid_bits_and_chown_are_refused(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else {
         return;
     };
     let line = "touch f; chmod +x f && echo plus-x; chmod u+s f && echo setuid; \
@@ -800,11 +804,10 @@ async fn landlock_helper_is_out_of_the_commands_reach() {
     assert!(!out.contains("HELD") && !out.contains("READ"), "{r}");
 }
 
-/// clone3(2) hides its flags from seccomp, so it looks absent (ENOSYS) under Landlock.
-#[tokio::test]
-async fn landlock_makes_clone3_absent() {
+/// clone3(2) hides its flags from seccomp, so it looks absent (ENOSYS) in both sandboxes.
+async fn clone3_is_absent(mode: SandboxMode) {
     let Some(py) = python() else { return };
-    let Some(kit) = kit(SandboxMode::Landlock) else {
+    let Some(kit) = kit(mode) else {
         return;
     };
     let script = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
@@ -814,6 +817,67 @@ async fn landlock_makes_clone3_absent() {
         .await
         .unwrap();
     assert_eq!(r["stdout"], "-1 38\n", "{r}");
+}
+
+/// The kernel interfaces that reach around a sandbox fail with EPERM in both: the
+/// keyrings (the session keyring of whoever started the engine, with its keys), io_uring,
+/// BPF, perf events, userfaultfd, and ptrace or the memory of the process above the
+/// command (bubblewrap's PID 1 could be made to report another exit code; now the
+/// command is PID 1 itself, and the helper above a Landlock command is not dumpable).
+async fn kernel_interfaces_are_closed(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else {
+        return;
+    };
+    // Syscall numbers per architecture (x86_64, aarch64).
+    let script = r#"import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {'x86_64': dict(keyctl=250, add_key=248, io_uring_setup=425, bpf=321, perf_event_open=298, userfaultfd=323, ptrace=101),
+      'aarch64': dict(keyctl=219, add_key=217, io_uring_setup=425, bpf=280, perf_event_open=241, userfaultfd=282, ptrace=117)}[platform.machine()]
+buf = ctypes.create_string_buffer(512)
+calls = [('keyctl', (0, -3, 0)),  # KEYCTL_GET_KEYRING_ID of the session keyring
+         ('add_key', (b'user', b'klaw', b'x', 1, -3)),
+         ('io_uring_setup', (4, buf)),
+         ('bpf', (0, buf, 72)),  # BPF_MAP_CREATE
+         ('perf_event_open', (buf, 0, -1, -1, 0)),
+         ('userfaultfd', (0,)),
+         ('ptrace', (16, os.getppid(), 0, 0))]  # PTRACE_ATTACH to the parent
+for name, args in calls:
+    r = libc.syscall(nr[name], *args)
+    print(name, 'refused' if r == -1 and ctypes.get_errno() == 1 else 'ALLOWED %d errno %d' % (r, ctypes.get_errno()))
+for pid in {os.getppid(), 1} - {0, os.getpid()}:
+    try:
+        open('/proc/%d/mem' % pid, 'r+b').close()
+        print('mem', pid, 'OPENED')
+    except OSError:
+        pass
+"#;
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with(" refused")).count(),
+        7,
+        "{r}"
+    );
+    assert!(!out.contains("ALLOWED") && !out.contains("OPENED"), "{r}");
+}
+
+/// bubblewrap's private `/tmp` lives in memory, so it is bounded (512 MiB): filling it
+/// ends in "no space", not in the host running out of memory.
+#[tokio::test]
+async fn bwrap_tmp_is_bounded() {
+    let Some(kit) = kit(SandboxMode::Bwrap) else {
+        return;
+    };
+    let r = exec(&kit, json!({"command": "stat -f -c '%b %S' /tmp"}))
+        .await
+        .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    let (blocks, size) = out.trim().split_once(' ').unwrap();
+    let bytes: u64 = blocks.parse::<u64>().unwrap() * size.parse::<u64>().unwrap();
+    assert!(bytes > 0 && bytes <= 512 << 20, "{r}");
 }
 
 #[test]
@@ -1103,7 +1167,7 @@ async fn auto_fails_closed_probe() {
     if std::env::var_os("KLAW_TEST_BROKEN_BWRAP").is_none() {
         return; // only meaningful when started by `auto_fails_closed_when_no_sandbox_works`
     }
-    let why = describe(SandboxMode::Bwrap, None).unwrap_err();
+    let why = describe(SandboxMode::Bwrap, Some(helper())).unwrap_err();
     assert!(
         why.contains("No permissions to create new namespace"),
         "{why}"

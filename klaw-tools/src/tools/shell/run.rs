@@ -286,9 +286,14 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
             cmd.env(key, v);
         }
     }
-    // Only stdin, stdout and stderr reach the sandbox: descriptors the engine inherited
-    // (a terminal, a file in the data dir, a socket) are closed when it starts.
-    klaw_sandbox::close_inherited_fds(cmd.as_std_mut());
+    // Only stdin, stdout and stderr reach the command: descriptors the engine inherited
+    // (a terminal, a file in the data dir, a socket) are closed when it starts. The
+    // helper does that itself, first thing, so it is started without a `pre_exec` hook
+    // (which would make every start a full `fork` of the engine instead of a
+    // `posix_spawn`).
+    if matches!(backend, Backend::Direct) {
+        klaw_sandbox::close_inherited_fds(cmd.as_std_mut());
+    }
     if std::env::var_os("PATH").is_none() {
         cmd.env("PATH", DEFAULT_PATH);
     }

@@ -7,6 +7,9 @@ use std::path::Path;
 
 use super::{Bwrap, Policy, SYSTEM_DIRS};
 
+/// The size of a command's private `/tmp` (a tmpfs, so memory): 512 MiB.
+pub(crate) const TMP_SIZE: u64 = 512 << 20;
+
 /// Parts of /proc bound read-only (the ones runc and Docker make read-only).
 const PROC_READ_ONLY: &[&str] = &[
     "/proc/sys",
@@ -50,6 +53,10 @@ pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsStr
     push(&[
         &"--die-with-parent",
         &"--new-session",
+        // The command itself is PID 1 of its namespace: no bubblewrap process sits inside
+        // the sandbox for it to trace or write the memory of (and so forge the exit code
+        // it reports), and when it ends the kernel ends every process left inside.
+        &"--as-pid-1",
         &"--unshare-all",
         &"--cap-drop",
         &"ALL",
@@ -89,7 +96,12 @@ pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsStr
     for file in proc_masked() {
         push(&[&"--ro-bind", &"/dev/null", file]);
     }
-    push(&[&"--dev", &"/dev", &"--tmpfs", &"/tmp", &"--bind"]);
+    push(&[&"--dev", &"/dev"]);
+    // /tmp is a tmpfs, so in memory: bounded where bubblewrap can bound it.
+    if bwrap.tmp_size {
+        push(&[&"--size", &TMP_SIZE.to_string()]);
+    }
+    push(&[&"--tmpfs", &"/tmp", &"--bind"]);
     push(&[&policy.workspace, &policy.workspace]);
     // A data dir inside the workspace is hidden under an empty tmpfs.
     for hidden in &policy.hidden {
@@ -125,8 +137,10 @@ mod tests {
             network: false,
         };
         let bwrap = Bwrap {
+            helper: PathBuf::from("/klaw"),
             path: PathBuf::from("/usr/bin/bwrap"),
             disable_userns: true,
+            tmp_size: true,
         };
         let a: Vec<String> = args(&bwrap, &policy, &["true".into()])
             .into_iter()
@@ -137,7 +151,10 @@ mod tests {
         assert!(joined.contains("--disable-userns"), "{joined}");
         assert!(!joined.contains("--share-net"), "{joined}");
         assert!(joined.contains("--bind /w /w"), "{joined}");
-        assert!(joined.contains("--tmpfs /tmp"), "{joined}");
+        assert!(
+            joined.contains(&format!("--size {TMP_SIZE} --tmpfs /tmp")),
+            "{joined}"
+        );
         assert!(
             joined.contains("--proc /proc --ro-bind-try /proc/sys /proc/sys"),
             "{joined}"

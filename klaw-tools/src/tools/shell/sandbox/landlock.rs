@@ -14,19 +14,14 @@
 //! - Capabilities: all dropped, including from the bounding set, so a command started by
 //!   root is not root-capable inside.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule,
-};
 
-use super::SYSTEM_DIRS;
+use super::{SYSTEM_DIRS, seccomp};
 
 /// The device files a command may open (read and write); the rest of `/dev` (terminals,
 /// disks, `/dev/tty`) is denied.
@@ -37,10 +32,6 @@ const DEVICES: &[&str] = &[
     "/dev/random",
     "/dev/urandom",
 ];
-
-/// `ioctl` requests that type into a terminal (the same on x86_64 and aarch64).
-const TIOCSTI: u64 = 0x5412;
-const TIOCLINUX: u64 = 0x541C;
 
 /// What the helper enforces, as it receives it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -56,6 +47,10 @@ pub(crate) struct HelperPolicy {
     /// Only check that the policy can be applied, then exit.
     #[serde(default)]
     pub(crate) probe: bool,
+    /// Run this bubblewrap (its arguments follow the policy) with the seccomp filter,
+    /// instead of running the command here.
+    #[serde(default)]
+    pub(crate) bwrap: Option<PathBuf>,
 }
 
 /// Applies Landlock, seccomp and the capability drop to the calling (single-threaded)
@@ -66,7 +61,7 @@ pub(crate) fn restrict(policy: &HelperPolicy) -> Result<(), String> {
     // socket by path (a host's docker.sock, systemd or ssh-agent): refuse UNIX sockets
     // too, unless the network is allowed anyway (`socketpair` stays allowed).
     let deny_unix = !policy.network && abi < ABI::V9;
-    seccomp(policy.network, deny_unix)?;
+    seccomp::install(&seccomp::filters(policy.network, deny_unix)?)?;
     drop_capabilities()
 }
 
@@ -142,250 +137,6 @@ fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
             Ok(abi)
         }
     }
-}
-
-/// The seccomp filters: listed calls fail with `EPERM` (`clone3` with `ENOSYS`),
-/// everything else is allowed.
-/// With `deny_unix`, `socket(2)` fails for every domain, UNIX included.
-fn seccomp(network: bool, deny_unix: bool) -> Result<(), String> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for call in [
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_chroot,
-        libc::SYS_unshare,
-        libc::SYS_setns,
-        libc::SYS_init_module,
-        libc::SYS_finit_module,
-        libc::SYS_delete_module,
-        libc::SYS_kexec_load,
-        libc::SYS_kexec_file_load,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        libc::SYS_userfaultfd,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_open_by_handle_at,
-        libc::SYS_name_to_handle_at,
-        libc::SYS_reboot,
-        libc::SYS_swapon,
-        libc::SYS_swapoff,
-        libc::SYS_mknodat,
-        libc::SYS_fsopen,
-        libc::SYS_fsmount,
-        libc::SYS_move_mount,
-        libc::SYS_open_tree,
-    ] {
-        rules.insert(call, Vec::new());
-    }
-    #[cfg(target_arch = "x86_64")]
-    for call in [libc::SYS_mknod, libc::SYS_iopl, libc::SYS_ioperm] {
-        rules.insert(call, Vec::new());
-    }
-    // Typing into a terminal (TIOCSTI) or the Linux console (TIOCLINUX): a command has
-    // no controlling terminal (the helper starts a new session), and these stay denied
-    // on any terminal it might get hold of.
-    rules.insert(
-        libc::SYS_ioctl,
-        [TIOCSTI, TIOCLINUX]
-            .into_iter()
-            .map(|request| arg_is(1, request))
-            .collect::<Result<_, _>>()?,
-    );
-    // New namespaces through clone(2) (unshare and setns are denied above): any
-    // CLONE_NEW* flag in the flags (the first argument on x86_64 and aarch64).
-    rules.insert(
-        libc::SYS_clone,
-        NAMESPACE_FLAGS
-            .iter()
-            .map(|&flag| arg_has(0, u64::from(flag.unsigned_abs())))
-            .collect::<Result<_, _>>()?,
-    );
-    // Reaching other processes of the same user (the engine): resource limits and
-    // scheduling only for the command itself (pid 0), no `kill(-1, ...)`.
-    let not_self = |index: u8| -> Result<SeccompRule, String> {
-        let c = SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
-            .map_err(|e| e.to_string())?;
-        SeccompRule::new(vec![c]).map_err(|e| e.to_string())
-    };
-    for call in [
-        libc::SYS_prlimit64,
-        libc::SYS_sched_setaffinity,
-        libc::SYS_sched_setattr,
-        libc::SYS_sched_setscheduler,
-        libc::SYS_sched_setparam,
-        libc::SYS_migrate_pages,
-        libc::SYS_move_pages,
-    ] {
-        rules.insert(call, vec![not_self(0)?]);
-    }
-    // setpriority(which, who, ...) and ioprio_set(which, who, ...): only `which` =
-    // the process itself (PRIO_PROCESS 0, IOPRIO_WHO_PROCESS 1) with `who` 0.
-    rules.insert(libc::SYS_setpriority, vec![not_self(0)?, not_self(1)?]);
-    let not_process = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 1)
-        .map_err(|e| e.to_string())?;
-    rules.insert(
-        libc::SYS_ioprio_set,
-        vec![
-            SeccompRule::new(vec![not_process]).map_err(|e| e.to_string())?,
-            not_self(1)?,
-        ],
-    );
-    rules.insert(libc::SYS_kill, vec![arg_is(0, u64::from(u32::MAX))?]);
-    // Set-user-ID and set-group-ID bits (Landlock does not cover chmod: as root a
-    // command owns the system files), and ownership changes. `chmod +x` stays allowed.
-    for (call, mode_arg) in [
-        (libc::SYS_fchmod, 1),
-        (libc::SYS_fchmodat, 2),
-        (libc::SYS_fchmodat2, 2),
-    ] {
-        rules.insert(call, setid_modes(mode_arg)?);
-    }
-    for call in [libc::SYS_fchown, libc::SYS_fchownat] {
-        rules.insert(call, Vec::new());
-    }
-    // The same bits given when a file is created: open/openat with O_CREAT or O_TMPFILE
-    // and a set-ID mode (creat always creates). Without O_CREAT the mode register holds
-    // garbage, so the flag is part of each rule.
-    rules.insert(libc::SYS_openat, created_setid(2, 3)?);
-    #[cfg(target_arch = "x86_64")]
-    {
-        rules.insert(libc::SYS_open, created_setid(1, 2)?);
-        rules.insert(libc::SYS_creat, setid_modes(1)?);
-        rules.insert(libc::SYS_chmod, setid_modes(1)?);
-        for call in [libc::SYS_chown, libc::SYS_lchown] {
-            rules.insert(call, Vec::new());
-        }
-    }
-    if deny_unix {
-        // socket(domain, ...) with any domain, AF_UNIX included.
-        rules.insert(libc::SYS_socket, Vec::new());
-    } else if !network {
-        // socket(domain, ...) with any domain but AF_UNIX.
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| e.to_string())?;
-        rules.insert(
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?],
-        );
-    }
-    // The x32 ABI reaches the same calls with bit 30 set (and a few under their own
-    // numbers); where the kernel enables it, deny those too.
-    #[cfg(target_arch = "x86_64")]
-    {
-        const X32: i64 = 0x4000_0000;
-        let native: Vec<(i64, Vec<SeccompRule>)> =
-            rules.iter().map(|(k, v)| (*k, v.clone())).collect();
-        for (call, conditions) in native {
-            rules.insert(call | X32, conditions);
-        }
-        // x32 ptrace, process_vm_readv, process_vm_writev.
-        for call in [521, 539, 540] {
-            rules.insert(call | X32, Vec::new());
-        }
-    }
-    install(rules, libc::EPERM)?;
-    // clone3(2) passes its flags in memory, where seccomp cannot look: make it look
-    // absent (ENOSYS), so the C library falls back to clone(2), filtered above.
-    // openat2(2) likewise passes its flags and mode in memory: absent, the C library and
-    // programs fall back to openat(2).
-    let mut absent: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for call in [libc::SYS_clone3, libc::SYS_openat2] {
-        absent.insert(call, Vec::new());
-        #[cfg(target_arch = "x86_64")]
-        absent.insert(call | 0x4000_0000, Vec::new());
-    }
-    install(absent, libc::ENOSYS)
-}
-
-/// Installs a filter: the calls in `rules` fail with `errno`, the rest are allowed.
-fn install(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<(), String> {
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(errno.unsigned_abs()),
-        arch,
-    )
-    .map_err(|e| e.to_string())?;
-    let program: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
-}
-
-/// The `CLONE_NEW*` flags: each one creates a namespace.
-const NAMESPACE_FLAGS: &[i32] = &[
-    libc::CLONE_NEWNS,
-    libc::CLONE_NEWUTS,
-    libc::CLONE_NEWIPC,
-    libc::CLONE_NEWUSER,
-    libc::CLONE_NEWPID,
-    libc::CLONE_NEWNET,
-    libc::CLONE_NEWCGROUP,
-    libc::CLONE_NEWTIME,
-];
-
-/// A condition that holds when argument `index` has every bit of `flag` set.
-fn has_bits(index: u8, flag: u64) -> Result<SeccompCondition, String> {
-    SeccompCondition::new(
-        index,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::MaskedEq(flag),
-        flag,
-    )
-    .map_err(|e| e.to_string())
-}
-
-/// A rule that matches when argument `index` has every bit of `flag` set.
-fn arg_has(index: u8, flag: u64) -> Result<SeccompRule, String> {
-    SeccompRule::new(vec![has_bits(index, flag)?]).map_err(|e| e.to_string())
-}
-
-/// Rules matching a mode (argument `index`) with the set-user-ID or set-group-ID bit.
-fn setid_modes(index: u8) -> Result<Vec<SeccompRule>, String> {
-    [libc::S_ISUID, libc::S_ISGID]
-        .into_iter()
-        .map(|bit| arg_has(index, u64::from(bit)))
-        .collect()
-}
-
-/// Rules matching a file creation (argument `flags` has `O_CREAT`, or all of
-/// `O_TMPFILE`) whose mode (argument `mode`) has the set-user-ID or set-group-ID bit.
-fn created_setid(flags: u8, mode: u8) -> Result<Vec<SeccompRule>, String> {
-    let mut rules = Vec::new();
-    for create in [libc::O_CREAT, libc::O_TMPFILE] {
-        for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let both = vec![
-                has_bits(flags, u64::from(create.unsigned_abs()))?,
-                has_bits(mode, u64::from(bit))?,
-            ];
-            rules.push(SeccompRule::new(both).map_err(|e| e.to_string())?);
-        }
-    }
-    Ok(rules)
-}
-
-/// A rule that matches when argument `index` (its low 32 bits) equals `value`.
-fn arg_is(index: u8, value: u64) -> Result<SeccompRule, String> {
-    let c = SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
-        .map_err(|e| e.to_string())?;
-    SeccompRule::new(vec![c]).map_err(|e| e.to_string())
 }
 
 fn drop_capabilities() -> Result<(), String> {

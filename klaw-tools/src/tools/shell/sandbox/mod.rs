@@ -2,7 +2,7 @@
 //!
 //! | mode | what runs the command |
 //! |---|---|
-//! | `bwrap` | bubblewrap: private mount/PID/network namespaces; fails if bwrap does not work |
+//! | `bwrap` | bubblewrap (started by our helper, which hands it the seccomp filter): private mount/PID/network namespaces + seccomp; fails if bwrap does not work |
 //! | `landlock` | our helper (`__klaw-sandbox`): Landlock + seccomp + no capabilities |
 //! | `auto` | bwrap if it works, else Landlock; **fails closed** if neither works |
 //! | `off` | our helper without restrictions (it still ends the whole tree), or, if the helper is missing, the command alone in its own process group |
@@ -12,6 +12,7 @@
 
 pub(crate) mod bwrap;
 pub(crate) mod landlock;
+pub(crate) mod seccomp;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -104,21 +105,30 @@ impl Backend {
 /// A bubblewrap that works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Bwrap {
+    /// The helper that starts it with the seccomp filter.
+    pub(crate) helper: PathBuf,
     /// Its absolute path, found once on the engine's `PATH` (never relative to a
     /// command's working directory).
     pub(crate) path: PathBuf,
     /// Whether it supports `--disable-userns` (bubblewrap 0.8 and later).
     pub(crate) disable_userns: bool,
+    /// Whether it supports `--size` (a bounded `/tmp`).
+    pub(crate) tmp_size: bool,
 }
 
 /// Picks the backend for `mode`, or says why none may run.
 pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend, ToolError> {
+    let no_helper = || "the sandbox helper (the current executable) cannot be found".to_owned();
     let landlock = || match helper {
         Some(h) => probe_helper(h, true).map(|()| Backend::Landlock(h.to_path_buf())),
-        None => Err("the sandbox helper (the current executable) cannot be found".into()),
+        None => Err(no_helper()),
+    };
+    let bwrap = || match helper {
+        Some(h) => probe_bwrap(h).map(Backend::Bwrap),
+        None => Err(no_helper()),
     };
     match mode {
-        SandboxMode::Bwrap => probe_bwrap().map(Backend::Bwrap).map_err(|e| {
+        SandboxMode::Bwrap => bwrap().map_err(|e| {
             ToolError::unavailable(format!(
                 "the `bwrap` sandbox does not work here: {e}; install bubblewrap or set `sandbox` to `auto`"
             ))
@@ -128,8 +138,8 @@ pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend
                 "the `landlock` sandbox does not work here: {e}; set `sandbox` to `auto`"
             ))
         }),
-        SandboxMode::Auto => match probe_bwrap() {
-            Ok(b) => Ok(Backend::Bwrap(b)),
+        SandboxMode::Auto => match bwrap() {
+            Ok(b) => Ok(b),
             Err(b) => landlock().map_err(|l| {
                 ToolError::unavailable(format!(
                     "no OS sandbox works here, so commands are refused (bwrap: {b}; landlock: {l}); \
@@ -149,10 +159,12 @@ pub(crate) fn select(mode: SandboxMode, helper: Option<&Path>) -> Result<Backend
 pub fn describe(mode: SandboxMode, helper: Option<&Path>) -> Result<String, String> {
     let backend = select(mode, helper).map_err(|e| e.message().to_owned())?;
     Ok(match (&backend, mode) {
-        (Backend::Bwrap(_), _) => "bwrap (bubblewrap: namespaces, read-only system, private /tmp)".into(),
-        (Backend::Landlock(_), SandboxMode::Auto) => format!(
+        (Backend::Bwrap(_), _) => {
+            "bwrap + seccomp (bubblewrap: namespaces, read-only system, private /tmp)".into()
+        }
+        (Backend::Landlock(h), SandboxMode::Auto) => format!(
             "landlock + seccomp (bwrap does not work here: {})",
-            probe_bwrap().err().unwrap_or_default()
+            probe_bwrap(h).err().unwrap_or_default()
         ),
         (Backend::Landlock(_), _) => "landlock + seccomp".into(),
         (Backend::Supervised(_), _) => "off: commands run unsandboxed (process trees still end)".into(),
@@ -162,42 +174,63 @@ pub fn describe(mode: SandboxMode, helper: Option<&Path>) -> Result<String, Stri
     })
 }
 
-/// Whether bubblewrap runs a command here, and how (cached).
-pub(crate) fn probe_bwrap() -> Result<Bwrap, String> {
-    static BWRAP: OnceLock<Result<Bwrap, String>> = OnceLock::new();
-    BWRAP
-        .get_or_init(|| {
-            let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
-            let path = find_program("bwrap", &path)
-                .ok_or_else(|| "`bwrap` is not installed (not found on PATH)".to_owned())?;
-            let dir = tempfile::tempdir().map_err(|e| format!("temporary dir: {e}"))?;
-            let ws = std::fs::canonicalize(dir.path()).map_err(|e| e.to_string())?;
-            let policy = Policy {
-                workspace: ws.clone(),
-                cwd: ws,
-                hidden: vec![],
-                network: false,
-            };
-            // With `--disable-userns` where this bubblewrap has it, else without.
-            let mut last = String::new();
-            for disable_userns in [true, false] {
-                let bwrap = Bwrap {
-                    path: path.clone(),
-                    disable_userns,
-                };
-                let out = std::process::Command::new(&bwrap.path)
-                    .args(bwrap::args(&bwrap, &policy, &["true".into()]))
-                    .stdin(Stdio::null())
-                    .output()
-                    .map_err(|e| format!("cannot start `{}`: {e}", bwrap.path.display()))?;
-                if out.status.success() {
-                    return Ok(bwrap);
-                }
-                last = first_line(&out.stderr, "bwrap failed");
-            }
-            Err(last)
-        })
-        .clone()
+/// Whether bubblewrap, started by `helper` with the seccomp filter, runs a command
+/// here, and how (cached per helper).
+pub(crate) fn probe_bwrap(helper: &Path) -> Result<Bwrap, String> {
+    type Probes = HashMap<PathBuf, Result<Bwrap, String>>;
+    static PROBES: OnceLock<Mutex<Probes>> = OnceLock::new();
+    let cache = PROBES.get_or_init(Default::default);
+    let lock = || cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(r) = lock().get(helper) {
+        return r.clone();
+    }
+    let r = run_bwrap_probe(helper);
+    lock().insert(helper.to_path_buf(), r.clone());
+    r
+}
+
+fn run_bwrap_probe(helper: &Path) -> Result<Bwrap, String> {
+    probe_helper(helper, false)?;
+    let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+    let path = find_program("bwrap", &path)
+        .ok_or_else(|| "`bwrap` is not installed (not found on PATH)".to_owned())?;
+    let dir = tempfile::tempdir().map_err(|e| format!("temporary dir: {e}"))?;
+    let ws = std::fs::canonicalize(dir.path()).map_err(|e| e.to_string())?;
+    let policy = Policy {
+        workspace: ws.clone(),
+        cwd: ws,
+        hidden: vec![],
+        network: false,
+    };
+    // With `--disable-userns` and `--size` where this bubblewrap has them (0.8), else
+    // without the newer one, else without both.
+    let mut last = String::new();
+    for (disable_userns, tmp_size) in [(true, true), (false, true), (false, false)] {
+        let bwrap = Bwrap {
+            helper: helper.to_path_buf(),
+            path: path.clone(),
+            disable_userns,
+            tmp_size,
+        };
+        let (program, args) = wrap(
+            &Backend::Bwrap(bwrap.clone()),
+            &policy,
+            &["true".into()],
+            None,
+        )
+        .map_err(|e| e.message().to_owned())?;
+        let out = std::process::Command::new(&program)
+            .args(args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start the helper {}: {e}", helper.display()))?;
+        if out.status.success() {
+            return Ok(bwrap);
+        }
+        last = first_line(&out.stderr, "bwrap failed");
+    }
+    Err(last)
 }
 
 /// The default `PATH` when the engine has none.
@@ -249,6 +282,7 @@ fn run_probe(helper: &Path, landlock: bool) -> Result<(), String> {
         write: vec![ws.clone()],
         cwd: ws,
         probe: true,
+        bwrap: None,
     };
     let json = serde_json::to_string(&policy).map_err(|e| e.to_string())?;
     let out = std::process::Command::new(helper)
@@ -288,7 +322,7 @@ pub(crate) fn wrap(
     argv: &[String],
     tmp: Option<&Path>,
 ) -> Result<(OsString, Vec<OsString>), ToolError> {
-    let helper_call = |helper: &Path, landlock: bool| {
+    let helper_call = |helper: &Path, landlock: bool, bwrap: Option<&Bwrap>| {
         let mut write = vec![policy.workspace.clone()];
         write.extend(tmp.map(Path::to_path_buf));
         let p = HelperPolicy {
@@ -297,17 +331,21 @@ pub(crate) fn wrap(
             write,
             cwd: policy.cwd.clone(),
             probe: false,
+            bwrap: bwrap.map(|b| b.path.clone()),
         };
         let json = serde_json::to_string(&p)
             .map_err(|e| ToolError::failed("cannot encode the sandbox policy").with_detail(e))?;
         let mut args: Vec<OsString> = vec![HELPER_ARG.into(), json.into()];
-        args.extend(argv.iter().map(OsString::from));
+        match bwrap {
+            Some(b) => args.extend(bwrap::args(b, policy, argv)),
+            None => args.extend(argv.iter().map(OsString::from)),
+        }
         Ok::<_, ToolError>((helper.as_os_str().to_owned(), args))
     };
     match backend {
-        Backend::Bwrap(b) => Ok((b.path.clone().into(), bwrap::args(b, policy, argv))),
-        Backend::Landlock(h) => helper_call(h, true),
-        Backend::Supervised(h) => helper_call(h, false),
+        Backend::Bwrap(b) => helper_call(&b.helper, false, Some(b)),
+        Backend::Landlock(h) => helper_call(h, true, None),
+        Backend::Supervised(h) => helper_call(h, false, None),
         Backend::Direct => {
             let (first, rest) = argv
                 .split_first()
@@ -348,10 +386,16 @@ pub fn helper_if_requested() -> Option<ExitCode> {
 fn helper(args: Vec<OsString>) -> Result<u8, String> {
     use std::os::unix::process::ExitStatusExt;
 
+    // Nothing this process inherited reaches the command (a terminal, a file in the
+    // data dir, a socket): only stdin, stdout, stderr and what is set up below.
+    klaw_sandbox::close_inherited_fds_on_exec();
     let mut args = args.into_iter();
     let policy = args.next().ok_or("no policy given")?;
     let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
         .map_err(|e| format!("invalid policy: {e}"))?;
+    if let Some(bwrap) = &policy.bwrap {
+        return Err(exec_bwrap(bwrap, policy.network, args));
+    }
     // A new session without a controlling terminal: the command cannot reach the
     // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
     rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
@@ -412,6 +456,49 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
     Ok(code)
+}
+
+/// Replaces this process with bubblewrap (`args` are its arguments), handing it the
+/// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, one
+/// per filter, each in a memory file this process leaves open across `exec`).
+/// Returns only on failure.
+fn exec_bwrap(bwrap: &Path, network: bool, args: impl Iterator<Item = OsString>) -> String {
+    use std::os::fd::IntoRawFd;
+    use std::os::unix::process::CommandExt;
+
+    let mut cmd = std::process::Command::new(bwrap);
+    // bubblewrap's own namespaces contain the network and the host's UNIX sockets.
+    let filters = match seccomp::filters(network, false) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    for filter in &filters {
+        let fd = match sealed_memfd(&seccomp::to_bytes(filter)) {
+            Ok(fd) => fd,
+            Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
+        };
+        // Left open (not close-on-exec) on purpose: bubblewrap reads and closes it.
+        cmd.arg("--add-seccomp-fd")
+            .arg(fd.into_raw_fd().to_string());
+    }
+    let e = cmd.args(args).exec();
+    format!("cannot start `{}`: {e}", bwrap.display())
+}
+
+/// A memory file holding `bytes`, positioned at its start, sealed against changes,
+/// and inherited across `exec`.
+fn sealed_memfd(bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create("klaw-seccomp", MemfdFlags::ALLOW_SEALING)?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, bytes)?;
+    std::io::Seek::rewind(&mut file)?;
+    let fd = std::os::fd::OwnedFd::from(file);
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+    )?;
+    Ok(fd)
 }
 
 #[cfg(test)]
