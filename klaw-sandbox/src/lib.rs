@@ -10,6 +10,9 @@
 //!   sandbox helper), so it can start them without a `pre_exec` hook (which would
 //!   turn the standard library's `posix_spawn` into a slower `fork`).
 //!
+//! - [`unprivileged`]: when the engine is root, commands run as an unprivileged user
+//!   that sees the workspace through an idmapped mount.
+//!
 //! ```
 //! use std::process::Command;
 //! let mut cmd = Command::new("true");
@@ -19,6 +22,8 @@
 
 #[cfg(target_os = "linux")]
 mod sys;
+#[cfg(target_os = "linux")]
+pub mod unprivileged;
 
 #[cfg(target_os = "linux")]
 pub use sys::{close_inherited_fds, close_inherited_fds_on_exec};

@@ -79,6 +79,123 @@ fn fd_limit() -> libc::c_int {
     libc::c_int::try_from(cur.min(1 << 20)).unwrap_or(1 << 20)
 }
 
+/// Moves the calling thread into a new mount namespace (`unshare(CLONE_NEWNS)`).
+pub(crate) fn unshare_mount_namespace() -> std::io::Result<()> {
+    // SAFETY: a new mount namespace changes what paths resolve to for this thread only;
+    // the caller (the single-threaded helper) holds no path-derived state that this
+    // invalidates, and it is about to `exec`.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }?;
+    Ok(())
+}
+
+/// A user namespace whose only mapping is `inside -> outside` for both the user and the
+/// group id (each pair as `(inside, outside)`), as an open `/proc/<pid>/ns/user`.
+///
+/// A short-lived child is cloned into the new namespace, its maps are written from
+/// here (as root, no `setgroups` change is needed), the namespace is opened, and the
+/// child is released and reaped.
+pub(crate) fn user_namespace(
+    uid: (u32, u32),
+    gid: (u32, u32),
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::Write;
+    let (release_read, release_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let read_fd = std::os::fd::AsRawFd::as_raw_fd(&release_read);
+    let write_fd = std::os::fd::AsRawFd::as_raw_fd(&release_write);
+    // SAFETY: a raw `clone` without a new stack acts like `fork`. The child runs only
+    // async-signal-safe raw system calls (`read`, `_exit`) on memory it already owns,
+    // never returns into Rust code, and never touches the parent's state.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // The child: wait until the parent closes its end (ours is closed first, or
+        // the read would never see the end), then leave.
+        let mut byte = 0_u8;
+        // SAFETY: `close` of the child's copy of a descriptor, `read` into a valid
+        // one-byte buffer, then `_exit`; all async-signal-safe.
+        unsafe {
+            libc::close(write_fd);
+            libc::read(read_fd, (&raw mut byte).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(release_read);
+    let result = (|| {
+        let proc = format!("/proc/{pid}");
+        std::fs::File::options()
+            .write(true)
+            .open(format!("{proc}/uid_map"))?
+            .write_all(format!("{} {} 1\n", uid.0, uid.1).as_bytes())?;
+        std::fs::File::options()
+            .write(true)
+            .open(format!("{proc}/gid_map"))?
+            .write_all(format!("{} {} 1\n", gid.0, gid.1).as_bytes())?;
+        Ok(std::os::fd::OwnedFd::from(std::fs::File::open(format!(
+            "{proc}/ns/user"
+        ))?))
+    })();
+    drop(release_write);
+    let pid = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
+    let mut status = 0;
+    // SAFETY: waits for the child cloned above, writing its status into a valid int.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    result
+}
+
+/// `mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, ...)`: makes the detached
+/// mount tree `tree` idmapped through `userns`, and `nosuid`, `nodev`.
+pub(crate) fn idmap_tree(
+    tree: std::os::fd::BorrowedFd<'_>,
+    userns: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    /// `struct mount_attr` (`linux/mount.h`).
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_NOSUID: u64 = 0x2;
+    const MOUNT_ATTR_NODEV: u64 = 0x4;
+    const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: u64::try_from(userns.as_raw_fd()).unwrap_or(u64::MAX),
+    };
+    // SAFETY: `mount_setattr` reads `size_of::<MountAttr>()` bytes from a valid,
+    // initialised `struct mount_attr` and an empty NUL-terminated path.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -553,6 +553,75 @@ async fn proc_sys_is_read_only(mode: SandboxMode) {
     }
 }
 
+/// A command never runs as the kernel's root, even when the engine does (as CI runs
+/// it): as root without capabilities it would still pass every owner check on root's
+/// files — read `/etc/shadow`, write root-owned files, own whatever it makes. When the
+/// engine is root the host must see the command under another uid, while the workspace
+/// stays writable and what the command makes there belongs to the workspace's owner.
+async fn commands_never_run_as_root(mode: SandboxMode) {
+    use std::os::unix::fs::MetadataExt;
+    let Some(kit) = kit(mode) else { return };
+    let ws = kit.workspace();
+    std::fs::write(ws.join("owned.txt"), "x\n").unwrap();
+    let line = "head -c 1 /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ; \
+                echo y >> owned.txt && echo > made.txt && mkdir dir && echo wrote";
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    assert_eq!(r["stdout"], "wrote\n", "{r}");
+    let owner = std::fs::metadata(ws).unwrap();
+    for made in ["made.txt", "dir"] {
+        let m = std::fs::metadata(ws.join(made)).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (owner.uid(), owner.gid()),
+            "{made}: {r}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("owned.txt")).unwrap(),
+        "x\ny\n"
+    );
+    // The uid the host sees, read from the host's /proc while the command runs.
+    let tag = marker();
+    let sleeper = format!("sleep 1000.{tag}");
+    let r = process(
+        &kit,
+        json!({"action": "start", "command": ["sh", "-c", format!("{sleeper}; true")]}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    let is_sleeper = |p: &i32| {
+        std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+            .is_ok_and(|c| c.trim_end_matches('\0') == format!("sleep\01000.{tag}"))
+    };
+    let mut pid = None;
+    assert!(
+        eventually(|| {
+            pid = live_with(&sleeper).into_iter().find(is_sleeper);
+            pid.is_some()
+        })
+        .await,
+        "the command never showed up"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.unwrap())).unwrap();
+    process(&kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    let uids = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    let uids: Vec<u32> = uids[4..]
+        .split_whitespace()
+        .map(|u| u.parse().unwrap())
+        .collect();
+    assert!(
+        uids.iter().all(|&u| u != 0),
+        "the command runs as root: {uids:?}"
+    );
+    eprintln!("{mode:?}: the host sees the command as uid {uids:?}");
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("(not root: the uid check above is trivial here; CI runs it as root)");
+    }
+}
+
 async fn non_zero_exit_is_a_normal_result(mode: SandboxMode) {
     let Some(kit) = kit(mode) else { return };
     std::fs::create_dir(kit.workspace().join("sub")).unwrap();
@@ -736,6 +805,7 @@ macro_rules! per_sandbox {
                 setuid_bits_and_chown_are_refused,
                 clone3_is_absent,
                 kernel_interfaces_are_closed,
+                commands_never_run_as_root,
             );
             #[tokio::test]
             async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }

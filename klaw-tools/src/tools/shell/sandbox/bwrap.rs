@@ -45,7 +45,16 @@ fn proc_masked() -> &'static [&'static str] {
 }
 
 /// The `bwrap` arguments that run `argv` under `policy` (`bwrap` itself not included).
-pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsString> {
+///
+/// With `unprivileged` (the engine is root, and bubblewrap runs as an unprivileged user
+/// that sees the workspace through an idmapped mount), the command sees itself as uid 0
+/// of its own user namespace, which the host sees as that unprivileged user.
+pub(super) fn args(
+    bwrap: &Bwrap,
+    policy: &Policy,
+    argv: &[String],
+    unprivileged: bool,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
         a.extend(items.iter().map(|i| i.as_ref().to_os_string()));
@@ -61,14 +70,16 @@ pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsStr
         &"--cap-drop",
         &"ALL",
     ]);
+    if bwrap.disable_userns || unprivileged {
+        // A user namespace of our own, which `--unshare-all` only tries.
+        push(&[&"--unshare-user"]);
+    }
     if bwrap.disable_userns {
-        // No user namespace inside (so no capabilities regained in one): requires a
-        // user namespace of our own, which `--unshare-all` only tries.
-        push(&[
-            &"--unshare-user",
-            &"--disable-userns",
-            &"--assert-userns-disabled",
-        ]);
+        // No user namespace inside (so no capabilities regained in one).
+        push(&[&"--disable-userns", &"--assert-userns-disabled"]);
+    }
+    if unprivileged {
+        push(&[&"--uid", &"0", &"--gid", &"0"]);
     }
     if policy.network {
         push(&[&"--share-net"]);
@@ -101,8 +112,8 @@ pub(super) fn args(bwrap: &Bwrap, policy: &Policy, argv: &[String]) -> Vec<OsStr
     if bwrap.tmp_size {
         push(&[&"--size", &TMP_SIZE.to_string()]);
     }
-    push(&[&"--tmpfs", &"/tmp", &"--bind"]);
-    push(&[&policy.workspace, &policy.workspace]);
+    push(&[&"--tmpfs", &"/tmp"]);
+    push(&[&"--bind", &policy.workspace, &policy.workspace]);
     // A data dir inside the workspace is hidden under an empty tmpfs.
     for hidden in &policy.hidden {
         if hidden.starts_with(&policy.workspace) && hidden.exists() {
@@ -142,7 +153,7 @@ mod tests {
             disable_userns: true,
             tmp_size: true,
         };
-        let a: Vec<String> = args(&bwrap, &policy, &["true".into()])
+        let a: Vec<String> = args(&bwrap, &policy, &["true".into()], false)
             .into_iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect();

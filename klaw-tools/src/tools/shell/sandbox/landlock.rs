@@ -47,10 +47,13 @@ pub(crate) struct HelperPolicy {
     /// Only check that the policy can be applied, then exit.
     #[serde(default)]
     pub(crate) probe: bool,
-    /// Run this bubblewrap (its arguments follow the policy) with the seccomp filter,
-    /// instead of running the command here.
+    /// Directories to hide inside the workspace (bubblewrap only: the data dir).
     #[serde(default)]
-    pub(crate) bwrap: Option<PathBuf>,
+    pub(crate) hidden: Vec<PathBuf>,
+    /// Run the command under this bubblewrap, with the seccomp filter, instead of
+    /// under Landlock here.
+    #[serde(default)]
+    pub(crate) bwrap: Option<super::Bwrap>,
 }
 
 /// Applies Landlock, seccomp and the capability drop to the calling (single-threaded)
@@ -139,17 +142,24 @@ fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
     }
 }
 
-fn drop_capabilities() -> Result<(), String> {
+/// Empties the capability bounding set, as far as this process may (it takes
+/// `CAP_SETPCAP`; an unprivileged user has nothing to drop).
+pub(crate) fn drop_bounding_set() {
     use rustix::thread::{
-        CapabilitySet, CapabilitySets, capability_is_in_bounding_set, clear_ambient_capability_set,
-        remove_capability_from_bounding_set, set_capabilities,
+        CapabilitySet, capability_is_in_bounding_set, remove_capability_from_bounding_set,
     };
     for cap in CapabilitySet::all().iter() {
         if capability_is_in_bounding_set(cap).unwrap_or(false) {
-            // Fails without CAP_SETPCAP (an unprivileged user has nothing to drop).
             let _ = remove_capability_from_bounding_set(cap);
         }
     }
+}
+
+fn drop_capabilities() -> Result<(), String> {
+    use rustix::thread::{
+        CapabilitySet, CapabilitySets, clear_ambient_capability_set, set_capabilities,
+    };
+    drop_bounding_set();
     let _ = clear_ambient_capability_set();
     set_capabilities(
         None,

@@ -103,7 +103,7 @@ impl Backend {
 }
 
 /// A bubblewrap that works here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Bwrap {
     /// The helper that starts it with the seccomp filter.
     pub(crate) helper: PathBuf,
@@ -282,6 +282,7 @@ fn run_probe(helper: &Path, landlock: bool) -> Result<(), String> {
         write: vec![ws.clone()],
         cwd: ws,
         probe: true,
+        hidden: vec![],
         bwrap: None,
     };
     let json = serde_json::to_string(&policy).map_err(|e| e.to_string())?;
@@ -331,15 +332,13 @@ pub(crate) fn wrap(
             write,
             cwd: policy.cwd.clone(),
             probe: false,
-            bwrap: bwrap.map(|b| b.path.clone()),
+            hidden: policy.hidden.clone(),
+            bwrap: bwrap.cloned(),
         };
         let json = serde_json::to_string(&p)
             .map_err(|e| ToolError::failed("cannot encode the sandbox policy").with_detail(e))?;
         let mut args: Vec<OsString> = vec![HELPER_ARG.into(), json.into()];
-        match bwrap {
-            Some(b) => args.extend(bwrap::args(b, policy, argv)),
-            None => args.extend(argv.iter().map(OsString::from)),
-        }
+        args.extend(argv.iter().map(OsString::from));
         Ok::<_, ToolError>((helper.as_os_str().to_owned(), args))
     };
     match backend {
@@ -394,7 +393,7 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
         .map_err(|e| format!("invalid policy: {e}"))?;
     if let Some(bwrap) = &policy.bwrap {
-        return Err(exec_bwrap(bwrap, policy.network, args));
+        return Err(exec_bwrap(bwrap, &policy, args.collect()));
     }
     // A new session without a controlling terminal: the command cannot reach the
     // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
@@ -407,6 +406,9 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     // us before the lifeline below ends the tree, and the tree would outlive the engine.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
+    if policy.landlock && rustix::process::geteuid().is_root() {
+        leave_root(&policy)?;
+    }
     if policy.landlock {
         landlock::restrict(&policy)?;
     }
@@ -458,17 +460,51 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     Ok(code)
 }
 
-/// Replaces this process with bubblewrap (`args` are its arguments), handing it the
+/// As root, before Landlock: this process (and so the command) becomes
+/// [`UNPRIVILEGED_ID`](klaw_sandbox::unprivileged::UNPRIVILEGED_ID), which sees the
+/// workspace (the first writable directory) through an idmapped mount and owns the
+/// private temporary directories (the others, made by the engine for this command).
+fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
+    use klaw_sandbox::unprivileged::{UNPRIVILEGED_ID, become_unprivileged, idmapped_workspace};
+    let (workspace, temporary) = policy.write.split_first().ok_or("no workspace given")?;
+    idmapped_workspace(workspace, UNPRIVILEGED_ID).map_err(|e| unmappable(workspace, &e))?;
+    let id = Some(rustix::process::Uid::from_raw(UNPRIVILEGED_ID));
+    let group = Some(rustix::process::Gid::from_raw(UNPRIVILEGED_ID));
+    for dir in temporary {
+        rustix::fs::chown(dir, id, group)
+            .map_err(|e| format!("cannot hand {} to the sandbox user: {e}", dir.display()))?;
+    }
+    // While root may still do it: no capability can come back through `exec`.
+    landlock::drop_bounding_set();
+    become_unprivileged(UNPRIVILEGED_ID)
+        .map_err(|e| format!("cannot switch to an unprivileged user: {e}"))
+}
+
+/// The error when the workspace cannot be idmapped for the unprivileged user.
+fn unmappable(workspace: &Path, e: &std::io::Error) -> String {
+    format!(
+        "the engine runs as root, so commands run as an unprivileged user, but the \
+         workspace {} cannot be mapped for it (an idmapped mount; not possible on every \
+         filesystem, e.g. overlayfs): {e}",
+        workspace.display()
+    )
+}
+
+/// Replaces this process with bubblewrap running `argv` under `policy`, handing it the
 /// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, one
-/// per filter, each in a memory file this process leaves open across `exec`).
-/// Returns only on failure.
-fn exec_bwrap(bwrap: &Path, network: bool, args: impl Iterator<Item = OsString>) -> String {
+/// per filter, each in a memory file this process leaves open across `exec`). As root,
+/// first switches to an unprivileged user that sees the workspace through an idmapped
+/// mount (`klaw_sandbox::unprivileged`). Returns only on failure.
+fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> String {
     use std::os::fd::IntoRawFd;
     use std::os::unix::process::CommandExt;
 
-    let mut cmd = std::process::Command::new(bwrap);
+    let Some(workspace) = policy.write.first() else {
+        return "no workspace given".into();
+    };
+    let mut cmd = std::process::Command::new(&bwrap.path);
     // bubblewrap's own namespaces contain the network and the host's UNIX sockets.
-    let filters = match seccomp::filters(network, false) {
+    let filters = match seccomp::filters(policy.network, false) {
         Ok(f) => f,
         Err(e) => return e,
     };
@@ -481,8 +517,34 @@ fn exec_bwrap(bwrap: &Path, network: bool, args: impl Iterator<Item = OsString>)
         cmd.arg("--add-seccomp-fd")
             .arg(fd.into_raw_fd().to_string());
     }
-    let e = cmd.args(args).exec();
-    format!("cannot start `{}`: {e}", bwrap.display())
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        let id = klaw_sandbox::unprivileged::UNPRIVILEGED_ID;
+        if let Err(e) = klaw_sandbox::unprivileged::idmapped_workspace(workspace, id) {
+            return unmappable(workspace, &e);
+        }
+    }
+    let sandbox = Policy {
+        workspace: workspace.clone(),
+        cwd: policy.cwd.clone(),
+        hidden: policy.hidden.clone(),
+        network: policy.network,
+    };
+    let argv: Vec<String> = argv
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // The arguments are worked out while still root (they look at the data dir, which
+    // the unprivileged user may not reach).
+    cmd.args(bwrap::args(bwrap, &sandbox, &argv, root));
+    if root {
+        let id = klaw_sandbox::unprivileged::UNPRIVILEGED_ID;
+        if let Err(e) = klaw_sandbox::unprivileged::become_unprivileged(id) {
+            return format!("cannot switch to an unprivileged user: {e}");
+        }
+    }
+    let e = cmd.exec();
+    format!("cannot start `{}`: {e}", bwrap.path.display())
 }
 
 /// A memory file holding `bytes`, positioned at its start, sealed against changes,

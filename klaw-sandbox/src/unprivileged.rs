@@ -1,0 +1,103 @@
+//! Running a sandbox as an unprivileged user when the engine is root.
+//!
+//! A command that runs as kernel uid 0, even without capabilities, still passes every
+//! owner check on root's files: it reads `/etc/shadow`, writes root-owned files with
+//! owner write permission (the host's sysctls among them, where `/proc/sys` is
+//! writable), and every file it makes is root's. So when the engine is root, the
+//! sandbox runs as [`UNPRIVILEGED_ID`] instead, and sees the workspace through an
+//! *idmapped mount*: the workspace's owner appears as that id, so the workspace stays
+//! writable, and whatever the command creates is stored as owned by the workspace's
+//! owner, as if the owner had made it. Nothing on the host changes owner.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use rustix::mount::{MountFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
+
+use crate::sys;
+
+/// The user and group id (on the host) that commands run as when the engine is root:
+/// near the top of the 32-bit range, where no account lives (`2^31 - 2`).
+pub const UNPRIVILEGED_ID: u32 = 2_147_483_646;
+
+/// Mounts `workspace`, idmapped so that its owner (user and group) appears as `id`
+/// and `nosuid`/`nodev`, over itself in a new mount namespace of the calling process,
+/// so that programs it starts as `id` find and can write the workspace at its usual
+/// path.
+///
+/// The first directory above the workspace that `id` could not pass through (no
+/// execute permission for others, such as `/root`) is covered, in that namespace only,
+/// by an empty tmpfs holding just the path down to the workspace; nothing else of it is
+/// visible there.
+///
+/// Call it as root, single-threaded (the sandbox helper), before
+/// [`become_unprivileged`]. Fails where the filesystem cannot be idmapped (overlayfs,
+/// for one, as its mounts themselves cannot be) or idmapped mounts are missing
+/// (Linux 5.12+).
+pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
+    let owner = std::fs::metadata(workspace)?;
+    let userns = sys::user_namespace((owner.uid(), id), (owner.gid(), id))?;
+    let tree = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        workspace,
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE,
+    )?;
+    sys::idmap_tree(tree.as_fd(), userns.as_fd())?;
+    sys::unshare_mount_namespace()?;
+    // Nothing mounted here propagates back to the host's namespace.
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )?;
+    if let Some(closed) = first_closed_ancestor(workspace)? {
+        rustix::mount::mount(
+            "tmpfs",
+            &closed,
+            "tmpfs",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            c"mode=0755,size=1m",
+        )?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(workspace)?;
+    }
+    rustix::mount::move_mount(
+        tree.as_fd(),
+        "",
+        rustix::fs::CWD,
+        workspace,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )?;
+    Ok(())
+}
+
+/// The first directory above `path` (from `/` down) that others may not pass through.
+fn first_closed_ancestor(path: &Path) -> io::Result<Option<PathBuf>> {
+    let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
+    ancestors.reverse();
+    for dir in ancestors {
+        if std::fs::metadata(dir)?.mode() & 0o001 == 0 {
+            return Ok(Some(dir.to_path_buf()));
+        }
+    }
+    Ok(None)
+}
+
+/// Drops the calling thread (the whole process, when it has one thread) to user and
+/// group `id`, with no supplementary groups. Root's capabilities go with it.
+pub fn become_unprivileged(id: u32) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    // Per-thread system calls: the helper is single-threaded when it calls this, so
+    // its one thread is the whole process.
+    let gid = Gid::from_raw(id);
+    let uid = Uid::from_raw(id);
+    rustix::thread::set_thread_groups(&[])?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid)?;
+    Ok(())
+}
