@@ -154,7 +154,8 @@ pub(crate) fn user_namespace(
 }
 
 /// `mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, ...)`: makes the detached
-/// mount tree `tree` idmapped through `userns`, and `nosuid`, `nodev`.
+/// mount tree `tree` idmapped through `userns`, `nosuid`, `nodev` and private (no
+/// mount event propagates between it and the host's mounts).
 pub(crate) fn idmap_tree(
     tree: std::os::fd::BorrowedFd<'_>,
     userns: std::os::fd::BorrowedFd<'_>,
@@ -171,10 +172,11 @@ pub(crate) fn idmap_tree(
     const MOUNT_ATTR_NOSUID: u64 = 0x2;
     const MOUNT_ATTR_NODEV: u64 = 0x4;
     const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+    const MS_PRIVATE: u64 = 1 << 18;
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         attr_clr: 0,
-        propagation: 0,
+        propagation: MS_PRIVATE,
         userns_fd: u64::try_from(userns.as_raw_fd()).unwrap_or(u64::MAX),
     };
     // SAFETY: `mount_setattr` reads `size_of::<MountAttr>()` bytes from a valid,

@@ -12,6 +12,8 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::path::{Path, PathBuf};
 
 use rustix::mount::{MountFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
@@ -37,15 +39,30 @@ pub const UNPRIVILEGED_ID: u32 = 2_147_483_646;
 /// for one, as its mounts themselves cannot be) or idmapped mounts are missing
 /// (Linux 5.12+).
 pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
-    let owner = std::fs::metadata(workspace)?;
-    let userns = sys::user_namespace((owner.uid(), id), (owner.gid(), id))?;
+    single_threaded()?;
+    // The workspace by descriptor, reached without following any symbolic link, so a
+    // link swapped in for it (or a parent) is refused rather than mapped.
+    let open = || {
+        rustix::fs::openat2(
+            rustix::fs::CWD,
+            workspace,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        )
+    };
+    let dir = open()?;
+    let owner = rustix::fs::fstat(&dir)?;
+    let userns = sys::user_namespace((owner.st_uid, id), (owner.st_gid, id))?;
     let tree = rustix::mount::open_tree(
-        rustix::fs::CWD,
-        workspace,
+        &dir,
+        "",
         OpenTreeFlags::OPEN_TREE_CLONE
             | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_RECURSIVE,
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH,
     )?;
+    // Also makes the copy private: nothing mounted in it propagates to the host.
     sys::idmap_tree(tree.as_fd(), userns.as_fd())?;
     sys::unshare_mount_namespace()?;
     // Nothing mounted here propagates back to the host's namespace.
@@ -53,27 +70,68 @@ pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
         "/",
         MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
     )?;
-    if let Some(closed) = first_closed_ancestor(workspace)? {
-        rustix::mount::mount(
-            "tmpfs",
-            &closed,
-            "tmpfs",
-            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-            c"mode=0755,size=1m",
-        )?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(workspace)?;
+    match first_closed_ancestor(workspace)? {
+        Some(closed) => {
+            rustix::mount::mount(
+                "tmpfs",
+                &closed,
+                "tmpfs",
+                MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                c"mode=0755,size=1m",
+            )?;
+            // 0755 whatever this process's umask (which the command inherits).
+            let umask = rustix::process::umask(Mode::empty());
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(workspace);
+            rustix::process::umask(umask);
+            made?;
+            // Only this namespace sees the new directories: the path is safe to use.
+            rustix::mount::move_mount(
+                tree.as_fd(),
+                "",
+                rustix::fs::CWD,
+                workspace,
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )?;
+        }
+        None => {
+            // Opened again in this namespace (the first descriptor's mount belongs to
+            // the host's), and it must still be the same directory.
+            let here = open()?;
+            let again = rustix::fs::fstat(&here)?;
+            if (again.st_dev, again.st_ino) != (owner.st_dev, owner.st_ino) {
+                return Err(io::Error::other(
+                    "the workspace was replaced while being mapped",
+                ));
+            }
+            rustix::mount::move_mount(
+                tree.as_fd(),
+                "",
+                &here,
+                "",
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+            )?;
+        }
     }
-    rustix::mount::move_mount(
-        tree.as_fd(),
-        "",
-        rustix::fs::CWD,
-        workspace,
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-    )?;
     Ok(())
+}
+
+/// Refuses to go on when this process has more than one thread: the uid and namespace
+/// changes here apply to the calling thread only.
+fn single_threaded() -> io::Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse::<u32>().ok());
+    match threads {
+        Some(1) => Ok(()),
+        _ => Err(io::Error::other(
+            "the sandbox helper must be single-threaded here (a thread would stay root)",
+        )),
+    }
 }
 
 /// The first directory above `path` (from `/` down) that others may not pass through.
@@ -92,6 +150,7 @@ fn first_closed_ancestor(path: &Path) -> io::Result<Option<PathBuf>> {
 /// group `id`, with no supplementary groups. Root's capabilities go with it.
 pub fn become_unprivileged(id: u32) -> io::Result<()> {
     use rustix::process::{Gid, Uid};
+    single_threaded()?;
     // Per-thread system calls: the helper is single-threaded when it calls this, so
     // its one thread is the whole process.
     let gid = Gid::from_raw(id);

@@ -622,6 +622,29 @@ async fn commands_never_run_as_root(mode: SandboxMode) {
     }
 }
 
+/// The command cannot end the process that supervises it: under Landlock the helper
+/// stays outside the command's domain (and, as root, its uid), so `kill -9 $PPID`
+/// fails, the call ends normally, and a `setsid` loop the command left is ended with
+/// it (before, killing the helper ended the call while the loop ran on, re-parented
+/// and without a time limit). Under bubblewrap the command is PID 1 and its supervisor
+/// is outside its PID namespace altogether.
+async fn the_command_cannot_end_its_supervisor(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let line = "setsid sh -c 'while :; do echo x >> escaped.log; sleep 0.05; done' & \
+                sleep 0.3; if [ \"$PPID\" -gt 1 ]; then kill -9 $PPID || echo refused; fi; \
+                sleep 0.2; echo survived";
+    let r = exec(&kit, json!({"command": ["bash", "-c", line]}))
+        .await
+        .unwrap();
+    assert!(r["stdout"].as_str().unwrap().ends_with("survived\n"), "{r}");
+    let log = kit.workspace().join("escaped.log");
+    let size = || std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let before = size();
+    assert!(before > 0, "the loop never ran: {r}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(size(), before, "the loop outlived the call: {r}");
+}
+
 async fn non_zero_exit_is_a_normal_result(mode: SandboxMode) {
     let Some(kit) = kit(mode) else { return };
     std::fs::create_dir(kit.workspace().join("sub")).unwrap();
@@ -802,10 +825,11 @@ macro_rules! per_sandbox {
                 no_namespaces_through_clone,
                 other_processes_limits_are_out_of_reach,
                 proc_sys_is_read_only,
-                setuid_bits_and_chown_are_refused,
+                setuid_bits_and_devices_are_refused,
                 clone3_is_absent,
                 kernel_interfaces_are_closed,
                 commands_never_run_as_root,
+                the_command_cannot_end_its_supervisor,
             );
             #[tokio::test]
             async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }
@@ -820,16 +844,18 @@ per_sandbox!(bwrap_boundary => SandboxMode::Bwrap, landlock_boundary => SandboxM
 
 /// A set-user-ID file made in the workspace would run as its owner for whoever runs it
 /// on the host (as root: a set-uid-root binary). Neither Landlock nor bubblewrap covers
-/// chmod, so seccomp refuses set-user-ID/set-group-ID bits and ownership changes, in
-/// both sandboxes; `chmod +x` works.
-async fn setuid_bits_and_chown_are_refused(mode: SandboxMode) {
+/// chmod, so seccomp refuses set-user-ID/set-group-ID bits in both sandboxes; `chmod +x`
+/// works. Device nodes are refused too, while FIFOs work.
+async fn setuid_bits_and_devices_are_refused(mode: SandboxMode) {
     let Some(kit) = kit(mode) else {
         return;
     };
     let line = "touch f; chmod +x f && echo plus-x; chmod u+s f && echo setuid; \
-                chmod 2755 f && echo setgid; chown 0:0 f && echo chowned; stat -c %a f";
+                chmod 2755 f && echo setgid; stat -c %a f; \
+                mkfifo p && echo fifo; mknod c c 1 3 2>/dev/null && echo DEVICE; \
+                mknod b b 7 0 2>/dev/null && echo DEVICE; true";
     let r = exec(&kit, json!({"command": line})).await.unwrap();
-    assert_eq!(r["stdout"], "plus-x\n755\n", "{r}");
+    assert_eq!(r["stdout"], "plus-x\n755\nfifo\n", "{r}");
     // Nor when the file is created with those bits (open with O_CREAT, creat, O_TMPFILE).
     let Some(py) = python() else { return };
     let script = "import os\n\
@@ -948,6 +974,24 @@ async fn bwrap_tmp_is_bounded() {
     let (blocks, size) = out.trim().split_once(' ').unwrap();
     let bytes: u64 = blocks.parse::<u64>().unwrap() * size.parse::<u64>().unwrap();
     assert!(bytes > 0 && bytes <= 512 << 20, "{r}");
+}
+
+/// Without `network`, bubblewrap's command still has its own loopback (test suites start
+/// local servers): the seccomp filter it gets allows IP sockets, its network namespace
+/// keeps them off the host.
+#[tokio::test]
+async fn bwrap_has_its_own_loopback() {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(SandboxMode::Bwrap) else {
+        return;
+    };
+    let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+        c.sendall(b'ping'); print(a.recv(4).decode())\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    assert_eq!(r["stdout"], "ping\n", "{r}");
 }
 
 #[test]

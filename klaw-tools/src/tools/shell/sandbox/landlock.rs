@@ -1,5 +1,7 @@
-//! The Landlock + seccomp backend, applied by the helper (`__klaw-sandbox`) to itself
-//! before it starts the command, so every descendant inherits it.
+//! The Landlock + seccomp backend. The helper (`__klaw-sandbox`) supervises the command
+//! from outside the sandbox: it starts a second copy of itself (the command's stage),
+//! which applies all of this to itself and then becomes the command, so the command and
+//! every descendant inherit it while the supervisor stays out of their reach.
 //!
 //! - Landlock: read and execute in the system directories, read and write in the
 //!   workspace and a private temporary directory, nothing anywhere else (the home
@@ -47,6 +49,10 @@ pub(crate) struct HelperPolicy {
     /// Only check that the policy can be applied, then exit.
     #[serde(default)]
     pub(crate) probe: bool,
+    /// This process is the command's stage (started by the supervising helper): apply
+    /// the restrictions to itself and become the command.
+    #[serde(default)]
+    pub(crate) stage: bool,
     /// Directories to hide inside the workspace (bubblewrap only: the data dir).
     #[serde(default)]
     pub(crate) hidden: Vec<PathBuf>,
@@ -64,7 +70,12 @@ pub(crate) fn restrict(policy: &HelperPolicy) -> Result<(), String> {
     // socket by path (a host's docker.sock, systemd or ssh-agent): refuse UNIX sockets
     // too, unless the network is allowed anyway (`socketpair` stays allowed).
     let deny_unix = !policy.network && abi < ABI::V9;
-    seccomp::install(&seccomp::filters(policy.network, deny_unix)?)?;
+    let families: &[i32] = match (policy.network, deny_unix) {
+        (true, _) => seccomp::NETWORK_FAMILIES,
+        (false, false) => &[libc::AF_UNIX],
+        (false, true) => &[],
+    };
+    seccomp::install(&seccomp::filters(families)?)?;
     drop_capabilities()
 }
 

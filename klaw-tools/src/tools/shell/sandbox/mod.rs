@@ -282,6 +282,7 @@ fn run_probe(helper: &Path, landlock: bool) -> Result<(), String> {
         write: vec![ws.clone()],
         cwd: ws,
         probe: true,
+        stage: false,
         hidden: vec![],
         bwrap: None,
     };
@@ -332,6 +333,7 @@ pub(crate) fn wrap(
             write,
             cwd: policy.cwd.clone(),
             probe: false,
+            stage: false,
             hidden: policy.hidden.clone(),
             bwrap: bwrap.cloned(),
         };
@@ -406,20 +408,39 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     // us before the lifeline below ends the tree, and the tree would outlive the engine.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
-    if policy.landlock && rustix::process::geteuid().is_root() {
-        leave_root(&policy)?;
+    if policy.stage {
+        return Err(restrict_and_exec(&policy, args));
     }
     if policy.landlock {
-        landlock::restrict(&policy)?;
-    }
-    if policy.probe {
+        // The restrictions apply to a second copy of this program, which then becomes
+        // the command: this supervisor stays outside the command's Landlock domain (a
+        // scoped command cannot signal it) and, as root, outside its uid.
+        let mut stage = policy.clone();
+        stage.stage = true;
+        let json = serde_json::to_string(&stage).map_err(|e| e.to_string())?;
+        let mut restricted = vec![OsString::from(HELPER_ARG), json.into()];
+        restricted.extend(args);
+        args = restricted.into_iter();
+    } else if policy.probe {
         println!("{PROBE_OK}");
         return Ok(0);
     }
-    let program = args.next().ok_or("no command given")?;
+    let program = if policy.landlock {
+        OsString::from("/proc/self/exe")
+    } else {
+        args.next().ok_or("no command given")?
+    };
+    if policy.probe {
+        // The stage prints the probe's answer, or why it failed.
+        let status = std::process::Command::new(&program)
+            .args(args)
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot start the sandbox stage: {e}"))?;
+        return Ok(if status.success() { 0 } else { 125 });
+    }
     // Our stdin is a pipe the engine holds open: end of file means the engine is gone
-    // (or dropped the command), so end the whole tree. A thread started after the
-    // restrictions inherits them.
+    // (or dropped the command), so end the whole tree.
     std::thread::spawn(|| {
         use std::io::Read;
         let mut buf = [0_u8; 64];
@@ -436,6 +457,7 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
         .current_dir(&policy.cwd)
         .stdin(Stdio::null())
         .status();
+
     let code = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
@@ -458,6 +480,40 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
     Ok(code)
+}
+
+/// The command's side of a Landlock sandbox, started by the supervising helper: applies
+/// the policy to this process (as root, first switching to the unprivileged uid), then
+/// replaces it with the command. Returns only on failure.
+fn restrict_and_exec(policy: &HelperPolicy, mut args: impl Iterator<Item = OsString>) -> String {
+    use std::os::unix::process::CommandExt;
+    let run = || -> Result<std::io::Error, String> {
+        if rustix::process::geteuid().is_root() {
+            leave_root(policy)?;
+        }
+        landlock::restrict(policy)?;
+        if policy.probe {
+            println!("{PROBE_OK}");
+            std::process::exit(0);
+        }
+        let program = args.next().ok_or("no command given")?;
+        // By path, after the idmapped mount (as root), so the command works in it.
+        Ok(std::process::Command::new(&program)
+            .args(args)
+            .current_dir(&policy.cwd)
+            .exec())
+    };
+    match run() {
+        Ok(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("klaw-sandbox: cannot run the command: {e}");
+            std::process::exit(127)
+        }
+        Ok(e) => {
+            eprintln!("klaw-sandbox: cannot run the command: {e}");
+            std::process::exit(126)
+        }
+        Err(e) => e,
+    }
 }
 
 /// As root, before Landlock: this process (and so the command) becomes
@@ -503,8 +559,9 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
         return "no workspace given".into();
     };
     let mut cmd = std::process::Command::new(&bwrap.path);
-    // bubblewrap's own namespaces contain the network and the host's UNIX sockets.
-    let filters = match seccomp::filters(policy.network, false) {
+    // bubblewrap's own namespaces contain the network (its own loopback, unless
+    // `network`) and the host's UNIX sockets.
+    let filters = match seccomp::filters(seccomp::NETWORK_FAMILIES) {
         Ok(f) => f,
         Err(e) => return e,
     };

@@ -6,8 +6,9 @@
 //! see, with `ENOSYS`, so programs fall back to the calls filtered here); everything
 //! else is allowed: ptrace and other processes' memory, mounts and namespaces, kernel
 //! modules, BPF, perf, userfaultfd, io_uring, keyrings, file handles, terminal input
-//! injection, set-user-ID/set-group-ID bits and ownership changes, resource limits of
-//! other processes, and (without the network) sockets other than UNIX ones.
+//! injection, device nodes, set-user-ID/set-group-ID bits, resource limits of other
+//! processes, and socket families beyond those allowed (UNIX only without a network;
+//! never `AF_VSOCK` or `AF_PACKET`).
 
 use std::collections::BTreeMap;
 
@@ -20,10 +21,20 @@ use seccompiler::{
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 
+/// The socket families of a command that may use a network: its own namespace's under
+/// bubblewrap, the host's under Landlock with `network`. The others (`AF_VSOCK`, which
+/// reaches a hypervisor past every namespace, `AF_PACKET`, ...) stay denied.
+pub(crate) const NETWORK_FAMILIES: &[i32] = &[
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
+
 /// The filters, in the order they are to be installed: listed calls fail with `EPERM`,
 /// then `clone3` and `openat2` with `ENOSYS`; everything else is allowed.
-/// With `deny_unix`, `socket(2)` fails for every domain, UNIX included.
-pub(crate) fn filters(network: bool, deny_unix: bool) -> Result<Vec<BpfProgram>, String> {
+/// `socket(2)` fails for every family not in `families`.
+pub(crate) fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for call in [
         libc::SYS_ptrace,
@@ -54,7 +65,6 @@ pub(crate) fn filters(network: bool, deny_unix: bool) -> Result<Vec<BpfProgram>,
         libc::SYS_reboot,
         libc::SYS_swapon,
         libc::SYS_swapoff,
-        libc::SYS_mknodat,
         libc::SYS_fsopen,
         libc::SYS_fsmount,
         libc::SYS_move_mount,
@@ -63,7 +73,7 @@ pub(crate) fn filters(network: bool, deny_unix: bool) -> Result<Vec<BpfProgram>,
         rules.insert(call, Vec::new());
     }
     #[cfg(target_arch = "x86_64")]
-    for call in [libc::SYS_mknod, libc::SYS_iopl, libc::SYS_ioperm] {
+    for call in [libc::SYS_iopl, libc::SYS_ioperm] {
         rules.insert(call, Vec::new());
     }
     // Typing into a terminal (TIOCSTI) or the Linux console (TIOCLINUX): a command has
@@ -116,17 +126,20 @@ pub(crate) fn filters(network: bool, deny_unix: bool) -> Result<Vec<BpfProgram>,
         ],
     );
     rules.insert(libc::SYS_kill, vec![arg_is(0, u64::from(u32::MAX))?]);
-    // Set-user-ID and set-group-ID bits (Landlock does not cover chmod: as root a
-    // command owns the system files), and ownership changes. `chmod +x` stays allowed.
+    // Device nodes (FIFOs and sockets stay allowed): mknodat(dirfd, path, mode, dev).
+    rules.insert(libc::SYS_mknodat, device_nodes(2)?);
+    #[cfg(target_arch = "x86_64")]
+    rules.insert(libc::SYS_mknod, device_nodes(1)?);
+    // Set-user-ID and set-group-ID bits: a set-uid file made in the workspace would run
+    // as its owner for whoever runs it on the host (neither Landlock nor bubblewrap
+    // covers chmod). `chmod +x` stays allowed. (Ownership changes need no rule: a
+    // command has no CAP_CHOWN, and can only give its files to itself.)
     for (call, mode_arg) in [
         (libc::SYS_fchmod, 1),
         (libc::SYS_fchmodat, 2),
         (libc::SYS_fchmodat2, 2),
     ] {
         rules.insert(call, setid_modes(mode_arg)?);
-    }
-    for call in [libc::SYS_fchown, libc::SYS_fchownat] {
-        rules.insert(call, Vec::new());
     }
     // The same bits given when a file is created: open/openat with O_CREAT or O_TMPFILE
     // and a set-ID mode (creat always creates). Without O_CREAT the mode register holds
@@ -137,25 +150,26 @@ pub(crate) fn filters(network: bool, deny_unix: bool) -> Result<Vec<BpfProgram>,
         rules.insert(libc::SYS_open, created_setid(1, 2)?);
         rules.insert(libc::SYS_creat, setid_modes(1)?);
         rules.insert(libc::SYS_chmod, setid_modes(1)?);
-        for call in [libc::SYS_chown, libc::SYS_lchown] {
-            rules.insert(call, Vec::new());
-        }
     }
-    if deny_unix {
-        // socket(domain, ...) with any domain, AF_UNIX included.
+    // socket(domain, ...) with a domain outside `families` (every one, if empty).
+    if families.is_empty() {
         rules.insert(libc::SYS_socket, Vec::new());
-    } else if !network {
-        // socket(domain, ...) with any domain but AF_UNIX.
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| e.to_string())?;
+    } else {
+        let outside = families
+            .iter()
+            .map(|&f| {
+                SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Ne,
+                    f.unsigned_abs().into(),
+                )
+                .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         rules.insert(
             libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?],
+            vec![SeccompRule::new(outside).map_err(|e| e.to_string())?],
         );
     }
     // The x32 ABI reaches the same calls with bit 30 set (and a few under their own
@@ -250,6 +264,24 @@ fn has_bits(index: u8, flag: u64) -> Result<SeccompCondition, String> {
 /// A rule that matches when argument `index` has every bit of `flag` set.
 fn arg_has(index: u8, flag: u64) -> Result<SeccompRule, String> {
     SeccompRule::new(vec![has_bits(index, flag)?]).map_err(|e| e.to_string())
+}
+
+/// Rules matching a file type (argument `index`, a mode) that is a character or block
+/// device.
+fn device_nodes(index: u8) -> Result<Vec<SeccompRule>, String> {
+    [libc::S_IFCHR, libc::S_IFBLK]
+        .into_iter()
+        .map(|kind| {
+            let c = SeccompCondition::new(
+                index,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(u64::from(libc::S_IFMT)),
+                u64::from(kind),
+            )
+            .map_err(|e| e.to_string())?;
+            SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+        })
+        .collect()
 }
 
 /// Rules matching a mode (argument `index`) with the set-user-ID or set-group-ID bit.
