@@ -26,7 +26,7 @@ mod sys;
 pub mod unprivileged;
 
 #[cfg(target_os = "linux")]
-pub use sys::{close_inherited_fds, close_inherited_fds_on_exec};
+pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
 
 /// Does nothing off Linux: the sandbox is not supported there.
 #[cfg(not(target_os = "linux"))]
@@ -35,3 +35,9 @@ pub fn close_inherited_fds(_cmd: &mut std::process::Command) {}
 /// Does nothing off Linux: the sandbox is not supported there.
 #[cfg(not(target_os = "linux"))]
 pub fn close_inherited_fds_on_exec() {}
+
+/// Fails off Linux: the sandbox is not supported there.
+#[cfg(not(target_os = "linux"))]
+pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
+    Err(std::io::Error::other("PID namespaces are Linux-only"))
+}

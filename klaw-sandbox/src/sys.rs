@@ -88,6 +88,15 @@ pub(crate) fn unshare_mount_namespace() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Makes the next child of this process PID 1 of a new PID namespace
+/// (`unshare(CLONE_NEWPID)`; needs `CAP_SYS_ADMIN`).
+pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
+    // SAFETY: a new PID namespace only changes where this process's future children
+    // live; nothing this process holds (its own PID, its threads, its memory) changes.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWPID) }?;
+    Ok(())
+}
+
 /// A user namespace whose only mapping is `inside -> outside` for both the user and the
 /// group id (each pair as `(inside, outside)`), as an open `/proc/<pid>/ns/user`.
 ///

@@ -88,8 +88,14 @@ pub async fn exec(
         (out.text(), err.text(), out.truncated() || err.truncated())
     };
     if exit.timed_out {
+        let ended = if exit.unproven {
+            "the command was killed, but the sandbox could not prove that every process it \
+             started ended (some kept moving to new process ids)"
+        } else {
+            "the command and every process it started were killed"
+        };
         return Err(ToolError::timeout(format!(
-            "command timeout after {} s; the command and every process it started were killed{}",
+            "command timeout after {} s; {ended}{}",
             limit.as_secs(),
             last_words(&stdout, &stderr)
         )));

@@ -179,7 +179,7 @@ pub(crate) struct Running {
     guard: KillGuard,
     child: tokio::process::Child,
     /// The helper's lifeline (see `spawn`); closed when this is dropped.
-    _lifeline: Option<tokio::process::ChildStdin>,
+    lifeline: Option<tokio::process::ChildStdin>,
     pub(crate) stdout: SharedTail,
     pub(crate) stderr: SharedTail,
     readers: Vec<JoinHandle<()>>,
@@ -220,6 +220,8 @@ pub(crate) struct Exit {
     pub(crate) code: i32,
     /// True when the time limit ended it.
     pub(crate) timed_out: bool,
+    /// True when, after a timeout, the supervisor could not prove every process ended.
+    pub(crate) unproven: bool,
 }
 
 /// Chooses the sandbox for this context, off the async threads (the first call probes).
@@ -325,7 +327,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     Ok(Running {
         guard: KillGuard { pid },
         child,
-        _lifeline: lifeline,
+        lifeline,
         stdout,
         stderr,
         readers,
@@ -347,9 +349,19 @@ impl Running {
             Some(limit) => tokio::time::timeout(limit, self.child.wait()).await.ok(),
             None => Some(self.child.wait().await),
         };
+        let mut unproven = false;
         let (status, timed_out) = match waited {
             Some(s) => (s.ok(), false),
             None => {
+                // A supervising helper ends the tree best (every orphan is its child):
+                // closing its lifeline asks it to, and its exit code says whether it
+                // could prove the tree dead. The walk from here is the fallback.
+                if self.lifeline.take().is_some() {
+                    let ended = tokio::time::timeout(Duration::from_secs(5), self.child.wait());
+                    if let Ok(Ok(s)) = ended.await {
+                        unproven = s.code() == Some(i32::from(sandbox::UNPROVEN));
+                    }
+                }
                 self.guard.kill();
                 (self.child.wait().await.ok(), true)
             }
@@ -377,7 +389,11 @@ impl Running {
                 .unwrap_or(-1),
             None => -1,
         };
-        Exit { code, timed_out }
+        Exit {
+            code,
+            timed_out,
+            unproven,
+        }
     }
 }
 

@@ -69,19 +69,21 @@ pub(crate) fn descendants(root: i32) -> Vec<i32> {
 /// Kills every descendant of `root`, repeating until none is left (a fork bomb cannot
 /// outrun it: a killed process forks no more), then `root`'s process group and `root`.
 pub(crate) fn kill_tree(root: i32) {
-    kill_descendants(root);
+    let _ = kill_descendants(root);
     if let Some(pid) = Pid::from_raw(root) {
         let _ = kill_process_group(pid, Signal::KILL);
         let _ = kill_process(pid, Signal::KILL);
     }
 }
 
-/// Kills every descendant of `root` but not `root`.
-pub(crate) fn kill_descendants(root: i32) {
+/// Kills every descendant of `root` but not `root`. True when a last look found none
+/// left; false when processes kept appearing (one that keeps moving to a new PID can
+/// stay ahead of the walk), so the tree could not be proven dead.
+pub(crate) fn kill_descendants(root: i32) -> bool {
     for _ in 0..1000 {
         let found = descendants(root);
         if found.is_empty() {
-            return;
+            return true;
         }
         for p in found {
             if let Some(pid) = Pid::from_raw(p) {
@@ -89,6 +91,7 @@ pub(crate) fn kill_descendants(root: i32) {
             }
         }
     }
+    descendants(root).is_empty()
 }
 
 #[cfg(test)]

@@ -411,6 +411,16 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     if policy.stage {
         return Err(restrict_and_exec(&policy, args));
     }
+    let root = rustix::process::geteuid().is_root();
+    if policy.landlock && root {
+        // In this process's own mount namespace, which the stage inherits: done here,
+        // not there, because the stage may live in a PID namespace (below) whose
+        // process ids `/proc` does not show.
+        let workspace = policy.write.first().ok_or("no workspace given")?;
+        let id = klaw_sandbox::unprivileged::UNPRIVILEGED_ID;
+        klaw_sandbox::unprivileged::idmapped_workspace(workspace, id)
+            .map_err(|e| unmappable(workspace, &e))?;
+    }
     if policy.landlock {
         // The restrictions apply to a second copy of this program, which then becomes
         // the command: this supervisor stays outside the command's Landlock domain (a
@@ -440,7 +450,7 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
         return Ok(if status.success() { 0 } else { 125 });
     }
     // Our stdin is a pipe the engine holds open: end of file means the engine is gone
-    // (or dropped the command), so end the whole tree.
+    // (or dropped the command, e.g. on timeout), so end the whole tree.
     std::thread::spawn(|| {
         use std::io::Read;
         let mut buf = [0_u8; 64];
@@ -449,9 +459,19 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
                 break;
             }
         }
-        super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
-        std::process::exit(137);
+        std::process::exit(if end_the_tree() {
+            137
+        } else {
+            i32::from(UNPROVEN)
+        });
     });
+    // As root, the command becomes PID 1 of a PID namespace of its own: when it ends,
+    // the kernel ends every process left in it, however fast they move to new PIDs.
+    // (Elsewhere the walk in `end_the_tree` does what it can, and says when it could
+    // not.) After the thread above: no thread can be made once this is done.
+    if policy.landlock && root {
+        let _ = klaw_sandbox::children_in_new_pid_namespace();
+    }
     let status = std::process::Command::new(&program)
         .args(args)
         .current_dir(&policy.cwd)
@@ -476,10 +496,27 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
         }
     };
     // End whatever the command left behind (daemons, `setsid` children): as subreaper
-    // they are all our descendants. Then reap them, so no zombie outlives us.
-    super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
-    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+    // they are all our descendants.
+    end_the_tree();
     Ok(code)
+}
+
+/// The supervisor's exit code when the engine ended the command (timeout, kill) but the
+/// tree could not be proven dead.
+pub(crate) const UNPROVEN: u8 = 125;
+
+/// What the supervisor says on stderr when it could not prove the tree dead.
+pub(crate) const UNPROVEN_NOTE: &str = "could not prove that every process of the command ended";
+
+/// Kills every descendant of this supervisor and reaps them, so no zombie outlives it;
+/// says on stderr when processes kept appearing. True when none was left.
+fn end_the_tree() -> bool {
+    let proven = super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+    if !proven {
+        eprintln!("klaw-sandbox: {UNPROVEN_NOTE} (some kept moving to new process ids)");
+    }
+    proven
 }
 
 /// The command's side of a Landlock sandbox, started by the supervising helper: applies
@@ -518,12 +555,12 @@ fn restrict_and_exec(policy: &HelperPolicy, mut args: impl Iterator<Item = OsStr
 
 /// As root, before Landlock: this process (and so the command) becomes
 /// [`UNPRIVILEGED_ID`](klaw_sandbox::unprivileged::UNPRIVILEGED_ID), which sees the
-/// workspace (the first writable directory) through an idmapped mount and owns the
-/// private temporary directories (the others, made by the engine for this command).
+/// workspace (the first writable directory) through the idmapped mount the supervisor
+/// made, and owns the private temporary directories (the others, made by the engine
+/// for this command).
 fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
-    use klaw_sandbox::unprivileged::{UNPRIVILEGED_ID, become_unprivileged, idmapped_workspace};
-    let (workspace, temporary) = policy.write.split_first().ok_or("no workspace given")?;
-    idmapped_workspace(workspace, UNPRIVILEGED_ID).map_err(|e| unmappable(workspace, &e))?;
+    use klaw_sandbox::unprivileged::{UNPRIVILEGED_ID, become_unprivileged};
+    let (_workspace, temporary) = policy.write.split_first().ok_or("no workspace given")?;
     let id = Some(rustix::process::Uid::from_raw(UNPRIVILEGED_ID));
     let group = Some(rustix::process::Gid::from_raw(UNPRIVILEGED_ID));
     for dir in temporary {
