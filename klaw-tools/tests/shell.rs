@@ -1063,6 +1063,57 @@ async fn bwrap_has_its_own_loopback() {
     assert_eq!(r["stdout"], "ping\n", "{r}");
 }
 
+/// The helper enters the working directory by descriptor, beneath the workspace and
+/// through no link: a link swapped in for the directory after the engine checked it
+/// (here: already there, as the race would leave it) is refused, not followed outside.
+#[test]
+fn the_helper_refuses_a_working_dir_swapped_for_a_link() {
+    use std::io::Read;
+    if describe(SandboxMode::Landlock, Some(helper())).is_err() {
+        eprintln!("skipping: Landlock does not work here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let ws = base.join("ws");
+    std::fs::create_dir_all(ws.join("real")).unwrap();
+    std::fs::create_dir_all(base.join("outside")).unwrap();
+    std::os::unix::fs::symlink(base.join("outside"), ws.join("swapped")).unwrap();
+    let run = |cwd: &Path| {
+        let policy = json!({"landlock": true, "network": false, "write": [ws], "cwd": cwd});
+        let mut child = std::process::Command::new(HELPER)
+            .args(["__klaw-sandbox", &policy.to_string(), "pwd"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The lifeline stays open until the helper is done.
+        let _lifeline = child.stdin.take();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (child.wait().unwrap().success(), out, err)
+    };
+    let (ok, out, err) = run(&ws.join("real"));
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), ws.join("real").to_str().unwrap());
+    let (ok, out, err) = run(&ws.join("swapped"));
+    assert!(!ok, "entered the link's target: {out}{err}");
+    assert!(err.contains("no longer beneath the workspace"), "{err}");
+}
+
 #[test]
 fn a_real_sandbox_is_exercised() {
     let bwrap = describe(SandboxMode::Bwrap, Some(helper()));

@@ -2,7 +2,7 @@
 //!
 //! `klaw-engine` plays this role itself; this binary serves klaw-tools' own tests and
 //! benches (and programs that embed klaw-tools without the engine: point the
-//! `SandboxHelper` service or `KLAW_SANDBOX_HELPER` at it).
+//! `SandboxHelper` service at it).
 
 fn main() -> std::process::ExitCode {
     match klaw_tools::tools::shell::helper_if_requested() {

@@ -184,6 +184,8 @@ pub(crate) struct Running {
     pub(crate) stderr: SharedTail,
     readers: Vec<JoinHandle<()>>,
     pub(crate) backend: &'static str,
+    /// No sandbox root: the command alone in its own process group.
+    direct: bool,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -332,6 +334,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         stderr,
         readers,
         backend: backend.name(),
+        direct: matches!(backend, Backend::Direct),
         _tmp: tmp,
     })
 }
@@ -356,18 +359,33 @@ impl Running {
                 // A supervising helper ends the tree best (every orphan is its child):
                 // closing its lifeline asks it to, and its exit code says whether it
                 // could prove the tree dead. The walk from here is the fallback.
+                let mut ended = None;
                 if self.lifeline.take().is_some() {
-                    let ended = tokio::time::timeout(Duration::from_secs(5), self.child.wait());
-                    if let Ok(Ok(s)) = ended.await {
+                    let wait = tokio::time::timeout(Duration::from_secs(5), self.child.wait());
+                    if let Ok(Ok(s)) = wait.await {
                         unproven = s.code() == Some(i32::from(sandbox::UNPROVEN));
+                        ended = Some(s);
                     }
                 }
-                self.guard.kill();
-                (self.child.wait().await.ok(), true)
+                match ended {
+                    // Reaped: its PID may be someone else's now, so nothing more is
+                    // sent to it.
+                    Some(s) => {
+                        self.guard.disarm();
+                        (Some(s), true)
+                    }
+                    None => {
+                        self.guard.kill();
+                        (self.child.wait().await.ok(), true)
+                    }
+                }
             }
         };
-        // The sandbox root ended its tree; without one, end the process group.
-        if let Some(pid) = self.guard.pid.and_then(rustix::process::Pid::from_raw) {
+        // The sandbox root ended its tree; without one (mode `off` without the helper),
+        // end the process group, which outlives its reaped leader while members remain.
+        if self.direct
+            && let Some(pid) = self.guard.pid.and_then(rustix::process::Pid::from_raw)
+        {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
         self.guard.disarm();

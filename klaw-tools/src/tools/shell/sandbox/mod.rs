@@ -36,8 +36,9 @@ pub(crate) const SYSTEM_DIRS: &[&str] = &[
 ///
 /// The default is the current executable: `klaw-engine` (and any binary that calls
 /// `klaw_engine::main`) handles [`HELPER_ARG`] first thing. Register this service to
-/// use another program, e.g. the `klaw-sandbox` binary of this crate in tests; the
-/// `KLAW_SANDBOX_HELPER` environment variable does the same.
+/// use another program, e.g. the `klaw-sandbox` binary of this crate in tests. (No
+/// environment variable can name one: whatever it named would be trusted with every
+/// command once it printed the probe's answer.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxHelper(PathBuf);
 
@@ -52,14 +53,10 @@ impl SandboxHelper {
         &self.0
     }
 
-    /// The helper a context uses: its service, else `KLAW_SANDBOX_HELPER`, else the
-    /// current executable.
+    /// The helper a context uses: its service, else the current executable.
     pub fn for_context(ctx: &ToolContext) -> Option<PathBuf> {
         if let Some(h) = ctx.service::<SandboxHelper>() {
             return Some(h.0.clone());
-        }
-        if let Some(p) = std::env::var_os("KLAW_SANDBOX_HELPER").filter(|p| !p.is_empty()) {
-            return Some(PathBuf::from(p));
         }
         std::env::current_exe().ok()
     }
@@ -528,17 +525,17 @@ fn restrict_and_exec(policy: &HelperPolicy, mut args: impl Iterator<Item = OsStr
         if rustix::process::geteuid().is_root() {
             leave_root(policy)?;
         }
+        // Before seccomp, which makes `openat2` look absent.
+        if !policy.probe {
+            enter_working_dir(policy)?;
+        }
         landlock::restrict(policy)?;
         if policy.probe {
             println!("{PROBE_OK}");
             std::process::exit(0);
         }
         let program = args.next().ok_or("no command given")?;
-        // By path, after the idmapped mount (as root), so the command works in it.
-        Ok(std::process::Command::new(&program)
-            .args(args)
-            .current_dir(&policy.cwd)
-            .exec())
+        Ok(std::process::Command::new(&program).args(args).exec())
     };
     match run() {
         Ok(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -551,6 +548,48 @@ fn restrict_and_exec(policy: &HelperPolicy, mut args: impl Iterator<Item = OsStr
         }
         Err(e) => e,
     }
+}
+
+/// Enters the working directory through descriptors, beneath the workspace and without
+/// following any symbolic link, so a link swapped in after the engine checked the
+/// directory cannot move the command's starting point outside.
+fn enter_working_dir(policy: &HelperPolicy) -> Result<(), String> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let workspace = policy.write.first().ok_or("no workspace given")?;
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let moved = |e: rustix::io::Errno| {
+        format!(
+            "the working directory {} is no longer beneath the workspace as checked: {e}",
+            policy.cwd.display()
+        )
+    };
+    let root = rustix::fs::openat2(
+        rustix::fs::CWD,
+        workspace,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )
+    .map_err(moved)?;
+    let relative = policy.cwd.strip_prefix(workspace).map_err(|_| {
+        format!(
+            "the working directory {} is outside the workspace",
+            policy.cwd.display()
+        )
+    })?;
+    let dir = if relative.as_os_str().is_empty() {
+        root
+    } else {
+        rustix::fs::openat2(
+            &root,
+            relative,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+        )
+        .map_err(moved)?
+    };
+    rustix::process::fchdir(&dir).map_err(moved)
 }
 
 /// As root, before Landlock: this process (and so the command) becomes
