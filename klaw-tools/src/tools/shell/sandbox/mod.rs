@@ -394,6 +394,10 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     if let Some(bwrap) = &policy.bwrap {
         return Err(exec_bwrap(bwrap, &policy, args.collect()));
     }
+    if policy.stage {
+        // Started by the supervisor below, whose session it shares.
+        return Err(restrict_and_exec(&policy, args));
+    }
     // A new session without a controlling terminal: the command cannot reach the
     // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
     rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
@@ -405,9 +409,6 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
     // us before the lifeline below ends the tree, and the tree would outlive the engine.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
-    if policy.stage {
-        return Err(restrict_and_exec(&policy, args));
-    }
     let root = rustix::process::geteuid().is_root();
     if policy.landlock && root {
         // In this process's own mount namespace, which the stage inherits: done here,
@@ -474,7 +475,6 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
         .current_dir(&policy.cwd)
         .stdin(Stdio::null())
         .status();
-
     let code = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
@@ -616,8 +616,10 @@ fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
 fn unmappable(workspace: &Path, e: &std::io::Error) -> String {
     format!(
         "the engine runs as root, so commands run as an unprivileged user, but the \
-         workspace {} cannot be mapped for it (an idmapped mount; not possible on every \
-         filesystem, e.g. overlayfs): {e}",
+         workspace {} cannot be mapped for it (an idmapped mount, which needs \
+         CAP_SYS_ADMIN and a filesystem that supports it, e.g. not overlayfs): {e}; run \
+         the engine as an unprivileged user (in a container, e.g. `docker run --user \
+         1000`), or keep the workspace on ext4, xfs, btrfs or tmpfs",
         workspace.display()
     )
 }
