@@ -1,6 +1,10 @@
-//! The kernel calls of Klaw's command sandbox that Rust's standard library and `rustix`
-//! offer only as `unsafe`: what a freshly forked child does before it runs a command.
-//! They sit in this crate, in one module, so that `klaw-tools` can forbid unsafe code.
+//! Klaw's command sandbox, moving here piece by piece from `klaw-tools` (bubblewrap,
+//! Landlock and the helper are next). The kernel calls that Rust's standard library and
+//! `rustix` offer only as `unsafe` sit in one private module, so that `klaw-tools` can
+//! forbid unsafe code.
+//!
+//! - [`seccomp`]: the one seccomp filter of both backends.
+//! - [`tree`]: ending a command's whole process tree.
 //!
 //! - [`close_inherited_fds`]: every file descriptor above 2 is closed when the command
 //!   starts, whatever the engine inherited from whoever started it (a terminal, a file
@@ -21,7 +25,11 @@
 //! ```
 
 #[cfg(target_os = "linux")]
+pub mod seccomp;
+#[cfg(target_os = "linux")]
 mod sys;
+#[cfg(target_os = "linux")]
+pub mod tree;
 #[cfg(target_os = "linux")]
 pub mod unprivileged;
 

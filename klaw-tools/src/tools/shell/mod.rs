@@ -13,7 +13,6 @@ mod output;
 mod process;
 mod run;
 mod sandbox;
-mod tree;
 
 pub use exec::{ExecResult, exec};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};

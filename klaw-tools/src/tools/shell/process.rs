@@ -172,7 +172,7 @@ impl Entry {
     fn kill(&self) {
         let pid = *self.pid.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(pid) = pid {
-            super::tree::kill_tree(pid);
+            klaw_sandbox::tree::kill_tree(pid);
         }
     }
 }

@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use super::deny;
 use super::output::{self, SharedTail};
 use super::sandbox::{self, Backend, DEFAULT_PATH, Policy, SandboxHelper};
-use super::{deny, tree};
 use crate::schema::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
 
@@ -200,7 +200,7 @@ impl KillGuard {
     /// Kills the whole tree, unless the guard was disarmed.
     pub(crate) fn kill(&mut self) {
         if let Some(pid) = self.pid {
-            tree::kill_tree(pid);
+            klaw_sandbox::tree::kill_tree(pid);
         }
     }
 

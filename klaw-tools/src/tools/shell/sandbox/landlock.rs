@@ -23,7 +23,8 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
-use super::{SYSTEM_DIRS, seccomp};
+use super::SYSTEM_DIRS;
+use klaw_sandbox::seccomp;
 
 /// The device files a command may open (read and write); the rest of `/dev` (terminals,
 /// disks, `/dev/tty`) is denied.

@@ -12,7 +12,6 @@
 
 pub(crate) mod bwrap;
 pub(crate) mod landlock;
-pub(crate) mod seccomp;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -508,7 +507,8 @@ pub(crate) const UNPROVEN_NOTE: &str = "could not prove that every process of th
 /// Kills every descendant of this supervisor and reaps them, so no zombie outlives it;
 /// says on stderr when processes kept appearing. True when none was left.
 fn end_the_tree() -> bool {
-    let proven = super::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+    let proven =
+        klaw_sandbox::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
     if !proven {
         eprintln!("klaw-sandbox: {UNPROVEN_NOTE} (some kept moving to new process ids)");
@@ -639,12 +639,12 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
     let mut cmd = std::process::Command::new(&bwrap.path);
     // bubblewrap's own namespaces contain the network (its own loopback, unless
     // `network`) and the host's UNIX sockets.
-    let filters = match seccomp::filters(seccomp::NETWORK_FAMILIES) {
+    let filters = match klaw_sandbox::seccomp::filters(klaw_sandbox::seccomp::NETWORK_FAMILIES) {
         Ok(f) => f,
         Err(e) => return e,
     };
     for filter in &filters {
-        let fd = match sealed_memfd(&seccomp::to_bytes(filter)) {
+        let fd = match sealed_memfd(&klaw_sandbox::seccomp::to_bytes(filter)) {
             Ok(fd) => fd,
             Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
         };

@@ -1,10 +1,10 @@
 //! Ending a whole process tree, including descendants that left the process group
 //! with `setsid`.
 //!
-//! Every command runs under a root that keeps its orphans: bubblewrap's init in a private
-//! PID namespace, or our helper marked as child subreaper. While that root lives, every
-//! descendant is found by following parent links in `/proc`, whatever its session or
-//! group; they are killed first, then the root.
+//! Every command runs under a root that keeps its orphans: the command itself as PID 1
+//! of a private PID namespace, or the sandbox helper marked as child subreaper. While
+//! that root lives, every descendant is found by following parent links in `/proc`,
+//! whatever its session or group; they are killed first, then the root.
 
 use std::collections::HashMap;
 
@@ -45,7 +45,7 @@ fn parents() -> HashMap<i32, i32> {
 }
 
 /// Every live descendant of `root` (not `root` itself).
-pub(crate) fn descendants(root: i32) -> Vec<i32> {
+pub fn descendants(root: i32) -> Vec<i32> {
     let map = parents();
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for (&pid, &ppid) in &map {
@@ -68,7 +68,7 @@ pub(crate) fn descendants(root: i32) -> Vec<i32> {
 
 /// Kills every descendant of `root`, repeating until none is left (a fork bomb cannot
 /// outrun it: a killed process forks no more), then `root`'s process group and `root`.
-pub(crate) fn kill_tree(root: i32) {
+pub fn kill_tree(root: i32) {
     let _ = kill_descendants(root);
     if let Some(pid) = Pid::from_raw(root) {
         let _ = kill_process_group(pid, Signal::KILL);
@@ -79,7 +79,7 @@ pub(crate) fn kill_tree(root: i32) {
 /// Kills every descendant of `root` but not `root`. True when a last look found none
 /// left; false when processes kept appearing (one that keeps moving to a new PID can
 /// stay ahead of the walk), so the tree could not be proven dead.
-pub(crate) fn kill_descendants(root: i32) -> bool {
+pub fn kill_descendants(root: i32) -> bool {
     for _ in 0..1000 {
         let found = descendants(root);
         if found.is_empty() {

@@ -24,7 +24,7 @@ const TIOCLINUX: u64 = 0x541C;
 /// The socket families of a command that may use a network: its own namespace's under
 /// bubblewrap, the host's under Landlock with `network`. The others (`AF_VSOCK`, which
 /// reaches a hypervisor past every namespace, `AF_PACKET`, ...) stay denied.
-pub(crate) const NETWORK_FAMILIES: &[i32] = &[
+pub const NETWORK_FAMILIES: &[i32] = &[
     libc::AF_UNIX,
     libc::AF_INET,
     libc::AF_INET6,
@@ -34,7 +34,7 @@ pub(crate) const NETWORK_FAMILIES: &[i32] = &[
 /// The filters, in the order they are to be installed: listed calls fail with `EPERM`,
 /// then `clone3` and `openat2` with `ENOSYS`; everything else is allowed.
 /// `socket(2)` fails for every family not in `families`.
-pub(crate) fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
+pub fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for call in [
         libc::SYS_ptrace,
@@ -202,7 +202,7 @@ pub(crate) fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
 }
 
 /// Installs `filters` on the calling thread (and so on every process it starts).
-pub(crate) fn install(filters: &[BpfProgram]) -> Result<(), String> {
+pub fn install(filters: &[BpfProgram]) -> Result<(), String> {
     filters
         .iter()
         .try_for_each(|f| seccompiler::apply_filter(f).map_err(|e| format!("seccomp: {e}")))
@@ -210,7 +210,7 @@ pub(crate) fn install(filters: &[BpfProgram]) -> Result<(), String> {
 
 /// A filter as the kernel and bubblewrap read it: `struct sock_filter` after
 /// `struct sock_filter`, in native byte order.
-pub(crate) fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
+pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(filter.len() * 8);
     for insn in filter {
         bytes.extend_from_slice(&insn.code.to_ne_bytes());
