@@ -175,7 +175,9 @@ impl ToolOutput {
     /// A value that is not an object is wrapped as `{"result": value}`, as MCP requires
     /// structured content to be an object.
     pub fn json(value: Value) -> Self {
-        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        // Pretty-printing a `Value` cannot fail (its keys are strings, its numbers
+        // finite); were it ever to, the model gets the compact form, never empty text.
+        let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
         let structured = if value.is_object() {
             value
         } else {
