@@ -51,6 +51,30 @@ fn works(mode: SandboxMode) -> bool {
     }
 }
 
+/// This test binary, re-run to execute one `#[ignore]`d probe (`module::name` or a
+/// top-level name) alone, with its output captured.
+fn probe_command(probe: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        probe,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd
+}
+
+/// The test module that runs the tests of `mode` (see `per_mode!`).
+fn mode_module(mode: SandboxMode) -> &'static str {
+    match mode {
+        SandboxMode::Bwrap => "bwrap",
+        SandboxMode::Landlock => "landlock",
+        SandboxMode::Off => "off",
+        SandboxMode::Auto => "auto",
+    }
+}
+
 fn kit(mode: SandboxMode) -> Option<Kit> {
     kit_with(mode, |_| {})
 }
@@ -775,20 +799,7 @@ async fn the_deny_list_answers_first(mode: SandboxMode) {
 async fn the_environment_does_not_leak(mode: SandboxMode) {
     // `std::env::set_var` is unsafe (and unsafe code is forbidden): re-run this test
     // binary with a secret in its environment and let the child do the check.
-    let name = match mode {
-        SandboxMode::Bwrap => "bwrap::environment_probe",
-        SandboxMode::Landlock => "landlock::environment_probe",
-        SandboxMode::Off => "off::environment_probe",
-        SandboxMode::Auto => "auto::environment_probe",
-    };
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            name,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = probe_command(&format!("{}::environment_probe", mode_module(mode)))
         .env("KLAW_TEST_SECRET_API_KEY", "sk-do-not-leak-0123")
         .output()
         .unwrap();
@@ -828,21 +839,8 @@ async fn the_tree_dies_with_the_engine(mode: SandboxMode) {
     if !works(mode) {
         return;
     }
-    let name = match mode {
-        SandboxMode::Bwrap => "bwrap::engine_probe",
-        SandboxMode::Landlock => "landlock::engine_probe",
-        SandboxMode::Off => "off::engine_probe",
-        SandboxMode::Auto => "auto::engine_probe",
-    };
     let tag = marker();
-    let mut engine = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            name,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut engine = probe_command(&format!("{}::engine_probe", mode_module(mode)))
         .env("KLAW_TEST_ENGINE_TAG", &tag)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -1416,13 +1414,7 @@ fn auto_fails_closed_when_no_sandbox_works() {
         fake.path().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "auto_fails_closed_probe",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
+    let out = probe_command("auto_fails_closed_probe")
         .env("PATH", path)
         .env("KLAW_TEST_BROKEN_BWRAP", "1")
         .output()

@@ -37,7 +37,7 @@ const DEVICES: &[&str] = &[
 ];
 
 /// What the helper enforces, as it receives it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct HelperPolicy {
     /// Apply Landlock and seccomp (false: only supervise the tree).
     pub(crate) landlock: bool,

@@ -173,15 +173,31 @@ pub fn describe(mode: SandboxMode, helper: Option<&Path>) -> Result<String, Stri
 /// Whether bubblewrap, started by `helper` with the seccomp filter, runs a command
 /// here, and how (cached per helper).
 pub(crate) fn probe_bwrap(helper: &Path) -> Result<Bwrap, String> {
-    type Probes = HashMap<PathBuf, Result<Bwrap, String>>;
-    static PROBES: OnceLock<Mutex<Probes>> = OnceLock::new();
-    let cache = PROBES.get_or_init(Default::default);
-    let lock = || cache.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(r) = lock().get(helper) {
+    static PROBES: Probes<PathBuf, Result<Bwrap, String>> = OnceLock::new();
+    cached(&PROBES, helper.to_path_buf(), || run_bwrap_probe(helper))
+}
+
+/// Probe results by key, computed once per process.
+type Probes<K, V> = OnceLock<Mutex<HashMap<K, V>>>;
+
+/// The result for `key` in `cache`, computed by `probe` the first time. The lock is not
+/// held while probing (a probe runs processes), so two first callers may both probe.
+fn cached<K: std::hash::Hash + Eq, V: Clone>(
+    cache: &'static Probes<K, V>,
+    key: K,
+    probe: impl FnOnce() -> V,
+) -> V {
+    let lock = || {
+        cache
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    };
+    if let Some(r) = lock().get(&key) {
         return r.clone();
     }
-    let r = run_bwrap_probe(helper);
-    lock().insert(helper.to_path_buf(), r.clone());
+    let r = probe();
+    lock().insert(key, r.clone());
     r
 }
 
@@ -248,23 +264,10 @@ fn find_program(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 /// Whether `helper` acts as the sandbox helper and (with `landlock`) can apply
 /// Landlock + seccomp here (cached per helper).
 pub(crate) fn probe_helper(helper: &Path, landlock: bool) -> Result<(), String> {
-    type Probes = HashMap<(PathBuf, bool), Result<(), String>>;
-    static PROBES: OnceLock<Mutex<Probes>> = OnceLock::new();
-    let cache = PROBES.get_or_init(Default::default);
-    let key = (helper.to_path_buf(), landlock);
-    if let Some(r) = cache
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
-    {
-        return r.clone();
-    }
-    let r = run_probe(helper, landlock);
-    cache
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(key, r.clone());
-    r
+    static PROBES: Probes<(PathBuf, bool), Result<(), String>> = OnceLock::new();
+    cached(&PROBES, (helper.to_path_buf(), landlock), || {
+        run_probe(helper, landlock)
+    })
 }
 
 const PROBE_OK: &str = "klaw-sandbox ok";
@@ -274,13 +277,10 @@ fn run_probe(helper: &Path, landlock: bool) -> Result<(), String> {
     let ws = std::fs::canonicalize(dir.path()).map_err(|e| e.to_string())?;
     let policy = HelperPolicy {
         landlock,
-        network: false,
         write: vec![ws.clone()],
         cwd: ws,
         probe: true,
-        stage: false,
-        hidden: vec![],
-        bwrap: None,
+        ..HelperPolicy::default()
     };
     let json = serde_json::to_string(&policy).map_err(|e| e.to_string())?;
     let out = std::process::Command::new(helper)
@@ -413,10 +413,7 @@ fn helper(args: Vec<OsString>) -> Result<u8, String> {
         // In this process's own mount namespace, which the stage inherits: done here,
         // not there, because the stage may live in a PID namespace (below) whose
         // process ids `/proc` does not show.
-        let workspace = policy.write.first().ok_or("no workspace given")?;
-        let id = klaw_sandbox::unprivileged::UNPRIVILEGED_ID;
-        klaw_sandbox::unprivileged::idmapped_workspace(workspace, id)
-            .map_err(|e| unmappable(workspace, &e))?;
+        map_workspace(&policy)?;
     }
     if policy.landlock {
         // The restrictions apply to a second copy of this program, which then becomes
@@ -612,16 +609,22 @@ fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
         .map_err(|e| format!("cannot switch to an unprivileged user: {e}"))
 }
 
-/// The error when the workspace cannot be idmapped for the unprivileged user.
-fn unmappable(workspace: &Path, e: &std::io::Error) -> String {
-    format!(
-        "the engine runs as root, so commands run as an unprivileged user, but the \
-         workspace {} cannot be mapped for it (an idmapped mount, which needs \
-         CAP_SYS_ADMIN and a filesystem that supports it, e.g. not overlayfs): {e}; run \
-         the engine as an unprivileged user (in a container, e.g. `docker run --user \
-         1000`), or keep the workspace on ext4, xfs, btrfs or tmpfs",
-        workspace.display()
-    )
+/// As root: mounts the workspace (the first writable directory) idmapped for the
+/// unprivileged user in this process's own mount namespace (which its children inherit),
+/// or says why it cannot and what to do instead.
+fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
+    let workspace = policy.write.first().ok_or("no workspace given")?;
+    let id = klaw_sandbox::unprivileged::UNPRIVILEGED_ID;
+    klaw_sandbox::unprivileged::idmapped_workspace(workspace, id).map_err(|e| {
+        format!(
+            "the engine runs as root, so commands run as an unprivileged user, but the \
+             workspace {} cannot be mapped for it (an idmapped mount, which needs \
+             CAP_SYS_ADMIN and a filesystem that supports it, e.g. not overlayfs): {e}; \
+             run the engine as an unprivileged user (in a container, e.g. `docker run \
+             --user 1000`), or keep the workspace on ext4, xfs, btrfs or tmpfs",
+            workspace.display()
+        )
+    })
 }
 
 /// Replaces this process with bubblewrap running `argv` under `policy`, handing it the
@@ -653,11 +656,8 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
             .arg(fd.into_raw_fd().to_string());
     }
     let root = rustix::process::geteuid().is_root();
-    if root {
-        let id = klaw_sandbox::unprivileged::UNPRIVILEGED_ID;
-        if let Err(e) = klaw_sandbox::unprivileged::idmapped_workspace(workspace, id) {
-            return unmappable(workspace, &e);
-        }
+    if root && let Err(e) = map_workspace(policy) {
+        return e;
     }
     let sandbox = Policy {
         workspace: workspace.clone(),
