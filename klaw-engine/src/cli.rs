@@ -89,16 +89,14 @@ pub fn main() -> ExitCode {
 
 /// Runs the command line with explicit arguments (the first is the program name).
 ///
-/// A hidden first argument, `__klaw-sandbox`, makes the process the shell tools' sandbox
-/// helper instead (it applies Landlock + seccomp to itself and runs one command); shell
-/// commands re-execute the engine that way. Nothing else runs before it.
+/// A hidden first argument, [`klaw_sandbox::HELPER_ARG`], makes the process the shell
+/// tools' sandbox helper instead ([`klaw_sandbox::helper_main`]: it supervises one
+/// command in the sandbox); shell commands re-execute the engine that way. Nothing else
+/// runs before it.
 pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == klaw_tools::tools::shell::HELPER_ARG)
-    {
-        return klaw_tools::tools::shell::helper_main(args.into_iter().skip(2).collect());
+    if args.get(1).is_some_and(|a| a == klaw_sandbox::HELPER_ARG) {
+        return klaw_sandbox::helper_main(args.into_iter().skip(2).collect());
     }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,

@@ -257,7 +257,7 @@ fn sandbox_check(config: &Config) -> Check {
     } else {
         "no network"
     };
-    match klaw_tools::tools::shell::describe(mode, helper.as_deref()) {
+    match klaw_sandbox::describe(mode.into(), helper.as_deref()) {
         Ok(active) if mode == klaw_tools::SandboxMode::Off => check(
             "sandbox",
             Status::Warn,

@@ -1,11 +1,25 @@
-//! Klaw's command sandbox, moving here piece by piece from `klaw-tools` (bubblewrap,
-//! Landlock and the helper are next). The kernel calls that Rust's standard library and
-//! `rustix` offer only as `unsafe` sit in one private module, so that `klaw-tools` can
-//! forbid unsafe code.
+//! Klaw's command sandbox: runs a command so that it can touch only its workspace, ends
+//! its whole process tree when asked, and never runs as the kernel's root. Used by the
+//! shell tools of `klaw-tools`, and by anything else that starts commands for a model.
 //!
+//! | [`Mode`] | what runs the command |
+//! |---|---|
+//! | `bwrap` | bubblewrap (started by the helper, which hands it the seccomp filter): private mount/PID/network namespaces + seccomp; fails if bwrap does not work |
+//! | `landlock` | the helper: Landlock + seccomp + no capabilities, supervised from outside |
+//! | `auto` | bwrap if it works, else Landlock; **fails closed** if neither works |
+//! | `off` | the helper without restrictions (it still ends the whole tree), or, if the helper is missing, the command alone in its own process group |
+//!
+//! How to run a command: [`select`] the backend for a mode once (it probes), [`wrap`]
+//! the command line for it, start the program it gives, and end it with
+//! [`tree::kill_tree`]. The helper is a copy of the calling program started with
+//! [`HELPER_ARG`]: every program that runs commands calls [`run_helper_if_requested`]
+//! first in `main`.
+//!
+//! The parts:
 //! - [`seccomp`]: the one seccomp filter of both backends.
 //! - [`tree`]: ending a command's whole process tree.
-//!
+//! - [`unprivileged`]: when the engine is root, commands run as an unprivileged user
+//!   that sees the workspace through an idmapped mount.
 //! - [`close_inherited_fds`]: every file descriptor above 2 is closed when the command
 //!   starts, whatever the engine inherited from whoever started it (a terminal, a file
 //!   in the data dir, a socket). Rust marks the descriptors it opens close-on-exec, but
@@ -14,8 +28,10 @@
 //!   sandbox helper), so it can start them without a `pre_exec` hook (which would
 //!   turn the standard library's `posix_spawn` into a slower `fork`).
 //!
-//! - [`unprivileged`]: when the engine is root, commands run as an unprivileged user
-//!   that sees the workspace through an idmapped mount.
+//! The kernel calls that Rust's standard library and `rustix` offer only as `unsafe`
+//! sit in one private module, so that `klaw-tools` can forbid unsafe code. Everything
+//! but mode `off` is Linux-only: elsewhere [`select`] answers [`Error::Unavailable`]
+//! ("not supported on this OS") for the other modes, and the crate still builds.
 //!
 //! ```
 //! use std::process::Command;
@@ -24,8 +40,17 @@
 //! assert!(cmd.status().unwrap().success());
 //! ```
 
+mod backend;
+mod helper;
+
+#[cfg(target_os = "linux")]
+mod bwrap;
+#[cfg(target_os = "linux")]
+mod landlock;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
+#[cfg(target_os = "linux")]
+mod supervisor;
 #[cfg(target_os = "linux")]
 mod sys;
 #[cfg(target_os = "linux")]
@@ -33,8 +58,74 @@ pub mod tree;
 #[cfg(target_os = "linux")]
 pub mod unprivileged;
 
+pub use backend::{Backend, Bwrap, DEFAULT_PATH, Policy, describe, select, wrap};
+pub use helper::{HELPER_ARG, UNPROVEN, UNPROVEN_NOTE, helper_main, run_helper_if_requested};
 #[cfg(target_os = "linux")]
 pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
+
+/// Why sandboxed commands cannot run on this OS.
+pub(crate) const UNSUPPORTED: &str = "the OS sandbox (bubblewrap, Landlock + seccomp) is \
+    supported on Linux only, so commands are refused here; set `sandbox` to `off` to run \
+    them unsandboxed";
+
+/// The OS sandbox commands run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// bubblewrap where it works, else Landlock + seccomp; refused if neither works.
+    #[default]
+    Auto,
+    /// bubblewrap only; commands fail if it does not work.
+    Bwrap,
+    /// Landlock + seccomp only.
+    Landlock,
+    /// No sandbox (time and output limits still apply, and the tree still ends).
+    Off,
+}
+
+impl Mode {
+    /// The mode's name in configuration: `auto`, `bwrap`, `landlock` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Bwrap => "bwrap",
+            Mode::Landlock => "landlock",
+            Mode::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Mode::Auto, Mode::Bwrap, Mode::Landlock, Mode::Off]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown sandbox `{s}`: expected auto, bwrap, landlock or off"))
+    }
+}
+
+/// Why a command cannot be run in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No backend of the chosen mode works here (the message says why and what to do);
+    /// commands are refused rather than run unsandboxed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The command line is empty.
+    #[error("the command is empty")]
+    EmptyCommand,
+    /// The policy could not be encoded for the helper.
+    #[error("cannot encode the sandbox policy: {0}")]
+    Policy(String),
+}
 
 /// Does nothing off Linux: the sandbox is not supported there.
 #[cfg(not(target_os = "linux"))]

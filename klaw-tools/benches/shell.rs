@@ -8,7 +8,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use klaw_tools::testing::Kit;
-use klaw_tools::tools::shell::{SandboxHelper, describe};
+use klaw_tools::tools::shell::SandboxHelper;
 use klaw_tools::{Limits, SandboxMode, Settings};
 use serde_json::json;
 
@@ -27,7 +27,7 @@ fn exec_true(c: &mut Criterion) {
         ("bwrap", SandboxMode::Bwrap),
         ("landlock", SandboxMode::Landlock),
     ] {
-        if let Err(why) = describe(mode, Some(std::path::Path::new(HELPER))) {
+        if let Err(why) = klaw_sandbox::describe(mode.into(), Some(std::path::Path::new(HELPER))) {
             eprintln!("skipping {name}: {why}");
             continue;
         }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use klaw_tools::testing::Kit;
-use klaw_tools::tools::shell::{SandboxHelper, describe};
+use klaw_tools::tools::shell::SandboxHelper;
 use klaw_tools::{Limits, SandboxMode, Settings, ToolError};
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ fn kit_with(mode: SandboxMode, f: impl FnOnce(&mut Limits)) -> Option<Kit> {
 /// (`CI=true`, as `.ci/run` sets) fails instead: CI's machine has both sandboxes, so a
 /// skip there would hide a broken one.
 fn works(mode: SandboxMode) -> bool {
-    match describe(mode, Some(helper())) {
+    match klaw_sandbox::describe(mode.into(), Some(helper())) {
         Ok(_) => true,
         Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!("sandbox {mode:?} does not work on this CI machine: {why}")
@@ -1149,8 +1149,8 @@ fn the_helper_refuses_a_working_dir_swapped_for_a_link() {
 
 #[test]
 fn a_real_sandbox_is_exercised() {
-    let bwrap = describe(SandboxMode::Bwrap, Some(helper()));
-    let landlock = describe(SandboxMode::Landlock, Some(helper()));
+    let bwrap = klaw_sandbox::describe(SandboxMode::Bwrap.into(), Some(helper()));
+    let landlock = klaw_sandbox::describe(SandboxMode::Landlock.into(), Some(helper()));
     eprintln!("bwrap: {bwrap:?}\nlandlock: {landlock:?}");
     if std::env::var_os("KLAW_ALLOW_NO_SANDBOX").is_none() {
         assert!(
@@ -1171,7 +1171,9 @@ async fn a_broken_helper_fails_closed() {
     let e = exec(&kit, json!({"command": "echo hi"})).await.unwrap_err();
     assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
     assert!(e.message().contains("landlock"), "{}", e.message());
-    assert!(describe(SandboxMode::Landlock, Some(Path::new("/bin/true"))).is_err());
+    assert!(
+        klaw_sandbox::describe(SandboxMode::Landlock.into(), Some(Path::new("/bin/true"))).is_err()
+    );
 }
 
 #[tokio::test]
@@ -1434,14 +1436,14 @@ async fn auto_fails_closed_probe() {
     if std::env::var_os("KLAW_TEST_BROKEN_BWRAP").is_none() {
         return; // only meaningful when started by `auto_fails_closed_when_no_sandbox_works`
     }
-    let why = describe(SandboxMode::Bwrap, Some(helper())).unwrap_err();
+    let why = klaw_sandbox::describe(SandboxMode::Bwrap.into(), Some(helper())).unwrap_err();
     assert!(
         why.contains("No permissions to create new namespace"),
         "{why}"
     );
     // bwrap broken, helper working: auto falls back to Landlock and says so.
-    if describe(SandboxMode::Landlock, Some(helper())).is_ok() {
-        let fallback = describe(SandboxMode::Auto, Some(helper())).unwrap();
+    if klaw_sandbox::describe(SandboxMode::Landlock.into(), Some(helper())).is_ok() {
+        let fallback = klaw_sandbox::describe(SandboxMode::Auto.into(), Some(helper())).unwrap();
         assert!(
             fallback
                 .starts_with("landlock + seccomp (bwrap does not work here: bwrap: No permissions"),
@@ -1518,7 +1520,7 @@ fn the_helper_ends_the_tree_when_the_engine_goes_away() {
     let tag = marker();
     let policy = json!({"landlock": false, "network": false, "write": [ws], "cwd": ws});
     let mut helper = std::process::Command::new(HELPER)
-        .arg(klaw_tools::tools::shell::HELPER_ARG)
+        .arg(klaw_sandbox::HELPER_ARG)
         .arg(policy.to_string())
         .args(["sh", "-c", &setsid_grandchild(&tag)])
         .stdin(std::process::Stdio::piped())

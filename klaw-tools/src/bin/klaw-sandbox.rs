@@ -5,12 +5,12 @@
 //! `SandboxHelper` service at it).
 
 fn main() -> std::process::ExitCode {
-    match klaw_tools::tools::shell::helper_if_requested() {
+    match klaw_sandbox::run_helper_if_requested() {
         Some(code) => code,
         None => {
             eprintln!(
                 "usage: klaw-sandbox {} <policy-json> <command> [args...] (started by Klaw's shell tools)",
-                klaw_tools::tools::shell::HELPER_ARG
+                klaw_sandbox::HELPER_ARG
             );
             std::process::ExitCode::from(2)
         }

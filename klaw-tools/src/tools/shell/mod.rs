@@ -3,7 +3,7 @@
 //! Every command runs in the workspace with a time limit that ends its whole process
 //! tree, output kept in bounded tail buffers, empty stdin, a cleared environment, and an
 //! OS sandbox chosen by [`Limits::sandbox`](crate::Limits): bubblewrap where it works,
-//! else Landlock + seccomp applied by a re-executed helper (see [`helper_main`]). A
+//! else Landlock + seccomp applied by a re-executed helper (the crate `klaw-sandbox`). A
 //! deny-list of obviously destructive commands answers first; the sandbox is the
 //! boundary. See `doc/tools/shell.md` and the "Shell" section of `doc/security.md`.
 
@@ -17,4 +17,4 @@ mod sandbox;
 pub use exec::{ExecResult, exec};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};
 pub use run::CommandLine;
-pub use sandbox::{HELPER_ARG, SandboxHelper, describe, helper_if_requested, helper_main};
+pub use sandbox::SandboxHelper;

@@ -13,7 +13,9 @@ use tokio::task::JoinHandle;
 
 use super::deny;
 use super::output::{self, SharedTail};
-use super::sandbox::{self, Backend, DEFAULT_PATH, Policy, SandboxHelper};
+use klaw_sandbox::{Backend, DEFAULT_PATH, Policy};
+
+use super::sandbox::{self, SandboxHelper};
 use crate::schema::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
 
@@ -228,11 +230,12 @@ pub(crate) struct Exit {
 
 /// Chooses the sandbox for this context, off the async threads (the first call probes).
 pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
-    let mode = ctx.limits().sandbox;
+    let mode = klaw_sandbox::Mode::from(ctx.limits().sandbox);
     let helper = SandboxHelper::for_context(ctx);
-    tokio::task::spawn_blocking(move || sandbox::select(mode, helper.as_deref()))
+    tokio::task::spawn_blocking(move || klaw_sandbox::select(mode, helper.as_deref()))
         .await
         .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
+        .map_err(sandbox::tool_error)
 }
 
 /// Starts `job` under `backend` with the context's policy.
@@ -263,11 +266,12 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         })?),
         None => None,
     };
-    let (program, args) = sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())?;
+    let (program, args) = klaw_sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())
+        .map_err(sandbox::tool_error)?;
     let mut cmd = tokio::process::Command::new(&program);
     // The helper watches its stdin: the engine keeps it open for the command's life, so
     // the helper ends the tree if the engine dies. Everyone else gets an empty stdin.
-    let lifeline = matches!(backend, Backend::Landlock(_) | Backend::Supervised(_));
+    let lifeline = backend.has_lifeline();
     cmd.args(&args)
         .env_clear()
         .current_dir(&job.cwd)
@@ -363,7 +367,7 @@ impl Running {
                 if self.lifeline.take().is_some() {
                     let wait = tokio::time::timeout(Duration::from_secs(5), self.child.wait());
                     if let Ok(Ok(s)) = wait.await {
-                        unproven = s.code() == Some(i32::from(sandbox::UNPROVEN));
+                        unproven = s.code() == Some(i32::from(klaw_sandbox::UNPROVEN));
                         ended = Some(s);
                     }
                 }

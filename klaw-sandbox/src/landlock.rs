@@ -16,15 +16,14 @@
 //! - Capabilities: all dropped, including from the bounding set, so a command started by
 //!   root is not root-capable inside.
 
-use std::path::PathBuf;
-
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
-use super::SYSTEM_DIRS;
-use klaw_sandbox::seccomp;
+use crate::backend::SYSTEM_DIRS;
+use crate::helper::HelperPolicy;
+use crate::seccomp;
 
 /// The device files a command may open (read and write); the rest of `/dev` (terminals,
 /// disks, `/dev/tty`) is denied.
@@ -35,33 +34,6 @@ const DEVICES: &[&str] = &[
     "/dev/random",
     "/dev/urandom",
 ];
-
-/// What the helper enforces, as it receives it.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct HelperPolicy {
-    /// Apply Landlock and seccomp (false: only supervise the tree).
-    pub(crate) landlock: bool,
-    /// Allow the network.
-    pub(crate) network: bool,
-    /// Directories with read and write access (the workspace, the private temp dir).
-    pub(crate) write: Vec<PathBuf>,
-    /// The command's working directory.
-    pub(crate) cwd: PathBuf,
-    /// Only check that the policy can be applied, then exit.
-    #[serde(default)]
-    pub(crate) probe: bool,
-    /// This process is the command's stage (started by the supervising helper): apply
-    /// the restrictions to itself and become the command.
-    #[serde(default)]
-    pub(crate) stage: bool,
-    /// Directories to hide inside the workspace (bubblewrap only: the data dir).
-    #[serde(default)]
-    pub(crate) hidden: Vec<PathBuf>,
-    /// Run the command under this bubblewrap, with the seccomp filter, instead of
-    /// under Landlock here.
-    #[serde(default)]
-    pub(crate) bwrap: Option<super::Bwrap>,
-}
 
 /// Applies Landlock, seccomp and the capability drop to the calling (single-threaded)
 /// process.

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{Bwrap, Policy, SYSTEM_DIRS};
+use crate::backend::{Bwrap, Policy, SYSTEM_DIRS};
 
 /// The size of a command's private `/tmp` (a tmpfs, so memory): 512 MiB.
 pub(crate) const TMP_SIZE: u64 = 512 << 20;
@@ -49,7 +49,7 @@ fn proc_masked() -> &'static [&'static str] {
 /// With `unprivileged` (the engine is root, and bubblewrap runs as an unprivileged user
 /// that sees the workspace through an idmapped mount), the command sees itself as uid 0
 /// of its own user namespace, which the host sees as that unprivileged user.
-pub(super) fn args(
+pub(crate) fn args(
     bwrap: &Bwrap,
     policy: &Policy,
     argv: &[String],

@@ -1,0 +1,322 @@
+//! The helper's Linux side: the supervisor that starts and outlives the command, the
+//! command's stage that restricts itself and becomes it, and the start of bubblewrap
+//! with the seccomp filter.
+
+use std::ffi::OsString;
+use std::process::Stdio;
+
+use crate::backend::{Bwrap, Policy};
+use crate::helper::{HELPER_ARG, HelperPolicy, PROBE_OK, UNPROVEN, UNPROVEN_NOTE};
+use crate::{bwrap, landlock};
+
+/// Runs the helper with `args` (the policy as JSON, then the command) and returns the
+/// exit code for the helper's process, or why it could not run the command.
+pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
+    use std::os::unix::process::ExitStatusExt;
+
+    // Nothing this process inherited reaches the command (a terminal, a file in the
+    // data dir, a socket): only stdin, stdout, stderr and what is set up below.
+    crate::close_inherited_fds_on_exec();
+    let mut args = args.into_iter();
+    let policy = args.next().ok_or("no policy given")?;
+    let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
+        .map_err(|e| format!("invalid policy: {e}"))?;
+    if let Some(bwrap) = &policy.bwrap {
+        return Err(exec_bwrap(bwrap, &policy, args.collect()));
+    }
+    if policy.stage {
+        // Started by the supervisor below, whose session it shares.
+        return Err(restrict_and_exec(&policy, args));
+    }
+    // A new session without a controlling terminal: the command cannot reach the
+    // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
+    rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
+    // Not dumpable: the command cannot open our `/proc/<pid>/fd` (and hold the lifeline
+    // pipe below open after the engine died), nor read our memory.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
+    // Keep every orphan of the tree as our child. No parent-death signal: it would kill
+    // us before the lifeline below ends the tree, and the tree would outlive the engine.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
+    let root = rustix::process::geteuid().is_root();
+    if policy.landlock && root {
+        // In this process's own mount namespace, which the stage inherits: done here,
+        // not there, because the stage may live in a PID namespace (below) whose
+        // process ids `/proc` does not show.
+        map_workspace(&policy)?;
+    }
+    if policy.landlock {
+        // The restrictions apply to a second copy of this program, which then becomes
+        // the command: this supervisor stays outside the command's Landlock domain (a
+        // scoped command cannot signal it) and, as root, outside its uid.
+        let mut stage = policy.clone();
+        stage.stage = true;
+        let json = serde_json::to_string(&stage).map_err(|e| e.to_string())?;
+        let mut restricted = vec![OsString::from(HELPER_ARG), json.into()];
+        restricted.extend(args);
+        args = restricted.into_iter();
+    } else if policy.probe {
+        println!("{PROBE_OK}");
+        return Ok(0);
+    }
+    let program = if policy.landlock {
+        OsString::from("/proc/self/exe")
+    } else {
+        args.next().ok_or("no command given")?
+    };
+    if policy.probe {
+        // The stage prints the probe's answer, or why it failed.
+        let status = std::process::Command::new(&program)
+            .args(args)
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot start the sandbox stage: {e}"))?;
+        return Ok(if status.success() { 0 } else { 125 });
+    }
+    // Our stdin is a pipe the engine holds open: end of file means the engine is gone
+    // (or dropped the command, e.g. on timeout), so end the whole tree.
+    std::thread::spawn(|| {
+        use std::io::Read;
+        let mut buf = [0_u8; 64];
+        while let Ok(n) = std::io::stdin().read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        std::process::exit(if end_the_tree() {
+            137
+        } else {
+            i32::from(UNPROVEN)
+        });
+    });
+    // As root, the command becomes PID 1 of a PID namespace of its own: when it ends,
+    // the kernel ends every process left in it, however fast they move to new PIDs.
+    // (Elsewhere the walk in `end_the_tree` does what it can, and says when it could
+    // not.) After the thread above: no thread can be made once this is done.
+    if policy.landlock && root {
+        let _ = crate::children_in_new_pid_namespace();
+    }
+    let status = std::process::Command::new(&program)
+        .args(args)
+        .current_dir(&policy.cwd)
+        .stdin(Stdio::null())
+        .status();
+    let code = match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => u8::try_from(c).unwrap_or(1),
+            (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+            (None, None) => 1,
+        },
+        Err(e) => {
+            eprintln!(
+                "klaw-sandbox: cannot run `{}`: {e}",
+                program.to_string_lossy()
+            );
+            match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                _ => 126,
+            }
+        }
+    };
+    // End whatever the command left behind (daemons, `setsid` children): as subreaper
+    // they are all our descendants.
+    end_the_tree();
+    Ok(code)
+}
+
+/// Kills every descendant of this supervisor and reaps them, so no zombie outlives it;
+/// says on stderr when processes kept appearing. True when none was left.
+fn end_the_tree() -> bool {
+    let proven = crate::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+    if !proven {
+        eprintln!("klaw-sandbox: {UNPROVEN_NOTE} (some kept moving to new process ids)");
+    }
+    proven
+}
+
+/// The command's side of a Landlock sandbox, started by the supervising helper: applies
+/// the policy to this process (as root, first switching to the unprivileged uid), then
+/// replaces it with the command. Returns only on failure.
+fn restrict_and_exec(policy: &HelperPolicy, mut args: impl Iterator<Item = OsString>) -> String {
+    use std::os::unix::process::CommandExt;
+    let run = || -> Result<std::io::Error, String> {
+        if rustix::process::geteuid().is_root() {
+            leave_root(policy)?;
+        }
+        // Before seccomp, which makes `openat2` look absent.
+        if !policy.probe {
+            enter_working_dir(policy)?;
+        }
+        landlock::restrict(policy)?;
+        if policy.probe {
+            println!("{PROBE_OK}");
+            std::process::exit(0);
+        }
+        let program = args.next().ok_or("no command given")?;
+        Ok(std::process::Command::new(&program).args(args).exec())
+    };
+    match run() {
+        Ok(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("klaw-sandbox: cannot run the command: {e}");
+            std::process::exit(127)
+        }
+        Ok(e) => {
+            eprintln!("klaw-sandbox: cannot run the command: {e}");
+            std::process::exit(126)
+        }
+        Err(e) => e,
+    }
+}
+
+/// Enters the working directory through descriptors, beneath the workspace and without
+/// following any symbolic link, so a link swapped in after the engine checked the
+/// directory cannot move the command's starting point outside.
+fn enter_working_dir(policy: &HelperPolicy) -> Result<(), String> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let workspace = policy.write.first().ok_or("no workspace given")?;
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let moved = |e: rustix::io::Errno| {
+        format!(
+            "the working directory {} is no longer beneath the workspace as checked: {e}",
+            policy.cwd.display()
+        )
+    };
+    let root = rustix::fs::openat2(
+        rustix::fs::CWD,
+        workspace,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )
+    .map_err(moved)?;
+    let relative = policy.cwd.strip_prefix(workspace).map_err(|_| {
+        format!(
+            "the working directory {} is outside the workspace",
+            policy.cwd.display()
+        )
+    })?;
+    let dir = if relative.as_os_str().is_empty() {
+        root
+    } else {
+        rustix::fs::openat2(
+            &root,
+            relative,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+        )
+        .map_err(moved)?
+    };
+    rustix::process::fchdir(&dir).map_err(moved)
+}
+
+/// As root, before Landlock: this process (and so the command) becomes
+/// [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID), which sees the
+/// workspace (the first writable directory) through the idmapped mount the supervisor
+/// made, and owns the private temporary directories (the others, made by the engine
+/// for this command).
+fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
+    use crate::unprivileged::{UNPRIVILEGED_ID, become_unprivileged};
+    let (_workspace, temporary) = policy.write.split_first().ok_or("no workspace given")?;
+    let id = Some(rustix::process::Uid::from_raw(UNPRIVILEGED_ID));
+    let group = Some(rustix::process::Gid::from_raw(UNPRIVILEGED_ID));
+    for dir in temporary {
+        rustix::fs::chown(dir, id, group)
+            .map_err(|e| format!("cannot hand {} to the sandbox user: {e}", dir.display()))?;
+    }
+    // While root may still do it: no capability can come back through `exec`.
+    landlock::drop_bounding_set();
+    become_unprivileged(UNPRIVILEGED_ID)
+        .map_err(|e| format!("cannot switch to an unprivileged user: {e}"))
+}
+
+/// As root: mounts the workspace (the first writable directory) idmapped for the
+/// unprivileged user in this process's own mount namespace (which its children inherit),
+/// or says why it cannot and what to do instead.
+fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
+    let workspace = policy.write.first().ok_or("no workspace given")?;
+    let id = crate::unprivileged::UNPRIVILEGED_ID;
+    crate::unprivileged::idmapped_workspace(workspace, id).map_err(|e| {
+        format!(
+            "the engine runs as root, so commands run as an unprivileged user, but the \
+             workspace {} cannot be mapped for it (an idmapped mount, which needs \
+             CAP_SYS_ADMIN and a filesystem that supports it, e.g. not overlayfs): {e}; \
+             run the engine as an unprivileged user (in a container, e.g. `docker run \
+             --user 1000`), or keep the workspace on ext4, xfs, btrfs or tmpfs",
+            workspace.display()
+        )
+    })
+}
+
+/// Replaces this process with bubblewrap running `argv` under `policy`, handing it the
+/// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, one
+/// per filter, each in a memory file this process leaves open across `exec`). As root,
+/// first switches to an unprivileged user that sees the workspace through an idmapped
+/// mount (`crate::unprivileged`). Returns only on failure.
+fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> String {
+    use std::os::fd::IntoRawFd;
+    use std::os::unix::process::CommandExt;
+
+    let Some(workspace) = policy.write.first() else {
+        return "no workspace given".into();
+    };
+    let mut cmd = std::process::Command::new(&bwrap.path);
+    // bubblewrap's own namespaces contain the network (its own loopback, unless
+    // `network`) and the host's UNIX sockets.
+    let filters = match crate::seccomp::filters(crate::seccomp::NETWORK_FAMILIES) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    for filter in &filters {
+        let fd = match sealed_memfd(&crate::seccomp::to_bytes(filter)) {
+            Ok(fd) => fd,
+            Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
+        };
+        // Left open (not close-on-exec) on purpose: bubblewrap reads and closes it.
+        cmd.arg("--add-seccomp-fd")
+            .arg(fd.into_raw_fd().to_string());
+    }
+    let root = rustix::process::geteuid().is_root();
+    if root && let Err(e) = map_workspace(policy) {
+        return e;
+    }
+    let sandbox = Policy {
+        workspace: workspace.clone(),
+        cwd: policy.cwd.clone(),
+        hidden: policy.hidden.clone(),
+        network: policy.network,
+    };
+    let argv: Vec<String> = argv
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // The arguments are worked out while still root (they look at the data dir, which
+    // the unprivileged user may not reach).
+    cmd.args(bwrap::args(bwrap, &sandbox, &argv, root));
+    if root {
+        let id = crate::unprivileged::UNPRIVILEGED_ID;
+        if let Err(e) = crate::unprivileged::become_unprivileged(id) {
+            return format!("cannot switch to an unprivileged user: {e}");
+        }
+    }
+    let e = cmd.exec();
+    format!("cannot start `{}`: {e}", bwrap.path.display())
+}
+
+/// A memory file holding `bytes`, positioned at its start, sealed against changes,
+/// and inherited across `exec`.
+fn sealed_memfd(bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create("klaw-seccomp", MemfdFlags::ALLOW_SEALING)?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, bytes)?;
+    std::io::Seek::rewind(&mut file)?;
+    let fd = std::os::fd::OwnedFd::from(file);
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+    )?;
+    Ok(fd)
+}
