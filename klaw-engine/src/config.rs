@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use klaw_tools::tools::files::FilesSettings;
+use klaw_tools::tools::shell::{SandboxMode, ShellSettings};
 use klaw_tools::{Lang, Limits, Settings};
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +42,7 @@ pub struct EngineConfig {
     /// Most background processes at once (`KLAW_MAX_PROCESSES`).
     pub max_processes: usize,
     /// OS sandbox of shell commands: `auto`, `bwrap`, `landlock` or `off` (`KLAW_SANDBOX`).
-    pub sandbox: klaw_tools::SandboxMode,
+    pub sandbox: SandboxMode,
     /// Whether shell commands may use the network (`KLAW_NETWORK`).
     pub network: bool,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a `tracing` directive
@@ -125,7 +127,7 @@ impl Default for EngineConfig {
             exec_max_timeout_seconds: 300,
             exec_max_output_bytes: 65_536,
             max_processes: 8,
-            sandbox: klaw_tools::SandboxMode::Auto,
+            sandbox: SandboxMode::Auto,
             network: false,
             log_level: "warn".into(),
             memory: MemorySection::default(),
@@ -370,14 +372,26 @@ impl Config {
         l.max_file_size_bytes = r.max_file_size_bytes;
         l.tool_timeout = Duration::from_secs(r.tool_timeout_seconds);
         l.max_read_bytes = r.max_read_bytes;
-        l.max_list_entries = r.max_list_entries;
-        l.exec_timeout = Duration::from_secs(r.exec_timeout_seconds);
-        l.exec_max_timeout = Duration::from_secs(r.exec_max_timeout_seconds);
-        l.exec_max_output_bytes = r.exec_max_output_bytes;
-        l.max_processes = r.max_processes;
-        l.sandbox = r.sandbox;
-        l.network = r.network;
         l
+    }
+
+    /// The shell tools' settings; the engine registers them as a service.
+    pub fn shell(&self) -> ShellSettings {
+        let r = &self.raw;
+        ShellSettings::default()
+            .with_timeouts(
+                Duration::from_secs(r.exec_timeout_seconds),
+                Duration::from_secs(r.exec_max_timeout_seconds),
+            )
+            .with_max_output_bytes(r.exec_max_output_bytes)
+            .with_max_processes(r.max_processes)
+            .with_sandbox(r.sandbox)
+            .with_network(r.network)
+    }
+
+    /// The file tools' settings; the engine registers them as a service.
+    pub fn files(&self) -> FilesSettings {
+        FilesSettings::default().with_max_list_entries(self.raw.max_list_entries)
     }
 
     /// The settings tools see.
@@ -787,13 +801,14 @@ mod tests {
             ("KLAW_NETWORK", "true"),
         ]);
         let c = resolve_defaults(&e).unwrap();
-        let l = c.limits();
-        assert_eq!((l.max_read_bytes, l.max_list_entries), (7, 8));
-        assert_eq!(l.exec_timeout, Duration::from_secs(9));
-        assert_eq!(l.exec_max_timeout, Duration::from_secs(10));
-        assert_eq!((l.exec_max_output_bytes, l.max_processes), (11, 12));
-        assert_eq!(l.sandbox, klaw_tools::SandboxMode::Off);
-        assert!(l.network);
+        assert_eq!(c.limits().max_read_bytes, 7);
+        assert_eq!(c.files().max_list_entries, 8);
+        let s = c.shell();
+        assert_eq!(s.timeout, Duration::from_secs(9));
+        assert_eq!(s.max_timeout, Duration::from_secs(10));
+        assert_eq!((s.max_output_bytes, s.max_processes), (11, 12));
+        assert_eq!(s.sandbox, SandboxMode::Off);
+        assert!(s.network);
         let e = env(&[("HOME", "/h"), ("KLAW_SANDBOX", "docker")]);
         let err = resolve_defaults(&e).unwrap_err();
         assert!(

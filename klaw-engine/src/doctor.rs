@@ -250,15 +250,16 @@ fn docs_index_check(config: &Config) -> Check {
 
 /// Which OS sandbox shell commands get here (probed by running a command in it).
 fn sandbox_check(config: &Config) -> Check {
-    let mode = config.limits().sandbox;
+    let shell = config.shell();
+    let mode = shell.sandbox;
     let helper = std::env::current_exe().ok();
-    let network = if config.limits().network {
+    let network = if shell.network {
         "network allowed"
     } else {
         "no network"
     };
-    match klaw_sandbox::describe(mode.into(), helper.as_deref()) {
-        Ok(active) if mode == klaw_tools::SandboxMode::Off => check(
+    match klaw_sandbox::describe(mode, helper.as_deref()) {
+        Ok(active) if mode == klaw_tools::tools::shell::SandboxMode::Off => check(
             "sandbox",
             Status::Warn,
             active,

@@ -75,6 +75,9 @@ impl Engine {
             .data_dir(&config.data_dir)
             .limits(config.limits())
             .settings(config.settings())
+            // Each group's own settings, which its tools take as extractors.
+            .service(config.shell())
+            .service(config.files())
             .caller(Caller::new("cli", None));
         // The memory tools read the model, runtime, weights and chunking from this service.
         #[cfg(feature = "memory")]

@@ -16,7 +16,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use klaw_tools::{Limits, ToolContext, ToolOutput, ToolRegistry};
+use klaw_tools::tools::files::FilesSettings;
+use klaw_tools::{ToolContext, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 const LINE: &[u8] = b"0123456789 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz 012345\n";
@@ -34,9 +35,8 @@ fn files(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(ws.join("tree")).unwrap();
-    let mut limits = Limits::default();
-    limits.max_list_entries = DIRS * FILES_PER_DIR + DIRS + 1;
-    let ctx = ToolContext::builder().workspace(&ws).limits(limits).build();
+    let files = FilesSettings::default().with_max_list_entries(DIRS * FILES_PER_DIR + DIRS + 1);
+    let ctx = ToolContext::builder().workspace(&ws).service(files).build();
 
     // 100 MB of text.
     {

@@ -8,8 +8,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use klaw_tools::testing::Kit;
-use klaw_tools::tools::shell::SandboxHelper;
-use klaw_tools::{Limits, SandboxMode, Settings};
+use klaw_tools::tools::shell::{SandboxHelper, SandboxMode, ShellSettings};
 use serde_json::json;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_klaw-sandbox");
@@ -27,15 +26,14 @@ fn exec_true(c: &mut Criterion) {
         ("bwrap", SandboxMode::Bwrap),
         ("landlock", SandboxMode::Landlock),
     ] {
-        if let Err(why) = klaw_sandbox::describe(mode.into(), Some(std::path::Path::new(HELPER))) {
+        if let Err(why) = klaw_sandbox::describe(mode, Some(std::path::Path::new(HELPER))) {
             eprintln!("skipping {name}: {why}");
             continue;
         }
-        let mut limits = Limits::default();
-        limits.sandbox = mode;
-        let kit = Kit::with_limits(limits, Settings::default())
+        let shell = ShellSettings::default().with_sandbox(mode);
+        let kit = Kit::new()
             .unwrap()
-            .with_context(|b| b.service(SandboxHelper::new(HELPER)));
+            .with_context(|b| b.service(SandboxHelper::new(HELPER)).service(shell));
         g.bench_function(name, |b| {
             b.iter(|| {
                 let out = rt

@@ -10,30 +10,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ToolError;
 
-/// Limits every tool obeys. Filled from `engine.json` by the engine.
+/// Limits every tool obeys, whatever its group. Filled from `engine.json` by the engine.
+///
+/// A group's own settings (the shell's time limits and sandbox, the file listing cap)
+/// are that group's type, registered as a service and taken by its tools as an extractor
+/// (the registered service, else its default: [`ToolContext::shared_state`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
-    /// Largest file a tool may write, in bytes (`maxFileSizeBytes`, default 1 MiB).
+    /// Largest file a tool may write or save, in bytes (`maxFileSizeBytes`, default 1 MiB):
+    /// the file tools, memory and anything else that stores what a model sends.
     pub max_file_size_bytes: u64,
     /// Time limit of a tool that declares none (`toolTimeoutSeconds`, default 120 s).
     pub tool_timeout: Duration,
-    /// Most bytes `file_read` returns in one call (`maxReadBytes`, default 256 KiB).
+    /// Most bytes one read returns (`maxReadBytes`, default 256 KiB): `file_read`,
+    /// `docs_read` and any tool that hands a file's text to the model.
     pub max_read_bytes: u64,
-    /// Most entries `file_list` returns (`maxListEntries`, default 1000).
-    pub max_list_entries: usize,
-    /// Time limit of a shell command that asks for none (`execTimeoutSeconds`, default 60 s).
-    pub exec_timeout: Duration,
-    /// Largest time limit a shell command may ask for (`execMaxTimeoutSeconds`, default 300 s).
-    pub exec_max_timeout: Duration,
-    /// Most bytes kept of each output stream of a command (`execMaxOutputBytes`, default 64 KiB).
-    pub exec_max_output_bytes: usize,
-    /// Most background processes at once (`maxProcesses`, default 8).
-    pub max_processes: usize,
-    /// Which OS sandbox shell commands run in (`sandbox`, default `auto`).
-    pub sandbox: SandboxMode,
-    /// Whether shell commands may use the network (`network`, default false).
-    pub network: bool,
 }
 
 impl Default for Limits {
@@ -42,43 +34,6 @@ impl Default for Limits {
             max_file_size_bytes: 1_048_576,
             tool_timeout: Duration::from_secs(120),
             max_read_bytes: 262_144,
-            max_list_entries: 1000,
-            exec_timeout: Duration::from_secs(60),
-            exec_max_timeout: Duration::from_secs(300),
-            exec_max_output_bytes: 65_536,
-            max_processes: 8,
-            sandbox: SandboxMode::Auto,
-            network: false,
-        }
-    }
-}
-
-/// The OS sandbox shell commands run in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SandboxMode {
-    /// bubblewrap where it works, else Landlock + seccomp.
-    #[default]
-    Auto,
-    /// bubblewrap only; commands fail if it does not work.
-    Bwrap,
-    /// Landlock + seccomp only.
-    Landlock,
-    /// No sandbox (time and output limits still apply).
-    Off,
-}
-
-impl std::str::FromStr for SandboxMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(SandboxMode::Auto),
-            "bwrap" => Ok(SandboxMode::Bwrap),
-            "landlock" => Ok(SandboxMode::Landlock),
-            "off" => Ok(SandboxMode::Off),
-            other => Err(format!(
-                "unknown sandbox `{other}`: expected auto, bwrap, landlock or off"
-            )),
         }
     }
 }

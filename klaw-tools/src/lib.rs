@@ -44,7 +44,7 @@ pub mod testing;
 pub mod tools;
 
 pub use context::{
-    Caller, Cancel, DataDir, FromToolContext, Limits, SandboxMode, Settings, State, ToolContext,
+    Caller, Cancel, DataDir, FromToolContext, Limits, Settings, State, ToolContext,
     ToolContextBuilder, Workspace,
 };
 pub use error::{ErrorKind, ToolError};

@@ -6,6 +6,7 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use klaw_tools::testing::Kit;
+use klaw_tools::tools::files::FilesSettings;
 use klaw_tools::{Limits, Settings, ToolError};
 use serde_json::{Value, json};
 
@@ -635,9 +636,8 @@ async fn file_list_recursive_listing_never_follows_links() {
 
 #[tokio::test]
 async fn file_list_is_capped() {
-    let mut limits = Limits::default();
-    limits.max_list_entries = 3;
-    let kit = kit_with(limits);
+    let files = FilesSettings::default().with_max_list_entries(3);
+    let kit = kit().with_context(|b| b.service(files));
     for i in 0..5 {
         kit.write(format!("d/f{i}"), "").unwrap();
     }

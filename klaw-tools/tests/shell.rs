@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use klaw_tools::ToolError;
 use klaw_tools::testing::Kit;
-use klaw_tools::tools::shell::SandboxHelper;
-use klaw_tools::{Limits, SandboxMode, Settings, ToolError};
+use klaw_tools::tools::shell::{SandboxHelper, SandboxMode, ShellSettings};
 use serde_json::{Value, json};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_klaw-sandbox");
@@ -22,24 +22,28 @@ fn helper() -> &'static Path {
 
 /// A kit whose commands run under `mode`, or `None` (with the reason printed) when that
 /// mode does not work on this machine.
-fn kit_with(mode: SandboxMode, f: impl FnOnce(&mut Limits)) -> Option<Kit> {
+fn kit_with(mode: SandboxMode, f: impl FnOnce(ShellSettings) -> ShellSettings) -> Option<Kit> {
     if !works(mode) {
         return None;
     }
-    let mut limits = Limits::default();
-    limits.sandbox = mode;
-    f(&mut limits);
-    let kit = Kit::with_limits(limits, Settings::default())
+    Some(kit_for(
+        f(ShellSettings::default().with_sandbox(mode)),
+        HELPER,
+    ))
+}
+
+/// A kit with these shell settings and sandbox helper.
+fn kit_for(shell: ShellSettings, helper: &str) -> Kit {
+    Kit::new()
         .unwrap()
-        .with_context(|b| b.service(SandboxHelper::new(HELPER)));
-    Some(kit)
+        .with_context(|b| b.service(SandboxHelper::new(helper)).service(shell))
 }
 
 /// Whether `mode` works on this machine; when it does not, says why, and under CI
 /// (`CI=true`, as `.ci/run` sets) fails instead: CI's machine has both sandboxes, so a
 /// skip there would hide a broken one.
 fn works(mode: SandboxMode) -> bool {
-    match klaw_sandbox::describe(mode.into(), Some(helper())) {
+    match klaw_sandbox::describe(mode, Some(helper())) {
         Ok(_) => true,
         Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!("sandbox {mode:?} does not work on this CI machine: {why}")
@@ -76,7 +80,7 @@ fn mode_module(mode: SandboxMode) -> &'static str {
 }
 
 fn kit(mode: SandboxMode) -> Option<Kit> {
-    kit_with(mode, |_| {})
+    kit_with(mode, |s| s)
 }
 
 async fn exec(kit: &Kit, args: Value) -> Result<Value, ToolError> {
@@ -226,7 +230,7 @@ async fn leftovers_end_with_the_command(mode: SandboxMode) {
 }
 
 async fn an_output_flood_stays_bounded(mode: SandboxMode) {
-    let Some(kit) = kit_with(mode, |l| l.exec_max_output_bytes = 4096) else {
+    let Some(kit) = kit_with(mode, |s| s.with_max_output_bytes(4096)) else {
         return;
     };
     let r = exec(
@@ -264,7 +268,7 @@ async fn writes_outside_the_workspace_do_not_land(mode: SandboxMode) {
 }
 
 async fn no_network_unless_allowed(mode: SandboxMode, allowed: bool) {
-    let Some(kit) = kit_with(mode, |l| l.network = allowed) else {
+    let Some(kit) = kit_with(mode, |s| s.with_network(allowed)) else {
         return;
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1149,8 +1153,8 @@ fn the_helper_refuses_a_working_dir_swapped_for_a_link() {
 
 #[test]
 fn a_real_sandbox_is_exercised() {
-    let bwrap = klaw_sandbox::describe(SandboxMode::Bwrap.into(), Some(helper()));
-    let landlock = klaw_sandbox::describe(SandboxMode::Landlock.into(), Some(helper()));
+    let bwrap = klaw_sandbox::describe(SandboxMode::Bwrap, Some(helper()));
+    let landlock = klaw_sandbox::describe(SandboxMode::Landlock, Some(helper()));
     eprintln!("bwrap: {bwrap:?}\nlandlock: {landlock:?}");
     if std::env::var_os("KLAW_ALLOW_NO_SANDBOX").is_none() {
         assert!(
@@ -1163,17 +1167,14 @@ fn a_real_sandbox_is_exercised() {
 
 #[tokio::test]
 async fn a_broken_helper_fails_closed() {
-    let mut limits = Limits::default();
-    limits.sandbox = SandboxMode::Landlock;
-    let kit = Kit::with_limits(limits, Settings::default())
-        .unwrap()
-        .with_context(|b| b.service(SandboxHelper::new("/bin/true")));
+    let kit = kit_for(
+        ShellSettings::default().with_sandbox(SandboxMode::Landlock),
+        "/bin/true",
+    );
     let e = exec(&kit, json!({"command": "echo hi"})).await.unwrap_err();
     assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
     assert!(e.message().contains("landlock"), "{}", e.message());
-    assert!(
-        klaw_sandbox::describe(SandboxMode::Landlock.into(), Some(Path::new("/bin/true"))).is_err()
-    );
+    assert!(klaw_sandbox::describe(SandboxMode::Landlock, Some(Path::new("/bin/true"))).is_err());
 }
 
 #[tokio::test]
@@ -1333,7 +1334,7 @@ async fn process_kill_ends_the_whole_tree(mode: SandboxMode) {
 
 #[tokio::test]
 async fn the_process_cap_is_enforced() {
-    let Some(kit) = kit_with(SandboxMode::Auto, |l| l.max_processes = 2) else {
+    let Some(kit) = kit_with(SandboxMode::Auto, |s| s.with_max_processes(2)) else {
         return;
     };
     let tag = marker();
@@ -1436,14 +1437,14 @@ async fn auto_fails_closed_probe() {
     if std::env::var_os("KLAW_TEST_BROKEN_BWRAP").is_none() {
         return; // only meaningful when started by `auto_fails_closed_when_no_sandbox_works`
     }
-    let why = klaw_sandbox::describe(SandboxMode::Bwrap.into(), Some(helper())).unwrap_err();
+    let why = klaw_sandbox::describe(SandboxMode::Bwrap, Some(helper())).unwrap_err();
     assert!(
         why.contains("No permissions to create new namespace"),
         "{why}"
     );
     // bwrap broken, helper working: auto falls back to Landlock and says so.
-    if klaw_sandbox::describe(SandboxMode::Landlock.into(), Some(helper())).is_ok() {
-        let fallback = klaw_sandbox::describe(SandboxMode::Auto.into(), Some(helper())).unwrap();
+    if klaw_sandbox::describe(SandboxMode::Landlock, Some(helper())).is_ok() {
+        let fallback = klaw_sandbox::describe(SandboxMode::Auto, Some(helper())).unwrap();
         assert!(
             fallback
                 .starts_with("landlock + seccomp (bwrap does not work here: bwrap: No permissions"),
@@ -1456,11 +1457,7 @@ async fn auto_fails_closed_probe() {
         eprintln!("skipping the fallback check: Landlock does not work here");
     }
     // bwrap broken and the helper broken: nothing runs.
-    let mut limits = Limits::default();
-    limits.sandbox = SandboxMode::Auto;
-    let kit = Kit::with_limits(limits, Settings::default())
-        .unwrap()
-        .with_context(|b| b.service(SandboxHelper::new("/bin/true")));
+    let kit = kit_for(ShellSettings::default(), "/bin/true");
     let e = exec(&kit, json!({"command": "echo hi"})).await.unwrap_err();
     assert_eq!(e.kind(), &klaw_tools::ErrorKind::Unavailable, "{e:?}");
     assert!(

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::FilesSettings;
 use super::{delete, list, read, write};
 use crate::{Limits, ToolError, ToolOutput, ToolSchema, Workspace, tool};
 
@@ -29,6 +30,7 @@ pub enum Operation {
 pub async fn file(
     ws: Workspace,
     limits: Limits,
+    #[ctx] files: FilesSettings,
     /// Операция: read_file, write_file, list_dir или delete_file
     #[arg(description_en = "Operation: read_file, write_file, list_dir or delete_file")]
     operation: Operation,
@@ -47,7 +49,7 @@ pub async fn file(
             })?;
             json(write::file_write(ws, limits, path, content, write::WriteMode::Overwrite).await?)?
         }
-        Operation::ListDir => json(list::file_list(ws, limits, path, false).await?)?,
+        Operation::ListDir => json(list::file_list(ws, files, path, false).await?)?,
         Operation::DeleteFile => json(delete::file_delete(ws, path).await?)?,
     };
     Ok(out)

@@ -6,8 +6,9 @@ use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, PermissionsExt};
 use serde::{Deserialize, Serialize};
 
+use super::FilesSettings;
 use super::confine::{Confined, blocking, confine, special_kind};
-use crate::{Limits, ToolError, ToolSchema, Workspace, tool};
+use crate::{ToolError, ToolSchema, Workspace, tool};
 
 /// Deepest recursion `file_list` descends to.
 const MAX_DEPTH: usize = 64;
@@ -76,7 +77,7 @@ pub struct Listing {
 )]
 pub async fn file_list(
     ws: Workspace,
-    limits: Limits,
+    #[ctx] files: FilesSettings,
     /// Путь папки относительно рабочей области («.» — корень)
     #[arg(description_en = "Path of the directory, relative to the workspace (\".\" is the root)")]
     path: String,
@@ -85,7 +86,7 @@ pub async fn file_list(
     recursive: bool,
 ) -> Result<Listing, ToolError> {
     let c = confine(&ws, &path)?;
-    let cap = limits.max_list_entries;
+    let cap = files.max_list_entries;
     blocking(move || list(&c, recursive, cap)).await
 }
 

@@ -13,6 +13,7 @@ mod edit;
 mod legacy;
 mod list;
 mod read;
+mod settings;
 mod write;
 
 pub use delete::{FileDeleted, file_delete};
@@ -20,4 +21,5 @@ pub use edit::{FileEdited, file_edit};
 pub use legacy::{Operation, file};
 pub use list::{Entry, EntryType, Listing, file_list};
 pub use read::{FileRead, file_read};
+pub use settings::FilesSettings;
 pub use write::{FileWritten, WriteMode, file_write};

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::run::{self, CommandLine, Job};
+use super::settings::ShellSettings;
 use crate::{ToolContext, ToolError, ToolSchema, tool};
 
 /// The answer of `exec`.
@@ -67,8 +68,8 @@ pub async fn exec(
 ) -> Result<ExecResult, ToolError> {
     command.check_deny()?;
     let argv = command.argv()?;
-    let limits = ctx.limits();
-    let limit = clamp_timeout(timeout, limits.exec_timeout, limits.exec_max_timeout);
+    let shell = ShellSettings::of(&ctx);
+    let limit = clamp_timeout(timeout, shell.timeout, shell.max_timeout);
     let cwd = run::resolve_dir(ctx.workspace(), working_dir.as_deref())?;
     let backend = run::backend(&ctx).await?;
     let started = Instant::now();

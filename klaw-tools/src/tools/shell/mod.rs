@@ -2,7 +2,7 @@
 //!
 //! Every command runs in the workspace with a time limit that ends its whole process
 //! tree, output kept in bounded tail buffers, empty stdin, a cleared environment, and an
-//! OS sandbox chosen by [`Limits::sandbox`](crate::Limits): bubblewrap where it works,
+//! OS sandbox chosen by [`ShellSettings::sandbox`]: bubblewrap where it works,
 //! else Landlock + seccomp applied by a re-executed helper (the crate `klaw-sandbox`). A
 //! deny-list of obviously destructive commands answers first; the sandbox is the
 //! boundary. See `doc/tools/shell.md` and the "Shell" section of `doc/security.md`.
@@ -13,8 +13,10 @@ mod output;
 mod process;
 mod run;
 mod sandbox;
+mod settings;
 
 pub use exec::{ExecResult, exec};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};
 pub use run::CommandLine;
 pub use sandbox::SandboxHelper;
+pub use settings::{SandboxMode, ShellSettings};

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::output::{self, SharedTail};
 use super::run::{self, CommandLine, Job};
+use super::settings::ShellSettings;
 use crate::{ToolContext, ToolError, ToolSchema, tool};
 
 /// What `process` does.
@@ -353,7 +354,7 @@ async fn start(
     command.check_deny()?;
     let argv = command.argv()?;
     let cwd = run::resolve_dir(ctx.workspace(), working_dir)?;
-    let max = ctx.limits().max_processes;
+    let max = ShellSettings::of(ctx).max_processes;
     if table.running() >= max {
         return Err(too_many(max));
     }

@@ -16,6 +16,7 @@ use super::output::{self, SharedTail};
 use klaw_sandbox::{Backend, DEFAULT_PATH, Policy};
 
 use super::sandbox::{self, SandboxHelper};
+use super::settings::ShellSettings;
 use crate::schema::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
 
@@ -230,7 +231,7 @@ pub(crate) struct Exit {
 
 /// Chooses the sandbox for this context, off the async threads (the first call probes).
 pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
-    let mode = klaw_sandbox::Mode::from(ctx.limits().sandbox);
+    let mode = ShellSettings::of(ctx).sandbox;
     let helper = SandboxHelper::for_context(ctx);
     tokio::task::spawn_blocking(move || klaw_sandbox::select(mode, helper.as_deref()))
         .await
@@ -247,7 +248,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         workspace,
         cwd: job.cwd.clone(),
         hidden,
-        network: ctx.limits().network,
+        network: ShellSettings::of(ctx).network,
     };
     let tmp = match backend {
         Backend::Bwrap(_) => None,
@@ -320,7 +321,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     })?;
     let lifeline = child.stdin.take();
     let pid = child.id().and_then(|p| i32::try_from(p).ok());
-    let cap = ctx.limits().exec_max_output_bytes;
+    let cap = ShellSettings::of(ctx).max_output_bytes;
     let stdout = output::shared(cap);
     let stderr = output::shared(cap);
     let mut readers = Vec::new();

@@ -49,14 +49,3 @@ pub(crate) fn tool_error(e: klaw_sandbox::Error) -> ToolError {
         e => ToolError::failed(e.to_string()),
     }
 }
-
-impl From<crate::SandboxMode> for klaw_sandbox::Mode {
-    fn from(m: crate::SandboxMode) -> Self {
-        match m {
-            crate::SandboxMode::Auto => klaw_sandbox::Mode::Auto,
-            crate::SandboxMode::Bwrap => klaw_sandbox::Mode::Bwrap,
-            crate::SandboxMode::Landlock => klaw_sandbox::Mode::Landlock,
-            crate::SandboxMode::Off => klaw_sandbox::Mode::Off,
-        }
-    }
-}
