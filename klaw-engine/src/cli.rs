@@ -44,7 +44,11 @@ pub enum Command {
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
     /// Print the effective configuration (every key, with defaults and overrides applied).
-    Config,
+    Config {
+        /// Print every key instead (as JSON): its variable, type, default and meaning.
+        #[arg(long)]
+        keys: bool,
+    },
     /// Import text into memory, or search it.
     #[cfg(feature = "memory")]
     Memory {
@@ -111,7 +115,11 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
     };
     match cli.command {
         Some(Command::Doctor) => doctor(),
-        Some(Command::Config) => with_config(|config| {
+        Some(Command::Config { keys: true }) => {
+            out(&pretty(&serde_json::json!(crate::EngineConfig::keys())));
+            ExitCode::SUCCESS
+        }
+        Some(Command::Config { keys: false }) => with_config(|config| {
             out(&pretty(&config.effective()));
             ExitCode::SUCCESS
         }),

@@ -7,49 +7,90 @@ use std::time::Duration;
 use klaw_tools::tools::files::FilesSettings;
 use klaw_tools::tools::shell::{SandboxMode, ShellSettings};
 use klaw_tools::{Lang, Limits, Settings};
-use serde::{Deserialize, Serialize};
 
-/// The engine's configuration, as read from `engine.json`. Every key is optional.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct EngineConfig {
-    /// The agent's workspace directory (`KLAW_WORKSPACE`).
-    /// Default: `$XDG_DATA_HOME/klaw/workspace`.
-    pub workspace: Option<PathBuf>,
-    /// The data directory: databases, core memory, models (`KLAW_DATA`).
-    /// Default: `$XDG_DATA_HOME/klaw`.
-    pub data_dir: Option<PathBuf>,
-    /// IANA time zone of the user (`KLAW_TIMEZONE`). Default: the system's zone, else UTC.
-    pub timezone: Option<String>,
-    /// Language of tool descriptions sent to models: `ru` or `en` (`KLAW_LANGUAGE`).
-    pub language: Lang,
-    /// Largest file a tool may write, in bytes (`KLAW_MAX_FILE_SIZE_BYTES`).
-    pub max_file_size_bytes: u64,
-    /// Most consecutive rounds of tool calls in one agent turn (`KLAW_MAX_TOOL_CALL_ROUNDS`).
-    pub max_tool_call_rounds: u32,
-    /// Time limit of a tool that declares none, in seconds (`KLAW_TOOL_TIMEOUT_SECONDS`).
-    pub tool_timeout_seconds: u64,
-    /// Most bytes `file_read` returns in one call (`KLAW_MAX_READ_BYTES`).
-    pub max_read_bytes: u64,
-    /// Most entries `file_list` returns (`KLAW_MAX_LIST_ENTRIES`).
-    pub max_list_entries: usize,
-    /// Time limit of a shell command that asks for none, in seconds (`KLAW_EXEC_TIMEOUT_SECONDS`).
-    pub exec_timeout_seconds: u64,
-    /// Largest time limit a shell command may ask for, in seconds (`KLAW_EXEC_MAX_TIMEOUT_SECONDS`).
-    pub exec_max_timeout_seconds: u64,
-    /// Most bytes kept of each output stream of a command (`KLAW_EXEC_MAX_OUTPUT_BYTES`).
-    pub exec_max_output_bytes: usize,
-    /// Most background processes at once (`KLAW_MAX_PROCESSES`).
-    pub max_processes: usize,
-    /// OS sandbox of shell commands: `auto`, `bwrap`, `landlock` or `off` (`KLAW_SANDBOX`).
-    pub sandbox: SandboxMode,
-    /// Whether shell commands may use the network (`KLAW_NETWORK`).
-    pub network: bool,
-    /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a `tracing` directive
-    /// such as `klaw::tools=debug`) (`KLAW_LOG_LEVEL`).
-    pub log_level: String,
-    /// Memory: the embedding model, its runtime, search weights and chunking.
-    pub memory: MemorySection,
+pub mod keys;
+
+pub use keys::KeyDoc;
+use keys::{Section, at_least, at_least_if_set, section};
+
+section! {
+    /// The engine's configuration, as read from `engine.json`. Every key is optional;
+    /// each is declared once below (see [`keys`]), which gives its default, variable,
+    /// checks and the documentation's row.
+    pub struct EngineConfig {
+        keys {
+            /// The agent's workspace directory (its files, workspace skills).
+            workspace: Option<PathBuf> = None;
+                key "workspace", env "KLAW_WORKSPACE", type "string (path) or `null`",
+                shown "`<dataDir>/workspace`";
+            /// The data directory (databases, core memory, models, system skills).
+            data_dir: Option<PathBuf> = None;
+                key "dataDir", env "KLAW_DATA", type "string (path) or `null`",
+                shown "`$XDG_DATA_HOME/klaw`, else `~/.local/share/klaw`";
+            /// The user's time zone; `current_time` uses it when no zone is given.
+            timezone: Option<String> = None;
+                key "timezone", env "KLAW_TIMEZONE", type "string (IANA name) or `null`",
+                shown "`TZ`, else the system's zone, else `UTC`";
+            /// Language of tool descriptions sent to models.
+            language: Lang = Lang::Ru;
+                key "language", env "KLAW_LANGUAGE", type "`\"ru\"` or `\"en\"`";
+            /// Largest file a tool may write, in bytes.
+            max_file_size_bytes: u64 = Limits::default().max_file_size_bytes;
+                key "maxFileSizeBytes", env "KLAW_MAX_FILE_SIZE_BYTES",
+                type "integer, 1 to 2^64−1", shown "`1048576` (1 MiB)", check at_least(1);
+            /// Most consecutive rounds of tool calls in one agent turn.
+            max_tool_call_rounds: u32 = 10;
+                key "maxToolCallRounds", env "KLAW_MAX_TOOL_CALL_ROUNDS",
+                type "integer, 1 to 4294967295", check at_least(1);
+            /// Time limit, in seconds, of a tool that declares no timeout of its own.
+            tool_timeout_seconds: u64 = Limits::default().tool_timeout.as_secs();
+                key "toolTimeoutSeconds", env "KLAW_TOOL_TIMEOUT_SECONDS",
+                type "integer, 1 to 2^64−1", check at_least(1);
+            /// Most bytes returned by one read. Used by the file tools.
+            max_read_bytes: u64 = Limits::default().max_read_bytes;
+                key "maxReadBytes", env "KLAW_MAX_READ_BYTES", type "integer, 1 to 2^64−1",
+                shown "`262144` (256 KiB)", check at_least(1);
+            /// Most entries returned by one directory listing. Used by the file tools.
+            max_list_entries: usize = FilesSettings::default().max_list_entries;
+                key "maxListEntries", env "KLAW_MAX_LIST_ENTRIES", type "integer ≥ 1",
+                check at_least(1);
+            /// Time limit, in seconds, of a shell command that asks for none. Used by the
+            /// shell tools.
+            exec_timeout_seconds: u64 = ShellSettings::default().timeout.as_secs();
+                key "execTimeoutSeconds", env "KLAW_EXEC_TIMEOUT_SECONDS",
+                type "integer, 1 to `execMaxTimeoutSeconds`", check within_max_timeout;
+            /// Largest time limit, in seconds, a shell command may ask for. Used by the
+            /// shell tools.
+            exec_max_timeout_seconds: u64 = ShellSettings::default().max_timeout.as_secs();
+                key "execMaxTimeoutSeconds", env "KLAW_EXEC_MAX_TIMEOUT_SECONDS",
+                type "integer, 1 to 2^64−1", check at_least(1);
+            /// Most bytes kept of each output stream of a command. Used by the shell tools.
+            exec_max_output_bytes: usize = ShellSettings::default().max_output_bytes;
+                key "execMaxOutputBytes", env "KLAW_EXEC_MAX_OUTPUT_BYTES",
+                type "integer ≥ 1", shown "`65536` (64 KiB)", check at_least(1);
+            /// Most background processes at once. Used by the shell tools.
+            max_processes: usize = ShellSettings::default().max_processes;
+                key "maxProcesses", env "KLAW_MAX_PROCESSES", type "integer ≥ 1",
+                check at_least(1);
+            /// Which OS sandbox shell commands run in. Used by the shell tools.
+            sandbox: SandboxMode = ShellSettings::default().sandbox;
+                key "sandbox", env "KLAW_SANDBOX",
+                type "`\"auto\"`, `\"bwrap\"`, `\"landlock\"` or `\"off\"`";
+            /// Whether shell commands may use the network. Used by the shell tools.
+            network: bool = ShellSettings::default().network;
+                key "network", env "KLAW_NETWORK", type "`true` or `false`";
+            /// Log filter: a level (`off`, `error`, `warn`, `info`, `debug`, `trace`), or
+            /// `target=level` directives such as `info,klaw::tools=debug`.
+            log_level: String = "warn".into();
+                key "logLevel", env "KLAW_LOG_LEVEL", type "string (log filter)",
+                check valid_log_filter;
+        }
+        sections {
+            /// Memory: the embedding model, its runtime, search weights, chunking (see
+            /// [The `memory` section](#the-memory-section)).
+            memory: MemorySection; key "memory";
+        }
+    }
 }
 
 /// The model `make setup` installs and memory uses unless `memory.model` says otherwise.
@@ -57,81 +98,136 @@ pub const DEFAULT_MEMORY_MODEL: &str = "multilingual-e5-small";
 /// The ONNX Runtime library `make setup` installs, under `<cache>/onnxruntime/`.
 pub const DEFAULT_RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
 
-/// The `memory` section of `engine.json`. Every key is optional.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct MemorySection {
-    /// The embedding model: a name under `$KLAW_CACHE/models/` (`multilingual-e5-small`,
-    /// `all-minilm-l6-v2`) or the path of a model directory, told apart by a `/` or a
-    /// leading `~` or `.` (`KLAW_MEMORY_MODEL`). Default: `multilingual-e5-small`.
-    pub model: String,
-    /// The ONNX Runtime shared library (`KLAW_MEMORY_RUNTIME_LIBRARY`).
-    /// Default: `$KLAW_CACHE/onnxruntime/libonnxruntime.so.1.31.1`.
-    pub runtime_library: Option<PathBuf>,
-    /// ONNX Runtime intra-op threads (`KLAW_MEMORY_THREADS`). Default: one per core.
-    pub threads: Option<usize>,
-    /// Hybrid search: the weight of each side in the rank fusion.
-    pub weights: MemoryWeights,
-    /// Token budget of a chunk of saved text (`KLAW_MEMORY_CHUNK_TOKENS`).
-    pub chunk_tokens: usize,
-    /// Tokens a chunk repeats from the previous paragraph; less than half of
-    /// `chunkTokens` (`KLAW_MEMORY_CHUNK_OVERLAP`).
-    pub chunk_overlap: usize,
-}
-
-impl Default for MemorySection {
-    fn default() -> Self {
-        Self {
-            model: DEFAULT_MEMORY_MODEL.into(),
-            runtime_library: None,
-            threads: None,
-            weights: MemoryWeights::default(),
-            chunk_tokens: 256,
-            chunk_overlap: 32,
+section! {
+    /// The `memory` section of `engine.json`. Every key is optional. (The defaults of
+    /// chunking and weights are memory's own; a test checks that they agree.)
+    pub struct MemorySection {
+        keys {
+            /// A name is a directory under `<cache>/models/`: `multilingual-e5-small` (the
+            /// default, ~100 languages) or `all-minilm-l6-v2` (light, English only). A value
+            /// with a `/`, or starting with `~` or `.`, is the path of a model directory
+            /// (`model.onnx`, `tokenizer.json`, `klaw-model.json`).
+            model: String = DEFAULT_MEMORY_MODEL.into();
+                key "model", env "KLAW_MEMORY_MODEL",
+                type "string: a model name or a directory path", check model_named;
+            /// The ONNX Runtime shared library (version 1.31; `ort` 2.0.0-rc.15 is built
+            /// for it).
+            runtime_library: Option<PathBuf> = None;
+                key "runtimeLibrary", env "KLAW_MEMORY_RUNTIME_LIBRARY",
+                type "string (path) or `null`",
+                shown "`<cache>/onnxruntime/libonnxruntime.so.1.31.1`";
+            /// ONNX Runtime intra-op threads for the model (inter-op: 1; threads do not
+            /// spin while idle).
+            threads: Option<usize> = None;
+                key "threads", env "KLAW_MEMORY_THREADS", type "integer ≥ 1, or `null`",
+                shown "one per core", check at_least_if_set(1);
+            /// Token budget of a chunk when saved text is cut up (tokens estimated as
+            /// characters / 4).
+            chunk_tokens: usize = 256;
+                key "chunkTokens", env "KLAW_MEMORY_CHUNK_TOKENS", type "integer ≥ 8",
+                check at_least(8);
+            /// Tokens a chunk repeats from the end of the previous paragraph.
+            chunk_overlap: usize = 32;
+                key "chunkOverlap", env "KLAW_MEMORY_CHUNK_OVERLAP",
+                type "integer, 0 to less than `chunkTokens / 2`", check overlap_below_half;
+        }
+        sections {
+            /// Hybrid search: how much each side counts in the rank fusion.
+            weights: MemoryWeights; key "weights";
         }
     }
 }
 
-/// `memory.weights`: how much each side of a hybrid search counts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MemoryWeights {
-    /// The full-text side (`KLAW_MEMORY_TEXT_WEIGHT`). Default: 1.0.
-    pub text: f64,
-    /// The vector side (`KLAW_MEMORY_VECTOR_WEIGHT`). Default: 1.0.
-    pub vector: f64,
-}
-
-impl Default for MemoryWeights {
-    fn default() -> Self {
-        Self {
-            text: 1.0,
-            vector: 1.0,
+section! {
+    /// `memory.weights`: how much each side of a hybrid search counts.
+    pub struct MemoryWeights {
+        keys {
+            /// Weight of the full-text side in a hybrid search (Reciprocal Rank Fusion).
+            text: f64 = 1.0;
+                key "text", env "KLAW_MEMORY_TEXT_WEIGHT", type "number > 0",
+                check positive_weight;
+            /// Weight of the vector side in a hybrid search.
+            vector: f64 = 1.0;
+                key "vector", env "KLAW_MEMORY_VECTOR_WEIGHT", type "number > 0",
+                check positive_weight;
         }
     }
 }
 
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            workspace: None,
-            data_dir: None,
-            timezone: None,
-            language: Lang::Ru,
-            max_file_size_bytes: 1_048_576,
-            max_tool_call_rounds: 10,
-            tool_timeout_seconds: 120,
-            max_read_bytes: 262_144,
-            max_list_entries: 1000,
-            exec_timeout_seconds: 60,
-            exec_max_timeout_seconds: 300,
-            exec_max_output_bytes: 65_536,
-            max_processes: 8,
-            sandbox: SandboxMode::Auto,
-            network: false,
-            log_level: "warn".into(),
-            memory: MemorySection::default(),
-        }
+impl Copy for MemoryWeights {}
+
+/// `execTimeoutSeconds`: at least 1 and at most `execMaxTimeoutSeconds`.
+fn within_max_timeout(v: &u64, c: &EngineConfig) -> Result<(), String> {
+    at_least(1)(v, c)?;
+    if *v > c.exec_max_timeout_seconds {
+        return Err(format!(
+            "{v} is above execMaxTimeoutSeconds ({})",
+            c.exec_max_timeout_seconds
+        ));
+    }
+    Ok(())
+}
+
+/// `logLevel`: a level name, or `tracing` directives (`target=level`, comma-separated).
+fn valid_log_filter(filter: &str, _: &EngineConfig) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let valid = !filter.trim().is_empty()
+        && filter.split(',').all(|d| {
+            let level = d.rsplit('=').next().unwrap_or(d).trim();
+            LEVELS.contains(&level.to_ascii_lowercase().as_str())
+        })
+        && tracing_subscriber::EnvFilter::try_new(filter).is_ok();
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{filter:?} is not a log filter; use error, warn, info, debug or trace"
+        ))
+    }
+}
+
+/// `memory.model`: not empty.
+fn model_named(model: &str, _: &MemorySection) -> Result<(), String> {
+    if model.trim().is_empty() {
+        return Err(
+            "must name a model (such as multilingual-e5-small or all-minilm-l6-v2) \
+                    or a model directory"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// `memory.chunkOverlap`: less than half of `memory.chunkTokens`.
+fn overlap_below_half(overlap: &usize, m: &MemorySection) -> Result<(), String> {
+    if *overlap >= m.chunk_tokens / 2 {
+        return Err(format!(
+            "{overlap} must be less than half of memory.chunkTokens ({})",
+            m.chunk_tokens
+        ));
+    }
+    Ok(())
+}
+
+/// A weight of hybrid search: finite and above 0.
+fn positive_weight(w: &f64, _: &MemoryWeights) -> Result<(), String> {
+    if w.is_finite() && *w > 0.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{w} must be a number greater than 0 (to search one side only, use the search \
+             mode `text` or `vector`)"
+        ))
+    }
+}
+
+impl EngineConfig {
+    /// Every key of `engine.json` (and its sections), documented: the tables of
+    /// `doc/config/engine-json.md` and `klaw-engine config --keys`.
+    pub fn keys() -> Vec<KeyDoc> {
+        let mut out = Vec::new();
+        <Self as Section>::keys("", &mut out);
+        out
     }
 }
 
@@ -168,10 +264,12 @@ pub enum ConfigError {
         message: String,
     },
     /// A key has a value outside its range.
-    #[error("{key}: {message}")]
+    #[error("{key}{}: {message}", var.map(|v| format!(" (set by {v})")).unwrap_or_default())]
     Invalid {
-        /// The key, as in engine.json.
-        key: &'static str,
+        /// The key, as in engine.json (`memory.threads`).
+        key: String,
+        /// The environment variable that set the value, if one did.
+        var: Option<&'static str>,
         /// What is wrong.
         message: String,
     },
@@ -261,45 +359,8 @@ impl Config {
         source: ConfigSource,
         env: Env<'_>,
     ) -> Result<Self, ConfigError> {
-        apply_env(&mut raw, env)?;
-        if raw.max_file_size_bytes == 0 {
-            return Err(invalid("maxFileSizeBytes", "must be greater than 0"));
-        }
-        if raw.max_tool_call_rounds == 0 {
-            return Err(invalid("maxToolCallRounds", "must be at least 1"));
-        }
-        for (key, value) in [
-            ("toolTimeoutSeconds", raw.tool_timeout_seconds),
-            ("maxReadBytes", raw.max_read_bytes),
-            ("maxListEntries", raw.max_list_entries as u64),
-            ("execTimeoutSeconds", raw.exec_timeout_seconds),
-            ("execMaxTimeoutSeconds", raw.exec_max_timeout_seconds),
-            ("execMaxOutputBytes", raw.exec_max_output_bytes as u64),
-            ("maxProcesses", raw.max_processes as u64),
-        ] {
-            if value == 0 {
-                return Err(invalid(key, "must be at least 1"));
-            }
-        }
-        if raw.exec_timeout_seconds > raw.exec_max_timeout_seconds {
-            return Err(invalid(
-                "execTimeoutSeconds",
-                &format!(
-                    "{} is above execMaxTimeoutSeconds ({})",
-                    raw.exec_timeout_seconds, raw.exec_max_timeout_seconds
-                ),
-            ));
-        }
-        check_memory(&raw.memory)?;
-        if !valid_log_filter(&raw.log_level) {
-            return Err(invalid(
-                "logLevel",
-                &format!(
-                    "{:?} is not a log filter; use error, warn, info, debug or trace",
-                    raw.log_level
-                ),
-            ));
-        }
+        raw.apply_env(env)?;
+        raw.check("", env)?;
         let base = match &source {
             ConfigSource::File(f) => f.parent().map(Path::to_path_buf),
             ConfigSource::Defaults(_) => None,
@@ -322,7 +383,7 @@ impl Config {
             Some(w) => dir(w, "KLAW_WORKSPACE"),
             None => data_dir.join("workspace"),
         };
-        check_data_dir_outside(&data_dir, &workspace)?;
+        check_data_dir_outside(&data_dir, &workspace, env)?;
         let timezone = match &raw.timezone {
             Some(tz) => match klaw_tools::tools::utilities::time_zone(tz) {
                 Ok(zone) => zone.iana_name().unwrap_or(tz).to_owned(),
@@ -337,7 +398,7 @@ impl Config {
             },
             None => system_timezone(env),
         };
-        let cache = cache_dir(env);
+        let cache = klaw_tools::cache_dir_from(env);
         let m = &raw.memory;
         let memory_model_dir = if is_path(&m.model) {
             Some(dir(Path::new(&m.model), "KLAW_MEMORY_MODEL"))
@@ -447,73 +508,15 @@ pub fn parse(path: &Path, text: &str) -> Result<EngineConfig, ConfigError> {
     })
 }
 
-/// A level name, or `tracing` directives (`target=level`, comma-separated).
-fn valid_log_filter(filter: &str) -> bool {
-    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
-    !filter.trim().is_empty()
-        && filter.split(',').all(|d| {
-            let level = d.rsplit('=').next().unwrap_or(d).trim();
-            LEVELS.contains(&level.to_ascii_lowercase().as_str())
-        })
-        && tracing_subscriber::EnvFilter::try_new(filter).is_ok()
-}
-
-/// The ranges of the `memory` keys.
-fn check_memory(m: &MemorySection) -> Result<(), ConfigError> {
-    if m.model.trim().is_empty() {
-        return Err(invalid(
-            "memory.model",
-            "must name a model (such as multilingual-e5-small or all-minilm-l6-v2) or a model directory",
-        ));
-    }
-    if m.threads == Some(0) {
-        return Err(invalid("memory.threads", "must be at least 1"));
-    }
-    for (key, w) in [
-        ("memory.weights.text", m.weights.text),
-        ("memory.weights.vector", m.weights.vector),
-    ] {
-        if !(w.is_finite() && w > 0.0) {
-            return Err(invalid(
-                key,
-                &format!(
-                    "{w} must be a number greater than 0 (to search one side only, \
-                     use the search mode `text` or `vector`)"
-                ),
-            ));
-        }
-    }
-    if m.chunk_tokens < 8 {
-        return Err(invalid("memory.chunkTokens", "must be at least 8"));
-    }
-    if m.chunk_overlap >= m.chunk_tokens / 2 {
-        return Err(invalid(
-            "memory.chunkOverlap",
-            &format!(
-                "{} must be less than half of memory.chunkTokens ({})",
-                m.chunk_overlap, m.chunk_tokens
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// A `memory.model` that is a path rather than a name under `<cache>/models/`.
 fn is_path(model: &str) -> bool {
     model.contains('/') || model.starts_with('~') || model.starts_with('.')
 }
 
-/// `$KLAW_CACHE`, else `~/.cache/klaw` (what `make setup` fills).
-fn cache_dir(env: Env<'_>) -> Option<PathBuf> {
-    match env("KLAW_CACHE") {
-        Some(c) => Some(absolute(&expand_home(Path::new(&c), env))),
-        None => env("HOME").map(|h| PathBuf::from(h).join(".cache").join("klaw")),
-    }
-}
-
-fn invalid(key: &'static str, message: &str) -> ConfigError {
+fn invalid(key: &str, message: &str) -> ConfigError {
     ConfigError::Invalid {
-        key,
+        key: key.to_owned(),
+        var: None,
         message: message.to_owned(),
     }
 }
@@ -523,7 +526,11 @@ fn invalid(key: &'static str, message: &str) -> ConfigError {
 /// memory database, core memory, secrets) out of their reach. The default layout, the
 /// workspace inside the data dir, is fine. Checked on the paths as given and, where
 /// both exist, on the real ones (symlinks resolved).
-fn check_data_dir_outside(data_dir: &Path, workspace: &Path) -> Result<(), ConfigError> {
+fn check_data_dir_outside(
+    data_dir: &Path,
+    workspace: &Path,
+    env: Env<'_>,
+) -> Result<(), ConfigError> {
     // `..` taken lexically first: `/w/../d` is not inside `/w`.
     let nested = |d: &Path, w: &Path| lexical(d).starts_with(lexical(w));
     let real = std::fs::canonicalize(data_dir)
@@ -531,7 +538,11 @@ fn check_data_dir_outside(data_dir: &Path, workspace: &Path) -> Result<(), Confi
         .zip(std::fs::canonicalize(workspace).ok());
     if nested(data_dir, workspace) || real.is_some_and(|(d, w)| nested(&d, &w)) {
         return Err(ConfigError::Invalid {
-            key: "dataDir",
+            key: "dataDir".into(),
+            // The variable that placed one inside the other, if any.
+            var: ["KLAW_DATA", "KLAW_WORKSPACE"]
+                .into_iter()
+                .find(|v| env(v).is_some()),
             message: format!(
                 "the data dir {} is inside the workspace {}: shell commands can reach \
                  everything in the workspace, so keep the data dir outside it (the default \
@@ -602,133 +613,6 @@ fn system_timezone(env: Env<'_>) -> String {
         .ok()
         .and_then(|z| z.iana_name().map(str::to_owned))
         .unwrap_or_else(|| "UTC".into())
-}
-
-fn apply_env(raw: &mut EngineConfig, env: Env<'_>) -> Result<(), ConfigError> {
-    fn num<T: std::str::FromStr>(
-        env: Env<'_>,
-        var: &'static str,
-        slot: &mut T,
-    ) -> Result<(), ConfigError> {
-        if let Some(v) = env(var) {
-            *slot = v.trim().parse().map_err(|_| ConfigError::Env {
-                var,
-                value: v.clone(),
-                message: "expected a whole number".into(),
-            })?;
-        }
-        Ok(())
-    }
-    fn float(env: Env<'_>, var: &'static str, slot: &mut f64) -> Result<(), ConfigError> {
-        if let Some(v) = env(var) {
-            *slot = v.trim().parse().map_err(|_| ConfigError::Env {
-                var,
-                value: v.clone(),
-                message: "expected a number".into(),
-            })?;
-        }
-        Ok(())
-    }
-    if let Some(v) = env("KLAW_WORKSPACE") {
-        raw.workspace = Some(v.into());
-    }
-    if let Some(v) = env("KLAW_DATA") {
-        raw.data_dir = Some(v.into());
-    }
-    if let Some(v) = env("KLAW_TIMEZONE") {
-        raw.timezone = Some(v);
-    }
-    if let Some(v) = env("KLAW_LANGUAGE") {
-        raw.language = v.parse().map_err(|message| ConfigError::Env {
-            var: "KLAW_LANGUAGE",
-            value: v.clone(),
-            message,
-        })?;
-    }
-    if let Some(v) = env("KLAW_LOG_LEVEL") {
-        raw.log_level = v;
-    }
-    num(
-        env,
-        "KLAW_MAX_FILE_SIZE_BYTES",
-        &mut raw.max_file_size_bytes,
-    )?;
-    num(
-        env,
-        "KLAW_MAX_TOOL_CALL_ROUNDS",
-        &mut raw.max_tool_call_rounds,
-    )?;
-    num(
-        env,
-        "KLAW_TOOL_TIMEOUT_SECONDS",
-        &mut raw.tool_timeout_seconds,
-    )?;
-    num(env, "KLAW_MAX_READ_BYTES", &mut raw.max_read_bytes)?;
-    num(env, "KLAW_MAX_LIST_ENTRIES", &mut raw.max_list_entries)?;
-    num(
-        env,
-        "KLAW_EXEC_TIMEOUT_SECONDS",
-        &mut raw.exec_timeout_seconds,
-    )?;
-    num(
-        env,
-        "KLAW_EXEC_MAX_TIMEOUT_SECONDS",
-        &mut raw.exec_max_timeout_seconds,
-    )?;
-    num(
-        env,
-        "KLAW_EXEC_MAX_OUTPUT_BYTES",
-        &mut raw.exec_max_output_bytes,
-    )?;
-    num(env, "KLAW_MAX_PROCESSES", &mut raw.max_processes)?;
-    if let Some(v) = env("KLAW_MEMORY_MODEL") {
-        raw.memory.model = v;
-    }
-    if let Some(v) = env("KLAW_MEMORY_RUNTIME_LIBRARY") {
-        raw.memory.runtime_library = Some(v.into());
-    }
-    if env("KLAW_MEMORY_THREADS").is_some() {
-        let mut threads = 0;
-        num(env, "KLAW_MEMORY_THREADS", &mut threads)?;
-        raw.memory.threads = Some(threads);
-    }
-    float(env, "KLAW_MEMORY_TEXT_WEIGHT", &mut raw.memory.weights.text)?;
-    float(
-        env,
-        "KLAW_MEMORY_VECTOR_WEIGHT",
-        &mut raw.memory.weights.vector,
-    )?;
-    num(
-        env,
-        "KLAW_MEMORY_CHUNK_TOKENS",
-        &mut raw.memory.chunk_tokens,
-    )?;
-    num(
-        env,
-        "KLAW_MEMORY_CHUNK_OVERLAP",
-        &mut raw.memory.chunk_overlap,
-    )?;
-    if let Some(v) = env("KLAW_SANDBOX") {
-        raw.sandbox = v.parse().map_err(|message| ConfigError::Env {
-            var: "KLAW_SANDBOX",
-            value: v.clone(),
-            message,
-        })?;
-    }
-    if let Some(v) = env("KLAW_NETWORK") {
-        raw.network = match v.as_str() {
-            "1" | "true" | "yes" => true,
-            "0" | "false" | "no" => false,
-            _ => {
-                return Err(ConfigError::Env {
-                    var: "KLAW_NETWORK",
-                    value: v.clone(),
-                    message: "expected true or false".into(),
-                });
-            }
-        };
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1145,7 +1029,10 @@ mod tests {
         );
         let e = env(&[("HOME", "/h"), ("KLAW_MEMORY_THREADS", "0")]);
         let err = resolve_defaults(&e).unwrap_err().to_string();
-        assert_eq!(err, "memory.threads: must be at least 1");
+        assert_eq!(
+            err,
+            "memory.threads (set by KLAW_MEMORY_THREADS): must be at least 1"
+        );
     }
 
     #[cfg(feature = "memory")]
@@ -1160,6 +1047,78 @@ mod tests {
         assert_eq!(m.model_dir, c.memory_model_dir);
         assert_eq!(m.runtime_library, c.memory_runtime_library);
         assert_eq!(m.threads, Some(c.memory_threads));
+    }
+
+    /// The tables of `doc/config/engine-json.md` are the declarations; regenerate them
+    /// with `KLAW_UPDATE_DOCS=1 cargo test -p klaw-engine --lib config` and read the diff.
+    #[test]
+    fn the_doc_tables_are_the_declarations() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../doc/config/engine-json.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let tables = keys::doc_tables(&EngineConfig::keys());
+        for (name, _) in &tables {
+            let marker = format!("<!-- generated: keys {name} -->");
+            assert!(doc.contains(&marker), "{} lacks {marker}", path.display());
+        }
+        let want = keys::with_tables(&doc, &tables);
+        if std::env::var_os("KLAW_UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+            return;
+        }
+        assert!(
+            doc == want,
+            "{} differs from the keys declared in config.rs; run \
+             KLAW_UPDATE_DOCS=1 cargo test -p klaw-engine --lib config, then read the diff",
+            path.display()
+        );
+    }
+
+    /// The doc's full example sets every key, and `klaw-engine config` prints it back
+    /// exactly (same keys, same order).
+    #[test]
+    fn the_full_example_is_printed_back() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../doc/config/engine-json.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let example = doc.split("## A full example").nth(1).unwrap();
+        let json = example.split("```json\n").nth(1).unwrap();
+        let json = json.split("```").next().unwrap();
+        let raw = parse(&path, json).unwrap();
+        let c = Config::resolve(raw, ConfigSource::File(path), &env(&[("HOME", "/h")])).unwrap();
+        let printed = serde_json::to_string_pretty(&c.effective()).unwrap();
+        assert_eq!(printed.trim(), json.trim());
+        let declared = EngineConfig::keys().len();
+        let leaves = json.matches("\": ").count();
+        assert_eq!(leaves, declared, "the example sets every key and section");
+    }
+
+    /// Every declared key is in `klaw-engine config`'s output, every variable belongs to
+    /// one key, and every variable is read.
+    #[test]
+    fn every_key_is_in_the_effective_config_with_its_own_variable() {
+        let keys = EngineConfig::keys();
+        let c = resolve_defaults(&env(&[("HOME", "/h")])).unwrap();
+        let effective = c.effective();
+        let mut vars = std::collections::HashSet::new();
+        for k in &keys {
+            let mut v = &effective;
+            for part in k.key.split('.') {
+                v = v
+                    .get(part)
+                    .unwrap_or_else(|| panic!("{} is not in {effective}", k.key));
+            }
+            if let Some(var) = k.env {
+                assert!(vars.insert(var), "{var} is declared twice");
+                assert!(var.starts_with("KLAW_"), "{var}");
+            }
+        }
+        // A variable set to a value of the wrong type is refused by name: it was read.
+        for var in vars {
+            let pairs = [("HOME", "/h"), (var, "\u{1}not a value\u{1}")];
+            let e = env(&pairs);
+            if let Err(err) = resolve_defaults(&e) {
+                assert!(err.to_string().contains(var), "{var}: {err}");
+            }
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@
 
 extern crate self as klaw_tools;
 
+mod cache;
 mod context;
 mod error;
 mod events;
@@ -43,6 +44,7 @@ pub mod testing;
 
 pub mod tools;
 
+pub use cache::{cache_dir, cache_dir_from};
 pub use context::{
     Caller, Cancel, DataDir, FromToolContext, Limits, Settings, State, ToolContext,
     ToolContextBuilder, Workspace,
