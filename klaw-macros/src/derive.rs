@@ -122,7 +122,7 @@ fn skip_rest(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
 
 /// Generates `impl ToolSchema for T`.
 pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
-    let mut cx = Ctxt::default();
+    let mut cx = Ctxt::new();
     let container = serde_attrs(&mut cx, &input.attrs, Level::Type);
     if !input.generics.params.is_empty() {
         cx.error_spanned_by(

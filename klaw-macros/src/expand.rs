@@ -13,8 +13,6 @@ use crate::krate;
 /// Entry point of `#[tool]`: the function as written (minus parameter attributes)
 /// plus its registration, or the function plus every error found.
 pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let mut cx = Ctxt::default();
-    let attr = tool_attr(&mut cx, attr);
     let item_fn: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
@@ -23,6 +21,8 @@ pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#item #err);
         }
     };
+    let mut cx = Ctxt::new();
+    let attr = tool_attr(&mut cx, attr);
     let stripped = strip_param_attrs(item_fn.clone());
     let view = ToolFn::from_syn(&mut cx, &attr, &item_fn);
     match (cx.check(), view) {
