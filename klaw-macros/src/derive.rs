@@ -4,8 +4,9 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Fields, LitStr};
+use syn::{Data, DeriveInput, Fields};
 
+use crate::attr::{closest, lit_str, skip_value, string_value, unknown_key_expecting};
 use crate::ctxt::Ctxt;
 use crate::krate;
 use crate::names::{doc_text, rename};
@@ -29,6 +30,9 @@ enum Level {
     Member,
 }
 
+/// The keys of `#[schema(...)]`, for suggestions.
+const SCHEMA_KEYS: &str = "description_en, crate";
+
 fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAttrs {
     let mut out = SerdeAttrs::default();
     for attr in attrs {
@@ -48,46 +52,58 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
                 // serde's own derive, which a `#[serde]` attribute needs; saying it
                 // twice would only add noise.
                 (false, "rename") if meta.input.peek(syn::Token![=]) => {
-                    out.rename = string_expr(meta.value()?.parse()?);
+                    out.rename = lit_str(&meta.value()?.parse()?).map(|s| s.value());
                 }
                 (false, "rename_all") if meta.input.peek(syn::Token![=]) => {
-                    out.rename_all = string_expr(meta.value()?.parse()?);
+                    out.rename_all = lit_str(&meta.value()?.parse()?).map(|s| s.value());
                 }
                 (false, "default") => {
                     out.default = true;
-                    skip_rest(&meta)?;
+                    skip_value(&meta)?;
                 }
                 (false, "skip" | "skip_deserializing") => out.skip = true,
                 (false, "flatten") => out.flatten = true,
-                (true, "description_en") => {
-                    let lit: LitStr = meta.value()?.parse()?;
+                                (true, "description_en") => {
                     if level == Level::Type {
                         cx.error_spanned_by(
                             &meta.path,
                             "#[schema(description_en)] goes on a field or a variant; a type's own description is not used (an argument is described on the tool's parameter)",
                         );
                     }
-                    out.description_en = Some(lit.value());
+                                        out.description_en = string_value(cx, &meta)?.map(|s| s.value());
                 }
-                (true, "crate") => {
-                    let lit: LitStr = meta.value()?.parse()?;
+                                (true, "crate") => {
                     if level == Level::Member {
                         cx.error_spanned_by(
                             &meta.path,
                             "#[schema(crate = \"...\")] goes on the type itself, not on a field or a variant",
                         );
                     }
-                    out.krate = Some(lit.parse()?);
+                                        if let Some(lit) = string_value(cx, &meta)? {
+                        match lit.parse::<syn::Path>() {
+                            Ok(p) => out.krate = Some(p),
+                            Err(_) => cx.error_spanned_by(
+                                &lit,
+                                "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
+                            ),
+                        }
+                    }
                 }
                 (true, other) => {
+                                        let got = meta.path.get_ident().map(|_| other);
                     cx.error_spanned_by(
                         &meta.path,
-                        format!("unknown `schema` key `{other}`; expected `description_en` (on a field or a variant) or `crate` (on the type)"),
+                        unknown_key_expecting(
+                            "schema",
+                            got,
+                            closest(other, SCHEMA_KEYS),
+                            "expected `description_en` (on a field or a variant) or `crate` (on the type)",
+                        ),
                     );
-                    skip_rest(&meta)?;
+                    skip_value(&meta)?;
                 }
                 // Other serde keys do not change the schema.
-                (false, _) => skip_rest(&meta)?,
+                (false, _) => skip_value(&meta)?,
             }
             Ok(())
         });
@@ -96,28 +112,6 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
         }
     }
     out
-}
-
-/// The text of a string literal, or `None` for any other expression.
-fn string_expr(expr: syn::Expr) -> Option<String> {
-    match expr {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s.value()),
-        _ => None,
-    }
-}
-
-fn skip_rest(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
-    if meta.input.peek(syn::Token![=]) {
-        let _: syn::Expr = meta.value()?.parse()?;
-    } else if meta.input.peek(syn::token::Paren) {
-        let _content;
-        syn::parenthesized!(_content in meta.input);
-        let _: TokenStream = _content.parse()?;
-    }
-    Ok(())
 }
 
 /// Generates `impl ToolSchema for T`.
