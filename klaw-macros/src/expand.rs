@@ -6,9 +6,9 @@ use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn};
 
 use crate::ast::{Output, ParamKind, ToolFn};
-use crate::attr::{ToolAttr, tool_attr};
+use crate::attr::tool_attr;
 use crate::ctxt::Ctxt;
-use crate::krate;
+use crate::{krate, valid};
 
 /// Entry point of `#[tool]`: the function as written (minus parameter attributes)
 /// plus its registration, or the function plus every error found.
@@ -24,10 +24,11 @@ pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut cx = Ctxt::new();
     let attr = tool_attr(&mut cx, attr);
     let stripped = strip_param_attrs(item_fn.clone());
-    let view = ToolFn::from_syn(&mut cx, &attr, &item_fn);
-    match (cx.check(), view) {
-        (Ok(()), Some(view)) => {
-            let registration = generate(&attr, &view);
+    let view = ToolFn::from_syn(&mut cx, attr, &item_fn);
+    valid::check(&mut cx, &view);
+    match cx.check() {
+        Ok(()) => {
+            let registration = generate(&view);
             // `async` is required even when the body never awaits.
             quote! {
                 #[allow(clippy::unused_async)]
@@ -35,11 +36,10 @@ pub(crate) fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
                 #registration
             }
         }
-        (Err(e), _) => {
+        Err(e) => {
             let e = e.into_compile_error();
             quote!(#stripped #e)
         }
-        (Ok(()), None) => quote!(#stripped),
     }
 }
 
@@ -60,7 +60,8 @@ fn strip_param_attrs(mut f: ItemFn) -> ItemFn {
     f
 }
 
-fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
+fn generate(view: &ToolFn<'_>) -> TokenStream {
+    let attr = &view.attr;
     let root = krate::root(attr.krate.as_ref());
     let p = quote!(#root::__private);
     let fn_ident = &view.original.sig.ident;
@@ -72,7 +73,7 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
     let mut has_args = false;
     let mut has_default = false;
 
-    for (i, param) in view.params.iter().enumerate() {
+    for (i, param) in view.params().enumerate() {
         let ty = param.ty;
         let local = format_ident!("__klaw_p{}", i);
         match &param.kind {
@@ -235,7 +236,8 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
     });
 
     let (output_schema, convert, output_trait) = match &view.output {
-        Output::Text => (
+        // Missing and Unsupported never get here: valid.rs reports them.
+        Output::Text | Output::Missing | Output::Unsupported(_) => (
             quote!(::core::option::Option::None),
             quote!(#p::text_output),
             None,
@@ -273,9 +275,9 @@ fn generate(attr: &ToolAttr, view: &ToolFn<'_>) -> TokenStream {
             }),
         ),
     };
-    let name = &view.name;
-    let ru = &view.description_ru;
-    let en = &view.description_en;
+    let name = view.name();
+    let ru = view.description_ru();
+    let en = view.description_en();
     let read_only = attr.read_only.is_some();
     let destructive = attr.destructive.is_some();
     let idempotent = attr.idempotent;

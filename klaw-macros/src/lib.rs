@@ -10,6 +10,7 @@ mod derive;
 mod expand;
 mod krate;
 mod names;
+mod valid;
 
 use proc_macro::TokenStream;
 
