@@ -114,8 +114,8 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
     out
 }
 
-/// Generates `impl ToolSchema for T`.
-pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
+/// Generates `impl ToolSchema for T`; on error, the errors beside a stand-in impl.
+pub(crate) fn expand(input: &DeriveInput) -> TokenStream {
     let mut cx = Ctxt::new();
     let container = serde_attrs(&mut cx, &input.attrs, Level::Type);
     if !input.generics.params.is_empty() {
@@ -126,90 +126,19 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     }
     let root = krate::root(container.krate.as_ref());
     let p = quote!(#root::__private);
-    let ident = &input.ident;
     let rule = container.rename_all.as_deref();
     let schema = match &input.data {
-        Data::Struct(s) => {
-            let Fields::Named(named) = &s.fields else {
+        Data::Struct(s) => match &s.fields {
+            Fields::Named(named) => struct_schema(&mut cx, &p, &container, rule, named),
+            _ => {
                 cx.error_spanned_by(
                     &input.ident,
                     "ToolSchema needs a struct with named fields (its schema is a JSON object): name the fields, or take the inner type as the argument directly",
                 );
-                return cx.check().map(|()| TokenStream::new());
-            };
-            let mut props = Vec::new();
-            for f in &named.named {
-                let a = serde_attrs(&mut cx, &f.attrs, Level::Member);
-                if a.flatten {
-                    cx.error_spanned_by(
-                        f,
-                        "#[serde(flatten)] is not supported by ToolSchema: declare the fields in this struct instead",
-                    );
-                }
-                if a.skip {
-                    continue;
-                }
-                let Some(fid) = &f.ident else { continue };
-                let raw = fid.to_string();
-                let raw = raw.strip_prefix("r#").unwrap_or(&raw).to_owned();
-                let name = a
-                    .rename
-                    .clone()
-                    .or_else(|| rule.and_then(|r| rename(r, &raw)))
-                    .unwrap_or(raw);
-                let ty = &f.ty;
-                let ru = doc_text(&f.attrs).unwrap_or_default();
-                let en = a.description_en.unwrap_or_default();
-                let has_default = a.default || container.default;
-                let required = if has_default {
-                    quote!(false)
-                } else {
-                    quote_spanned!(ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL)
-                };
-                let schema = quote_spanned!(ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA);
-                props.push(quote! {
-                    #p::Property {
-                        name: #name,
-                        aliases: &[],
-                        schema: #schema,
-                        required: #required,
-                        description: #p::Description::new(#ru, #en),
-                        default: ::core::option::Option::None,
-                        minimum: ::core::option::Option::None,
-                        maximum: ::core::option::Option::None,
-                    }
-                });
+                quote!(#p::Schema::Any)
             }
-            quote!(#p::Schema::Object(&#p::ObjectSchema { properties: &[#(#props),*] }))
-        }
-        Data::Enum(e) => {
-            let mut variants = Vec::new();
-            for v in &e.variants {
-                if !matches!(v.fields, Fields::Unit) {
-                    cx.error_spanned_by(
-                        v,
-                        "ToolSchema can only be derived for enums whose variants have no fields (they become a string enum): move the data into a struct, or derive schemars::JsonSchema and mark the parameter #[arg(schemars)]",
-                    );
-                    continue;
-                }
-                let a = serde_attrs(&mut cx, &v.attrs, Level::Member);
-                if a.skip {
-                    continue;
-                }
-                let raw = v.ident.to_string();
-                let value = a
-                    .rename
-                    .clone()
-                    .or_else(|| rule.and_then(|r| rename(r, &raw)))
-                    .unwrap_or(raw);
-                let ru = doc_text(&v.attrs).unwrap_or_default();
-                let en = a.description_en.unwrap_or_default();
-                variants.push(quote! {
-                    #p::EnumVariant { value: #value, description: #p::Description::new(#ru, #en) }
-                });
-            }
-            quote!(#p::Schema::Enum(&[#(#variants),*]))
-        }
+        },
+        Data::Enum(e) => enum_schema(&mut cx, &p, rule, e),
         Data::Union(u) => {
             cx.error_spanned_by(
                 u.union_token,
@@ -218,11 +147,117 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             quote!(#p::Schema::Any)
         }
     };
-    cx.check()?;
-    Ok(quote! {
+    match cx.check() {
+        Ok(()) => impl_tool_schema(input, &p, &schema),
+        Err(e) => fallback(input, &p, e),
+    }
+}
+
+/// The errors, plus `impl ToolSchema for T` with the any-value schema, so that a mistake
+/// in the type is reported once, here, and not again at every tool that takes it.
+fn fallback(input: &DeriveInput, p: &TokenStream, error: syn::Error) -> TokenStream {
+    let error = error.into_compile_error();
+    let stand_in = impl_tool_schema(input, p, &quote!(#p::Schema::Any));
+    quote!(#error #stand_in)
+}
+
+fn impl_tool_schema(input: &DeriveInput, p: &TokenStream, schema: &TokenStream) -> TokenStream {
+    let ident = &input.ident;
+    // Generics are refused, but the stand-in impl still names them so it compiles.
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
         #[automatically_derived]
-        impl #p::ToolSchema for #ident {
+        impl #impl_generics #p::ToolSchema for #ident #ty_generics #where_clause {
             const SCHEMA: #p::Schema = #schema;
         }
-    })
+    }
+}
+
+/// An object with one property per field that serde reads.
+fn struct_schema(
+    cx: &mut Ctxt,
+    p: &TokenStream,
+    container: &SerdeAttrs,
+    rule: Option<&str>,
+    named: &syn::FieldsNamed,
+) -> TokenStream {
+    let mut props = Vec::new();
+    for f in &named.named {
+        let a = serde_attrs(cx, &f.attrs, Level::Member);
+        if a.flatten {
+            cx.error_spanned_by(
+                f,
+                "#[serde(flatten)] is not supported by ToolSchema: declare the fields in this struct instead",
+            );
+        }
+        if a.skip {
+            continue;
+        }
+        let Some(fid) = &f.ident else { continue };
+        let raw = fid.to_string();
+        let raw = raw.strip_prefix("r#").unwrap_or(&raw).to_owned();
+        let name = a
+            .rename
+            .clone()
+            .or_else(|| rule.and_then(|r| rename(r, &raw)))
+            .unwrap_or(raw);
+        let ty = &f.ty;
+        let ru = doc_text(&f.attrs).unwrap_or_default();
+        let en = a.description_en.unwrap_or_default();
+        let has_default = a.default || container.default;
+        let required = if has_default {
+            quote!(false)
+        } else {
+            quote_spanned!(ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL)
+        };
+        let schema = quote_spanned!(ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA);
+        props.push(quote! {
+            #p::Property {
+                name: #name,
+                aliases: &[],
+                schema: #schema,
+                required: #required,
+                description: #p::Description::new(#ru, #en),
+                default: ::core::option::Option::None,
+                minimum: ::core::option::Option::None,
+                maximum: ::core::option::Option::None,
+            }
+        });
+    }
+    quote!(#p::Schema::Object(&#p::ObjectSchema { properties: &[#(#props),*] }))
+}
+
+/// A string enum with one value per variant that serde reads.
+fn enum_schema(
+    cx: &mut Ctxt,
+    p: &TokenStream,
+    rule: Option<&str>,
+    e: &syn::DataEnum,
+) -> TokenStream {
+    let mut variants = Vec::new();
+    for v in &e.variants {
+        if !matches!(v.fields, Fields::Unit) {
+            cx.error_spanned_by(
+                v,
+                "ToolSchema can only be derived for enums whose variants have no fields (they become a string enum): move the data into a struct, or derive schemars::JsonSchema and mark the parameter #[arg(schemars)]",
+            );
+            continue;
+        }
+        let a = serde_attrs(cx, &v.attrs, Level::Member);
+        if a.skip {
+            continue;
+        }
+        let raw = v.ident.to_string();
+        let value = a
+            .rename
+            .clone()
+            .or_else(|| rule.and_then(|r| rename(r, &raw)))
+            .unwrap_or(raw);
+        let ru = doc_text(&v.attrs).unwrap_or_default();
+        let en = a.description_en.unwrap_or_default();
+        variants.push(quote! {
+            #p::EnumVariant { value: #value, description: #p::Description::new(#ru, #en) }
+        });
+    }
+    quote!(#p::Schema::Enum(&[#(#variants),*]))
 }

@@ -38,7 +38,5 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(ToolSchema, attributes(schema))]
 pub fn derive_tool_schema(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    derive::expand(&input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    derive::expand(&input).into()
 }
