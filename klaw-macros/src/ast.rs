@@ -9,7 +9,8 @@ use crate::attr::{ArgAttr, ToolAttr, arg_attr};
 use crate::ctxt::Ctxt;
 use crate::names::{doc_text, rename};
 
-/// Types injected from the context without `#[ctx]`, by their last path segment.
+/// Types injected from the context without `#[ctx]`, by their last path segment, unless
+/// the parameter has an `#[arg]`.
 pub(crate) const EXTRACTORS: [&str; 8] = [
     "ToolContext",
     "Workspace",
@@ -46,6 +47,8 @@ pub(crate) struct Param<'a> {
     pub(crate) ty: &'a Type,
     /// What its `#[arg]` attributes say.
     pub(crate) arg: ArgAttr,
+    /// Its `#[ctx]`, if it has one.
+    pub(crate) ctx: Option<&'a syn::Attribute>,
     pub(crate) kind: ParamKind,
 }
 
@@ -159,8 +162,13 @@ impl<'a> Param<'a> {
                 ctx = Some(a);
             }
         }
-        let is_ctx =
-            ctx.is_some() || last_segment(ty).is_some_and(|s| EXTRACTORS.contains(&s.as_str()));
+        // `#[ctx]` makes an extractor and `#[arg]` an argument (both at once is reported
+        // by valid.rs); without either, the built-in extractors are known by name.
+        let is_ctx = match (ctx, &arg.first) {
+            (Some(_), _) => true,
+            (None, Some(_)) => false,
+            (None, None) => last_segment(ty).is_some_and(|s| EXTRACTORS.contains(&s.as_str())),
+        };
         let kind = if is_ctx {
             ParamKind::Ctx
         } else {
@@ -170,6 +178,7 @@ impl<'a> Param<'a> {
             ident,
             ty,
             arg,
+            ctx,
             kind,
         }
     }

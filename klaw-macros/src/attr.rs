@@ -149,16 +149,20 @@ pub(crate) struct ArgAttr {
     pub(crate) minimum: Option<(i64, Expr)>,
     /// `maximum = N`: the largest value the schema accepts, with the value as written.
     pub(crate) maximum: Option<(i64, Expr)>,
-    /// The first `#[arg]`, for "not allowed here" errors.
+    /// The first `#[arg]`: its presence makes the parameter an argument; its span is
+    /// for "not allowed here" errors.
     pub(crate) first: Option<syn::Attribute>,
 }
 
 const ARG_KEYS: &str =
     "rename, alias, default, description_ru, description_en, minimum, maximum, schemars";
 
-/// Parses one `#[arg(...)]` into `out`.
+/// Parses one `#[arg(...)]`, or a bare `#[arg]` (which only marks an argument), into `out`.
 pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) {
     out.first.get_or_insert_with(|| attr.clone());
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return;
+    }
     let result = attr.parse_nested_meta(|meta| {
         let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
             cx.error_spanned_by(&meta.path, unknown_key("arg", None, None, ARG_KEYS));

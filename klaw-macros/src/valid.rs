@@ -115,10 +115,10 @@ fn check_inputs(cx: &mut Ctxt, inputs: &[Input<'_>]) {
         }
         match &param.kind {
             ParamKind::Ctx => {
-                if let Some(first) = &param.arg.first {
+                if let (Some(_), Some(first)) = (param.ctx, &param.arg.first) {
                     cx.error_spanned_by(
                         first,
-                        "#[arg] does not apply to a context extractor: it is injected from the context, not sent by the model; remove #[arg]",
+                        "a parameter cannot be both `#[ctx]` and `#[arg]`: `#[ctx]` injects it from the context, `#[arg]` makes it an argument sent by the model; keep one",
                     );
                 }
             }
