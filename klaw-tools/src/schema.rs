@@ -387,6 +387,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn description_is_empty_only_without_either_language() {
+        const _: () = assert!(Description::new("", "").is_empty());
+        assert!(Description::default().is_empty());
+        assert!(!Description::new("Текст", "").is_empty());
+        assert!(!Description::new("", "Text").is_empty());
+    }
+
+    #[test]
     fn integer_bounds_follow_the_rust_type() {
         assert_eq!(
             u8::SCHEMA.to_json(),
