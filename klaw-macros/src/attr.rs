@@ -1,4 +1,6 @@
-//! Parsing of `#[tool(...)]` and of `#[arg(...)]` on parameters.
+//! Parsing of `#[tool(...)]` and of `#[arg(...)]` on parameters, and the value helpers
+//! every attribute of the crate (`#[derive(ToolSchema)]`'s `#[schema]` and `#[serde]`
+//! too) is read with.
 
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
@@ -40,10 +42,7 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
     let mut out = ToolAttr::default();
     let parser = syn::meta::parser(|meta| {
         let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
-            cx.error_spanned_by(
-                &meta.path,
-                format!("unknown `tool` key; expected one of: {TOOL_KEYS}"),
-            );
+            cx.error_spanned_by(&meta.path, unknown_key("tool", None, None, TOOL_KEYS));
             return skip_value(&meta);
         };
         out.mentioned.push(ident.clone());
@@ -121,7 +120,10 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
                 if let Some(g) = guess {
                     out.mentioned.push(g.to_owned());
                 }
-                cx.error_spanned_by(&meta.path, unknown_key("tool", other, guess, TOOL_KEYS));
+                cx.error_spanned_by(
+                    &meta.path,
+                    unknown_key("tool", Some(other), guess, TOOL_KEYS),
+                );
                 return skip_value(&meta);
             }
         }
@@ -147,22 +149,23 @@ pub(crate) struct ArgAttr {
     pub(crate) minimum: Option<(i64, Expr)>,
     /// `maximum = N`: the largest value the schema accepts, with the value as written.
     pub(crate) maximum: Option<(i64, Expr)>,
-    /// The first `#[arg]`, for "not allowed here" errors.
+    /// The first `#[arg]`: its presence makes the parameter an argument; its span is
+    /// for "not allowed here" errors.
     pub(crate) first: Option<syn::Attribute>,
 }
 
 const ARG_KEYS: &str =
     "rename, alias, default, description_ru, description_en, minimum, maximum, schemars";
 
-/// Parses one `#[arg(...)]` into `out`.
+/// Parses one `#[arg(...)]`, or a bare `#[arg]` (which only marks an argument), into `out`.
 pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) {
     out.first.get_or_insert_with(|| attr.clone());
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return;
+    }
     let result = attr.parse_nested_meta(|meta| {
         let Some(ident) = meta.path.get_ident().map(ToString::to_string) else {
-            cx.error_spanned_by(
-                &meta.path,
-                format!("unknown `arg` key; expected one of: {ARG_KEYS}"),
-            );
+            cx.error_spanned_by(&meta.path, unknown_key("arg", None, None, ARG_KEYS));
             return skip_value(&meta);
         };
         match ident.as_str() {
@@ -209,7 +212,7 @@ pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) 
             "schemars" => out.schemars = flag_value(cx, &meta, "schemars")?,
             other => {
                 let guess = closest(other, ARG_KEYS);
-                cx.error_spanned_by(&meta.path, unknown_key("arg", other, guess, ARG_KEYS));
+                cx.error_spanned_by(&meta.path, unknown_key("arg", Some(other), guess, ARG_KEYS));
                 return skip_value(&meta);
             }
         }
@@ -220,7 +223,8 @@ pub(crate) fn arg_attr(cx: &mut Ctxt, attr: &syn::Attribute, out: &mut ArgAttr) 
     }
 }
 
-fn skip_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
+/// Skips a key's value (`= expr` or `(...)`), if any, after its error was recorded.
+pub(crate) fn skip_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
     if meta.input.peek(syn::Token![=]) {
         let _: Expr = meta.value()?.parse()?;
     } else if meta.input.peek(syn::token::Paren) {
@@ -231,7 +235,8 @@ fn skip_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
     Ok(())
 }
 
-fn string_value(
+/// A string literal value: `key = "..."`; `None`, with the error recorded, otherwise.
+pub(crate) fn string_value(
     cx: &mut Ctxt,
     meta: &syn::meta::ParseNestedMeta<'_>,
 ) -> syn::Result<Option<LitStr>> {
@@ -248,19 +253,25 @@ fn string_value(
         return skip_value(meta).map(|()| None);
     }
     let expr: Expr = meta.value()?.parse()?;
+    let lit = lit_str(&expr);
+    if lit.is_none() {
+        cx.error_spanned_by(&expr, format!("`{key}` must be a string literal"));
+    }
+    Ok(lit)
+}
+
+/// The string literal `expr` is, if it is one.
+pub(crate) fn lit_str(expr: &Expr) -> Option<LitStr> {
     match expr {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
-        }) => Ok(Some(s)),
-        other => {
-            cx.error_spanned_by(&other, format!("`{key}` must be a string literal"));
-            Ok(None)
-        }
+        }) => Some(s.clone()),
+        _ => None,
     }
 }
 
 /// An integer literal, possibly negative: `minimum = 1`, `minimum = -5`.
-fn int_value(
+pub(crate) fn int_value(
     cx: &mut Ctxt,
     meta: &syn::meta::ParseNestedMeta<'_>,
 ) -> syn::Result<Option<(i64, Expr)>> {
@@ -310,7 +321,8 @@ fn int_value(
     }
 }
 
-fn flag_value(
+/// A flag: `key`, `key = true` or `key = false`.
+pub(crate) fn flag_value(
     cx: &mut Ctxt,
     meta: &syn::meta::ParseNestedMeta<'_>,
     key: &str,
@@ -354,16 +366,33 @@ pub(crate) fn parse_duration_ms(s: &str) -> Result<u64, &'static str> {
     Ok(ms)
 }
 
-/// "unknown `tool` key `x`: did you mean `y`?", or the list of keys when nothing is close.
-fn unknown_key(attr: &str, got: &str, guess: Option<&str>, keys: &str) -> String {
-    match guess {
-        Some(g) => format!("unknown `{attr}` key `{got}`: did you mean `{g}`?"),
-        None => format!("unknown `{attr}` key `{got}`; expected one of: {keys}"),
+/// "unknown `tool` key `x`: did you mean `y`?", or the list of keys when nothing is
+/// close; `got` is `None` for a key that is not a plain name.
+pub(crate) fn unknown_key(
+    attr: &str,
+    got: Option<&str>,
+    guess: Option<&str>,
+    keys: &str,
+) -> String {
+    unknown_key_expecting(attr, got, guess, &format!("expected one of: {keys}"))
+}
+
+/// [`unknown_key`] with its own words for what is expected.
+pub(crate) fn unknown_key_expecting(
+    attr: &str,
+    got: Option<&str>,
+    guess: Option<&str>,
+    expected: &str,
+) -> String {
+    match (got, guess) {
+        (Some(got), Some(g)) => format!("unknown `{attr}` key `{got}`: did you mean `{g}`?"),
+        (Some(got), None) => format!("unknown `{attr}` key `{got}`; {expected}"),
+        (None, _) => format!("unknown `{attr}` key; {expected}"),
     }
 }
 
 /// The one of the comma-separated `keys` that is close to `got`, if any.
-fn closest<'k>(got: &str, keys: &'k str) -> Option<&'k str> {
+pub(crate) fn closest<'k>(got: &str, keys: &'k str) -> Option<&'k str> {
     keys.split(", ")
         .filter(|k| edit_distance(got, k) <= 2 || (got.len() > 3 && k.contains(got)))
         .min_by_key(|k| edit_distance(got, k))

@@ -4,8 +4,9 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Fields, LitStr};
+use syn::{Data, DeriveInput, Fields};
 
+use crate::attr::{closest, lit_str, skip_value, string_value, unknown_key_expecting};
 use crate::ctxt::Ctxt;
 use crate::krate;
 use crate::names::{doc_text, rename};
@@ -29,6 +30,9 @@ enum Level {
     Member,
 }
 
+/// The keys of `#[schema(...)]`, for suggestions.
+const SCHEMA_KEYS: &str = "description_en, crate";
+
 fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAttrs {
     let mut out = SerdeAttrs::default();
     for attr in attrs {
@@ -48,46 +52,58 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
                 // serde's own derive, which a `#[serde]` attribute needs; saying it
                 // twice would only add noise.
                 (false, "rename") if meta.input.peek(syn::Token![=]) => {
-                    out.rename = string_expr(meta.value()?.parse()?);
+                    out.rename = lit_str(&meta.value()?.parse()?).map(|s| s.value());
                 }
                 (false, "rename_all") if meta.input.peek(syn::Token![=]) => {
-                    out.rename_all = string_expr(meta.value()?.parse()?);
+                    out.rename_all = lit_str(&meta.value()?.parse()?).map(|s| s.value());
                 }
                 (false, "default") => {
                     out.default = true;
-                    skip_rest(&meta)?;
+                    skip_value(&meta)?;
                 }
                 (false, "skip" | "skip_deserializing") => out.skip = true,
                 (false, "flatten") => out.flatten = true,
-                (true, "description_en") => {
-                    let lit: LitStr = meta.value()?.parse()?;
+                                (true, "description_en") => {
                     if level == Level::Type {
                         cx.error_spanned_by(
                             &meta.path,
                             "#[schema(description_en)] goes on a field or a variant; a type's own description is not used (an argument is described on the tool's parameter)",
                         );
                     }
-                    out.description_en = Some(lit.value());
+                                        out.description_en = string_value(cx, &meta)?.map(|s| s.value());
                 }
-                (true, "crate") => {
-                    let lit: LitStr = meta.value()?.parse()?;
+                                (true, "crate") => {
                     if level == Level::Member {
                         cx.error_spanned_by(
                             &meta.path,
                             "#[schema(crate = \"...\")] goes on the type itself, not on a field or a variant",
                         );
                     }
-                    out.krate = Some(lit.parse()?);
+                                        if let Some(lit) = string_value(cx, &meta)? {
+                        match lit.parse::<syn::Path>() {
+                            Ok(p) => out.krate = Some(p),
+                            Err(_) => cx.error_spanned_by(
+                                &lit,
+                                "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
+                            ),
+                        }
+                    }
                 }
                 (true, other) => {
+                                        let got = meta.path.get_ident().map(|_| other);
                     cx.error_spanned_by(
                         &meta.path,
-                        format!("unknown `schema` key `{other}`; expected `description_en` (on a field or a variant) or `crate` (on the type)"),
+                        unknown_key_expecting(
+                            "schema",
+                            got,
+                            closest(other, SCHEMA_KEYS),
+                            "expected `description_en` (on a field or a variant) or `crate` (on the type)",
+                        ),
                     );
-                    skip_rest(&meta)?;
+                    skip_value(&meta)?;
                 }
                 // Other serde keys do not change the schema.
-                (false, _) => skip_rest(&meta)?,
+                (false, _) => skip_value(&meta)?,
             }
             Ok(())
         });
@@ -98,31 +114,9 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
     out
 }
 
-/// The text of a string literal, or `None` for any other expression.
-fn string_expr(expr: syn::Expr) -> Option<String> {
-    match expr {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s.value()),
-        _ => None,
-    }
-}
-
-fn skip_rest(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
-    if meta.input.peek(syn::Token![=]) {
-        let _: syn::Expr = meta.value()?.parse()?;
-    } else if meta.input.peek(syn::token::Paren) {
-        let _content;
-        syn::parenthesized!(_content in meta.input);
-        let _: TokenStream = _content.parse()?;
-    }
-    Ok(())
-}
-
-/// Generates `impl ToolSchema for T`.
-pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
-    let mut cx = Ctxt::default();
+/// Generates `impl ToolSchema for T`; on error, the errors beside a stand-in impl.
+pub(crate) fn expand(input: &DeriveInput) -> TokenStream {
+    let mut cx = Ctxt::new();
     let container = serde_attrs(&mut cx, &input.attrs, Level::Type);
     if !input.generics.params.is_empty() {
         cx.error_spanned_by(
@@ -132,90 +126,19 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     }
     let root = krate::root(container.krate.as_ref());
     let p = quote!(#root::__private);
-    let ident = &input.ident;
     let rule = container.rename_all.as_deref();
     let schema = match &input.data {
-        Data::Struct(s) => {
-            let Fields::Named(named) = &s.fields else {
+        Data::Struct(s) => match &s.fields {
+            Fields::Named(named) => struct_schema(&mut cx, &p, &container, rule, named),
+            _ => {
                 cx.error_spanned_by(
                     &input.ident,
                     "ToolSchema needs a struct with named fields (its schema is a JSON object): name the fields, or take the inner type as the argument directly",
                 );
-                return cx.check().map(|()| TokenStream::new());
-            };
-            let mut props = Vec::new();
-            for f in &named.named {
-                let a = serde_attrs(&mut cx, &f.attrs, Level::Member);
-                if a.flatten {
-                    cx.error_spanned_by(
-                        f,
-                        "#[serde(flatten)] is not supported by ToolSchema: declare the fields in this struct instead",
-                    );
-                }
-                if a.skip {
-                    continue;
-                }
-                let Some(fid) = &f.ident else { continue };
-                let raw = fid.to_string();
-                let raw = raw.strip_prefix("r#").unwrap_or(&raw).to_owned();
-                let name = a
-                    .rename
-                    .clone()
-                    .or_else(|| rule.and_then(|r| rename(r, &raw)))
-                    .unwrap_or(raw);
-                let ty = &f.ty;
-                let ru = doc_text(&f.attrs).unwrap_or_default();
-                let en = a.description_en.unwrap_or_default();
-                let has_default = a.default || container.default;
-                let required = if has_default {
-                    quote!(false)
-                } else {
-                    quote_spanned!(ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL)
-                };
-                let schema = quote_spanned!(ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA);
-                props.push(quote! {
-                    #p::Property {
-                        name: #name,
-                        aliases: &[],
-                        schema: #schema,
-                        required: #required,
-                        description: #p::Description::new(#ru, #en),
-                        default: ::core::option::Option::None,
-                        minimum: ::core::option::Option::None,
-                        maximum: ::core::option::Option::None,
-                    }
-                });
+                quote!(#p::Schema::Any)
             }
-            quote!(#p::Schema::Object(&#p::ObjectSchema { properties: &[#(#props),*] }))
-        }
-        Data::Enum(e) => {
-            let mut variants = Vec::new();
-            for v in &e.variants {
-                if !matches!(v.fields, Fields::Unit) {
-                    cx.error_spanned_by(
-                        v,
-                        "ToolSchema can only be derived for enums whose variants have no fields (they become a string enum): move the data into a struct, or derive schemars::JsonSchema and mark the parameter #[arg(schemars)]",
-                    );
-                    continue;
-                }
-                let a = serde_attrs(&mut cx, &v.attrs, Level::Member);
-                if a.skip {
-                    continue;
-                }
-                let raw = v.ident.to_string();
-                let value = a
-                    .rename
-                    .clone()
-                    .or_else(|| rule.and_then(|r| rename(r, &raw)))
-                    .unwrap_or(raw);
-                let ru = doc_text(&v.attrs).unwrap_or_default();
-                let en = a.description_en.unwrap_or_default();
-                variants.push(quote! {
-                    #p::EnumVariant { value: #value, description: #p::Description::new(#ru, #en) }
-                });
-            }
-            quote!(#p::Schema::Enum(&[#(#variants),*]))
-        }
+        },
+        Data::Enum(e) => enum_schema(&mut cx, &p, rule, e),
         Data::Union(u) => {
             cx.error_spanned_by(
                 u.union_token,
@@ -224,11 +147,117 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             quote!(#p::Schema::Any)
         }
     };
-    cx.check()?;
-    Ok(quote! {
+    match cx.check() {
+        Ok(()) => impl_tool_schema(input, &p, &schema),
+        Err(e) => fallback(input, &p, e),
+    }
+}
+
+/// The errors, plus `impl ToolSchema for T` with the any-value schema, so that a mistake
+/// in the type is reported once, here, and not again at every tool that takes it.
+fn fallback(input: &DeriveInput, p: &TokenStream, error: syn::Error) -> TokenStream {
+    let error = error.into_compile_error();
+    let stand_in = impl_tool_schema(input, p, &quote!(#p::Schema::Any));
+    quote!(#error #stand_in)
+}
+
+fn impl_tool_schema(input: &DeriveInput, p: &TokenStream, schema: &TokenStream) -> TokenStream {
+    let ident = &input.ident;
+    // Generics are refused, but the stand-in impl still names them so it compiles.
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
         #[automatically_derived]
-        impl #p::ToolSchema for #ident {
+        impl #impl_generics #p::ToolSchema for #ident #ty_generics #where_clause {
             const SCHEMA: #p::Schema = #schema;
         }
-    })
+    }
+}
+
+/// An object with one property per field that serde reads.
+fn struct_schema(
+    cx: &mut Ctxt,
+    p: &TokenStream,
+    container: &SerdeAttrs,
+    rule: Option<&str>,
+    named: &syn::FieldsNamed,
+) -> TokenStream {
+    let mut props = Vec::new();
+    for f in &named.named {
+        let a = serde_attrs(cx, &f.attrs, Level::Member);
+        if a.flatten {
+            cx.error_spanned_by(
+                f,
+                "#[serde(flatten)] is not supported by ToolSchema: declare the fields in this struct instead",
+            );
+        }
+        if a.skip {
+            continue;
+        }
+        let Some(fid) = &f.ident else { continue };
+        let raw = fid.to_string();
+        let raw = raw.strip_prefix("r#").unwrap_or(&raw).to_owned();
+        let name = a
+            .rename
+            .clone()
+            .or_else(|| rule.and_then(|r| rename(r, &raw)))
+            .unwrap_or(raw);
+        let ty = &f.ty;
+        let ru = doc_text(&f.attrs).unwrap_or_default();
+        let en = a.description_en.unwrap_or_default();
+        let has_default = a.default || container.default;
+        let required = if has_default {
+            quote!(false)
+        } else {
+            quote_spanned!(ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL)
+        };
+        let schema = quote_spanned!(ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA);
+        props.push(quote! {
+            #p::Property {
+                name: #name,
+                aliases: &[],
+                schema: #schema,
+                required: #required,
+                description: #p::Description::new(#ru, #en),
+                default: ::core::option::Option::None,
+                minimum: ::core::option::Option::None,
+                maximum: ::core::option::Option::None,
+            }
+        });
+    }
+    quote!(#p::Schema::Object(&#p::ObjectSchema { properties: &[#(#props),*] }))
+}
+
+/// A string enum with one value per variant that serde reads.
+fn enum_schema(
+    cx: &mut Ctxt,
+    p: &TokenStream,
+    rule: Option<&str>,
+    e: &syn::DataEnum,
+) -> TokenStream {
+    let mut variants = Vec::new();
+    for v in &e.variants {
+        if !matches!(v.fields, Fields::Unit) {
+            cx.error_spanned_by(
+                v,
+                "ToolSchema can only be derived for enums whose variants have no fields (they become a string enum): move the data into a struct, or derive schemars::JsonSchema and mark the parameter #[arg(schemars)]",
+            );
+            continue;
+        }
+        let a = serde_attrs(cx, &v.attrs, Level::Member);
+        if a.skip {
+            continue;
+        }
+        let raw = v.ident.to_string();
+        let value = a
+            .rename
+            .clone()
+            .or_else(|| rule.and_then(|r| rename(r, &raw)))
+            .unwrap_or(raw);
+        let ru = doc_text(&v.attrs).unwrap_or_default();
+        let en = a.description_en.unwrap_or_default();
+        variants.push(quote! {
+            #p::EnumVariant { value: #value, description: #p::Description::new(#ru, #en) }
+        });
+    }
+    quote!(#p::Schema::Enum(&[#(#variants),*]))
 }

@@ -10,6 +10,7 @@ mod derive;
 mod expand;
 mod krate;
 mod names;
+mod valid;
 
 use proc_macro::TokenStream;
 
@@ -24,8 +25,14 @@ use proc_macro::TokenStream;
 /// Attribute keys: `name`, `description_ru` (required), `description_en`, `read_only`,
 /// `destructive`, `idempotent`, `open_world`, `timeout = "30s"`, `rename_all =
 /// "camelCase"`, `crate = "path"`. Parameters take `#[arg(rename, alias, default,
-/// description_ru, description_en, minimum, maximum, schemars)]` and doc comments; context extractors
-/// (`Workspace`, `State<T>`, ... or anything marked `#[ctx]`) are injected.
+/// description_ru, description_en, minimum, maximum, schemars)]` and doc comments.
+///
+/// Context extractors are injected, not sent by the model: a parameter marked `#[ctx]` is
+/// one (its type implements `FromToolContext`), a parameter marked `#[arg]` or
+/// `#[arg(...)]` is an argument, and an unmarked parameter is an extractor when the last
+/// segment of its type is a built-in one (`ToolContext`, `Workspace`, `DataDir`,
+/// `Limits`, `Settings`, `Caller`, `Cancel`, `State`). So a type of your own named
+/// `Settings` is an argument with `#[arg]`. `#[ctx]` and `#[arg]` together are an error.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::tool(attr.into(), item.into()).into()
@@ -37,7 +44,5 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(ToolSchema, attributes(schema))]
 pub fn derive_tool_schema(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    derive::expand(&input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    derive::expand(&input).into()
 }

@@ -307,7 +307,7 @@ impl ToolContextBuilder {
     message = "`{Self}` cannot be taken from the tool context",
     label = "not a context extractor",
     note = "extractors are ToolContext, Workspace, DataDir, Limits, Settings, Caller, Cancel and State<T>; implement FromToolContext for your own",
-    note = "if this is meant to be an argument from the model, remove #[ctx]"
+    note = "if this is meant to be an argument from the model, remove #[ctx] (a type named like a built-in extractor, such as your own `Settings`, needs #[arg])"
 )]
 pub trait FromToolContext: Sized {
     /// Takes the value out of the context, or says why it cannot.

@@ -442,3 +442,46 @@ pub(crate) fn valid_name(name: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, FnTool};
+    use serde_json::json;
+
+    fn echo(name: &str) -> Arc<dyn Tool> {
+        let schema = json!({
+            "type": "object",
+            "properties": {},
+            "required": [],
+            "additionalProperties": false,
+        });
+        Arc::new(FnTool::new(
+            ToolSpec::new(name, "Повторяет", schema),
+            |_, _| async { Ok(ToolOutput::plain("эхо")) },
+        ))
+    }
+
+    #[tokio::test]
+    async fn unregister_removes_a_tool_and_frees_its_name() {
+        let mut registry = ToolRegistry::new();
+        registry.register(echo("echo_a")).unwrap();
+        registry.register(echo("echo_b")).unwrap();
+
+        let removed = registry.unregister("echo_a").unwrap();
+        assert_eq!(removed.spec().name, "echo_a");
+        assert!(registry.unregister("echo_a").is_none());
+        assert_eq!(registry.names().collect::<Vec<_>>(), ["echo_b"]);
+        let ctx = ToolContext::builder().build();
+        let e = registry
+            .execute(&ctx, "echo_a", json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::UnknownTool, "{e}");
+
+        // The name is free again: a run-time tool can take it.
+        registry.register(echo("echo_a")).unwrap();
+        let out = registry.execute(&ctx, "echo_a", json!({})).await.unwrap();
+        assert_eq!(out.text(), "эхо");
+    }
+}

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::schema::EN_KEY;
+use crate::schema::{EN_KEY, enum_alternatives};
 use crate::{Lang, ToolSpec};
 
 /// The client format a tool definition is rendered for.
@@ -169,15 +169,43 @@ fn fold_into_description(m: &mut Map<String, Value>, keys: &[&str]) {
             notes.push(format!("{key}: {v}"));
         }
     }
+    append_note(m, &notes, ", ");
+}
+
+/// Appends `(a, b)` to the description, if there are notes.
+fn append_note(m: &mut Map<String, Value>, notes: &[String], sep: &str) {
     if notes.is_empty() {
         return;
     }
-    let note = format!("({})", notes.join(", "));
+    let note = format!("({})", notes.join(sep));
     let text = match m.get("description").and_then(Value::as_str) {
         Some(d) if !d.is_empty() => format!("{d} {note}"),
         _ => note,
     };
     m.insert("description".into(), text.into());
+}
+
+/// A described enum (`oneOf` of `const`s) as a plain `enum`, the values' descriptions
+/// folded into the node's own, for formats without `const` and `oneOf` (OpenAI strict
+/// mode, Gemini).
+fn described_enum_to_enum(m: &mut Map<String, Value>, lang: Lang) {
+    let Some(alts) = enum_alternatives(m) else {
+        return;
+    };
+    let mut values = Vec::new();
+    let mut notes = Vec::new();
+    for (value, alt) in alts {
+        let en = (lang == Lang::En).then(|| alt.get(EN_KEY)).flatten();
+        if let (Value::String(v), Some(Value::String(d))) =
+            (&value, en.or_else(|| alt.get("description")))
+        {
+            notes.push(format!("{v}: {d}"));
+        }
+        values.push(value);
+    }
+    m.remove("oneOf");
+    m.insert("enum".into(), Value::Array(values));
+    append_note(m, &notes, "; ");
 }
 
 fn openai_strict(schema: &Value, lang: Lang, strict: &mut bool) -> Value {
@@ -187,6 +215,7 @@ fn openai_strict(schema: &Value, lang: Lang, strict: &mut bool) -> Value {
     };
     let mut m = m.clone();
     localize(&mut m, lang);
+    described_enum_to_enum(&mut m, lang);
     fold_into_description(
         &mut m,
         &[
@@ -257,6 +286,7 @@ fn gemini(schema: &Value, lang: Lang) -> Value {
     };
     let mut m = m.clone();
     localize(&mut m, lang);
+    described_enum_to_enum(&mut m, lang);
     fold_into_description(&mut m, &["default"]);
     for key in [
         "additionalProperties",
@@ -349,6 +379,44 @@ mod tests {
         );
         assert_eq!(f["parameters"]["properties"]["q"]["description"], "Query");
         assert!(f.get("strict").is_none(), "`v` is any-typed: {d}");
+    }
+
+    #[test]
+    fn described_enums_keep_their_descriptions_in_every_format() {
+        let mut s = spec();
+        s.input_schema["properties"]["mode"] = json!({
+            "type": ["string", "null"],
+            "description": "Как писать",
+            "oneOf": [
+                {"const": "overwrite", "description": "Заменить файл", EN_KEY: "Replace the file"},
+                {"const": "append"},
+                {"type": "null"},
+            ],
+        });
+        let mcp = definition(&s, Format::Mcp, Lang::En);
+        assert_eq!(
+            mcp["inputSchema"]["properties"]["mode"]["oneOf"][0],
+            json!({"const": "overwrite", "description": "Replace the file"})
+        );
+        let strict = definition(&s, Format::OpenAi, Lang::Ru);
+        assert_eq!(
+            strict["function"]["parameters"]["properties"]["mode"],
+            json!({
+                "type": ["string", "null"],
+                "description": "Как писать (overwrite: Заменить файл)",
+                "enum": ["overwrite", "append", null],
+            })
+        );
+        let gemini = definition(&s, Format::Gemini, Lang::En);
+        assert_eq!(
+            gemini["parameters"]["properties"]["mode"],
+            json!({
+                "type": "string",
+                "description": "Как писать (overwrite: Replace the file)",
+                "enum": ["overwrite", "append"],
+                "nullable": true,
+            })
+        );
     }
 
     #[test]

@@ -228,9 +228,23 @@ impl Schema {
             }
             Schema::Number => json!({"type": "number"}),
             Schema::String => json!({"type": "string"}),
-            Schema::Enum(variants) => {
+            // Plain `enum` unless a value is described: then one `const` per value, so
+            // each carries its description.
+            Schema::Enum(variants) if variants.iter().all(|v| v.description.is_empty()) => {
                 let values: Vec<Value> = variants.iter().map(|v| v.value.into()).collect();
                 json!({"type": "string", "enum": values})
+            }
+            Schema::Enum(variants) => {
+                let values: Vec<Value> = variants
+                    .iter()
+                    .map(|v| {
+                        let mut m = Map::new();
+                        m.insert("const".into(), v.value.into());
+                        describe(&mut m, &v.description);
+                        Value::Object(m)
+                    })
+                    .collect();
+                json!({"type": "string", "oneOf": values})
             }
             Schema::Array(items) => json!({"type": "array", "items": items.to_json()}),
             Schema::Object(obj) => obj.to_json(),
@@ -287,6 +301,28 @@ pub(crate) fn describe(m: &mut Map<String, Value>, d: &Description) {
     }
 }
 
+/// The values of a described enum (`oneOf` of `const`s, and `{"type": "null"}` for
+/// null), each with its alternative; `None` for any other schema.
+pub(crate) fn enum_alternatives(
+    m: &Map<String, Value>,
+) -> Option<Vec<(Value, &Map<String, Value>)>> {
+    let Some(Value::Array(alts)) = m.get("oneOf") else {
+        return None;
+    };
+    alts.iter()
+        .map(|a| {
+            let a = a.as_object()?;
+            match a.get("const") {
+                Some(c) => Some((c.clone(), a)),
+                None if a.len() == 1 && a.get("type") == Some(&json!("null")) => {
+                    Some((Value::Null, a))
+                }
+                None => None,
+            }
+        })
+        .collect()
+}
+
 /// Makes a schema also accept `null`.
 pub(crate) fn nullable(mut s: Value) -> Value {
     let Value::Object(m) = &mut s else {
@@ -320,6 +356,12 @@ pub(crate) fn nullable(mut s: Value) -> Value {
         && !e.iter().any(Value::is_null)
     {
         e.push(Value::Null);
+    }
+    // Described enum values (`oneOf` of `const`s) get `null` as one more alternative.
+    if let Some(Value::Array(alts)) = m.get_mut("oneOf")
+        && !alts.iter().any(|a| a.get("type") == Some(&json!("null")))
+    {
+        alts.push(json!({"type": "null"}));
     }
     s
 }
@@ -387,6 +429,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn description_is_empty_only_without_either_language() {
+        const _: () = assert!(Description::new("", "").is_empty());
+        assert!(Description::default().is_empty());
+        assert!(!Description::new("Текст", "").is_empty());
+        assert!(!Description::new("", "Text").is_empty());
+    }
+
+    #[test]
     fn integer_bounds_follow_the_rust_type() {
         assert_eq!(
             u8::SCHEMA.to_json(),
@@ -410,6 +460,53 @@ mod tests {
             json!({"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}], "description": "d"})
         );
         assert_eq!(nullable(n.clone()), n);
+    }
+
+    #[test]
+    fn enum_values_carry_their_descriptions() {
+        const PLAIN: Schema = Schema::Enum(&[
+            EnumVariant {
+                value: "a",
+                description: Description::new("", ""),
+            },
+            EnumVariant {
+                value: "b",
+                description: Description::new("", ""),
+            },
+        ]);
+        assert_eq!(
+            PLAIN.to_json(),
+            json!({"type": "string", "enum": ["a", "b"]})
+        );
+        const DESCRIBED: Schema = Schema::Enum(&[
+            EnumVariant {
+                value: "overwrite",
+                description: Description::new("Заменить файл", "Replace the file"),
+            },
+            EnumVariant {
+                value: "append",
+                description: Description::new("", ""),
+            },
+        ]);
+        let described = json!({
+            "type": "string",
+            "oneOf": [
+                {"const": "overwrite", "description": "Заменить файл", EN_KEY: "Replace the file"},
+                {"const": "append"},
+            ],
+        });
+        assert_eq!(DESCRIBED.to_json(), described);
+        assert_eq!(
+            Schema::Nullable(&DESCRIBED).to_json(),
+            json!({
+                "type": ["string", "null"],
+                "oneOf": [
+                    {"const": "overwrite", "description": "Заменить файл", EN_KEY: "Replace the file"},
+                    {"const": "append"},
+                    {"type": "null"},
+                ],
+            })
+        );
     }
 
     #[test]

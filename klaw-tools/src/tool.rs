@@ -340,3 +340,25 @@ impl Tool for StaticTool {
         (self.reg.call)(ctx, args)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn into_parts_gives_the_text_and_the_structured_content() {
+        assert_eq!(
+            ToolOutput::plain("готово").into_parts(),
+            ("готово".to_owned(), None)
+        );
+        let (text, structured) = ToolOutput::json(json!({"n": 1})).into_parts();
+        assert_eq!(structured, Some(json!({"n": 1})));
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).ok(),
+            Some(json!({"n": 1}))
+        );
+        let (_, wrapped) = ToolOutput::json(json!(5)).into_parts();
+        assert_eq!(wrapped, Some(json!({"result": 5})));
+    }
+}

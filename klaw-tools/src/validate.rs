@@ -144,6 +144,13 @@ impl Node {
                 n.any_of = options.iter().map(Node::compile).collect();
             }
         }
+        // A described enum is an enum: say which values are allowed, not "none of the forms".
+        if n.enumeration.is_none()
+            && let Some(alts) = crate::schema::enum_alternatives(s)
+        {
+            n.enumeration = Some(alts.into_iter().map(|(v, _)| v).collect());
+            n.any_of.clear();
+        }
         n.minimum = s.get("minimum").filter(|v| v.is_number()).cloned();
         n.maximum = s.get("maximum").filter(|v| v.is_number()).cloned();
         n.min_length = s.get("minLength").and_then(Value::as_u64);
@@ -514,6 +521,21 @@ mod tests {
             "required": ["path"],
             "additionalProperties": false,
         })
+    }
+
+    #[test]
+    fn a_described_enum_names_its_values() {
+        let described = json!({
+            "type": ["string", "null"],
+            "oneOf": [{"const": "a", "description": "А"}, {"const": "b"}, {"type": "null"}],
+        });
+        assert!(validate(&described, &json!("b")).is_empty());
+        assert!(validate(&described, &json!(null)).is_empty());
+        let v = validate(&described, &json!("c"));
+        assert_eq!(
+            v[0].message,
+            "expected one of \"a\", \"b\", null, got \"c\""
+        );
     }
 
     #[test]

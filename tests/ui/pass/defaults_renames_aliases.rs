@@ -5,12 +5,12 @@ use klaw::{ToolError, tool};
 use serde_json::json;
 
 #[tool(
-    name = "memory_search",
+    name = "notes_search",
     description_ru = "Ищет в памяти",
     description_en = "Searches memory",
     rename_all = "camelCase"
 )]
-async fn memory_search(
+async fn notes_search(
     /// Что искать
     ///
     /// Несколько слов.
@@ -36,7 +36,7 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let registry = klaw::ToolRegistry::collect().unwrap();
-        let spec = registry.by_name("memory_search").unwrap().spec();
+        let spec = registry.by_name("notes_search").unwrap().spec();
         assert_eq!(spec.description.ru, "Ищет в памяти");
         assert_eq!(spec.description.en.as_deref(), Some("Searches memory"));
         let schema = &spec.input_schema;
@@ -65,7 +65,7 @@ fn main() {
         );
 
         let ctx = klaw::ToolContext::builder().build();
-        let call = |args| registry.execute(&ctx, "memory_search", args);
+        let call = |args| registry.execute(&ctx, "notes_search", args);
 
         // Defaults fill in what is left out.
         let out = call(json!({"query": "кот"})).await.unwrap();

@@ -64,7 +64,14 @@ fn main() {
         );
         assert_eq!(options["required"], json!(["titleText", "prio"]));
         assert_eq!(options["properties"]["titleText"]["description"], "Заголовок");
-        assert_eq!(options["properties"]["prio"]["enum"], json!(["LOW", "URGENT"]));
+        // Variant doc comments reach the schema: one described `const` per value.
+        assert_eq!(
+            options["properties"]["prio"]["oneOf"],
+            json!([
+                {"const": "LOW", "description": "Низкая"},
+                {"const": "URGENT", "description": "Высокая"},
+            ])
+        );
         assert_eq!(schema["properties"]["paging"]["required"], json!([]));
 
         let ctx = klaw::ToolContext::builder().build();

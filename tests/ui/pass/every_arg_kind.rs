@@ -112,7 +112,13 @@ fn main() {
         assert_eq!(props["list"]["items"]["type"], "integer");
         assert_eq!(props["nested"]["items"]["type"], json!(["boolean", "null"]));
         assert_eq!(props["any"], json!({}));
-        assert_eq!(props["order"]["enum"], json!(["ascending", "descending"]));
+        assert_eq!(
+            props["order"]["oneOf"],
+            json!([
+                {"const": "ascending", "description": "По возрастанию"},
+                {"const": "descending", "description": "По убыванию"},
+            ])
+        );
         assert_eq!(props["window"]["type"], "object");
         assert_eq!(props["window"]["properties"]["offset"]["type"], "integer");
         assert_eq!(

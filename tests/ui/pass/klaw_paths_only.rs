@@ -47,7 +47,10 @@ fn main() {
                     "value": {"type": "number", "description": "Значение"},
                     "to": {
                         "type": "string",
-                        "enum": ["celsius", "fahrenheit"],
+                        "oneOf": [
+                            {"const": "celsius", "description": "Градусы Цельсия"},
+                            {"const": "fahrenheit", "description": "Градусы Фаренгейта"},
+                        ],
                         "description": "В какую шкалу",
                     },
                 },
