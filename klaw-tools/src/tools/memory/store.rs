@@ -751,3 +751,6 @@ fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
         found_by,
     })
 }
+
+#[cfg(test)]
+mod tests;
