@@ -475,8 +475,7 @@ impl Config {
     /// What the memory tools run with; the engine registers it as a service.
     #[cfg(feature = "memory")]
     pub fn memory(&self) -> klaw_tools::tools::memory::MemoryConfig {
-        use klaw_tools::tools::memory::chunk::ChunkOptions;
-        use klaw_tools::tools::memory::fuse::Weights;
+        use klaw_tools::tools::memory::{ChunkOptions, Weights};
         let m = &self.raw.memory;
         klaw_tools::tools::memory::MemoryConfig {
             model_dir: self.memory_model_dir.clone(),
@@ -1038,8 +1037,7 @@ mod tests {
     #[cfg(feature = "memory")]
     #[test]
     fn memory_defaults_are_the_memory_modules_and_become_its_config() {
-        use klaw_tools::tools::memory::chunk::ChunkOptions;
-        use klaw_tools::tools::memory::fuse::Weights;
+        use klaw_tools::tools::memory::{ChunkOptions, Weights};
         let c = resolve_defaults(&env(&[("HOME", "/h")])).unwrap();
         let m = c.memory();
         assert_eq!(m.chunk, ChunkOptions::default());

@@ -157,9 +157,9 @@ fn memory_check(config: &Config) -> Check {
 /// loaded): its size and the model that built it.
 #[cfg(feature = "memory")]
 fn memory_index_check(config: &Config) -> Check {
-    use klaw_tools::tools::memory::{index::MEMORY_DB, store};
+    use klaw_tools::tools::memory::{Index, MEMORY_DB};
     let path = config.data_dir.join(MEMORY_DB);
-    match store::inspect(&path) {
+    match Index::inspect(&path) {
         Ok(None) => check(
             "memory db",
             Status::Ok,

@@ -5,9 +5,10 @@
 //!   chunks; at 100k also vector only (embedding included), text only, hybrid with a
 //!   ready query vector, and the query embedding alone. The queries are the retrieval
 //!   test set's questions, in turn.
-//! - `memory_save/*`: what saving a note costs: `chunk`, `embed_passages` of its chunks,
-//!   `insert`; notes of 50 to 200 tokens made of the test set's notes, one at a time and
-//!   32 at a time (throughput in notes per second).
+//! - `memory_save/*`: what saving a note costs (`Index::save_all`, what `memory_save`
+//!   runs: chunk, embed the chunks, insert in one transaction); notes of 50 to 200 tokens
+//!   made of the test set's notes, one at a time and 32 at a time (throughput in notes
+//!   per second).
 //!
 //! The big stores are the test set's notes, really embedded, plus filler texts with
 //! **random** vectors (see `support/memory.rs`: every step of vector search scans a fixed
@@ -27,10 +28,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use klaw_tools::tools::memory::chunk::{ChunkOptions, chunk};
-use klaw_tools::tools::memory::fuse::Weights;
-use klaw_tools::tools::memory::store::{MemoryStore, NewChunk};
-use klaw_tools::tools::memory::{Embedder, SearchMode, TextKind};
+use klaw_tools::tools::memory::bench_support;
+use klaw_tools::tools::memory::{Document, Index, MemoryConfig, SearchMode, TextKind, Weights};
 
 const K: usize = 10;
 
@@ -57,10 +56,11 @@ fn search(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("vector_incl_embed", n), |b| {
             b.iter(|| black_box(index.search(question(), K, SearchMode::Vector).unwrap()))
         });
-        let store = index.store();
-        g.bench_with_input(BenchmarkId::new("text", n), &*store, |b, s| {
-            b.iter(|| black_box(s.search_text(question(), K).unwrap()))
+        g.bench_function(BenchmarkId::new("text", n), |b| {
+            b.iter(|| black_box(index.search(question(), K, SearchMode::Text).unwrap()))
         });
+        // with the query's vector ready: the store itself (not an API)
+        let store = bench_support::store(&index);
         let vectors = e.embed_queries(&questions).unwrap();
         g.bench_with_input(
             BenchmarkId::new("hybrid_search_only", n),
@@ -106,22 +106,16 @@ fn notes(count: usize) -> Vec<String> {
 }
 
 /// What `memory_save` does with notes: chunk, embed, insert in one transaction.
-fn save(e: &Embedder, store: &mut MemoryStore, texts: &[String]) {
-    let opts = ChunkOptions::default();
-    let chunks: Vec<String> = texts.iter().flat_map(|t| chunk(t, &opts)).collect();
-    let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-    let vectors = e.embed_passages(&refs).unwrap();
-    let new: Vec<NewChunk> = chunks
-        .into_iter()
-        .zip(vectors)
-        .map(|(content, vector)| NewChunk {
-            content,
+fn save(index: &Index, texts: &[String]) {
+    let docs: Vec<Document> = texts
+        .iter()
+        .map(|t| Document {
+            content: t.clone(),
             source: "memory_save".to_string(),
             created_at: None,
-            vector,
         })
         .collect();
-    black_box(store.insert(&new).unwrap());
+    black_box(index.save_all(&docs).unwrap());
 }
 
 fn save_bench(c: &mut Criterion) {
@@ -137,8 +131,12 @@ fn save_bench(c: &mut Criterion) {
         tokens as f64 / 200.0
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut store =
-        MemoryStore::open(&dir.path().join("m.sqlite"), e.dims(), e.fingerprint()).unwrap();
+    let index = Index::open(
+        &dir.path().join("m.sqlite"),
+        e.clone(),
+        &MemoryConfig::default(),
+    )
+    .unwrap();
     let mut next = 0usize;
     let mut g = c.benchmark_group("memory_save");
     g.sample_size(10).measurement_time(Duration::from_secs(15));
@@ -154,7 +152,7 @@ fn save_bench(c: &mut Criterion) {
                         .collect();
                     next += batch;
                     let t = Instant::now();
-                    save(&e, &mut store, &slice);
+                    save(&index, &slice);
                     total += t.elapsed();
                 }
                 total

@@ -1,8 +1,9 @@
 //! `memory_search` latency percentiles and peak memory: 1000 searches per case after 50
 //! warm-up ones, each timed alone, then p50, p90, p99 and the maximum; at the end the
 //! process's peak RSS (`VmHWM`). The `incl_embed` cases call [`Index::search`], what
-//! `memory_search` runs (the query embedded while the text side is searched); the others
-//! call the store with the query's vector ready. The stores are those of
+//! `memory_search` runs (the query embedded while the text side is searched), and so does
+//! `text`; the `search_only` cases call the store with the query's vector ready (through
+//! `bench_support`, not an API). The stores are those of
 //! `benches/memory.rs`, cached (test-set notes plus filler with random vectors, see
 //! `support/memory.rs`). Prints only; asserts nothing.
 //!
@@ -19,8 +20,8 @@ mod support;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use klaw_tools::tools::memory::fuse::Weights;
-use klaw_tools::tools::memory::{Index, SearchMode};
+use klaw_tools::tools::memory::bench_support;
+use klaw_tools::tools::memory::{Index, SearchMode, Weights};
 
 const K: usize = 10;
 const RUNS: usize = 1000;
@@ -73,7 +74,11 @@ fn main() {
             );
             // the first vector search loads the in-memory copy of the vectors
             let t = Instant::now();
-            black_box(index.store().search_vector(&vectors[0], K).unwrap());
+            black_box(
+                bench_support::store(&index)
+                    .search_vector(&vectors[0], K)
+                    .unwrap(),
+            );
             println!(
                 "{:<26} {:>9.2}",
                 format!("{}k/first_vector_search", n / 1000),
@@ -116,15 +121,14 @@ fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
             black_box(index.search(q, K, SearchMode::Vector).unwrap());
         }
         Case::Text => {
-            black_box(index.store().search_text(q, K).unwrap());
+            black_box(index.search(q, K, SearchMode::Text).unwrap());
         }
         Case::VectorSearchOnly => {
-            black_box(index.store().search_vector(v, K).unwrap());
+            black_box(bench_support::store(index).search_vector(v, K).unwrap());
         }
         Case::HybridSearchOnly => {
             black_box(
-                index
-                    .store()
+                bench_support::store(index)
                     .search_hybrid(q, v, K, Weights::default())
                     .unwrap(),
             );

@@ -1,8 +1,9 @@
-//! How much of the exact answer the in-memory vector prefilter keeps
-//! (`tools::memory::vectors`): on really embedded texts, the share of each query's exact
-//! 10 nearest that are among the candidates it hands over for re-scoring, with the bits
-//! used at every size (a store of 100k would take hours to embed here, so the bits are
-//! forced on a smaller one; they keep the nearest quarter by Hamming distance at any size).
+//! How much of the exact answer the in-memory vector prefilter keeps (the private
+//! `tools/memory/vectors.rs`, reached through `bench_support`, not an API): on really
+//! embedded texts, the share of each query's exact 10 nearest that are among the
+//! candidates it hands over for re-scoring, with the bits used at every size (a store of
+//! 100k would take hours to embed here, so the bits are forced on a smaller one; they
+//! keep the nearest quarter by Hamming distance at any size).
 //!
 //! The corpus: the retrieval test set's 70 notes plus 2,930 filler texts of two sentences
 //! (`support/memory.rs`; word soup from one small vocabulary, so the texts are much
@@ -22,8 +23,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use klaw_tools::tools::memory::Embedder;
-use klaw_tools::tools::memory::store::{MIN_RESCORED, RESCORE_FACTOR};
-use klaw_tools::tools::memory::vectors::VectorCache;
+use klaw_tools::tools::memory::bench_support::{MIN_RESCORED, RESCORE_FACTOR, VectorCache};
 
 const CORPUS: usize = 3000;
 const K: usize = 10;

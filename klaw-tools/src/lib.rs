@@ -52,7 +52,7 @@ pub use context::{
 pub use error::{ErrorKind, ToolError};
 pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
-pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry};
+pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry, by_similarity};
 pub use render::{Format, definition};
 pub use schema::{
     Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,

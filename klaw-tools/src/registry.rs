@@ -315,9 +315,22 @@ impl ToolRegistry {
     }
 }
 
-/// `candidates` with their similarity to `name` (Jaro-Winkler, ignoring case), most
-/// similar first. The one ranking behind every "did you mean" Klaw prints.
-pub(crate) fn by_similarity<'a>(
+/// `candidates` with their similarity to `name` (Jaro-Winkler, ignoring case; 1.0 is the
+/// same), most similar first. The one ranking behind every "did you mean" Klaw prints:
+/// an unknown tool, a `docs_read` path, a time zone, an argument's key. Each caller keeps
+/// its own threshold of what is close enough to suggest.
+///
+/// ```
+/// let ranked = klaw_tools::by_similarity("file_raed", ["shell_exec", "file_read"].into_iter());
+/// assert_eq!(ranked[0].1, "file_read");
+/// let suggest: Vec<&str> = ranked
+///     .into_iter()
+///     .filter(|(score, _)| *score > 0.8)
+///     .map(|(_, name)| name)
+///     .collect();
+/// assert_eq!(suggest, ["file_read"]);
+/// ```
+pub fn by_similarity<'a>(
     name: &str,
     candidates: impl Iterator<Item = &'a str>,
 ) -> Vec<(f64, &'a str)> {

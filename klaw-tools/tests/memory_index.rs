@@ -2,13 +2,23 @@
 //! The memory index end to end: the real model (installed by `make setup`) and a real
 //! SQLite database in a temporary directory.
 
-use klaw_tools::tools::memory::store::{MemoryStore, NewChunk};
 use klaw_tools::tools::memory::{
-    Document, Embedder, EmbedderConfig, Index, MemoryConfig, MemoryError, SearchMode,
+    Chunk, Document, Embedder, EmbedderConfig, Index, MemoryConfig, MemoryError, SearchMode,
+    SyncDoc,
 };
 
 fn embedder() -> Embedder {
     Embedder::new(EmbedderConfig::from_cache().expect("the model is installed by `make setup`"))
+}
+
+/// The light English model, also installed by `make setup` (see `tests/embed_minilm.rs`).
+fn another_model() -> Embedder {
+    let (_, lib) = EmbedderConfig::default_paths().unwrap();
+    let dir = EmbedderConfig::cache_dir()
+        .unwrap()
+        .join("models")
+        .join("all-minilm-l6-v2");
+    Embedder::new(EmbedderConfig::load(dir, lib).expect("installed by `make setup`"))
 }
 
 fn doc(content: &str) -> Document {
@@ -73,17 +83,15 @@ fn an_index_of_another_model_is_reembedded() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.sqlite");
     let e = embedder();
+    let other = another_model();
+    assert_ne!(other.fingerprint(), e.fingerprint());
     {
-        let mut store = MemoryStore::open(&path, e.dims(), "sha256:another-model").unwrap();
-        let mut v = vec![0.0; e.dims()];
-        v[0] = 1.0;
-        store
-            .insert(&[NewChunk {
-                content: "Meeting with Anna on Friday at 10:00.".into(),
+        let index = Index::open(&path, other, &MemoryConfig::default()).unwrap();
+        index
+            .save(&Document {
                 source: "manual".into(),
-                created_at: None,
-                vector: v,
-            }])
+                ..doc("Meeting with Anna on Friday at 10:00.")
+            })
             .unwrap();
     }
     let index = Index::open(&path, e, &MemoryConfig::default()).unwrap();
@@ -93,4 +101,43 @@ fn an_index_of_another_model_is_reembedded() {
         .unwrap();
     assert!(hits[0].content.contains("Anna"));
     assert!(hits[0].score > 0.5, "{hits:?}");
+}
+
+#[test]
+fn sync_keeps_each_document_with_its_sections_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(
+        &dir.path().join("docs.sqlite"),
+        embedder(),
+        &MemoryConfig::default(),
+    )
+    .unwrap();
+    let chunk = |source: &str, content: &str| Chunk {
+        source: source.into(),
+        content: content.into(),
+    };
+    let doc = |chunks: Vec<Chunk>| SyncDoc {
+        key: "a.md".into(),
+        version: "1".into(),
+        chunks,
+    };
+    for foreign in ["b.md", "a.mdx", "a.md.bak#x", ""] {
+        let e = index
+            .sync(&[doc(vec![chunk(foreign, "Alpha.")])], false)
+            .unwrap_err();
+        assert!(
+            matches!(e, MemoryError::ForeignSource { .. }),
+            "{foreign}: {e}"
+        );
+    }
+    assert!(index.is_empty().unwrap(), "nothing stored");
+    let a = doc(vec![chunk("a.md", "Intro."), chunk("a.md#alpha", "Alpha.")]);
+    let r = index.sync(std::slice::from_ref(&a), false).unwrap();
+    assert_eq!((r.indexed, r.unchanged, r.removed, r.chunks), (1, 0, 0, 2));
+    let r = index.sync(&[a], false).unwrap();
+    assert_eq!((r.indexed, r.unchanged, r.removed, r.chunks), (0, 1, 0, 0));
+    assert_eq!(index.len().unwrap(), 2);
+    let r = index.sync(&[], false).unwrap();
+    assert_eq!((r.indexed, r.unchanged, r.removed), (0, 0, 1));
+    assert!(index.is_empty().unwrap());
 }

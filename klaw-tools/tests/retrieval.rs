@@ -4,8 +4,9 @@
 //! 60 questions with the notes that answer them, in four categories (cross-language,
 //! exact identifiers, Russian word forms, paraphrases).
 //!
-//! Every note is embedded with the real model and stored; every question is searched in
-//! the three modes (text only, vector only, hybrid with equal weights) with k = 10. The
+//! Every note is saved to an index with the real model (its id as the source); every
+//! question is searched in the three modes (text only, vector only, hybrid with equal
+//! weights) with k = 10. The
 //! test prints recall@5 and MRR@10 per mode and per category, the questions where hybrid
 //! ranks the answer below one of the sides, and hybrid with the text side weighted down
 //! (`--nocapture`). Missing model files fail the test with the setup hint, as in
@@ -13,11 +14,11 @@
 //!
 //! Run with: cargo test -p klaw-tools --features memory --test retrieval -- --nocapture
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use klaw_tools::tools::memory::fuse::Weights;
-use klaw_tools::tools::memory::store::{Hit, MemoryStore, NewChunk};
-use klaw_tools::tools::memory::{Embedder, EmbedderConfig};
+use klaw_tools::tools::memory::{
+    Document, Embedder, EmbedderConfig, Hit, Index, MemoryConfig, SearchMode, Weights,
+};
 use serde::Deserialize;
 
 const K: usize = 10;
@@ -99,55 +100,46 @@ fn run() -> Results {
     embedder.load().unwrap_or_else(|e| panic!("{e}"));
 
     let dir = tempfile::tempdir().unwrap();
-    let mut store = MemoryStore::open(
-        &dir.path().join("memory.sqlite"),
-        embedder.dims(),
-        embedder.fingerprint(),
-    )
-    .unwrap();
-    let texts: Vec<&str> = set.notes.iter().map(|n| n.text.as_str()).collect();
-    let vectors = embedder.embed_passages(&texts).unwrap();
-    let chunks: Vec<NewChunk> = set
+    let path = dir.path().join("memory.sqlite");
+    // The same index with other fusion weights: another connection to the same file.
+    let index_with = |weights: Weights| {
+        let config = MemoryConfig {
+            weights,
+            ..MemoryConfig::default()
+        };
+        Index::open(&path, embedder.clone(), &config).unwrap()
+    };
+    let index = index_with(Weights::default());
+    let docs: Vec<Document> = set
         .notes
         .iter()
-        .zip(vectors)
-        .map(|(n, vector)| NewChunk {
+        .map(|n| Document {
             content: n.text.clone(),
-            source: "retrieval-test".to_string(),
+            source: n.id.clone(),
             created_at: Some(1_700_000_000),
-            vector,
         })
         .collect();
-    let report = store.insert(&chunks).unwrap();
+    let report = index.save_all(&docs).unwrap();
+    assert_eq!(report.chunks, set.notes.len(), "one chunk per note");
     assert_eq!(
         report.inserted,
         set.notes.len(),
         "note texts must be unique"
     );
-    let id_of: HashMap<&str, &str> = set
-        .notes
-        .iter()
-        .map(|n| (n.text.as_str(), n.id.as_str()))
-        .collect();
-    let ids = |hits: Vec<Hit>| -> Vec<String> {
-        hits.iter()
-            .map(|h| id_of[h.content.as_str()].to_string())
-            .collect()
-    };
+    let ids = |hits: Vec<Hit>| -> Vec<String> { hits.into_iter().map(|h| h.source).collect() };
 
-    let queries: Vec<&str> = set.questions.iter().map(|q| q.q.as_str()).collect();
-    let qvecs = embedder.embed_queries(&queries).unwrap();
     let mut scores: BTreeMap<(String, Mode), Score> = BTreeMap::new();
     // Questions where hybrid puts the first answer lower than one of the sides does.
     let mut worse = Vec::new();
-    for (q, v) in set.questions.iter().zip(&qvecs) {
+    for q in &set.questions {
         let mut rank = BTreeMap::new();
         for mode in MODES {
-            let ranked = ids(match mode {
-                Mode::Text => store.search_text(&q.q, K).unwrap(),
-                Mode::Vector => store.search_vector(v, K).unwrap(),
-                Mode::Hybrid => store.search_hybrid(&q.q, v, K, Weights::default()).unwrap(),
-            });
+            let search_mode = match mode {
+                Mode::Text => SearchMode::Text,
+                Mode::Vector => SearchMode::Vector,
+                Mode::Hybrid => SearchMode::Hybrid,
+            };
+            let ranked = ids(index.search(&q.q, K, search_mode).unwrap());
             for cat in [q.category.as_str(), "all"] {
                 scores
                     .entry((cat.to_string(), mode))
@@ -175,14 +167,14 @@ fn run() -> Results {
     // Informational: hybrid with the text side weighted down (vector weight 1).
     let mut sweep = String::from("hybrid with other weights (all questions):\n");
     for text_weight in [0.25, 0.5, 0.75, 1.0] {
-        let w = Weights {
+        let weighted = index_with(Weights {
             text: text_weight,
             vector: 1.0,
-        };
+        });
         let mut s = Score::default();
-        for (q, v) in set.questions.iter().zip(&qvecs) {
+        for q in &set.questions {
             s.add(
-                &ids(store.search_hybrid(&q.q, v, K, w).unwrap()),
+                &ids(weighted.search(&q.q, K, SearchMode::Hybrid).unwrap()),
                 &q.relevant,
             );
         }
@@ -235,11 +227,12 @@ fn run() -> Results {
 /// The issue asks for a set "on which hybrid beats FTS-only and vector-only". Hybrid
 /// ranks better than both overall (MRR@10 0.883 vs text 0.643 and vector 0.861 when
 /// written), finds at least as much in the top 5 as each, and is never worse than the
-/// vector side in any category. Two things make that so (see `search_hybrid`): stop words
-/// are left out of the text query, and the text side counts only chunks with more than
-/// half of the query's words or one of its codes; without them a cross-language question
-/// let unrelated notes that share one word ("meeting", "Alex") outrank the vector side's
-/// answer. Each floor is the measured value minus a margin.
+/// vector side in any category. Two things make that so (see `hybrid_text_side` in
+/// `src/tools/memory/store.rs`): stop words are left out of the text query, and the text
+/// side counts only chunks with more than half of the query's words or one of its codes;
+/// without them a cross-language question let unrelated notes that share one word
+/// ("meeting", "Alex") outrank the vector side's answer. Each floor is the measured value
+/// minus a margin.
 #[test]
 fn hybrid_beats_text_only_and_vector_only() {
     let r = run();

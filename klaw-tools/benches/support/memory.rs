@@ -13,7 +13,8 @@
 
 use std::path::PathBuf;
 
-use klaw_tools::tools::memory::store::{MemoryStore, NewChunk};
+// Not an API: a store filled with chosen vectors (see the module docs).
+use klaw_tools::tools::memory::bench_support::{MemoryStore, NewChunk};
 use klaw_tools::tools::memory::{Embedder, EmbedderConfig, Index, MemoryConfig};
 use serde::Deserialize;
 

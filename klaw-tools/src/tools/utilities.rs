@@ -59,7 +59,7 @@ pub fn time_zone(name: &str) -> Result<TimeZone, ToolError> {
     }
     TimeZone::get(name).map_err(|_| {
         let names: Vec<String> = jiff::tz::db().available().map(|n| n.to_string()).collect();
-        let close = crate::registry::by_similarity(name, names.iter().map(String::as_str));
+        let close = crate::by_similarity(name, names.iter().map(String::as_str));
         let close: Vec<_> = close.into_iter().filter(|(s, _)| *s > 0.85).collect();
         let hint = match close.first() {
             Some((_, n)) => format!("; did you mean `{n}`?"),

@@ -6,54 +6,34 @@
 //! search hit names the section `docs_read` opens. Each chunk begins with a context line,
 //! `path: Title › Section › Subsection`, which the search sees and the results leave out.
 //!
-//! What the index was built from is kept in the store's meta (`docs:files`, a JSON map of
-//! path to SHA-256 of the text): [`sync`] re-indexes only new and changed files and
-//! removes deleted ones, one transaction per file, recording a file's hash only once
-//! its chunks are stored (an interrupted run is finished by the next one).
+//! Each file is one document of [`Index::sync`], its version the SHA-256 of its text (and
+//! of this chunking's format): [`sync`] re-indexes only new and changed files and removes
+//! deleted ones, recording a file's hash only once its chunks are stored (an interrupted
+//! run is finished by the next one).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use sha2::{Digest, Sha256};
 
 use super::Doc;
 use crate::ToolContext;
-use crate::tools::memory::chunk::{ChunkOptions, chunk};
-use crate::tools::memory::store::{self, NewChunk, StoreError, content_hash};
-use crate::tools::memory::{Index, Memory, MemoryError};
+pub use crate::tools::memory::SyncReport;
+use crate::tools::memory::{Chunk, ChunkOptions, Index, Memory, MemoryError, SyncDoc};
 
 /// The docs index's file in the data directory.
 pub const DOCS_DB: &str = "docs.sqlite";
 
-/// The meta key of the `{path: hash}` map.
-const META_KEY: &str = "docs:files";
-
 /// Part of every file's hash: changing how docs are chunked re-indexes them all.
 const FORMAT: &str = "klaw-docs-index v1";
 
-/// Chunks embedded per model call.
-const EMBED_BATCH: usize = 32;
-
-/// What [`sync`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SyncReport {
-    /// Files (re-)indexed: new or changed (or all, when forced).
-    pub indexed: usize,
-    /// Files already indexed as they are.
-    pub unchanged: usize,
-    /// Files no longer in the docs, removed from the index.
-    pub removed: usize,
-    /// Chunks stored for the (re-)indexed files.
-    pub chunks: usize,
-    /// How long it took.
-    pub elapsed: Duration,
-}
-
-/// The hash a file is recorded with.
+/// The hash a file is recorded with: SHA-256, hex.
 fn file_hash(text: &str) -> String {
-    content_hash(&format!("{FORMAT}\n{text}"))
+    Sha256::digest(format!("{FORMAT}\n{text}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The chunks of one document as `(source, content)`: each section chunked on its own,
@@ -63,7 +43,7 @@ pub fn chunks(path: &str, text: &str) -> Vec<(String, String)> {
     let opts = ChunkOptions::default();
     let mut out = Vec::new();
     let mut push = |source: String, context: String, body: &str| {
-        for c in chunk(body, &opts) {
+        for c in opts.chunk(body) {
             out.push((source.clone(), format!("{context}\n\n{c}")));
         }
     };
@@ -95,78 +75,21 @@ pub fn body(content: &str) -> &str {
 }
 
 /// Brings `index` in step with `docs` (`(path, text)` pairs): (re-)indexes new and
-/// changed files, removes deleted ones; `force` re-indexes everything from scratch.
+/// changed files, removes deleted ones; `force` re-indexes everything from scratch. The
+/// report counts files.
 pub fn sync(index: &Index, docs: &[(&str, &str)], force: bool) -> Result<SyncReport, MemoryError> {
-    let started = Instant::now();
-    let mut report = SyncReport::default();
-    let stored = index.store().meta(META_KEY)?;
-    let mut known: BTreeMap<String, String> = match stored.as_deref().map(serde_json::from_str) {
-        Some(Ok(map)) if !force => map,
-        // Forced, never indexed, or a record that cannot be read: start from nothing.
-        _ => {
-            let mut store = index.store();
-            store.remove_source_prefix("")?;
-            store.set_meta(META_KEY, "{}")?;
-            BTreeMap::new()
-        }
-    };
-    let record = |known: &BTreeMap<String, String>| -> Result<(), MemoryError> {
-        let json = serde_json::to_string(known).unwrap_or_else(|_| "{}".into());
-        index.store().set_meta(META_KEY, &json)?;
-        Ok(())
-    };
-
-    for (path, text) in docs {
-        let hash = file_hash(text);
-        if known.get(*path) == Some(&hash) {
-            report.unchanged += 1;
-            continue;
-        }
-        remove_file(index, path)?;
-        let mut pieces = chunks(path, text);
-        // Batches of similar length: the model pads a batch to its longest text.
-        pieces.sort_by_key(|(_, c)| c.len());
-        let mut new = Vec::with_capacity(pieces.len());
-        for batch in pieces.chunks(EMBED_BATCH) {
-            let texts: Vec<&str> = batch.iter().map(|(_, c)| c.as_str()).collect();
-            let vectors = index.embedder().embed_passages(&texts)?;
-            for ((source, content), vector) in batch.iter().zip(vectors) {
-                new.push(NewChunk {
-                    content: content.clone(),
-                    source: source.clone(),
-                    created_at: None,
-                    vector,
-                });
-            }
-        }
-        if !new.is_empty() {
-            index.store().insert(&new)?;
-        }
-        report.indexed += 1;
-        report.chunks += new.len();
-        known.insert((*path).to_owned(), hash);
-        record(&known)?;
-    }
-
-    let gone: Vec<String> = known
-        .keys()
-        .filter(|k| !docs.iter().any(|(p, _)| p == k))
-        .cloned()
+    let docs: Vec<SyncDoc> = docs
+        .iter()
+        .map(|(path, text)| SyncDoc {
+            key: (*path).to_owned(),
+            version: file_hash(text),
+            chunks: chunks(path, text)
+                .into_iter()
+                .map(|(source, content)| Chunk { source, content })
+                .collect(),
+        })
         .collect();
-    for path in gone {
-        remove_file(index, &path)?;
-        known.remove(&path);
-        record(&known)?;
-        report.removed += 1;
-    }
-    report.elapsed = started.elapsed();
-    Ok(report)
-}
-
-/// Removes a file's chunks: the text before its first heading and every section.
-fn remove_file(index: &Index, path: &str) -> Result<usize, MemoryError> {
-    let mut store = index.store();
-    Ok(store.remove_source(path)? + store.remove_source_prefix(&format!("{path}#"))?)
+    index.sync(&docs, force)
 }
 
 /// What [`inspect`] finds in a docs index, compared with the docs it would be synced to.
@@ -192,25 +115,11 @@ impl DocsIndexInfo {
 /// Looks into the docs index at `path` read-only (no model, nothing written) and compares
 /// what it was built from with `docs` (`(path, text)` pairs, e.g. [`super::embedded`]):
 /// `None` when the file does not exist.
-pub fn inspect(path: &Path, docs: &[(&str, &str)]) -> Result<Option<DocsIndexInfo>, StoreError> {
-    let Some(info) = store::inspect(path)? else {
+pub fn inspect(path: &Path, docs: &[(&str, &str)]) -> Result<Option<DocsIndexInfo>, MemoryError> {
+    let Some(info) = Index::inspect(path)? else {
         return Ok(None);
     };
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(Duration::from_secs(2))?;
-    let recorded: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [META_KEY], |r| {
-            r.get(0)
-        })
-        .optional()?;
-    // A record that cannot be read counts as none, as [`sync`] treats it.
-    let known: BTreeMap<String, String> = recorded
-        .and_then(|json| serde_json::from_str(&json).ok())
-        .unwrap_or_default();
-    let (stale, removed) = compare(&known, docs);
+    let (stale, removed) = compare(&info.synced, docs);
     Ok(Some(DocsIndexInfo {
         chunks: info.chunks,
         files: docs.len(),

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::Doc;
-use crate::registry::by_similarity;
+use crate::by_similarity;
 use crate::{Limits, ToolError, ToolSchema, tool};
 
 /// Longest part of a requested path quoted back in an error.

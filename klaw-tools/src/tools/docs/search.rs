@@ -3,9 +3,8 @@
 use serde::Serialize;
 
 use super::index::{DocsIndex, body};
-use crate::tools::memory::SearchMode;
-use crate::tools::memory::fuse::FoundBy;
-use crate::tools::memory::index::blocking;
+use crate::tools::memory::{FoundBy, SearchMode};
+use crate::tools::run_blocking;
 use crate::{ToolContext, ToolError, ToolSchema, tool};
 
 /// The most results one call returns.
@@ -79,7 +78,7 @@ pub async fn docs_search(
             format!("topK must be between 1 and {MAX_TOP_K}"),
         ));
     }
-    blocking(move || {
+    run_blocking("docs", move || {
         let index = ctx.shared_state::<DocsIndex>().ready(&ctx)?;
         let hits = index.search(&query, top_k as usize, SearchMode::Hybrid)?;
         let docs = super::all();

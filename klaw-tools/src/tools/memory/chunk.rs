@@ -13,17 +13,30 @@
 //! tokenizer and errs on the long side for English.
 
 /// Approximate token count: `ceil(chars / 4)`.
-pub fn approx_tokens(text: &str) -> usize {
+pub(super) fn approx_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
 
-/// Chunking parameters.
+/// How text is cut into chunks before it is embedded: into blocks (headings, paragraphs,
+/// code fences) packed greedily into chunks of at most `max_tokens` (about 4 characters
+/// a token), a heading always starting a new chunk, a paragraph too long for one chunk
+/// split by words with `overlap_tokens` shared, a code fence never split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkOptions {
     /// The token budget of a chunk (code fences may exceed it).
     pub max_tokens: usize,
     /// Tokens repeated from the end of the previous paragraph; less than `max_tokens / 2`.
     pub overlap_tokens: usize,
+}
+
+impl ChunkOptions {
+    /// Cuts `text` into chunks with these options (what [`Index::save`] stores); empty
+    /// text gives none.
+    ///
+    /// [`Index::save`]: super::Index::save
+    pub fn chunk(&self, text: &str) -> Vec<String> {
+        chunk(text, self)
+    }
 }
 
 impl Default for ChunkOptions {
@@ -180,7 +193,7 @@ fn split_paragraph(text: &str, max: usize, overlap: usize) -> Vec<String> {
 }
 
 /// Splits `text` into chunks as described in the module docs. Empty text gives none.
-pub fn chunk(text: &str, opts: &ChunkOptions) -> Vec<String> {
+pub(super) fn chunk(text: &str, opts: &ChunkOptions) -> Vec<String> {
     let max = opts.max_tokens.max(1);
     let overlap = opts.overlap_tokens.min(max / 2);
     let mut items: Vec<Block> = Vec::new();

@@ -26,16 +26,16 @@ use serde_json::{Value, json};
 use crate::{DataDir, Schema, ToolError, ToolSchema, tool};
 
 /// The core memory file in the data directory.
-pub const CORE_MEMORY_FILE: &str = "core_memory.json";
+pub(super) const CORE_MEMORY_FILE: &str = "core_memory.json";
 /// The lock file beside it.
-pub const CORE_MEMORY_LOCK: &str = "core_memory.json.lock";
+pub(super) const CORE_MEMORY_LOCK: &str = "core_memory.json.lock";
 /// The longest key, in characters.
-pub const MAX_KEY_CHARS: usize = 64;
+pub(super) const MAX_KEY_CHARS: usize = 64;
 /// The longest value, in characters.
-pub const MAX_VALUE_CHARS: usize = 1000;
+pub(super) const MAX_VALUE_CHARS: usize = 1000;
 /// The largest core memory, in bytes of compact JSON: small enough for every system
 /// prompt (about two thousand tokens).
-pub const MAX_CORE_BYTES: usize = 8192;
+pub(super) const MAX_CORE_BYTES: usize = 8192;
 
 /// A section of core memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToolSchema)]
@@ -98,7 +98,7 @@ impl CoreMemory {
         }
     }
 
-    /// Its size as compact JSON, the measure [`MAX_CORE_BYTES`] limits.
+    /// Its size as compact JSON, the measure core memory's limit (8 KiB) applies to.
     pub fn size(&self) -> usize {
         serde_json::to_vec(self).map_or(0, |v| v.len())
     }
@@ -266,7 +266,7 @@ fn valid_key(key: &str) -> Result<String, ToolError> {
 }
 
 /// Reads core memory from `path`; a missing file is empty core memory.
-pub fn read(path: &Path) -> Result<CoreMemory, ToolError> {
+pub(super) fn read(path: &Path) -> Result<CoreMemory, ToolError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(CoreMemory::default()),

@@ -29,11 +29,11 @@ use serde::Deserialize;
 use tokenizers::Tokenizer;
 
 /// The ONNX Runtime library `make setup` installs; `ort` 2.0.0-rc.15 (`api-31`) matches it.
-pub const RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
+pub(super) const RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
 /// The model `make setup` installs.
-pub const DEFAULT_MODEL: &str = "multilingual-e5-small";
+pub(super) const DEFAULT_MODEL: &str = "multilingual-e5-small";
 /// The model's description, beside `model.onnx` and `tokenizer.json`.
-pub const MODEL_CONFIG: &str = "klaw-model.json";
+pub(super) const MODEL_CONFIG: &str = "klaw-model.json";
 
 /// The `pooling` values [`EmbedderConfig::load`] accepts.
 const POOLINGS: [&str; 2] = ["mean", "cls"];

@@ -30,7 +30,7 @@ fn is_cyrillic(c: char) -> bool {
 }
 
 /// The lower-cased words of `text`: runs of alphanumeric characters.
-pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(super) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(|w| w.to_lowercase().replace('ё', "е"))
@@ -78,7 +78,7 @@ fn is_stop_word(word: &str) -> bool {
 }
 
 /// The Snowball stem of one lower-cased word (Russian if it has Cyrillic, else English).
-pub fn stem(word: &str) -> String {
+pub(super) fn stem(word: &str) -> String {
     let (ru, en) = stemmers();
     if word.chars().any(is_cyrillic) {
         ru.stem(word).into_owned()
@@ -88,7 +88,7 @@ pub fn stem(word: &str) -> String {
 }
 
 /// The stems of every word of `text`, space-separated: the value of the stem column.
-pub fn stem_text(text: &str) -> String {
+pub(super) fn stem_text(text: &str) -> String {
     words(text).map(|w| stem(&w)).collect::<Vec<_>>().join(" ")
 }
 
@@ -102,7 +102,7 @@ fn quote(term: &str) -> String {
 /// joined with `OR`, so a chunk with more of them ranks higher under bm25 without one
 /// missing word hiding it. Stop words are left out unless every word is one. Every term
 /// is quoted.
-pub fn match_query(query: &str) -> Option<String> {
+pub(super) fn match_query(query: &str) -> Option<String> {
     let mut terms: Vec<String> = Vec::new();
     for (w, s) in query_terms(query) {
         for t in [w, s] {
@@ -117,7 +117,7 @@ pub fn match_query(query: &str) -> Option<String> {
 
 /// The words a query is searched by, each with its stem: its words without the stop
 /// words (all of them if every word is one), without repeats.
-pub fn query_terms(query: &str) -> Vec<(String, String)> {
+pub(super) fn query_terms(query: &str) -> Vec<(String, String)> {
     let all: Vec<String> = words(query).collect();
     let content: Vec<String> = all.iter().filter(|w| !is_stop_word(w)).cloned().collect();
     let mut chosen = if content.is_empty() { all } else { content };
@@ -135,7 +135,7 @@ pub fn query_terms(query: &str) -> Vec<(String, String)> {
 /// [`min_should_match`] builds its expression for at most this many query words
 /// (C(6, 4) = 15 groups); longer queries get `None`. Every group's phrases are scanned
 /// for bm25, so the expression must stay small.
-pub const MAX_MIN_SHOULD_MATCH_TERMS: usize = 6;
+pub(super) const MAX_MIN_SHOULD_MATCH_TERMS: usize = 6;
 
 /// An FTS5 `MATCH` expression for the chunks that contain **more than half** of `terms`
 /// (from [`query_terms`]; each as its word or its stem), or one of its [codes](is_code):
@@ -147,7 +147,7 @@ pub const MAX_MIN_SHOULD_MATCH_TERMS: usize = 6;
 /// among the chunks found, those with more of the words rank higher still. `None` when
 /// there are no terms or more than [`MAX_MIN_SHOULD_MATCH_TERMS`] (the caller filters
 /// with [`coverage`] instead).
-pub fn min_should_match(terms: &[(String, String)]) -> Option<String> {
+pub(super) fn min_should_match(terms: &[(String, String)]) -> Option<String> {
     let n = terms.len();
     if n == 0 || n > MAX_MIN_SHOULD_MATCH_TERMS {
         return None;
@@ -190,7 +190,7 @@ pub fn min_should_match(terms: &[(String, String)]) -> Option<String> {
 /// Whether a word looks like a code: letters and digits mixed, at least 4 characters
 /// (`qx7l9m`, `tp1271`, `inv2093`). Such words are what a text index finds and a
 /// sentence model does not see.
-pub fn is_code(word: &str) -> bool {
+pub(super) fn is_code(word: &str) -> bool {
     word.chars().count() >= 4
         && word.chars().any(|c| c.is_numeric())
         && word.chars().any(|c| c.is_alphabetic())
@@ -199,7 +199,7 @@ pub fn is_code(word: &str) -> bool {
 /// How well `text` matches `terms` (from [`query_terms`]): the share of the terms it
 /// contains, as the word or its stem (1.0 when it has them all, or when there are no
 /// terms), and whether one of those is a [code](is_code).
-pub fn coverage(terms: &[(String, String)], text: &str) -> (f64, bool) {
+pub(super) fn coverage(terms: &[(String, String)], text: &str) -> (f64, bool) {
     if terms.is_empty() {
         return (1.0, false);
     }

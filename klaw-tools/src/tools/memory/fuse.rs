@@ -5,9 +5,10 @@
 //! higher score first, then the better (smaller) best rank, then the smaller id.
 
 /// The RRF constant from Cormack et al. (2009); damps the weight of the top ranks.
-pub const RRF_K: f64 = 60.0;
+pub(super) const RRF_K: f64 = 60.0;
 
-/// Per-side weights for [`rrf`].
+/// Per-side weights of hybrid search's Reciprocal Rank Fusion: a result at rank `r` on
+/// a side of weight `w` earns `w / (60 + r)`, summed over the sides that found it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weights {
     /// The full-text side.
@@ -42,17 +43,22 @@ pub enum FoundBy {
 
 /// One fused result.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Fused<T> {
+pub(super) struct Fused<T> {
     /// The item's id.
-    pub id: T,
+    pub(super) id: T,
     /// The RRF score.
-    pub score: f64,
+    pub(super) score: f64,
     /// Which sides found it.
-    pub found_by: FoundBy,
+    pub(super) found_by: FoundBy,
 }
 
 /// Fuses two rankings (best first, ids unique within a side) with RRF constant `k`.
-pub fn rrf<T: Ord + Copy>(text: &[T], vector: &[T], weights: Weights, k: f64) -> Vec<Fused<T>> {
+pub(super) fn rrf<T: Ord + Copy>(
+    text: &[T],
+    vector: &[T],
+    weights: Weights,
+    k: f64,
+) -> Vec<Fused<T>> {
     // id -> (score, best rank, in text, in vector)
     let mut acc: std::collections::BTreeMap<T, (f64, usize, bool, bool)> =
         std::collections::BTreeMap::new();

@@ -1,21 +1,24 @@
-//! A searchable index: a [`MemoryStore`] with the [`Embedder`] that fills it, and the
+//! A searchable index: the store with the [`Embedder`] that fills it, and the
 //! per-context [`Memory`] that opens each index once and shares one model between them.
 //!
-//! The `memory_*` tools use the index `memory.sqlite` in the data directory; the `docs_*`
-//! tools use their own (`docs.sqlite`), so documentation never shows up in the agent's
-//! memories. Every call here blocks (SQLite, the model): tools run them with
-//! `spawn_blocking`.
+//! An [`Index`] is what the rest of Klaw sees of memory: it is opened, texts are added
+//! to it ([`Index::save`], or kept in step with a set of documents by [`Index::sync`]),
+//! searched, and removed from by source. The `memory_*` tools use the index
+//! `memory.sqlite` in the data directory; the `docs_*` tools use their own
+//! (`docs.sqlite`), so documentation never shows up in the agent's memories. Every call
+//! here blocks (SQLite, the model): tools run them with `spawn_blocking`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
 use super::fuse::Weights;
-use super::store::{Hit, InsertReport, MemoryStore, NewChunk, StoreError, fuse_hits};
+use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, StoreError, fuse_hits};
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
@@ -23,6 +26,13 @@ pub const MEMORY_DB: &str = "memory.sqlite";
 
 /// Texts embedded per model call when (re-)indexing many chunks.
 const EMBED_BATCH: usize = 64;
+
+/// Texts embedded per model call by [`Index::sync`]: its chunks are sorted by length
+/// first, and the model pads a batch to its longest text.
+const SYNC_EMBED_BATCH: usize = 32;
+
+/// The meta key of the `{key: version}` map [`Index::sync`] records.
+const SYNC_META: &str = "sync:versions";
 
 /// How memory is configured: which model, which runtime, fusion weights, chunking. The
 /// engine registers one built from `engine.json` as a service
@@ -75,6 +85,15 @@ pub enum MemoryError {
     /// The text to save has no words.
     #[error("nothing to save: the text is empty")]
     Empty,
+    /// A chunk given to [`Index::sync`] has a source outside its document: neither the
+    /// document's key nor `key#...`.
+    #[error("the chunk source `{found}` is not `{key}` or `{key}#...`")]
+    ForeignSource {
+        /// The document's key.
+        key: String,
+        /// The chunk's source.
+        found: String,
+    },
 }
 
 impl From<MemoryError> for ToolError {
@@ -132,6 +151,58 @@ impl SaveReport {
         self.inserted += r.inserted;
         self.duplicates += r.duplicates;
     }
+}
+
+/// A piece of a [`SyncDoc`], already cut to size by the caller: stored and embedded as
+/// it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// Where it came from: the document's key, or `key#fragment` for a part of it (a
+    /// section, say).
+    pub source: String,
+    /// The text.
+    pub content: String,
+}
+
+/// A document [`Index::sync`] keeps in step: its key, the version it is at, its chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncDoc {
+    /// Names the document among those synced (a path, say).
+    pub key: String,
+    /// Any text that changes whenever the chunks would (a hash of the document and of
+    /// how it is chunked): a document whose recorded version is this one is left as it is.
+    pub version: String,
+    /// Its chunks, each with the source `key` or `key#fragment`.
+    pub chunks: Vec<Chunk>,
+}
+
+/// What [`Index::sync`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SyncReport {
+    /// Documents (re-)indexed: new or changed (or all, when forced).
+    pub indexed: usize,
+    /// Documents already indexed at their version.
+    pub unchanged: usize,
+    /// Documents no longer in the set, removed from the index.
+    pub removed: usize,
+    /// Chunks stored for the (re-)indexed documents.
+    pub chunks: usize,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// What [`Index::inspect`] finds in an index file, without the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexInfo {
+    /// Chunks stored.
+    pub chunks: usize,
+    /// The fingerprint of the model that built it, if recorded.
+    pub fingerprint: Option<String>,
+    /// The vectors' dimensions, if recorded.
+    pub dims: Option<usize>,
+    /// The version of each document [`Index::sync`] indexed, by key (empty when it never
+    /// ran, or its record cannot be read, which `sync` treats the same).
+    pub synced: BTreeMap<String, String>,
 }
 
 /// One index: a store and the model whose vectors it holds. Shared between calls; the
@@ -202,8 +273,22 @@ impl Index {
         self.reembedded
     }
 
+    /// Looks into the index at `path` read-only (no model, no sqlite-vec, nothing
+    /// written): `None` when the file does not exist.
+    pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, MemoryError> {
+        let Some(info) = store::inspect(path, SYNC_META)? else {
+            return Ok(None);
+        };
+        Ok(Some(IndexInfo {
+            chunks: info.chunks,
+            fingerprint: info.fingerprint,
+            dims: info.dims,
+            synced: parse_versions(info.meta.as_deref()).unwrap_or_default(),
+        }))
+    }
+
     /// The store, locked. Hold it briefly: every other call on this index waits.
-    pub fn store(&self) -> MutexGuard<'_, MemoryStore> {
+    pub(crate) fn store(&self) -> MutexGuard<'_, MemoryStore> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -235,13 +320,7 @@ impl Index {
             chunks: chunks.len(),
             ..SaveReport::default()
         };
-        for batch in chunks.chunks_mut(EMBED_BATCH) {
-            let texts: Vec<&str> = batch.iter().map(|c| c.content.as_str()).collect();
-            let vectors = self.embedder.embed_passages(&texts)?;
-            for (c, v) in batch.iter_mut().zip(vectors) {
-                c.vector = v;
-            }
-        }
+        self.embed(&mut chunks, EMBED_BATCH)?;
         if !chunks.is_empty() {
             report.add(self.store().insert(&chunks)?);
         }
@@ -283,6 +362,105 @@ impl Index {
     /// Removes every chunk from `source`; returns how many.
     pub fn remove_source(&self, source: &str) -> Result<usize, MemoryError> {
         Ok(self.store().remove_source(source)?)
+    }
+
+    /// Brings the index in step with `docs`: (re-)indexes the documents whose version
+    /// differs from the one recorded (or that are new), removes the documents recorded
+    /// that are no longer in `docs`, and leaves the others alone; `force` empties the
+    /// index first and indexes everything.
+    ///
+    /// A document is replaced whole: the chunks whose source is its key or begins with
+    /// `key#` are removed and its chunks stored, embedded in batches of similar length.
+    /// Each document's version is recorded once its chunks are stored, so a run that is
+    /// interrupted is finished by the next one. An index synced this way is meant for
+    /// that set of documents alone: the first sync (or a record that cannot be read)
+    /// empties it.
+    pub fn sync(&self, docs: &[SyncDoc], force: bool) -> Result<SyncReport, MemoryError> {
+        let started = Instant::now();
+        let mut report = SyncReport::default();
+        for doc in docs {
+            if let Some(c) = doc.chunks.iter().find(|c| !belongs(&c.source, &doc.key)) {
+                return Err(MemoryError::ForeignSource {
+                    key: doc.key.clone(),
+                    found: c.source.clone(),
+                });
+            }
+        }
+        let stored = self.store().meta(SYNC_META)?;
+        let mut known = match parse_versions(stored.as_deref()) {
+            Some(map) if !force => map,
+            // Forced, never synced, or a record that cannot be read: start from nothing.
+            _ => {
+                let mut store = self.store();
+                store.remove_source_prefix("")?;
+                store.set_meta(SYNC_META, "{}")?;
+                BTreeMap::new()
+            }
+        };
+        let record = |known: &BTreeMap<String, String>| -> Result<(), MemoryError> {
+            let json = serde_json::to_string(known).unwrap_or_else(|_| "{}".into());
+            self.store().set_meta(SYNC_META, &json)?;
+            Ok(())
+        };
+
+        for doc in docs {
+            if known.get(&doc.key) == Some(&doc.version) {
+                report.unchanged += 1;
+                continue;
+            }
+            self.remove_document(&doc.key)?;
+            let mut new: Vec<NewChunk> = doc
+                .chunks
+                .iter()
+                .map(|c| NewChunk {
+                    content: c.content.clone(),
+                    source: c.source.clone(),
+                    created_at: None,
+                    vector: Vec::new(),
+                })
+                .collect();
+            new.sort_by_key(|c| c.content.len());
+            self.embed(&mut new, SYNC_EMBED_BATCH)?;
+            if !new.is_empty() {
+                self.store().insert(&new)?;
+            }
+            report.indexed += 1;
+            report.chunks += new.len();
+            known.insert(doc.key.clone(), doc.version.clone());
+            record(&known)?;
+        }
+
+        let gone: Vec<String> = known
+            .keys()
+            .filter(|k| !docs.iter().any(|d| &d.key == *k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.remove_document(&key)?;
+            known.remove(&key);
+            record(&known)?;
+            report.removed += 1;
+        }
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Removes a synced document's chunks: those from `key` and from `key#...`.
+    fn remove_document(&self, key: &str) -> Result<usize, MemoryError> {
+        let mut store = self.store();
+        Ok(store.remove_source(key)? + store.remove_source_prefix(&format!("{key}#"))?)
+    }
+
+    /// Fills in the chunks' vectors, `batch` texts per model call.
+    fn embed(&self, chunks: &mut [NewChunk], batch: usize) -> Result<(), MemoryError> {
+        for batch in chunks.chunks_mut(batch) {
+            let texts: Vec<&str> = batch.iter().map(|c| c.content.as_str()).collect();
+            let vectors = self.embedder.embed_passages(&texts)?;
+            for (c, v) in batch.iter_mut().zip(vectors) {
+                c.vector = v;
+            }
+        }
+        Ok(())
     }
 
     /// How many chunks are stored.
@@ -344,11 +522,50 @@ impl Memory {
     }
 }
 
+/// Whether a chunk from `source` is part of the synced document `key`.
+fn belongs(source: &str, key: &str) -> bool {
+    source
+        .strip_prefix(key)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('#'))
+}
+
+/// The `{key: version}` map [`Index::sync`] records; `None` when there is none or it
+/// cannot be read.
+fn parse_versions(json: Option<&str>) -> Option<BTreeMap<String, String>> {
+    serde_json::from_str(json?).ok()
+}
+
 /// Runs blocking memory work (the model, SQLite) on tokio's blocking pool.
-pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
+pub(super) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
 {
     crate::tools::run_blocking("memory", f).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_holds_its_key_and_its_fragments_only() {
+        assert!(belongs("a.md", "a.md"));
+        assert!(belongs("a.md#alpha", "a.md"));
+        assert!(belongs("a.md#", "a.md"));
+        assert!(!belongs("a.mdx", "a.md"));
+        assert!(!belongs("a.md.bak#x", "a.md"));
+        assert!(!belongs("b.md#a.md", "a.md"));
+        assert!(!belongs("", "a.md"));
+    }
+
+    #[test]
+    fn an_unreadable_sync_record_is_none() {
+        assert_eq!(parse_versions(None), None);
+        assert_eq!(parse_versions(Some("not json")), None);
+        assert_eq!(
+            parse_versions(Some(r#"{"a.md":"1"}"#)),
+            Some(BTreeMap::from([("a.md".to_owned(), "1".to_owned())]))
+        );
+    }
 }

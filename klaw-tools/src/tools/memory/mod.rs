@@ -5,23 +5,52 @@
 //!
 //! The tools: `memory_search`, `memory_save`, and core memory (`memory_core_get`,
 //! `memory_core_update`, `memory_core_delete`); see `doc/tools/memory.md`.
+//!
+//! The rest of Klaw (the `docs_*` tools, the engine's `memory` commands and `doctor`)
+//! uses one API: an [`Index`], opened on a file with an [`Embedder`] and a
+//! [`MemoryConfig`] (or reached through the context's [`Memory`]), that texts are saved
+//! to ([`Index::save`], [`Index::save_all`]) or kept in step with a set of documents
+//! ([`Index::sync`]), that is searched ([`Index::search`] in a [`SearchMode`], giving
+//! [`Hit`]s), and removed from by source ([`Index::remove_source`]);
+//! [`Index::inspect`] looks into a file without the model. The store, the full-text
+//! rules, the fusion and the vectors' in-memory copy behind it are private.
 
-pub mod chunk;
-pub mod core;
-pub mod embed;
-pub mod fts;
-pub mod fuse;
-pub mod index;
+mod chunk;
+mod core;
+mod embed;
+mod fts;
+mod fuse;
+mod index;
 mod save;
 mod search;
-pub mod store;
-pub mod vectors;
+mod store;
+mod vectors;
 
 pub use self::core::{
     CoreDeleted, CoreMemory, CoreMemoryView, CoreSection, CoreUpdated, Entries, memory_core_delete,
     memory_core_get, memory_core_update,
 };
+pub use chunk::ChunkOptions;
 pub use embed::{EmbedError, Embedder, EmbedderConfig, TextKind};
-pub use index::{Document, Index, Memory, MemoryConfig, MemoryError, SaveReport, SearchMode};
+pub use fuse::{FoundBy, Weights};
+pub use index::{
+    Chunk, Document, Index, IndexInfo, MEMORY_DB, Memory, MemoryConfig, MemoryError, SaveReport,
+    SearchMode, SyncDoc, SyncReport,
+};
 pub use save::{MAX_SAVE_BYTES, MAX_SOURCE_CHARS, MemorySaved, memory_save};
 pub use search::{MAX_QUERY_CHARS, MAX_TOP_K, MemoryHit, MemorySearchResults, memory_search};
+pub use store::{Hit, StoreError};
+
+/// Not an API: the internals the benches under `benches/` measure on their own (a store
+/// filled with chosen vectors, a search with a ready query vector, the vectors'
+/// in-memory copy). Hidden from the docs; it changes whenever the internals do.
+#[doc(hidden)]
+pub mod bench_support {
+    pub use super::store::{MIN_RESCORED, MemoryStore, NewChunk, RESCORE_FACTOR};
+    pub use super::vectors::VectorCache;
+
+    /// The store behind `index`, locked; every other call on the index waits.
+    pub fn store(index: &super::Index) -> std::sync::MutexGuard<'_, MemoryStore> {
+        index.store()
+    }
+}

@@ -105,7 +105,7 @@ pub struct MemoryStore {
 }
 
 /// The SHA-256 of a chunk's text, hex: how exact duplicates are recognised.
-pub fn content_hash(content: &str) -> String {
+pub(super) fn content_hash(content: &str) -> String {
     Sha256::digest(content.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -132,20 +132,22 @@ fn normalised(v: &[f32], dims: usize) -> Result<Vec<u8>, StoreError> {
         .collect())
 }
 
-/// What [`inspect`] finds in an index file, without the model.
+/// What [`inspect`] finds in a store's file, without the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexInfo {
+pub(super) struct StoreInfo {
     /// Chunks stored.
-    pub chunks: usize,
+    pub(super) chunks: usize,
     /// The fingerprint of the model that built it, if recorded.
-    pub fingerprint: Option<String>,
+    pub(super) fingerprint: Option<String>,
     /// The vectors' dimensions, if recorded.
-    pub dims: Option<usize>,
+    pub(super) dims: Option<usize>,
+    /// The [`meta`](MemoryStore::meta) value asked for, if any.
+    pub(super) meta: Option<String>,
 }
 
-/// Looks into the index at `path` read-only (no model, no sqlite-vec, nothing written):
-/// `None` when the file does not exist.
-pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, StoreError> {
+/// Looks into the store at `path` read-only (no model, no sqlite-vec, nothing written),
+/// reading also the meta value under `meta_key`: `None` when the file does not exist.
+pub(super) fn inspect(path: &Path, meta_key: &str) -> Result<Option<StoreInfo>, StoreError> {
     if !path.exists() {
         return Ok(None);
     }
@@ -155,10 +157,11 @@ pub fn inspect(path: &Path) -> Result<Option<IndexInfo>, StoreError> {
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(2))?;
     let n: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-    Ok(Some(IndexInfo {
+    Ok(Some(StoreInfo {
         chunks: usize::try_from(n).unwrap_or_default(),
         fingerprint: read_meta(&conn, "fingerprint")?,
         dims: read_meta(&conn, "dims")?.and_then(|d| d.parse().ok()),
+        meta: read_meta(&conn, meta_key)?,
     }))
 }
 
@@ -171,7 +174,7 @@ fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError>
 
 /// The text side of [`MemoryStore::search_hybrid`] counts a chunk only if it contains more
 /// than this share of the query's words.
-pub const HYBRID_MIN_COVERAGE: f64 = 0.5;
+pub(super) const HYBRID_MIN_COVERAGE: f64 = 0.5;
 // `fts::min_should_match` asks for more than half of the words: the same rule.
 const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 
@@ -179,7 +182,7 @@ const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 const MMAP_BYTES: i64 = 4 << 30;
 
 /// sqlite-vec's largest `k`; larger requests are capped.
-pub const MAX_K: usize = 4096;
+pub(super) const MAX_K: usize = 4096;
 
 /// Vector search re-scores `k` times this many candidates of the in-memory scan with the
 /// float vectors ...
@@ -648,7 +651,7 @@ impl MemoryStore {
 /// Fuses a hybrid search's text side and vector side (best first) with Reciprocal Rank
 /// Fusion (k = 60, `weights` per side): the best `k`, scored by RRF, each marked with
 /// the side(s) that found it.
-pub fn fuse_hits(text: Vec<Hit>, vecs: Vec<Hit>, k: usize, weights: Weights) -> Vec<Hit> {
+pub(super) fn fuse_hits(text: Vec<Hit>, vecs: Vec<Hit>, k: usize, weights: Weights) -> Vec<Hit> {
     let ids = |h: &[Hit]| h.iter().map(|x| x.id).collect::<Vec<_>>();
     let fused = fuse::rrf(&ids(&text), &ids(&vecs), weights, fuse::RRF_K);
     let mut by_id: std::collections::HashMap<i64, Hit> =
@@ -751,3 +754,6 @@ fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
         found_by,
     })
 }
+
+#[cfg(test)]
+mod tests;

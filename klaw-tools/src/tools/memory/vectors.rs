@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// Stores up to this many vectors are ranked by int8 whole, without the bits.
-pub const FULL_SCAN_UP_TO: usize = 16_384;
+pub(super) const FULL_SCAN_UP_TO: usize = 16_384;
 
 /// Above [`FULL_SCAN_UP_TO`], the bits keep this share of the vectors (1 / 4) for int8
 /// ranking, and at least [`FULL_SCAN_UP_TO`] of them.
@@ -68,7 +68,7 @@ impl std::fmt::Debug for VectorCache {
 
 /// `v`'s int8 codes and scale: `v[i] ≈ codes[i] * scale` (scaled by the largest
 /// component, which becomes ±127; all zeros and scale 0 for a zero or non-finite vector).
-pub fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+pub(super) fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
     let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
     if max == 0.0 || !max.is_finite() {
         return (vec![0; v.len()], 0.0);

@@ -1,9 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The memory store end to end on a real SQLite database in a temporary directory. The
 //! vectors are unit vectors built here (8 dimensions): this tests the index, not a model.
 
-use klaw_tools::tools::memory::fuse::{FoundBy, Weights};
-use klaw_tools::tools::memory::store::{MemoryStore, NewChunk, StoreError};
+use super::*;
 use std::path::PathBuf;
 
 const DIMS: usize = 8;
@@ -537,7 +535,7 @@ fn the_hybrid_text_side_keeps_chunks_with_more_than_half_of_the_words() {
         .collect();
     store.insert(&chunks).unwrap();
     // how many of the words each hit holds, sorted
-    let holds = |hits: Vec<klaw_tools::tools::memory::store::Hit>| -> Vec<usize> {
+    let holds = |hits: Vec<Hit>| -> Vec<usize> {
         let mut out: Vec<usize> = hits
             .iter()
             .map(|h| words.iter().filter(|w| h.content.contains(*w)).count())
