@@ -1045,6 +1045,10 @@ mod tests {
         assert_eq!(m.model_dir, c.memory_model_dir);
         assert_eq!(m.runtime_library, c.memory_runtime_library);
         assert_eq!(m.threads, Some(c.memory_threads));
+        // The model and runtime library memory falls back to are the config's defaults.
+        let (model, library) = klaw_tools::tools::memory::EmbedderConfig::default_paths().unwrap();
+        assert_eq!(model.file_name().unwrap(), DEFAULT_MEMORY_MODEL);
+        assert_eq!(library.file_name().unwrap(), DEFAULT_RUNTIME_LIBRARY);
     }
 
     /// The tables of `doc/config/engine-json.md` are the declarations; regenerate them

@@ -168,15 +168,9 @@ fn default_output() -> String {
 }
 
 impl EmbedderConfig {
-    /// `$KLAW_CACHE`, else `~/.cache/klaw`.
+    /// The Klaw cache ([`crate::cache_dir`]: `$KLAW_CACHE`, else `~/.cache/klaw`).
     pub fn cache_dir() -> Result<PathBuf, EmbedError> {
-        match std::env::var_os("KLAW_CACHE") {
-            Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-            _ => match std::env::var_os("HOME") {
-                Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".cache").join("klaw")),
-                _ => Err(EmbedError::NoCacheDir),
-            },
-        }
+        crate::cache_dir().ok_or(EmbedError::NoCacheDir)
     }
 
     /// The default model directory and runtime library under [`cache_dir`](Self::cache_dir).
