@@ -156,10 +156,11 @@ section! {
 
 impl Copy for MemoryWeights {}
 
-/// `execTimeoutSeconds`: at least 1 and at most `execMaxTimeoutSeconds`.
+/// `execTimeoutSeconds`: at least 1 and at most `execMaxTimeoutSeconds` (when that is
+/// valid: a maximum of 0 is reported under its own key).
 fn within_max_timeout(v: &u64, c: &EngineConfig) -> Result<(), String> {
     at_least(1)(v, c)?;
-    if *v > c.exec_max_timeout_seconds {
+    if c.exec_max_timeout_seconds >= 1 && *v > c.exec_max_timeout_seconds {
         return Err(format!(
             "{v} is above execMaxTimeoutSeconds ({})",
             c.exec_max_timeout_seconds
@@ -1113,12 +1114,20 @@ mod tests {
                 assert!(var.starts_with("KLAW_"), "{var}");
             }
         }
-        // A variable set to a value of the wrong type is refused by name: it was read.
-        for var in vars {
+        // Every variable is read: set to a value unlike any default, it is either refused
+        // by name or changes its key in the output.
+        for k in &keys {
+            let Some(var) = k.env else { continue };
             let pairs = [("HOME", "/h"), (var, "\u{1}not a value\u{1}")];
             let e = env(&pairs);
-            if let Err(err) = resolve_defaults(&e) {
-                assert!(err.to_string().contains(var), "{var}: {err}");
+            match resolve_defaults(&e) {
+                Err(err) => assert!(err.to_string().contains(var), "{var}: {err}"),
+                Ok(set) => {
+                    let at = |v: &serde_json::Value| {
+                        k.key.split('.').fold(v.clone(), |v, part| v[part].clone())
+                    };
+                    assert_ne!(at(&set.effective()), at(&effective), "{var} was not read");
+                }
             }
         }
     }

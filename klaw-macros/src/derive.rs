@@ -63,23 +63,23 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
                 }
                 (false, "skip" | "skip_deserializing") => out.skip = true,
                 (false, "flatten") => out.flatten = true,
-                                (true, "description_en") => {
+                (true, "description_en") => {
                     if level == Level::Type {
                         cx.error_spanned_by(
                             &meta.path,
                             "#[schema(description_en)] goes on a field or a variant; a type's own description is not used (an argument is described on the tool's parameter)",
                         );
                     }
-                                        out.description_en = string_value(cx, &meta)?.map(|s| s.value());
+                    out.description_en = string_value(cx, &meta)?.map(|s| s.value());
                 }
-                                (true, "crate") => {
+                (true, "crate") => {
                     if level == Level::Member {
                         cx.error_spanned_by(
                             &meta.path,
                             "#[schema(crate = \"...\")] goes on the type itself, not on a field or a variant",
                         );
                     }
-                                        if let Some(lit) = string_value(cx, &meta)? {
+                    if let Some(lit) = string_value(cx, &meta)? {
                         match lit.parse::<syn::Path>() {
                             Ok(p) => out.krate = Some(p),
                             Err(_) => cx.error_spanned_by(
@@ -90,7 +90,8 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
                     }
                 }
                 (true, other) => {
-                                        let got = meta.path.get_ident().map(|_| other);
+                    // Named in the message only when the key is a plain word.
+                    let got = meta.path.get_ident().is_some().then_some(other);
                     cx.error_spanned_by(
                         &meta.path,
                         unknown_key_expecting(

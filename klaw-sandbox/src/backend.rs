@@ -13,6 +13,7 @@ use crate::helper::{HELPER_ARG, HelperPolicy, PROBE_OK};
 use crate::{Error, Mode};
 
 /// System directories visible read-only inside every sandbox (those that exist).
+#[cfg(target_os = "linux")]
 pub(crate) const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];

@@ -55,6 +55,17 @@ mod supervisor;
 mod sys;
 #[cfg(target_os = "linux")]
 pub mod tree;
+/// Ending a command's process tree, off Linux: its process group only (descendants that
+/// left the group with `setsid` are not found; the sandbox is not supported here).
+#[cfg(not(target_os = "linux"))]
+pub mod tree {
+    /// Kills the process group `root` leads.
+    pub fn kill_tree(root: i32) {
+        if let Some(pid) = rustix::process::Pid::from_raw(root) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
 #[cfg(target_os = "linux")]
 pub mod unprivileged;
 
@@ -127,7 +138,8 @@ pub enum Error {
     Policy(String),
 }
 
-/// Does nothing off Linux: the sandbox is not supported there.
+/// Does nothing off Linux (the sandbox is not supported there, and neither is closing
+/// what the engine inherited: commands in mode `off` inherit it).
 #[cfg(not(target_os = "linux"))]
 pub fn close_inherited_fds(_cmd: &mut std::process::Command) {}
 

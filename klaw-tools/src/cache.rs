@@ -1,20 +1,21 @@
 //! Where `make setup` puts what Klaw downloads (models, ONNX Runtime): the one place the
 //! `KLAW_CACHE` variable is read.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// The Klaw cache: `KLAW_CACHE` (a leading `~` is the home directory; relative to the
 /// current directory), else `~/.cache/klaw`; `None` when neither it nor `HOME` is set.
 /// Variables set to the empty string count as not set.
 pub fn cache_dir() -> Option<PathBuf> {
-    cache_dir_from(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    cache_dir_from(|name| std::env::var_os(name).filter(|v| !v.is_empty()))
 }
 
 /// [`cache_dir`] with the environment given as a lookup (for the engine's
 /// configuration, which reads a replaceable environment).
-pub fn cache_dir_from(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let home = env("HOME");
-    match env("KLAW_CACHE") {
+pub fn cache_dir_from<S: Into<OsString>>(env: impl Fn(&str) -> Option<S>) -> Option<PathBuf> {
+    let home: Option<OsString> = env("HOME").map(Into::into);
+    match env("KLAW_CACHE").map(Into::into) {
         Some(c) => {
             let c = Path::new(&c);
             let c = match (c.strip_prefix("~"), &home) {

@@ -231,6 +231,25 @@ impl ToolContext {
     }
 }
 
+impl ToolContext {
+    /// A builder holding everything this context has (directories, limits, settings,
+    /// services and caller), to add or replace parts of it. State created on first use
+    /// ([`shared_state`](Self::shared_state)) is not carried over.
+    pub fn to_builder(&self) -> ToolContextBuilder {
+        ToolContextBuilder {
+            shared: Shared {
+                workspace: self.shared.workspace.clone(),
+                data_dir: self.shared.data_dir.clone(),
+                limits: self.shared.limits.clone(),
+                settings: self.shared.settings.clone(),
+                services: self.shared.services.clone(),
+                lazy: Default::default(),
+            },
+            caller: self.caller.as_ref().clone(),
+        }
+    }
+}
+
 /// Builds a [`ToolContext`].
 #[derive(Default)]
 pub struct ToolContextBuilder {
@@ -444,6 +463,25 @@ mod tests {
                 .shared_state::<std::sync::Mutex<u32>>()
                 .lock()
                 .unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn to_builder_keeps_everything_but_lazy_state() {
+        let ctx = ToolContext::builder()
+            .workspace("/w")
+            .service(42_u32)
+            .caller(Caller::new("telegram", Some("1".into())))
+            .build();
+        *ctx.shared_state::<std::sync::Mutex<u8>>().lock().unwrap() = 7;
+        let again = ctx.to_builder().service("more").build();
+        assert_eq!(again.workspace(), Path::new("/w"));
+        assert_eq!(*State::<u32>::from_ctx(&again).unwrap(), 42);
+        assert_eq!(*State::<&str>::from_ctx(&again).unwrap(), "more");
+        assert_eq!(again.caller().channel, "telegram");
+        assert_eq!(
+            *again.shared_state::<std::sync::Mutex<u8>>().lock().unwrap(),
             0
         );
     }

@@ -67,17 +67,13 @@ impl Kit {
         })
     }
 
-    /// Replaces the context (to add services, say), keeping the directories.
+    /// Changes the context (to add services, say), keeping what it has: the
+    /// directories, limits, settings and the services added before.
     pub fn with_context(
         mut self,
         f: impl FnOnce(crate::ToolContextBuilder) -> crate::ToolContextBuilder,
     ) -> Self {
-        let b = ToolContext::builder()
-            .workspace(&self.workspace)
-            .data_dir(&self.data_dir)
-            .limits(self.ctx.limits().clone())
-            .settings(self.ctx.settings().clone());
-        self.ctx = f(b).build();
+        self.ctx = f(self.ctx.to_builder()).build();
         self
     }
 

@@ -31,7 +31,8 @@ pub struct KeyDoc {
 /// The Markdown tables of `doc/config/engine-json.md` that come from the declarations,
 /// by the name of their marker (`<!-- generated: keys NAME -->` ... `<!-- end -->`):
 /// `top` (the top-level keys), `memory` (the `memory` section), `env` (the variables).
-pub fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
+#[cfg(test)]
+pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
     let table = |rows: Vec<&KeyDoc>| {
         let mut t = String::from(
             "| key | type | default | environment variable | meaning |\n|---|---|---|---|---|\n",
@@ -63,7 +64,8 @@ pub fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
 }
 
 /// `doc` with each generated table replaced by `tables` (see [`doc_tables`]).
-pub fn with_tables(doc: &str, tables: &[(&'static str, String)]) -> String {
+#[cfg(test)]
+pub(crate) fn with_tables(doc: &str, tables: &[(&'static str, String)]) -> String {
     let mut out = doc.to_owned();
     for (name, table) in tables {
         let start = format!("<!-- generated: keys {name} -->\n");
@@ -79,7 +81,7 @@ pub fn with_tables(doc: &str, tables: &[(&'static str, String)]) -> String {
 }
 
 /// A section of `engine.json` declared with [`section!`].
-pub(crate) trait Section: Default + serde::Serialize {
+pub(crate) trait Section: Default {
     /// Appends the documentation of every key (and nested section) under `prefix`.
     fn keys(prefix: &str, out: &mut Vec<KeyDoc>);
     /// Applies the environment variables of every key.

@@ -31,8 +31,10 @@ const EMBED_BATCH: usize = 64;
 /// first, and the model pads a batch to its longest text.
 const SYNC_EMBED_BATCH: usize = 32;
 
-/// The meta key of the `{key: version}` map [`Index::sync`] records.
-const SYNC_META: &str = "sync:versions";
+/// The meta key of the `{key: version}` map [`Index::sync`] records. Named for the docs
+/// index, which recorded the same map under it before `sync` moved here: an index built
+/// then is kept, not rebuilt.
+const SYNC_META: &str = "docs:files";
 
 /// How memory is configured: which model, which runtime, fusion weights, chunking. The
 /// engine registers one built from `engine.json` as a service

@@ -16,6 +16,7 @@ mod sandbox;
 mod settings;
 
 pub use exec::{ExecResult, exec};
+pub use klaw_sandbox::{HELPER_ARG, run_helper_if_requested};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};
 pub use run::CommandLine;
 pub use sandbox::SandboxHelper;
