@@ -11,7 +11,7 @@ use crate::names::{doc_text, rename};
 
 /// Types injected from the context without `#[ctx]`, by their last path segment, unless
 /// the parameter has an `#[arg]`.
-pub(crate) const EXTRACTORS: [&str; 8] = [
+pub(crate) const EXTRACTORS: [&str; 9] = [
     "ToolContext",
     "Workspace",
     "DataDir",
@@ -19,6 +19,7 @@ pub(crate) const EXTRACTORS: [&str; 8] = [
     "Settings",
     "Caller",
     "Cancel",
+    "Progress",
     "State",
 ];
 

@@ -134,6 +134,8 @@ pub struct ToolContext {
     shared: Arc<Shared>,
     caller: Arc<Caller>,
     cancel: CancellationToken,
+    call_id: Option<Arc<str>>,
+    progress: Option<Arc<dyn crate::ProgressSink>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -145,6 +147,7 @@ impl std::fmt::Debug for ToolContext {
             .field("settings", &self.shared.settings)
             .field("services", &self.shared.services.len())
             .field("caller", &self.caller)
+            .field("call_id", &self.call_id)
             .finish()
     }
 }
@@ -178,6 +181,45 @@ impl ToolContext {
     /// The caller of this call.
     pub fn caller(&self) -> &Caller {
         &self.caller
+    }
+
+    /// The id of this call, when whoever started it gave one (the engine always does):
+    /// it is in the call's events and logs, and in its progress reports.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
+    }
+
+    /// The same context for the call `id`.
+    #[must_use]
+    pub fn with_call_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.call_id = Some(id.into());
+        self
+    }
+
+    /// The same context with `sink` receiving the call's progress reports.
+    #[must_use]
+    pub fn with_progress(mut self, sink: Arc<dyn crate::ProgressSink>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// This call's progress reporter (it reports to nobody when no sink was given).
+    pub fn progress(&self) -> crate::Progress {
+        crate::Progress::new(self.progress.clone(), self.call_id.clone())
+    }
+
+    /// Drops the state created on first use ([`shared_state`](Self::shared_state)):
+    /// what only this context held ends now (a process table kills its jobs, an open
+    /// index closes its database). The engine does this when it shuts down.
+    pub fn clear_shared_state(&self) {
+        let state = std::mem::take(
+            &mut *self
+                .shared
+                .lazy
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(state);
     }
 
     /// The cancellation token of this call.
@@ -312,6 +354,8 @@ impl ToolContextBuilder {
             shared: Arc::new(self.shared),
             caller: Arc::new(self.caller),
             cancel: CancellationToken::new(),
+            call_id: None,
+            progress: None,
         }
     }
 }
@@ -320,12 +364,12 @@ impl ToolContextBuilder {
 /// arguments, like an axum extractor. Such parameters do not appear in the schema.
 ///
 /// Built in: [`ToolContext`], [`Workspace`], [`DataDir`], [`Limits`], [`Settings`],
-/// [`Caller`], [`Cancel`] and [`State<T>`]. Implement it for your own types and mark
+/// [`Caller`], [`Cancel`], [`Progress`](crate::Progress) and [`State<T>`]. Implement it for your own types and mark
 /// the parameter `#[ctx]`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be taken from the tool context",
     label = "not a context extractor",
-    note = "extractors are ToolContext, Workspace, DataDir, Limits, Settings, Caller, Cancel and State<T>; implement FromToolContext for your own",
+    note = "extractors are ToolContext, Workspace, DataDir, Limits, Settings, Caller, Cancel, Progress and State<T>; implement FromToolContext for your own",
     note = "if this is meant to be an argument from the model, remove #[ctx] (a type named like a built-in extractor, such as your own `Settings`, needs #[arg])"
 )]
 pub trait FromToolContext: Sized {

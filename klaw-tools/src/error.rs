@@ -25,6 +25,9 @@ pub enum ErrorKind {
     Unavailable,
     /// The call was cancelled by the caller.
     Cancelled,
+    /// The engine's policy refused the call before it ran (an approval the user did
+    /// not give, a tool not allowed on this channel); the message says why.
+    Refused,
     /// Anything else: the tool ran and failed.
     Failed,
 }
@@ -40,6 +43,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Refused => "refused",
             ErrorKind::Failed => "failed",
         }
     }
@@ -122,6 +126,11 @@ impl ToolError {
     /// The call was cancelled.
     pub fn cancelled(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Cancelled, message)
+    }
+
+    /// The engine's policy refused the call before it ran.
+    pub fn refused(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Refused, message)
     }
 
     /// The tool failed.

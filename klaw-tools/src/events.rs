@@ -13,6 +13,8 @@ pub enum ToolEvent {
     Executed {
         /// The tool.
         tool: String,
+        /// The call's id ([`ToolContext::call_id`](crate::ToolContext::call_id)).
+        call_id: Option<String>,
         /// How long the call took.
         elapsed: Duration,
     },
@@ -20,6 +22,8 @@ pub enum ToolEvent {
     Failed {
         /// The tool that was asked for.
         tool: String,
+        /// The call's id ([`ToolContext::call_id`](crate::ToolContext::call_id)).
+        call_id: Option<String>,
         /// How long until it failed.
         elapsed: Duration,
         /// What the caller was told.
@@ -40,17 +44,23 @@ impl ToolEvent {
     /// Logs the event through `tracing` (target `klaw::tools`).
     pub(crate) fn trace(&self) {
         match self {
-            ToolEvent::Executed { tool, elapsed } => {
-                tracing::debug!(target: "klaw::tools", tool, elapsed_us = elapsed.as_micros() as u64, "tool executed");
+            ToolEvent::Executed {
+                tool,
+                call_id,
+                elapsed,
+            } => {
+                tracing::debug!(target: "klaw::tools", tool, call_id, elapsed_us = elapsed.as_micros() as u64, "tool executed");
             }
             ToolEvent::Failed {
                 tool,
+                call_id,
                 elapsed,
                 error,
             } => {
                 tracing::warn!(
                     target: "klaw::tools",
                     tool,
+                    call_id,
                     elapsed_us = elapsed.as_micros() as u64,
                     kind = error.kind().code(),
                     detail = error.detail().unwrap_or(""),

@@ -33,6 +33,7 @@ mod cache;
 mod context;
 mod error;
 mod events;
+mod progress;
 mod registry;
 mod render;
 mod schema;
@@ -52,6 +53,7 @@ pub use context::{
 pub use error::{ErrorKind, ToolError};
 pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
+pub use progress::{Progress, ProgressSink, ProgressUpdate};
 pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry, by_similarity};
 pub use render::{Format, definition};
 pub use schema::{

@@ -219,12 +219,14 @@ impl ToolRegistry {
                 {
                     self.emit(&ToolEvent::Executed {
                         tool: name.to_owned(),
+                        call_id: ctx.call_id().map(str::to_owned),
                         elapsed,
                     });
                 }
             }
             Err(e) => self.emit(&ToolEvent::Failed {
                 tool: name.to_owned(),
+                call_id: ctx.call_id().map(str::to_owned),
                 elapsed,
                 error: e.clone(),
             }),

@@ -78,6 +78,16 @@ pub fn body(content: &str) -> &str {
 /// changed files, removes deleted ones; `force` re-indexes everything from scratch. The
 /// report counts files.
 pub fn sync(index: &Index, docs: &[(&str, &str)], force: bool) -> Result<SyncReport, MemoryError> {
+    sync_reporting(index, docs, force, &crate::Progress::default())
+}
+
+/// [`sync`], reporting each file it indexes to `progress`.
+pub fn sync_reporting(
+    index: &Index,
+    docs: &[(&str, &str)],
+    force: bool,
+    progress: &crate::Progress,
+) -> Result<SyncReport, MemoryError> {
     let docs: Vec<SyncDoc> = docs
         .iter()
         .map(|(path, text)| SyncDoc {
@@ -89,7 +99,9 @@ pub fn sync(index: &Index, docs: &[(&str, &str)], force: bool) -> Result<SyncRep
                 .collect(),
         })
         .collect();
-    index.sync(&docs, force)
+    index.sync_reporting(&docs, force, &|done, total, key| {
+        progress.report(done as u64, Some(total as u64), format!("indexing {key}"));
+    })
 }
 
 /// What [`inspect`] finds in a docs index, compared with the docs it would be synced to.
@@ -173,13 +185,14 @@ impl DocsIndex {
     pub fn sync(&self, ctx: &ToolContext, force: bool) -> Result<SyncReport, MemoryError> {
         let mut synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
         let index = ctx.shared_state::<Memory>().index(ctx, DOCS_DB)?;
-        let r = sync(&index, super::embedded(), force)?;
+        let r = sync_reporting(&index, super::embedded(), force, &ctx.progress())?;
         *synced = true;
         Ok(r)
     }
 }
 
-/// Syncs the docs index of `ctx` with the embedded docs now (`klaw-engine docs index`).
+/// Syncs the docs index of `ctx` with the embedded docs now (`klaw-engine docs index`),
+/// reporting each file it indexes to the context's progress sink.
 pub fn sync_context(ctx: &ToolContext, force: bool) -> Result<SyncReport, MemoryError> {
     ctx.shared_state::<DocsIndex>().sync(ctx, force)
 }

@@ -307,6 +307,16 @@ impl Index {
     /// Chunks, embeds and stores many texts in one transaction (all or none); texts
     /// with no words are skipped.
     pub fn save_all(&self, docs: &[Document]) -> Result<SaveReport, MemoryError> {
+        self.save_all_reporting(docs, &|_, _| {})
+    }
+
+    /// [`save_all`](Self::save_all), telling `progress` how many chunks of how many are
+    /// embedded after each batch.
+    pub fn save_all_reporting(
+        &self,
+        docs: &[Document],
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<SaveReport, MemoryError> {
         let mut chunks = Vec::new();
         for d in docs {
             for c in chunk(&d.content, &self.chunk) {
@@ -322,7 +332,7 @@ impl Index {
             chunks: chunks.len(),
             ..SaveReport::default()
         };
-        self.embed(&mut chunks, EMBED_BATCH)?;
+        self.embed(&mut chunks, EMBED_BATCH, progress)?;
         if !chunks.is_empty() {
             report.add(self.store().insert(&chunks)?);
         }
@@ -378,6 +388,17 @@ impl Index {
     /// that set of documents alone: the first sync (or a record that cannot be read)
     /// empties it.
     pub fn sync(&self, docs: &[SyncDoc], force: bool) -> Result<SyncReport, MemoryError> {
+        self.sync_reporting(docs, force, &|_, _, _| {})
+    }
+
+    /// [`sync`](Self::sync), telling `progress` how many documents of how many are done,
+    /// and which one is being indexed.
+    pub fn sync_reporting(
+        &self,
+        docs: &[SyncDoc],
+        force: bool,
+        progress: &dyn Fn(usize, usize, &str),
+    ) -> Result<SyncReport, MemoryError> {
         let started = Instant::now();
         let mut report = SyncReport::default();
         for doc in docs {
@@ -405,11 +426,12 @@ impl Index {
             Ok(())
         };
 
-        for doc in docs {
+        for (done, doc) in docs.iter().enumerate() {
             if known.get(&doc.key) == Some(&doc.version) {
                 report.unchanged += 1;
                 continue;
             }
+            progress(done, docs.len(), &doc.key);
             self.remove_document(&doc.key)?;
             let mut new: Vec<NewChunk> = doc
                 .chunks
@@ -422,7 +444,7 @@ impl Index {
                 })
                 .collect();
             new.sort_by_key(|c| c.content.len());
-            self.embed(&mut new, SYNC_EMBED_BATCH)?;
+            self.embed(&mut new, SYNC_EMBED_BATCH, &|_, _| {})?;
             if !new.is_empty() {
                 self.store().insert(&new)?;
             }
@@ -454,13 +476,24 @@ impl Index {
     }
 
     /// Fills in the chunks' vectors, `batch` texts per model call.
-    fn embed(&self, chunks: &mut [NewChunk], batch: usize) -> Result<(), MemoryError> {
+    /// Embeds `chunks` in batches of `batch`, telling `progress` how many of how many
+    /// are done after each.
+    fn embed(
+        &self,
+        chunks: &mut [NewChunk],
+        batch: usize,
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<(), MemoryError> {
+        let total = chunks.len();
+        let mut done = 0;
         for batch in chunks.chunks_mut(batch) {
             let texts: Vec<&str> = batch.iter().map(|c| c.content.as_str()).collect();
             let vectors = self.embedder.embed_passages(&texts)?;
             for (c, v) in batch.iter_mut().zip(vectors) {
                 c.vector = v;
             }
+            done += batch.len();
+            progress(done, total);
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::index::{Document, Memory, blocking};
+use super::index::{Document, Memory, MemoryError, blocking};
 use crate::{Limits, ToolContext, ToolError, ToolSchema, tool};
 
 /// The longest `source` `memory_save` accepts, in characters.
@@ -79,12 +79,26 @@ pub async fn memory_save(
         ));
     }
     let memory = ctx.shared_state::<Memory>();
+    let progress = ctx.progress();
     blocking(move || {
-        let r = memory.memory(&ctx)?.save(&Document {
+        let report = |done: usize, total: usize| {
+            progress.report(
+                done as u64,
+                Some(total as u64),
+                format!("embedded {done} of {total} chunks"),
+            );
+        };
+        let doc = Document {
             content,
             source,
             created_at: None,
-        })?;
+        };
+        let r = memory
+            .memory(&ctx)?
+            .save_all_reporting(std::slice::from_ref(&doc), &report)?;
+        if r.chunks == 0 {
+            return Err(MemoryError::Empty.into());
+        }
         let already_stored = r.inserted == 0;
         let message = if already_stored {
             "Already stored: this text was saved before; nothing new was added.".to_owned()
