@@ -2,7 +2,9 @@
 //!
 //! The engine collects every tool linked into the program (the built-in groups and
 //! any crate of yours that uses `#[tool]`), validates them at start-up, and serves
-//! them: today through the command line (`tools`, `call`, `doctor`, `config`).
+//! them: today through the command line (`tools`, `call`, `doctor`, `config`). Every
+//! way of serving shares one runtime, [`Engine`] (calls with ids, hooks that may refuse
+//! a call, cancellation, tools added at run time, shutdown); see `doc/engine.md`.
 //!
 //! Your own binary with your own tools is three lines:
 //!
@@ -12,20 +14,23 @@
 //!     klaw_engine::main()
 //! }
 //! ```
+//!
+//! [`main`] first checks whether the process was started as the shell tools' sandbox
+//! helper (`__klaw-sandbox`) and, if so, acts as it. A binary that builds an [`Engine`]
+//! without calling [`main`] must call `klaw_sandbox::run_helper_if_requested()` first
+//! thing itself, or its shell commands are refused.
 
 mod cli;
 pub mod config;
 mod doctor;
-
-use std::sync::Arc;
-
-use klaw_tools::{Args, Caller, ToolContext, ToolError, ToolOutput, ToolRegistry};
+mod engine;
 
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, main, run};
 pub use config::{Config, ConfigError, EngineConfig, MemorySection, MemoryWeights};
 pub use doctor::{Check, Status, doctor};
+pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -44,69 +49,4 @@ pub enum EngineError {
         /// The OS error.
         source: std::io::Error,
     },
-}
-
-/// A configured engine: the validated registry and the context tools run in.
-#[derive(Debug, Clone)]
-pub struct Engine {
-    config: Arc<Config>,
-    registry: Arc<ToolRegistry>,
-    ctx: ToolContext,
-}
-
-impl Engine {
-    /// Loads the configuration from the environment and starts.
-    pub fn from_env() -> Result<Self, EngineError> {
-        Self::new(Config::load()?)
-    }
-
-    /// Collects and validates every linked tool and prepares the context; creates the
-    /// workspace and data directories if they do not exist.
-    pub fn new(config: Config) -> Result<Self, EngineError> {
-        let registry = ToolRegistry::collect()?;
-        for dir in [&config.data_dir, &config.workspace] {
-            std::fs::create_dir_all(dir).map_err(|source| EngineError::Dir {
-                path: dir.clone(),
-                source,
-            })?;
-        }
-        let builder = ToolContext::builder()
-            .workspace(&config.workspace)
-            .data_dir(&config.data_dir)
-            .limits(config.limits())
-            .settings(config.settings())
-            // Each group's own settings, which its tools take as extractors.
-            .service(config.shell())
-            .service(config.files())
-            .caller(Caller::new("cli", None));
-        // The memory tools read the model, runtime, weights and chunking from this service.
-        #[cfg(feature = "memory")]
-        let builder = builder.service(config.memory());
-        let ctx = builder.build();
-        Ok(Self {
-            config: Arc::new(config),
-            registry: Arc::new(registry),
-            ctx,
-        })
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// The tools.
-    pub fn registry(&self) -> &ToolRegistry {
-        &self.registry
-    }
-
-    /// The context tool calls run with.
-    pub fn context(&self) -> &ToolContext {
-        &self.ctx
-    }
-
-    /// Calls a tool by name, validating `args` first.
-    pub async fn call(&self, name: &str, args: impl Into<Args>) -> Result<ToolOutput, ToolError> {
-        self.registry.execute(&self.ctx, name, args).await
-    }
 }

@@ -1,0 +1,378 @@
+//! [`Engine`]: the one runtime behind every way Klaw serves its tools (the command line,
+//! the MCP server, later the agent loop and the scheduler). It owns the registry and the
+//! context, gives every call an id, lets hooks see and refuse calls, cancels calls by id,
+//! tells subscribers when the tool list changes, and shuts down cleanly.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use klaw_tools::{
+    Args, Caller, EventHook, ProgressSink, RegistryError, Tool, ToolContext, ToolError, ToolOutput,
+    ToolRegistry, ToolSpec,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Config, EngineError};
+
+/// How long [`Engine::shutdown`] waits for cancelled calls to return.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// One tool call as the engine runs it: an id (in events, logs, progress reports, and
+/// what [`Engine::cancel`] takes), the tool's name, its arguments and who is calling.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// Unique among the calls running at once (the MCP server prefixes its session).
+    pub id: String,
+    /// The tool asked for.
+    pub name: String,
+    /// Its arguments, validated by the engine before the tool runs.
+    pub args: Args,
+    /// The channel and chat the call came from.
+    pub caller: Caller,
+}
+
+impl ToolCall {
+    /// A call of `name` with `args`, from the command line, with a fresh id (`call-N`).
+    pub fn new(name: impl Into<String>, args: impl Into<Args>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self {
+            id: format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
+            name: name.into(),
+            args: args.into(),
+            caller: Caller::new("cli", None),
+        }
+    }
+
+    /// The same call with the id `id`.
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// The same call from `caller`.
+    #[must_use]
+    pub fn with_caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+}
+
+/// The future a [`PreCallHook`] answers with.
+pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// Sees every call before it runs (after its tool was found, before its arguments are
+/// validated) and may refuse it: the refusal is the call's result, an error of kind
+/// `refused` whose message is the reason, which the model reads. The agent loop's
+/// approval policy is one (it may wait for a person's answer).
+///
+/// A closure `Fn(&ToolCall, &ToolSpec) -> Result<(), String>` is a hook.
+pub trait PreCallHook: Send + Sync + 'static {
+    /// `Ok(())` lets the call run; `Err(reason)` refuses it.
+    fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a>;
+}
+
+impl<F> PreCallHook for F
+where
+    F: Fn(&ToolCall, &ToolSpec) -> Result<(), String> + Send + Sync + 'static,
+{
+    fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
+        let answer = self(call, spec);
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+/// A configured engine: the validated registry, the context tools run in, and the calls
+/// running now. Cheap to clone (every clone is the same engine).
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Arc<Config>,
+    /// Replaced whole when tools are added or removed at run time (calls keep the
+    /// snapshot they started with).
+    registry: RwLock<Arc<ToolRegistry>>,
+    ctx: ToolContext,
+    hooks: RwLock<Vec<Arc<dyn PreCallHook>>>,
+    /// Every running call's cancellation, by id.
+    running: Mutex<HashMap<String, CancellationToken>>,
+    /// The parent of every call's token: cancelled by [`Engine::shutdown`].
+    closing: CancellationToken,
+    /// Bumped whenever the tool list changes.
+    tools_changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("tools", &self.registry().len())
+            .field("running", &self.running_calls())
+            .field("closing", &self.inner.closing.is_cancelled())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Loads the configuration from the environment and starts.
+    pub fn from_env() -> Result<Self, EngineError> {
+        Self::new(Config::load()?)
+    }
+
+    /// Collects and validates every linked tool and prepares the context with each
+    /// group's settings as a service; creates the workspace and data directories if they
+    /// do not exist.
+    pub fn new(config: Config) -> Result<Self, EngineError> {
+        let registry = ToolRegistry::collect()?;
+        for dir in [&config.data_dir, &config.workspace] {
+            std::fs::create_dir_all(dir).map_err(|source| EngineError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let builder = ToolContext::builder()
+            .workspace(&config.workspace)
+            .data_dir(&config.data_dir)
+            .limits(config.limits())
+            .settings(config.settings())
+            // Each group's own settings, which its tools take as extractors.
+            .service(config.shell())
+            .service(config.files())
+            .caller(Caller::new("cli", None));
+        // The memory tools read the model, runtime, weights and chunking from this service.
+        #[cfg(feature = "memory")]
+        let builder = builder.service(config.memory());
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config: Arc::new(config),
+                registry: RwLock::new(Arc::new(registry)),
+                ctx: builder.build(),
+                hooks: RwLock::new(Vec::new()),
+                running: Mutex::new(HashMap::new()),
+                closing: CancellationToken::new(),
+                tools_changed: tokio::sync::watch::Sender::new(0),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The tools as they are now (a snapshot: tools added later are not in it).
+    pub fn registry(&self) -> Arc<ToolRegistry> {
+        Arc::clone(
+            &self
+                .inner
+                .registry
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The context calls run with (each call gets its own caller, id and cancellation).
+    pub fn context(&self) -> &ToolContext {
+        &self.inner.ctx
+    }
+
+    /// Calls `name` with `args` from the command line (a [`ToolCall`] with a fresh id).
+    pub async fn call(&self, name: &str, args: impl Into<Args>) -> Result<ToolOutput, ToolError> {
+        self.execute(ToolCall::new(name, args), None).await
+    }
+
+    /// Runs `call`: the pre-call hooks, then the tool (arguments validated, time limit,
+    /// cancellation by [`cancel`](Self::cancel) or [`shutdown`](Self::shutdown)), with
+    /// its progress reports going to `progress`. Never panics on what a caller sends.
+    pub async fn execute(
+        &self,
+        call: ToolCall,
+        progress: Option<Arc<dyn ProgressSink>>,
+    ) -> Result<ToolOutput, ToolError> {
+        if self.inner.closing.is_cancelled() {
+            return Err(ToolError::unavailable(
+                "the engine is shutting down; the call was not run",
+            ));
+        }
+        let registry = self.registry();
+        if let Some(tool) = registry.by_name(&call.name) {
+            let hooks: Vec<_> = self
+                .inner
+                .hooks
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            for hook in hooks {
+                if let Err(reason) = hook.before_call(&call, tool.spec()).await {
+                    tracing::info!(target: "klaw::engine", call_id = call.id, tool = call.name, "call refused: {reason}");
+                    return Err(ToolError::refused(reason).with_tool(&call.name));
+                }
+            }
+        }
+        let token = self.inner.closing.child_token();
+        let _running = {
+            let mut running = self.lock_running();
+            if running.contains_key(&call.id) {
+                return Err(ToolError::failed(format!(
+                    "a call with the id `{}` is already running; give each call its own id",
+                    call.id
+                )));
+            }
+            running.insert(call.id.clone(), token.clone());
+            Running {
+                engine: self,
+                id: &call.id,
+            }
+        };
+        let mut ctx = self
+            .inner
+            .ctx
+            .clone()
+            .with_caller(call.caller)
+            .with_cancellation(token)
+            .with_call_id(call.id.as_str());
+        if let Some(sink) = progress {
+            ctx = ctx.with_progress(sink);
+        }
+        registry.execute(&ctx, &call.name, call.args).await
+    }
+
+    /// Cancels the running call `id` (an `exec` in flight has its process tree killed);
+    /// false when no call with that id is running.
+    pub fn cancel(&self, id: &str) -> bool {
+        match self.lock_running().get(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The ids of the calls running now.
+    pub fn running_calls(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.lock_running().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Adds a hook that sees every call before it runs and may refuse it.
+    pub fn before_call(&self, hook: impl PreCallHook) {
+        self.inner
+            .hooks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::new(hook));
+    }
+
+    /// Adds a hook that sees every call's outcome and every load failure.
+    pub fn subscribe(&self, hook: impl EventHook) {
+        let _ = self.change_registry(|r| {
+            r.subscribe(hook);
+            Ok(false)
+        });
+    }
+
+    /// Adds a tool at run time, validated like those collected at start-up; subscribers
+    /// of [`tools_changed`](Self::tools_changed) are told.
+    pub fn register(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.change_registry(|r| r.register(tool).map(|()| true))
+            .map(|_| ())
+    }
+
+    /// Removes a tool at run time; false when there was none by that name.
+    pub fn unregister(&self, name: &str) -> bool {
+        self.change_registry(|r| Ok(r.unregister(name).is_some()))
+            .unwrap_or(false)
+    }
+
+    /// A receiver that sees a new value whenever tools are added or removed (the MCP
+    /// server turns it into `notifications/tools/list_changed`).
+    pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.tools_changed.subscribe()
+    }
+
+    /// Stops the engine: no new call runs, running calls are cancelled (an `exec` has its
+    /// process tree killed) and waited for (up to 5 s), background processes end, and the
+    /// state tools opened (databases, process tables) is dropped, which closes it.
+    /// Idempotent.
+    pub async fn shutdown(&self) {
+        self.inner.closing.cancel();
+        self.inner
+            .ctx
+            .shared_state::<klaw_tools::tools::shell::ProcessTable>()
+            .kill_all();
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        while !self.lock_running().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let left = self.running_calls();
+        if !left.is_empty() {
+            tracing::warn!(target: "klaw::engine", ?left, "calls still running after the shutdown grace period");
+        }
+        self.inner.ctx.clear_shared_state();
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.closing.is_cancelled()
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `change` to a copy of the registry and installs it; tells subscribers
+    /// when `change` says the tool list changed.
+    fn change_registry(
+        &self,
+        change: impl FnOnce(&mut ToolRegistry) -> Result<bool, RegistryError>,
+    ) -> Result<bool, RegistryError> {
+        let mut slot = self
+            .inner
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut next = ToolRegistry::clone(&slot);
+        let changed = change(&mut next)?;
+        *slot = Arc::new(next);
+        drop(slot);
+        if changed {
+            self.inner.tools_changed.send_modify(|n| *n += 1);
+        }
+        Ok(changed)
+    }
+}
+
+/// Removes a call from the running set when it ends, however it ends (a caller that
+/// drops the future cancels the call).
+struct Running<'a> {
+    engine: &'a Engine,
+    id: &'a str,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.engine.lock_running().remove(self.id);
+    }
+}
+
+/// Resolves on the first SIGINT or SIGTERM, with the signal's name; long-running commands
+/// (`mcp`, later `run`) then call [`Engine::shutdown`].
+pub async fn stop_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    })
+}

@@ -1,0 +1,240 @@
+//! `Engine` as the runtime: call ids in events and progress, pre-call hooks that refuse,
+//! cancellation by id (an `exec` in flight loses its process), shutdown, and tools added
+//! at run time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use klaw_engine::{Config, Engine, ToolCall};
+use klaw_tools::{
+    ErrorKind, FnTool, Progress, ProgressUpdate, ToolError, ToolEvent, ToolOutput, ToolSpec, tool,
+};
+use serde_json::json;
+
+/// Counts to `to`, reporting each step.
+#[tool(
+    name = "engine_test_count",
+    description_ru = "Считает до числа, сообщая о ходе"
+)]
+async fn engine_test_count(
+    progress: Progress,
+    /// До скольких
+    to: u64,
+) -> Result<String, ToolError> {
+    for i in 1..=to {
+        progress.report(i, Some(to), format!("counted {i}"));
+    }
+    Ok(format!("counted to {to}"))
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+}
+
+/// An engine on a temporary data dir and workspace, commands unsandboxed (this test
+/// binary cannot play the sandbox helper; the sandbox has its own tests).
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_owned();
+    let env = move |name: &str| match name {
+        "HOME" => Some(home.display().to_string()),
+        "KLAW_SANDBOX" => Some("off".to_owned()),
+        "KLAW_CONFIG" => Some(home.join("none.json").display().to_string()),
+        _ => None,
+    };
+    std::fs::write(dir.path().join("none.json"), "{}").unwrap();
+    let config = Config::load_with(&env).unwrap();
+    Setup {
+        engine: Engine::new(config).unwrap(),
+        _dir: dir,
+    }
+}
+
+#[tokio::test]
+async fn every_call_has_an_id_in_its_events_and_progress() {
+    let s = setup();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let events = Arc::clone(&seen);
+    s.engine.subscribe(move |e: &ToolEvent| {
+        if let ToolEvent::Executed { tool, call_id, .. } = e {
+            events.lock().unwrap().push(format!("{tool} {call_id:?}"));
+        }
+    });
+    let reports = Arc::new(Mutex::new(Vec::<ProgressUpdate>::new()));
+    let sink = Arc::clone(&reports);
+    let out = s
+        .engine
+        .execute(
+            ToolCall::new("engine_test_count", json!({"to": 3})).with_id("req-7"),
+            Some(Arc::new(move |u: &ProgressUpdate| {
+                sink.lock().unwrap().push(u.clone())
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "counted to 3");
+    assert_eq!(*seen.lock().unwrap(), ["engine_test_count Some(\"req-7\")"]);
+    let reports = reports.lock().unwrap();
+    assert_eq!(reports.len(), 3);
+    assert_eq!(reports[2].done, 3);
+    assert_eq!(reports[2].total, Some(3));
+    assert_eq!(reports[2].call_id.as_deref(), Some("req-7"));
+    // Fresh ids are distinct.
+    assert_ne!(ToolCall::new("a", "{}").id, ToolCall::new("a", "{}").id);
+}
+
+#[tokio::test]
+async fn a_pre_call_hook_refuses_with_a_reason_and_the_tool_does_not_run() {
+    let s = setup();
+    s.engine.before_call(|call: &ToolCall, spec: &ToolSpec| {
+        if spec.annotations.destructive && call.caller.channel == "telegram" {
+            Err(format!("`{}` needs a person's approval", call.name))
+        } else {
+            Ok(())
+        }
+    });
+    let write = |channel: &str| {
+        ToolCall::new(
+            "file_write",
+            json!({"path": format!("{channel}.txt"), "content": "x"}),
+        )
+        .with_caller(klaw_tools::Caller::new(channel, None))
+    };
+    let e = s.engine.execute(write("telegram"), None).await.unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Refused);
+    assert!(e.message().contains("needs a person's approval"), "{e}");
+    assert!(!s.engine.config().workspace.join("telegram.txt").exists());
+    s.engine.execute(write("cli"), None).await.unwrap();
+    assert!(s.engine.config().workspace.join("cli.txt").exists());
+    // Unknown tools are not shown to hooks: they fail as unknown.
+    let e = s.engine.call("no_such_tool", "{}").await.unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::UnknownTool);
+}
+
+/// A long `exec` that wrote its child's pid to `pid` in the workspace.
+fn long_exec(id: &str) -> ToolCall {
+    ToolCall::new(
+        "exec",
+        json!({"command": "sleep 300 & echo $! > pid; wait", "timeout": 300}),
+    )
+    .with_id(id)
+}
+
+async fn wait_for_pid(engine: &Engine) -> i32 {
+    let file = engine.config().workspace.join("pid");
+    for _ in 0..1000 {
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the command never wrote its pid");
+}
+
+/// Whether `pid` still runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+async fn gone(pid: i32) -> bool {
+    for _ in 0..500 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn cancel_by_id_ends_a_running_exec_and_its_processes() {
+    let s = setup();
+    let engine = s.engine.clone();
+    let call = tokio::spawn(async move { engine.execute(long_exec("long-1"), None).await });
+    let pid = wait_for_pid(&s.engine).await;
+    assert!(alive(pid));
+    assert_eq!(s.engine.running_calls(), ["long-1"]);
+    // The same id cannot run twice at once.
+    let e = s
+        .engine
+        .execute(ToolCall::new("current_time", "{}").with_id("long-1"), None)
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("already running"), "{e}");
+    assert!(s.engine.cancel("long-1"));
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Cancelled, "{e}");
+    assert!(gone(pid).await, "the command's process {pid} survived");
+    assert!(s.engine.running_calls().is_empty());
+    assert!(!s.engine.cancel("long-1"), "no such call any more");
+}
+
+#[tokio::test]
+async fn shutdown_cancels_running_calls_and_refuses_new_ones() {
+    let s = setup();
+    let engine = s.engine.clone();
+    let call = tokio::spawn(async move { engine.execute(long_exec("long-2"), None).await });
+    let pid = wait_for_pid(&s.engine).await;
+    s.engine.shutdown().await;
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Cancelled, "{e}");
+    assert!(gone(pid).await, "the command's process {pid} survived");
+    let e = s.engine.call("current_time", "{}").await.unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Unavailable);
+    assert!(e.message().contains("shutting down"), "{e}");
+    s.engine.shutdown().await; // idempotent
+}
+
+#[tokio::test]
+async fn tools_added_at_run_time_are_announced_and_callable() {
+    let s = setup();
+    let mut changes = s.engine.tools_changed();
+    let before = s.engine.registry().len();
+    let echo = FnTool::new(
+        ToolSpec::new(
+            "runtime_echo",
+            "Повторяет текст",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        ),
+        |_ctx, args| async move { Ok(ToolOutput::plain(args["text"].as_str().unwrap_or_default())) },
+    );
+    s.engine.register(Arc::new(echo)).unwrap();
+    assert!(changes.has_changed().unwrap());
+    changes.mark_unchanged();
+    assert_eq!(s.engine.registry().len(), before + 1);
+    let out = s
+        .engine
+        .call("runtime_echo", json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "hi");
+    // Validated like any tool.
+    let e = s.engine.call("runtime_echo", "{}").await.unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::InvalidArguments { .. }),
+        "{e}"
+    );
+    // A second tool by the same name is refused, and nothing is announced.
+    let again = FnTool::new(
+        ToolSpec::new("runtime_echo", "Ещё раз", json!({"type": "object"})),
+        |_ctx, _args| async move { Ok(ToolOutput::plain("")) },
+    );
+    assert!(s.engine.register(Arc::new(again)).is_err());
+    assert!(!changes.has_changed().unwrap());
+    assert!(s.engine.unregister("runtime_echo"));
+    assert!(changes.has_changed().unwrap());
+    assert!(!s.engine.unregister("runtime_echo"));
+    let e = s.engine.call("runtime_echo", "{}").await.unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::UnknownTool);
+}
