@@ -1,10 +1,11 @@
 //! The command line: `tools`, `call`, `doctor`, `config`, `memory`, `docs index`.
 
+mod call;
 #[cfg(feature = "memory")]
 mod memory;
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -33,13 +34,19 @@ pub enum Command {
         #[arg(long, value_parser = parse_lang)]
         lang: Option<Lang>,
     },
-    /// Call a tool with JSON arguments and print its result (exit 1 on error).
+    /// Call a tool with JSON arguments and print its result (exit 1 on error); with
+    /// --jsonl, many calls, one JSON object a line on stdin, one result a line on stdout.
     Call {
         /// The tool's name.
-        name: String,
+        #[arg(required_unless_present = "jsonl")]
+        name: Option<String>,
         /// The arguments as a JSON object; `-` reads them from stdin. Default: `{}`.
         #[arg(default_value = "{}")]
         args: String,
+        /// Read `{"id", "name", "arguments"}` lines from stdin and write `{"id", "ok",
+        /// "result" | "error"}` lines, in one process (the model loads once).
+        #[arg(long, conflicts_with = "name")]
+        jsonl: bool,
     },
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
@@ -136,9 +143,12 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             }
             ExitCode::SUCCESS
         }),
-        Some(Command::Call { name, args }) => {
-            with_config(|config| call(config.clone(), &name, args))
+        Some(Command::Call { jsonl: true, .. }) => {
+            with_config(|config| call::jsonl(config.clone()))
         }
+        Some(Command::Call { name, args, .. }) => with_config(|config| {
+            call::one(config.clone(), name.as_deref().unwrap_or_default(), args)
+        }),
         #[cfg(feature = "memory")]
         Some(Command::Memory { command }) => {
             with_config(|config| memory::run(config.clone(), command))
@@ -204,52 +214,6 @@ fn init_logging(config: &Config) {
         .try_init();
 }
 
-fn call(config: Config, name: &str, args: String) -> ExitCode {
-    init_logging(&config);
-    let args = if args == "-" {
-        let mut buf = String::new();
-        if let Err(e) = std::io::stdin().read_to_string(&mut buf) {
-            return fail(&format!("cannot read the arguments from stdin: {e}"));
-        }
-        buf
-    } else {
-        args
-    };
-    let engine = match Engine::new(config) {
-        Ok(e) => e,
-        Err(e) => return fail(&e.to_string()),
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
-    };
-    let result = runtime.block_on(engine.call(name, args));
-    // Background processes do not outlive the engine.
-    engine
-        .context()
-        .shared_state::<klaw_tools::tools::shell::ProcessTable>()
-        .kill_all();
-    match result {
-        Ok(out) => {
-            let mut stdout = std::io::stdout().lock();
-            let text = out.text();
-            let _ = stdout.write_all(text.as_bytes());
-            if !text.ends_with('\n') {
-                let _ = stdout.write_all(b"\n");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "{}", e.to_model_text());
-            ExitCode::FAILURE
-        }
-    }
-}
-
 #[cfg(feature = "docs")]
 fn docs_index(config: Config, force: bool) -> ExitCode {
     init_logging(&config);
@@ -257,7 +221,14 @@ fn docs_index(config: Config, force: bool) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(&e.to_string()),
     };
-    match klaw_tools::tools::docs::sync_context(engine.context(), force) {
+    let bar = call::Bar::new();
+    let ctx = match bar.sink() {
+        Some(sink) => engine.context().clone().with_progress(sink),
+        None => engine.context().clone(),
+    };
+    let result = klaw_tools::tools::docs::sync_context(&ctx, force);
+    bar.finish();
+    match result {
         Ok(r) => {
             out(&format!(
                 "docs index: {} indexed, {} unchanged, {} removed; {} in {:.1} s ({})",

@@ -130,6 +130,74 @@ fn call_reads_arguments_from_stdin() {
     assert!(stdout(&o).contains("\"utcOffset\": \"+03:00\""));
 }
 
+/// `call --jsonl`: one result line per request line, in order, in one process; a bad
+/// line is an error line for its id (or its line number), and the rest go on.
+#[test]
+fn call_jsonl_answers_every_line() {
+    let env = Env::new();
+    let mut child = env
+        .cmd(&["call", "--jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = concat!(
+        r#"{"id": "a", "name": "current_time", "arguments": {"timezone": "UTC"}}"#,
+        "\n",
+        r#"{"id": 2, "name": "no_such_tool"}"#,
+        "\n",
+        "not json\n",
+        "\n",
+        r#"{"id": "d", "arguments": {}}"#,
+        "\n",
+        r#"{"id": "e", "name": "current_time", "arguments": {"timezone": 5}}"#,
+        "\n",
+        r#"{"id": "f", "name": "file_write", "arguments": {"path": "../x", "content": "no"}}"#,
+        "\n",
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary: Vec<(Value, bool, &str)> = lines
+        .iter()
+        .map(|l| {
+            let kind = l["error"]["kind"].as_str().unwrap_or("");
+            (l["id"].clone(), l["ok"].as_bool().unwrap(), kind)
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Value::from("a"), true, ""),
+            (Value::from(2), false, "unknown_tool"),
+            (Value::from(3), false, "invalid_arguments"),
+            (Value::from("d"), false, "invalid_arguments"),
+            (Value::from("e"), false, "invalid_arguments"),
+            (Value::from("f"), false, "access_denied"),
+        ],
+        "{lines:#?}"
+    );
+    assert!(lines[0]["result"]["iso"].is_string(), "{}", lines[0]);
+    assert!(
+        lines[2]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 3 is not JSON"),
+        "{}",
+        lines[2]
+    );
+}
+
 #[test]
 fn call_errors_exit_one_with_the_message() {
     let env = Env::new();

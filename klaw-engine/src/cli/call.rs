@@ -1,0 +1,195 @@
+//! `klaw-engine call`: one call with a progress bar, or many (`--jsonl`) in one process.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use klaw_tools::{ProgressSink, ProgressUpdate, ToolError, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::{Config, Engine, ToolCall};
+
+/// Runs one call and prints its result (stdout) or error (stderr, exit 1).
+pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
+    let args = if args == "-" {
+        let mut buf = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf) {
+            return super::fail(&format!("cannot read the arguments from stdin: {e}"));
+        }
+        buf
+    } else {
+        args
+    };
+    with_engine(config, |engine| async move {
+        let bar = Bar::new();
+        let sink: Option<Arc<dyn ProgressSink>> = bar.sink();
+        let result = engine.execute(ToolCall::new(name, args), sink).await;
+        bar.finish();
+        match result {
+            Ok(out) => {
+                let text = out.text();
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(text.as_bytes());
+                if !text.ends_with('\n') {
+                    let _ = stdout.write_all(b"\n");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "{}", e.to_model_text());
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// Runs one call per line of stdin (`{"id", "name", "arguments"}`) and prints one result
+/// per line (`{"id", "ok", "result"}` or `{"id", "ok": false, "error": {"kind",
+/// "message"}}`), in order, in this one process. A bad line is an error line for its id
+/// (or its line number); the rest go on. Exit 0 unless stdin cannot be read.
+pub(crate) fn jsonl(config: Config) -> ExitCode {
+    with_engine(config, |engine| async move {
+        let stdin = std::io::stdin();
+        let mut stdout = std::io::stdout().lock();
+        for (n, line) in stdin.lock().lines().enumerate() {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => return super::fail(&format!("cannot read stdin: {e}")),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let answer = run_line(&engine, n + 1, &line).await;
+            // A closed stdout (`| head`) ends the batch quietly.
+            if writeln!(stdout, "{answer}")
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                break;
+            }
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+/// The answer line for one request line.
+async fn run_line(engine: &Engine, number: usize, line: &str) -> Value {
+    let request: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_line(
+                json!(number),
+                &ToolError::invalid_arguments("", format!("line {number} is not JSON: {e}")),
+            );
+        }
+    };
+    let id = request
+        .get("id")
+        .filter(|v| v.is_string() || v.is_number())
+        .cloned()
+        .unwrap_or(json!(number));
+    let Some(name) = request.get("name").and_then(Value::as_str) else {
+        return error_line(
+            id,
+            &ToolError::invalid_arguments(
+                "",
+                format!(
+                    "line {number} has no \"name\": expected {{\"id\", \"name\", \"arguments\"}}"
+                ),
+            ),
+        );
+    };
+    let args = request.get("arguments").cloned().unwrap_or(json!({}));
+    let call_id = match &id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    // Two lines with the same id must not collide while running: lines run one at a
+    // time, so the id is free again when the next line starts.
+    match engine
+        .execute(ToolCall::new(name, args).with_id(call_id), None)
+        .await
+    {
+        Ok(out) => json!({"id": id, "ok": true, "result": result_value(&out)}),
+        Err(e) => error_line(id, &e),
+    }
+}
+
+/// A result as JSON: its structured form when it has one, else its text.
+fn result_value(out: &ToolOutput) -> Value {
+    out.structured()
+        .cloned()
+        .unwrap_or_else(|| Value::String(out.text().to_owned()))
+}
+
+fn error_line(id: Value, e: &ToolError) -> Value {
+    json!({"id": id, "ok": false, "error": {"kind": e.kind().code(), "message": e.message()}})
+}
+
+/// Starts the engine and a runtime, runs `f`, then shuts the engine down (background
+/// processes end, open stores close) whatever `f` returned.
+fn with_engine<F, Fut>(config: Config, f: F) -> ExitCode
+where
+    F: FnOnce(Engine) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    super::init_logging(&config);
+    let engine = match Engine::new(config) {
+        Ok(e) => e,
+        Err(e) => return super::fail(&e.to_string()),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return super::fail(&format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(async {
+        let code = f(engine.clone()).await;
+        engine.shutdown().await;
+        code
+    })
+}
+
+/// The progress bar of one call: drawn on stderr when it is a terminal, nothing
+/// otherwise.
+pub(super) struct Bar(Option<ProgressBar>);
+
+impl Bar {
+    pub(super) fn new() -> Self {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Self(None);
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        Self(Some(bar))
+    }
+
+    /// The sink that moves the bar.
+    pub(super) fn sink(&self) -> Option<Arc<dyn ProgressSink>> {
+        let bar = self.0.clone()?;
+        let sink = move |u: &ProgressUpdate| {
+            if let Some(total) = u.total
+                && bar.length() != Some(total)
+            {
+                bar.set_length(total);
+                if let Ok(style) = ProgressStyle::with_template(
+                    "{bar:30} {pos}/{len} {msg} ({elapsed}, {eta} left)",
+                ) {
+                    bar.set_style(style);
+                }
+            }
+            bar.set_position(u.done);
+            bar.set_message(u.message.clone());
+        };
+        Some(Arc::new(sink))
+    }
+
+    pub(super) fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
