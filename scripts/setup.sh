@@ -55,4 +55,5 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 
 ./scripts/setup-models.sh
+./scripts/setup-test-tools.sh
 say "ok (cache: $CACHE)"

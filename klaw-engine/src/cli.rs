@@ -48,6 +48,9 @@ pub enum Command {
         #[arg(long, conflicts_with = "name")]
         jsonl: bool,
     },
+    /// Serve every tool to MCP clients over stdin and stdout (JSON-RPC, one message a
+    /// line), until the client closes stdin or SIGINT/SIGTERM.
+    Mcp,
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
     /// Print the effective configuration (every key, with defaults and overrides applied).
@@ -143,6 +146,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             }
             ExitCode::SUCCESS
         }),
+        Some(Command::Mcp) => with_config(|config| call::mcp_stdio(config.clone())),
         Some(Command::Call { jsonl: true, .. }) => {
             with_config(|config| call::jsonl(config.clone()))
         }

@@ -24,6 +24,7 @@ mod cli;
 pub mod config;
 mod doctor;
 mod engine;
+pub mod mcp;
 
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;

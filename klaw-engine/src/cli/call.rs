@@ -1,4 +1,5 @@
-//! `klaw-engine call`: one call with a progress bar, or many (`--jsonl`) in one process.
+//! `klaw-engine call`: one call with a progress bar, or many (`--jsonl`) in one process;
+//! and `klaw-engine mcp`, which runs the same way (an engine, a runtime, a shutdown).
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -125,6 +126,16 @@ fn result_value(out: &ToolOutput) -> Value {
 
 fn error_line(id: Value, e: &ToolError) -> Value {
     json!({"id": id, "ok": false, "error": {"kind": e.kind().code(), "message": e.message()}})
+}
+
+/// `klaw-engine mcp`: serves the engine over stdio until the client leaves.
+pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
+    with_engine(config, |engine| async move {
+        match crate::mcp::serve_stdio(engine).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => super::fail(&e),
+        }
+    })
 }
 
 /// Starts the engine and a runtime, runs `f`, then shuts the engine down (background

@@ -1,0 +1,127 @@
+"""The official MCP Python SDK against `klaw-engine mcp` over stdio.
+
+Run by klaw-engine/tests/mcp.rs: `python stdio_client.py <klaw-engine>`,
+with the engine's environment (HOME, KLAW_CACHE, ...) inherited. Prints `ok <check>`
+per check and exits non-zero on the first failure.
+"""
+
+import os
+import sys
+import time
+
+import anyio
+from mcp import ClientSession, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+ENGINE = sys.argv[1]
+
+
+def check(name, cond, detail=""):
+    if not cond:
+        raise SystemExit(f"FAILED {name}: {detail}")
+    print(f"ok {name}", flush=True)
+
+
+def text_of(result):
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+MARK = "31415"  # `sleep 31415`: found by its command line, whatever PID namespace it is in
+
+
+def sleepers():
+    """The live host pids of `sleep 31415`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[:2] == [b"sleep", MARK.encode()] and alive(entry):
+                    found.append(entry)
+        except OSError:
+            pass
+    return found
+
+
+async def main():
+    env = {k: v for k, v in os.environ.items() if k in ("HOME", "KLAW_CACHE", "KLAW_CONFIG", "PATH", "KLAW_LOG_LEVEL")}
+    params = StdioServerParameters(command=ENGINE, args=["mcp"], env=env)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            check("initialize", init.server_info.name == "klaw-engine", init)
+            check("tools list_changed advertised", init.capabilities.tools.list_changed is True, init.capabilities)
+
+            listed = await session.list_tools()
+            names = [t.name for t in listed.tools]
+            check("tools listed in name order", names == sorted(names) and "file_read" in names and "exec" in names, names)
+            by_name = {t.name: t for t in listed.tools}
+            check("annotations", by_name["file_read"].annotations.read_only_hint is True
+                  and by_name["file_delete"].annotations.destructive_hint is True, by_name["file_read"].annotations)
+            check("output schemas", any(t.output_schema for t in listed.tools), "no tool has an outputSchema")
+
+            r = await session.call_tool("current_time", {"timezone": "UTC"})
+            check("call: structured result and a text copy", not r.is_error
+                  and r.structured_content["timezone"] == "UTC" and "UTC" in text_of(r), r)
+
+            r = await session.call_tool("current_time", {"timezone": 5})
+            check("bad arguments are isError with the CLI's message", r.is_error
+                  and text_of(r).startswith("Error [invalid_arguments]: /timezone"), r)
+
+            try:
+                await session.call_tool("no_such_tool", {})
+                check("unknown tool is a JSON-RPC error", False, "no error")
+            except MCPError as e:
+                check("unknown tool is a JSON-RPC error", e.code == -32602 and "unknown tool" in e.message, e)
+
+            r = await session.call_tool("file_read", {"path": "../../../../etc/passwd"})
+            check("path escape is isError and leaks nothing", r.is_error
+                  and "Access denied" in text_of(r) and "root:" not in text_of(r), r)
+
+            # Cancelling the request (the SDK sends notifications/cancelled when the
+            # caller abandons it) ends the command's processes.
+            check("no sleeper before", not sleepers(), sleepers())
+            running = []
+            with anyio.move_on_after(60) as scope:
+                async with anyio.create_task_group() as tg:
+                    async def long_call():
+                        await session.call_tool("exec", {"command": f"sleep {MARK} & wait", "timeout": 300})
+                    tg.start_soon(long_call)
+                    while not running:
+                        await anyio.sleep(0.05)
+                        running = sleepers()
+                    tg.cancel_scope.cancel()
+            check("the long command ran", running and not scope.cancelled_caught, "no sleeper in 60 s")
+            deadline = time.monotonic() + 10
+            while sleepers() and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            check("cancellation killed the command's process", not sleepers(), sleepers())
+            r = await session.call_tool("current_time", {})
+            check("the session goes on after a cancellation", not r.is_error, r)
+
+            # Progress: memory_save embeds a long text and reports its chunks.
+            reports = []
+
+            async def on_progress(progress, total, message):
+                reports.append((progress, total, message))
+
+            text = " ".join(f"Sentence {i} about the long text that memory cuts into chunks." for i in range(400))
+            r = await session.call_tool("memory_save", {"content": text}, progress_callback=on_progress)
+            check("memory_save of a long text", not r.is_error, text_of(r))
+            deadline = time.monotonic() + 5
+            while not reports and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            check("progress notifications received", reports and reports[-1][1] and reports[-1][0] == reports[-1][1], reports)
+
+
+anyio.run(main)
+print("ok all", flush=True)
