@@ -48,9 +48,14 @@ pub enum Command {
         #[arg(long, conflicts_with = "name")]
         jsonl: bool,
     },
-    /// Serve every tool to MCP clients over stdin and stdout (JSON-RPC, one message a
-    /// line), until the client closes stdin or SIGINT/SIGTERM.
-    Mcp,
+    /// Serve every tool to MCP clients: over stdin and stdout (JSON-RPC, one message a
+    /// line) until the client closes stdin, or with --http over Streamable HTTP at
+    /// `/mcp`; until SIGINT/SIGTERM.
+    Mcp {
+        /// Serve over HTTP on this address (default: `mcp.bind`, 127.0.0.1:8765).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        http: Option<String>,
+    },
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
     /// Print the effective configuration (every key, with defaults and overrides applied).
@@ -146,7 +151,10 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             }
             ExitCode::SUCCESS
         }),
-        Some(Command::Mcp) => with_config(|config| call::mcp_stdio(config.clone())),
+        Some(Command::Mcp { http: None }) => with_config(|config| call::mcp_stdio(config.clone())),
+        Some(Command::Mcp { http: Some(addr) }) => {
+            with_config(|config| call::mcp_http(config.clone(), &addr))
+        }
         Some(Command::Call { jsonl: true, .. }) => {
             with_config(|config| call::jsonl(config.clone()))
         }

@@ -89,6 +89,8 @@ section! {
             /// Memory: the embedding model, its runtime, search weights, chunking (see
             /// [The `memory` section](#the-memory-section)).
             memory: MemorySection; key "memory";
+            /// The MCP server (`klaw-engine mcp`; see [The `mcp` section](#the-mcp-section)).
+            mcp: McpSection; key "mcp";
         }
     }
 }
@@ -135,6 +137,65 @@ section! {
             /// Hybrid search: how much each side counts in the rank fusion.
             weights: MemoryWeights; key "weights";
         }
+    }
+}
+
+section! {
+    /// The `mcp` section of `engine.json`: the MCP server over HTTP
+    /// (`klaw-engine mcp --http`). Every key is optional.
+    pub struct McpSection {
+        keys {
+            /// Address and port the HTTP server listens on (`klaw-engine mcp --http`
+            /// without an address). Anything but a loopback address needs `mcp.token`.
+            bind: String = "127.0.0.1:8765".into();
+                key "bind", env "KLAW_MCP_BIND", type "string: `host:port`",
+                check valid_bind;
+            /// Bearer token every HTTP request must carry (`Authorization: Bearer ...`);
+            /// required for a non-loopback `bind`. Never printed (`config` shows `"***"`).
+            token: Option<String> = None;
+                key "token", env "KLAW_MCP_TOKEN", type "string (at least 16 characters) or `null`",
+                check token_long_enough;
+            /// Extra `Host` names the HTTP server answers to, besides `localhost`,
+            /// `127.0.0.1`, `::1` and the `bind` host (DNS-rebinding protection).
+            allowed_hosts: Vec<String> = Vec::new();
+                key "allowedHosts", env "KLAW_MCP_ALLOWED_HOSTS",
+                type "array of strings";
+            /// Browser origins allowed to call the HTTP server (`Origin` header), e.g.
+            /// `https://app.example.com`; requests from other origins get 403. Requests
+            /// without `Origin` (not from a browser) are not affected.
+            allowed_origins: Vec<String> = Vec::new();
+                key "allowedOrigins", env "KLAW_MCP_ALLOWED_ORIGINS",
+                type "array of strings";
+            /// Largest HTTP request body, in bytes; a bigger one gets 413.
+            max_body_bytes: usize = 4_194_304;
+                key "maxBodyBytes", env "KLAW_MCP_MAX_BODY_BYTES", type "integer ≥ 1024",
+                shown "`4194304` (4 MiB)", check at_least(1024);
+            /// Most tool calls running at once over MCP (all sessions together); more wait.
+            max_concurrent_calls: usize = 16;
+                key "maxConcurrentCalls", env "KLAW_MCP_MAX_CONCURRENT_CALLS",
+                type "integer ≥ 1", check at_least(1);
+            /// Tools per `tools/list` page.
+            page_size: usize = 100;
+                key "pageSize", env "KLAW_MCP_PAGE_SIZE", type "integer ≥ 1",
+                check at_least(1);
+        }
+    }
+}
+
+/// `mcp.bind`: a socket address (`127.0.0.1:8765`, `[::1]:8765`, `0.0.0.0:80`).
+fn valid_bind(bind: &str, _: &McpSection) -> Result<(), String> {
+    bind.parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| format!("{bind:?} is not an address and port such as 127.0.0.1:8765"))
+}
+
+/// `mcp.token`: long enough not to be guessed.
+fn token_long_enough(token: &Option<String>, _: &McpSection) -> Result<(), String> {
+    match token {
+        Some(t) if t.chars().count() < 16 => {
+            Err("must be at least 16 characters (e.g. `openssl rand -hex 24`)".into())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -470,6 +531,10 @@ impl Config {
         raw.timezone = Some(self.timezone.clone());
         raw.memory.runtime_library = self.memory_runtime_library.clone();
         raw.memory.threads = Some(self.memory_threads);
+        // A secret never leaves through `klaw-engine config`.
+        if raw.mcp.token.is_some() {
+            raw.mcp.token = Some("***".into());
+        }
         serde_json::to_value(raw).unwrap_or_default()
     }
 
@@ -628,7 +693,7 @@ mod tests {
         )
     }
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let map: HashMap<String, String> = pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -1130,6 +1195,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_mcp_token_is_never_printed() {
+        let token = "0123456789abcdef-secret";
+        let e = env(&[("HOME", "/h"), ("KLAW_MCP_TOKEN", token)]);
+        let c = resolve_defaults(&e).unwrap();
+        assert_eq!(c.raw.mcp.token.as_deref(), Some(token));
+        let printed = c.effective().to_string();
+        assert!(!printed.contains("secret"), "{printed}");
+        assert_eq!(c.effective()["mcp"]["token"], "***");
+        let e = env(&[("HOME", "/h"), ("KLAW_MCP_TOKEN", "short")]);
+        let err = resolve_defaults(&e).unwrap_err().to_string();
+        assert!(
+            err.starts_with("mcp.token (set by KLAW_MCP_TOKEN): must be at least 16"),
+            "{err}"
+        );
+        assert!(!err.contains("short"), "the value is not echoed: {err}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The MCP server: the engine's tools for every MCP client, over stdio (`klaw-engine
-//! mcp`). A hand-written `rmcp` [`ServerHandler`] over [`Engine`]: our validator checks
+//! mcp`) and Streamable HTTP ([`http`], `klaw-engine mcp --http`). A hand-written `rmcp` [`ServerHandler`] over [`Engine`]: our validator checks
 //! the arguments, our messages are the results, calls carry ids and progress, and
 //! `notifications/cancelled` cancels the call (an `exec` loses its process tree).
 
@@ -19,8 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::{Engine, ToolCall};
 
-/// Tools per `tools/list` page.
-pub const PAGE_SIZE: usize = 100;
+pub mod http;
 
 /// The engine as an MCP server. Cheap to clone; each clone serves one session (its call
 /// ids are prefixed with the session's number).
@@ -28,6 +27,9 @@ pub const PAGE_SIZE: usize = 100;
 pub struct McpServer {
     engine: Engine,
     lang: Lang,
+    page_size: usize,
+    /// Bounds the calls running at once, across sessions (`mcp.maxConcurrentCalls`).
+    calls: Arc<tokio::sync::Semaphore>,
     session: u64,
     /// The clients to tell when the tool list changes.
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
@@ -39,9 +41,13 @@ impl McpServer {
     /// (call it inside a Tokio runtime).
     pub fn new(engine: Engine) -> Self {
         let lang = engine.config().raw.language;
+        let mcp = &engine.config().raw.mcp;
+        let (page_size, max_calls) = (mcp.page_size.max(1), mcp.max_concurrent_calls.max(1));
         let server = Self {
             engine,
             lang,
+            page_size,
+            calls: Arc::new(tokio::sync::Semaphore::new(max_calls)),
             session: 0,
             peers: Arc::new(Mutex::new(Vec::new())),
         };
@@ -140,7 +146,7 @@ impl ServerHandler for McpServer {
                     )
                 })?,
         };
-        let end = (start + PAGE_SIZE).min(tools.len());
+        let end = (start + self.page_size).min(tools.len());
         let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
         result.next_cursor = (end < tools.len()).then(|| end.to_string());
         Ok(result)
@@ -172,7 +178,11 @@ impl ServerHandler for McpServer {
         // A cancelled request drops the call: its tool stops (an `exec` has its process
         // tree killed) and rmcp sends no response.
         let outcome = tokio::select! {
-            r = self.engine.execute(call, progress) => r,
+            r = async {
+                // Waits for a free place among `mcp.maxConcurrentCalls`.
+                let _place = self.calls.acquire().await;
+                self.engine.execute(call, progress).await
+            } => r,
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }

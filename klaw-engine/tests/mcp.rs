@@ -1,12 +1,14 @@
 //! `klaw-engine mcp` with real MCP clients: the official Python SDK (installed by
-//! `scripts/setup-test-tools.sh` into `<cache>/venv-test`) over stdio, and raw JSON-RPC
-//! lines for what a well-behaved client never sends.
+//! `scripts/setup-test-tools.sh` into `<cache>/venv-test`) over stdio and over HTTP, and
+//! raw JSON-RPC lines and raw HTTP requests for what a well-behaved client never sends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use std::io::Write;
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -29,16 +31,14 @@ fn python() -> Option<PathBuf> {
     None
 }
 
-#[test]
-fn the_python_sdk_over_stdio() {
-    let Some(py) = python() else { return };
-    let home = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/stdio_client.py");
+/// Runs the SDK client script against `target` (the engine's path: stdio; a URL: HTTP).
+fn sdk_client(py: &Path, home: &Path, target: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_client.py");
     let o = std::process::Command::new(py)
         .arg(script)
-        .arg(env!("CARGO_BIN_EXE_klaw-engine"))
+        .arg(target)
         .env_clear()
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("KLAW_CACHE", cache())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .output()
@@ -49,6 +49,210 @@ fn the_python_sdk_over_stdio() {
         "stdout:\n{out}\nstderr:\n{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn the_python_sdk_over_stdio() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    sdk_client(&py, home.path(), env!("CARGO_BIN_EXE_klaw-engine"));
+}
+
+/// `klaw-engine mcp --http` on a free port, killed when dropped.
+struct HttpServer {
+    child: Child,
+    addr: String,
+    _home: tempfile::TempDir,
+}
+
+impl HttpServer {
+    fn start(bind: &str, env: &[(&str, &str)]) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = engine(home.path(), &["mcp", "--http", bind]);
+        cmd.env("KLAW_CACHE", cache());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the server exits before listening")
+                .unwrap();
+            if let Some(url) = line.strip_prefix("klaw-engine: MCP over HTTP at http://") {
+                // A server on every address is reached on the loopback one.
+                break url
+                    .trim_end_matches("/mcp")
+                    .replace("0.0.0.0:", "127.0.0.1:");
+            }
+        };
+        // Keep draining its log so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            addr,
+            _home: home,
+        }
+    }
+
+    /// A raw HTTP/1.1 request; the status and the body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            head.push_str(&format!("Host: {}\r\n", self.addr));
+        }
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        s.write_all(head.as_bytes()).unwrap();
+        // The server may answer (413) and close before the whole body is sent.
+        let _ = s.write_all(body);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn post_mcp(&self, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        let mut all = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        all.extend_from_slice(headers);
+        self.request("POST", "/mcp", &all, body.as_bytes())
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_python_sdk_over_http() {
+    let Some(py) = python() else { return };
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    let home = tempfile::tempdir().unwrap();
+    sdk_client(&py, home.path(), &format!("http://{}/mcp", server.addr));
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+/// Hostile HTTP: a foreign Host or Origin (DNS rebinding), a 10 MB body, broken JSON, a
+/// batch, an unknown path, a client that hangs up mid-request: each gets a status and a
+/// JSON body saying why, and the server goes on.
+#[test]
+fn hostile_http_requests_are_refused_clearly() {
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    let (status, body) = server.request("GET", "/api/v1/tools", &[("Host", "evil.example")], b"");
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("forbidden_host"), "{body}");
+    let (status, body) = server.post_mcp(&[("Origin", "http://evil.example")], INITIALIZE);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("forbidden_origin"), "{body}");
+    let (status, _) = server.post_mcp(&[("Origin", "http://localhost:3000")], INITIALIZE);
+    assert_eq!(status, 200, "a local page may call");
+
+    let big = vec![b' '; 10 << 20];
+    let (status, body) = server.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &big,
+    );
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("mcp.maxBodyBytes"), "{body}");
+
+    let (status, body) = server.post_mcp(&[], "{ not json");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("-32700"), "{body}");
+    let (status, body) = server.post_mcp(&[], &format!("[{INITIALIZE}]"));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("-32600") && body.contains("batches"),
+        "{body}"
+    );
+    let (status, body) = server.request("GET", "/admin", &[], b"");
+    assert_eq!(status, 404, "{body}");
+
+    // A client that sends half a request and goes away.
+    {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        let _ = s.write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 500\r\n\r\n{\"jsonrpc\"",
+        );
+    }
+    let (status, body) = server.request("GET", "/api/v1/tools", &[], b"");
+    assert_eq!(status, 200, "{body}");
+    let tools: Value = serde_json::from_str(&body).unwrap();
+    assert!(tools["count"].as_u64().unwrap() > 10, "{tools}");
+    assert!(
+        tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["loaded"] == true && t["inputSchema"].is_object()),
+        "{tools}"
+    );
+}
+
+/// A non-loopback address needs a token: refused at start-up without one; with one,
+/// every request must carry it.
+#[test]
+fn a_public_bind_needs_and_checks_the_token() {
+    let home = tempfile::tempdir().unwrap();
+    let o = engine(home.path(), &["mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("without a token"), "{}", stderr(&o));
+
+    let token = "test-token-0123456789abcdef";
+    let server = HttpServer::start("0.0.0.0:0", &[("KLAW_MCP_TOKEN", token)]);
+    let (status, body) = server.request("GET", "/api/v1/tools", &[], b"");
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("Bearer"), "{body}");
+    let (status, _) = server.request(
+        "GET",
+        "/api/v1/tools",
+        &[("Authorization", "Bearer test-token-0123456789abcdeX")],
+        b"",
+    );
+    assert_eq!(status, 401);
+    let bearer = format!("Bearer {token}");
+    let (status, body) = server.request("GET", "/api/v1/tools", &[("Authorization", &bearer)], b"");
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = server.post_mcp(&[("Authorization", &bearer)], INITIALIZE);
+    assert_eq!(status, 200);
 }
 
 /// Raw lines: a line that is not JSON gets a parse error and the server keeps serving;

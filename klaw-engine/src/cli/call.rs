@@ -138,6 +138,33 @@ pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
     })
 }
 
+/// `klaw-engine mcp --http [ADDR]`: serves the engine over HTTP until a signal.
+pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
+    let addr = if addr.is_empty() {
+        config.raw.mcp.bind.clone()
+    } else {
+        addr.to_owned()
+    };
+    let bind: std::net::SocketAddr = match addr.parse() {
+        Ok(b) => b,
+        Err(_) => {
+            return super::fail(&format!(
+                "--http {addr:?} is not an address and port such as 127.0.0.1:8765"
+            ));
+        }
+    };
+    // Refused before anything starts.
+    if let Err(e) = crate::mcp::http::check_bind(bind, config.raw.mcp.token.as_deref()) {
+        return super::fail(&e);
+    }
+    with_engine(config, |engine| async move {
+        match crate::mcp::http::serve(engine, bind).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => super::fail(&e),
+        }
+    })
+}
+
 /// Starts the engine and a runtime, runs `f`, then shuts the engine down (background
 /// processes end, open stores close) whatever `f` returned.
 fn with_engine<F, Fut>(config: Config, f: F) -> ExitCode

@@ -30,7 +30,7 @@ pub struct KeyDoc {
 
 /// The Markdown tables of `doc/config/engine-json.md` that come from the declarations,
 /// by the name of their marker (`<!-- generated: keys NAME -->` ... `<!-- end -->`):
-/// `top` (the top-level keys), `memory` (the `memory` section), `env` (the variables).
+/// `top` (the top-level keys), `memory` and `mcp` (those sections), `env` (the variables).
 #[cfg(test)]
 pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
     let table = |rows: Vec<&KeyDoc>| {
@@ -51,6 +51,7 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         .iter()
         .filter(|k| k.key.starts_with("memory."))
         .collect();
+    let mcp = keys.iter().filter(|k| k.key.starts_with("mcp.")).collect();
     let mut env = String::from("| variable | effect |\n|---|---|\n");
     for k in keys {
         if let Some(var) = k.env {
@@ -60,7 +61,12 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
             ));
         }
     }
-    vec![("top", table(top)), ("memory", table(memory)), ("env", env)]
+    vec![
+        ("top", table(top)),
+        ("memory", table(memory)),
+        ("mcp", table(mcp)),
+        ("env", env),
+    ]
 }
 
 /// `doc` with each generated table replaced by `tables` (see [`doc_tables`]).
@@ -134,6 +140,18 @@ impl FromEnv for PathBuf {
     const EXPECTED: &'static str = "a path (relative to the current directory)";
     fn from_env(value: &str) -> Result<Self, String> {
         Ok(value.into())
+    }
+}
+
+impl FromEnv for Vec<String> {
+    const EXPECTED: &'static str = "comma-separated values";
+    fn from_env(value: &str) -> Result<Self, String> {
+        Ok(value
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .collect())
     }
 }
 

@@ -1,8 +1,9 @@
-"""The official MCP Python SDK against `klaw-engine mcp` over stdio.
+"""The official MCP Python SDK against `klaw-engine mcp`, over stdio or HTTP.
 
-Run by klaw-engine/tests/mcp.rs: `python stdio_client.py <klaw-engine>`,
-with the engine's environment (HOME, KLAW_CACHE, ...) inherited. Prints `ok <check>`
-per check and exits non-zero on the first failure.
+Run by klaw-engine/tests/mcp.rs: `python sdk_client.py <klaw-engine>` starts the engine
+over stdio (with this process's HOME, KLAW_CACHE, PATH); `python sdk_client.py
+http://127.0.0.1:PORT/mcp` talks to a running `klaw-engine mcp --http`. Prints
+`ok <check>` per check and exits non-zero on the first failure.
 """
 
 import os
@@ -12,6 +13,7 @@ import time
 import anyio
 from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 ENGINE = sys.argv[1]
 
@@ -52,10 +54,16 @@ def sleepers():
     return found
 
 
-async def main():
+def transport():
+    if ENGINE.startswith("http"):
+        return streamable_http_client(ENGINE)
     env = {k: v for k, v in os.environ.items() if k in ("HOME", "KLAW_CACHE", "KLAW_CONFIG", "PATH", "KLAW_LOG_LEVEL")}
-    params = StdioServerParameters(command=ENGINE, args=["mcp"], env=env)
-    async with stdio_client(params) as (read, write):
+    return stdio_client(StdioServerParameters(command=ENGINE, args=["mcp"], env=env))
+
+
+async def main():
+    async with transport() as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             check("initialize", init.server_info.name == "klaw-engine", init)

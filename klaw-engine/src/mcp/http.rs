@@ -1,0 +1,331 @@
+//! The MCP server over Streamable HTTP (`klaw-engine mcp --http`): `/mcp` (rmcp's
+//! transport, stateful sessions) and `GET /api/v1/tools`, behind one guard that every
+//! request passes first: the `Host` and `Origin` checks (DNS rebinding), the bearer
+//! token, and the body size. Every refusal is a status with a JSON body saying why.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+
+use super::McpServer;
+use crate::Engine;
+
+/// What the guard checks, from the `mcp` section.
+struct Guard {
+    /// Host names the server answers to (no port), lowercase.
+    hosts: Vec<String>,
+    /// Browser origins allowed besides loopback ones (`scheme://host[:port]`), lowercase.
+    origins: Vec<String>,
+    token: Option<String>,
+    max_body: usize,
+}
+
+/// Why the server cannot start on `bind`, checked before it listens: a non-loopback
+/// address without a token would let anyone who reaches it run tools.
+pub fn check_bind(bind: SocketAddr, token: Option<&str>) -> Result<(), String> {
+    if !bind.ip().is_loopback() && token.is_none() {
+        return Err(format!(
+            "refusing to serve MCP on {bind} without a token: anyone who can reach that \
+             address could run tools; set mcp.token (KLAW_MCP_TOKEN), or bind a loopback \
+             address such as 127.0.0.1:8765"
+        ));
+    }
+    Ok(())
+}
+
+/// Serves `engine` over HTTP on `bind` until SIGINT or SIGTERM, then shuts the engine
+/// down. Says on stderr where it listens (`bind` may have port 0).
+pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
+    let cfg = engine.config().raw.mcp.clone();
+    check_bind(bind, cfg.token.as_deref())?;
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if !bind.ip().is_unspecified() {
+        hosts.push(bind.ip().to_string());
+    }
+    hosts.extend(cfg.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+    let guard = Arc::new(Guard {
+        hosts,
+        origins: cfg
+            .allowed_origins
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect(),
+        token: cfg.token.clone(),
+        max_body: cfg.max_body_bytes,
+    });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = McpServer::new(engine.clone());
+    // The guard checks Host and Origin for every route; rmcp's own check would apply a
+    // second, different list.
+    let transport = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(cfg.max_body_bytes)
+        .with_cancellation_token(stop.child_token());
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.session()),
+        Arc::new(LocalSessionManager::default()),
+        transport,
+    );
+    let tools_engine = engine.clone();
+    let app = axum::Router::new()
+        .nest_service("/mcp", mcp)
+        .route(
+            "/api/v1/tools",
+            get(move || {
+                let engine = tools_engine.clone();
+                async move { json_response(StatusCode::OK, &tools_json(&engine)) }
+            }),
+        )
+        .fallback(|| async {
+            refusal(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "nothing here: the MCP endpoint is /mcp, the tool list /api/v1/tools",
+            )
+        })
+        .layer(middleware::from_fn_with_state(guard, check));
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
+    let stopping = stop.clone();
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                s = crate::stop_signal() => {
+                    tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
+                }
+                () = stopping.cancelled() => {}
+            }
+            stopping.cancel();
+        })
+        .await
+        .map_err(|e| format!("the HTTP server failed: {e}"));
+    engine.shutdown().await;
+    served
+}
+
+/// The tool list as `/api/v1/tools` gives it: each tool's MCP definition, and whether it
+/// loaded (every tool that runs did: one that fails validation stops the engine's start).
+pub fn tools_json(engine: &Engine) -> serde_json::Value {
+    let lang = engine.config().raw.language;
+    let registry = engine.registry();
+    let mut specs: Vec<_> = registry.all().map(|t| t.spec()).collect();
+    specs.sort_by(|a, b| a.name.cmp(&b.name));
+    let tools: Vec<_> = specs
+        .into_iter()
+        .map(|spec| {
+            let mut def = klaw_tools::definition(spec, klaw_tools::Format::Mcp, lang);
+            def["origin"] = json!(spec.origin);
+            def["loaded"] = json!(true);
+            def
+        })
+        .collect();
+    json!({"tools": tools, "count": tools.len()})
+}
+
+/// The guard every request passes first.
+async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = host_name(headers);
+    if !host
+        .as_deref()
+        .is_some_and(|h| guard.hosts.iter().any(|a| a == h))
+    {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            &format!(
+                "the Host {:?} is not one this server answers to (DNS-rebinding protection); \
+                 add it to mcp.allowedHosts",
+                host.unwrap_or_default()
+            ),
+        );
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin
+            .to_str()
+            .unwrap_or("")
+            .trim_end_matches('/')
+            .to_ascii_lowercase();
+        if !(loopback_origin(&origin) || guard.origins.contains(&origin)) {
+            return refusal(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                &format!(
+                    "requests from the origin {origin:?} are not allowed; add it to \
+                     mcp.allowedOrigins"
+                ),
+            );
+        }
+    }
+    if let Some(token) = &guard.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
+            let mut r = refusal(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid `Authorization: Bearer <mcp.token>` header is required",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            &format!(
+                "the request body is larger than {} bytes (mcp.maxBodyBytes)",
+                guard.max_body
+            ),
+        )
+    };
+    if length.is_some_and(|n| n > guard.max_body as u64) {
+        return too_large();
+    }
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    // A POST body is read here, bounded (also when it comes without a length), and
+    // answered with a JSON-RPC error when it is not one JSON-RPC message.
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, guard.max_body).await else {
+        return too_large();
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Err(e) => {
+            return rpc_error(-32700, &format!("Parse error: the body is not JSON: {e}"));
+        }
+        Ok(serde_json::Value::Array(_)) => {
+            return rpc_error(
+                -32600,
+                "Invalid request: JSON-RPC batches are not supported; send one message per request",
+            );
+        }
+        Ok(_) => {}
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// A JSON-RPC error for a body that is not one message (HTTP 400).
+fn rpc_error(code: i32, message: &str) -> Response {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}),
+    )
+}
+
+/// The `Host` header's name without its port, lowercase (`[::1]:80` → `::1`).
+fn host_name(headers: &HeaderMap) -> Option<String> {
+    let host = headers
+        .get(header::HOST)?
+        .to_str()
+        .ok()?
+        .to_ascii_lowercase();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?.to_owned(),
+        None => host
+            .rsplit_once(':')
+            .map_or(host.as_str(), |(h, _)| h)
+            .to_owned(),
+    };
+    Some(name)
+}
+
+/// `http(s)://localhost|127.0.0.1|[::1]` with any port: a page the user opened locally.
+fn loopback_origin(origin: &str) -> bool {
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let Some(rest) = rest else { return false };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => rest.split(':').next().unwrap_or(""),
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// Compares without stopping at the first difference (the time does not tell how much
+/// of a guessed token was right).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn refusal(status: StatusCode, error: &str, message: &str) -> Response {
+    json_response(status, &json!({"error": error, "message": message}))
+}
+
+fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
+    let mut r = (status, Body::from(body.to_string())).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_lose_their_port() {
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::HOST, HeaderValue::from_str(v).unwrap());
+            host_name(&m)
+        };
+        assert_eq!(h("LocalHost:8765").as_deref(), Some("localhost"));
+        assert_eq!(h("[::1]:80").as_deref(), Some("::1"));
+        assert_eq!(h("127.0.0.1").as_deref(), Some("127.0.0.1"));
+        assert_eq!(h("evil.example:80").as_deref(), Some("evil.example"));
+    }
+
+    #[test]
+    fn loopback_origins_only() {
+        assert!(loopback_origin("http://localhost:5173"));
+        assert!(loopback_origin("http://127.0.0.1"));
+        assert!(loopback_origin("https://[::1]:8443"));
+        assert!(!loopback_origin("http://localhost.evil.example"));
+        assert!(!loopback_origin("http://evil.example"));
+        assert!(!loopback_origin("null"));
+    }
+
+    #[test]
+    fn a_non_loopback_bind_needs_a_token() {
+        let any: SocketAddr = "0.0.0.0:8765".parse().unwrap();
+        assert!(
+            check_bind(any, None)
+                .unwrap_err()
+                .contains("without a token")
+        );
+        assert!(check_bind(any, Some("0123456789abcdef")).is_ok());
+        assert!(check_bind("127.0.0.1:1".parse().unwrap(), None).is_ok());
+        assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
+    }
+}
