@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The clients the test suite talks to the engine with: the official MCP Python SDK
-# (scripts/requirements-test.txt) in its own venv under the cache. Idempotent: a venv
-# built from the same requirements is kept.
+# The clients the test suite talks to the engine with: the official MCP Python SDK and
+# FastMCP (scripts/requirements-test.txt) in their own venv under the cache, and the MCP
+# Inspector and conformance suite with Node 22 (scripts/package-test.json). Idempotent:
+# what was built from the same pins is kept.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -14,10 +15,27 @@ die() { say "$*" >&2; exit 1; }
 command -v python3 >/dev/null 2>&1 || die "python3 is not installed (Debian: apt-get install python3 python3-venv)"
 req_key="$(sha256sum scripts/requirements-test.txt | cut -c1-16)"
 if [ ! -f "$VENV/.klaw-req.$req_key" ]; then
-    say "creating $VENV (mcp)"
+    say "creating $VENV (mcp, fastmcp)"
     rm -rf "$VENV"
     python3 -m venv "$VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt ||
         die "pip could not install scripts/requirements-test.txt into $VENV"
     touch "$VENV/.klaw-req.$req_key"
+fi
+
+# Node 22 and the MCP Inspector and conformance suite, from npm into the cache (no
+# system install): the machine's npm fetches the package `node@22`, which carries the
+# Node 22 binary the two tools need.
+NODE_DIR="$CACHE/node22"
+node_key="$(sha256sum scripts/package-test.json | cut -c1-16)"
+if [ ! -f "$NODE_DIR/.klaw-pkg.$node_key" ]; then
+    command -v npm >/dev/null 2>&1 || die "npm is not installed (Debian: apt-get install npm)"
+    say "installing Node 22, the MCP Inspector and the MCP conformance suite into $NODE_DIR"
+    rm -rf "$NODE_DIR"
+    mkdir -p "$NODE_DIR"
+    cp scripts/package-test.json "$NODE_DIR/package.json"
+    (cd "$NODE_DIR" && npm install --no-audit --no-fund --silent) ||
+        die "npm install of scripts/package-test.json failed"
+    "$NODE_DIR/node_modules/.bin/node" --version >/dev/null || die "node 22 does not run"
+    touch "$NODE_DIR/.klaw-pkg.$node_key"
 fi

@@ -31,9 +31,42 @@ fn python() -> Option<PathBuf> {
     None
 }
 
+/// The Node 22 tools' directory (`<cache>/node22/node_modules/.bin`), or `None` as for
+/// [`python`].
+fn node_tools() -> Option<PathBuf> {
+    let bin = cache().join("node22/node_modules/.bin");
+    if bin.join("node").exists() {
+        return Some(bin);
+    }
+    let why = format!(
+        "{} is missing: run scripts/setup-test-tools.sh",
+        bin.display()
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// `PATH` with Node 22 first.
+fn node_path(bin: &Path) -> std::ffi::OsString {
+    let mut paths = vec![bin.to_path_buf()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).unwrap()
+}
+
 /// Runs the SDK client script against `target` (the engine's path: stdio; a URL: HTTP).
 fn sdk_client(py: &Path, home: &Path, target: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_client.py");
+    run_script(py, home, "sdk_client.py", target);
+}
+
+/// Runs a client script of `tests/mcp/` with `target`; it prints `ok all` when every
+/// check passed.
+fn run_script(py: &Path, home: &Path, script: &str, target: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(script);
     let o = std::process::Command::new(py)
         .arg(script)
         .arg(target)
@@ -49,6 +82,99 @@ fn sdk_client(py: &Path, home: &Path, target: &str) {
         "stdout:\n{out}\nstderr:\n{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn the_fastmcp_client_over_stdio() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    run_script(
+        &py,
+        home.path(),
+        "fastmcp_client.py",
+        env!("CARGO_BIN_EXE_klaw-engine"),
+    );
+}
+
+/// The MCP Inspector's CLI mode (`--cli`), started on `klaw-engine mcp` over stdio.
+#[test]
+fn the_inspector_cli_lists_and_calls() {
+    let Some(bin) = node_tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let inspector = |args: &[&str]| {
+        let o = std::process::Command::new(bin.join("mcp-inspector"))
+            .arg("--cli")
+            .arg(env!("CARGO_BIN_EXE_klaw-engine"))
+            .arg("mcp")
+            .args(args)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("KLAW_CACHE", cache())
+            .env("PATH", node_path(&bin))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap()
+    };
+    let list = inspector(&["--method", "tools/list"]);
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"file_read") && names.contains(&"exec"),
+        "{names:?}"
+    );
+    let call = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "current_time",
+        "--tool-arg",
+        "timezone=Asia/Tokyo",
+    ]);
+    assert_eq!(call["isError"], false, "{call}");
+    assert_eq!(
+        call["structuredContent"]["timezone"], "Asia/Tokyo",
+        "{call}"
+    );
+}
+
+/// The official conformance suite against `klaw-engine mcp --http`: every scenario
+/// passes but those in `tests/mcp/conformance-baseline.yml` (each with its reason), and
+/// a listed one that starts passing fails the test too (the baseline must shrink).
+#[test]
+fn the_conformance_suite() {
+    let Some(bin) = node_tools() else { return };
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/conformance-baseline.yml");
+    let out = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(bin.join("conformance"))
+        .args(["server", "--url"])
+        .arg(format!("http://{}/mcp", server.addr))
+        .arg("--expected-failures")
+        .arg(baseline)
+        .arg("--output-dir")
+        .arg(out.path())
+        .env("PATH", node_path(&bin))
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let summary = text.split("=== SUMMARY ===").nth(1).unwrap_or(&text);
+    assert!(o.status.success(), "{summary}\n{}", stderr(&o));
+    for must_pass in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "dns-rebinding-protection",
+    ] {
+        assert!(
+            summary.contains(&format!("✓ {must_pass}")),
+            "{must_pass} did not pass:\n{summary}"
+        );
+    }
 }
 
 #[test]
