@@ -32,10 +32,12 @@ fmt:
 	$(CARGO) fmt --all
 
 ## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
-## memory search latency (p50/p99, peak RSS) and save throughput.
+## memory search latency (p50/p99, peak RSS) and save throughput; MCP round trips and
+## cold start beside FastMCP, and batch calls (a bench binary).
 bench: setup
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
+	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench mcp
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench files
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory

@@ -24,6 +24,8 @@ mod cli;
 pub mod config;
 mod doctor;
 mod engine;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod mcp;
 
 #[cfg(feature = "docs")]

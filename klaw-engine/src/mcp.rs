@@ -168,10 +168,13 @@ impl ServerHandler for McpServer {
             self.session,
             serde_json::to_string(&context.id).unwrap_or_default()
         );
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| progress_sink(token, context.peer.clone()));
+        let (progress, forwarding) = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (sink, task) = progress_sink(token, context.peer.clone());
+                (Some(sink), Some(task))
+            }
+            None => (None, None),
+        };
         let call = ToolCall::new(name, args)
             .with_id(id)
             .with_caller(Caller::new("mcp", None));
@@ -187,6 +190,11 @@ impl ServerHandler for McpServer {
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
+        // Every progress report goes out before the result (a client drops reports that
+        // come after it); a tool that kept its reporter beyond its end is not waited for.
+        if let Some(task) = forwarding {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), task).await;
+        }
         match outcome {
             // An unknown tool is a protocol error, not a tool result (the spec's rule).
             Err(e) if e.kind() == &ErrorKind::UnknownTool => {
@@ -219,13 +227,14 @@ fn result(outcome: Result<ToolOutput, klaw_tools::ToolError>) -> CallToolResult 
 }
 
 /// Sends a call's progress reports as `notifications/progress` with the request's token,
-/// in order, from a task of their own (the sink is called on the tool's thread).
+/// in order, from a task of their own (the sink is called on the tool's thread); the
+/// task ends once the sink is dropped and every report is sent.
 fn progress_sink(
     token: rmcp::model::ProgressToken,
     peer: Peer<RoleServer>,
-) -> Arc<dyn ProgressSink> {
+) -> (Arc<dyn ProgressSink>, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         while let Some(u) = rx.recv().await {
             #[allow(clippy::cast_precision_loss)] // progress counts are far below 2^52
             let mut p = ProgressNotificationParam::new(token.clone(), u.done as f64)
@@ -240,69 +249,74 @@ fn progress_sink(
             }
         }
     });
-    Arc::new(move |u: &ProgressUpdate| {
+    let sink = Arc::new(move |u: &ProgressUpdate| {
         let _ = tx.send(u.clone());
-    })
+    });
+    (sink, task)
 }
 
 /// Serves `engine` over stdin and stdout until the client closes stdin or a SIGINT or
 /// SIGTERM arrives, then shuts the engine down. A line that is not JSON gets a JSON-RPC
-/// parse error (-32700) and the server keeps serving.
+/// parse error (-32700) and one that is JSON but not a message (a batch, a wrong shape)
+/// an invalid-request error (-32600); the server keeps serving.
 pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
     use rmcp::ServiceExt;
+    use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
     let server = McpServer::new(engine.clone()).session();
-    // rmcp reads from and writes to in-process pipes; two tasks connect them to stdin
-    // and stdout, answering lines that are not JSON on the way in.
-    let (to_rmcp, rmcp_in) = tokio::io::duplex(1 << 16);
-    let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
-    let (errors_tx, mut errors_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let reader = tokio::spawn(async move {
-        let mut to_rmcp = to_rmcp;
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Value>(&line) {
-                Ok(_) => {
-                    if to_rmcp.write_all(line.as_bytes()).await.is_err()
-                        || to_rmcp.write_all(b"\n").await.is_err()
-                    {
-                        break;
-                    }
+    // rmcp's own loop reads this stream and writes to this sink: no task or pipe in
+    // between, and each line is parsed once.
+    // Non-blocking pipes when the client started us with pipes (as clients do): no
+    // hand-off to a blocking thread per line.
+    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+    let stdout = Arc::new(tokio::sync::Mutex::new(stdout));
+    let write_line = |out: Arc<tokio::sync::Mutex<rmcp::transport::io::StdioWriter>>,
+                      line: String| async move {
+        let mut out = out.lock().await;
+        out.write_all(line.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        out.flush().await
+    };
+    let errors = Arc::clone(&stdout);
+    let lines = tokio::io::BufReader::new(stdin).lines();
+    let incoming = futures_util::stream::unfold(lines, move |mut lines| {
+        let errors = Arc::clone(&errors);
+        async move {
+            loop {
+                let line = lines.next_line().await.ok().flatten()?;
+                if line.trim().is_empty() {
+                    continue;
                 }
-                Err(e) => {
-                    let answer = serde_json::json!({
-                        "jsonrpc": "2.0",
-                        "id": null,
-                        "error": {"code": -32700, "message": format!("Parse error: {e}")},
-                    });
-                    let _ = errors_tx.send(answer.to_string());
+                let (code, message) =
+                    match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(&line) {
+                        Ok(message) => return Some((message, lines)),
+                        Err(e) if e.is_syntax() || e.is_eof() => {
+                            (-32700, format!("Parse error: {e}"))
+                        }
+                        Err(e) => (-32600, format!("Invalid request: {e}")),
+                    };
+                let answer = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": null,
+                    "error": {"code": code, "message": message},
+                });
+                if write_line(Arc::clone(&errors), answer.to_string())
+                    .await
+                    .is_err()
+                {
+                    return None;
                 }
             }
         }
-        // End of stdin: rmcp sees its input end and stops.
     });
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        let mut from_rmcp = tokio::io::BufReader::new(from_rmcp).lines();
-        loop {
-            let line = tokio::select! {
-                l = from_rmcp.next_line() => match l {
-                    Ok(Some(l)) => l,
-                    _ => break,
-                },
-                Some(e) = errors_rx.recv() => e,
-            };
-            if stdout.write_all(line.as_bytes()).await.is_err()
-                || stdout.write_all(b"\n").await.is_err()
-                || stdout.flush().await.is_err()
-            {
-                break;
-            }
-        }
-    });
-    let outcome = match server.serve((rmcp_in, rmcp_out)).await {
+    let outgoing = futures_util::sink::unfold(
+        stdout,
+        move |out, message: TxJsonRpcMessage<RoleServer>| async move {
+            let line = serde_json::to_string(&message).map_err(std::io::Error::other)?;
+            write_line(Arc::clone(&out), line).await?;
+            Ok::<_, std::io::Error>(out)
+        },
+    );
+    let outcome = match server.serve((Box::pin(outgoing), Box::pin(incoming))).await {
         Ok(running) => {
             tokio::select! {
                 r = running.waiting() => r.map(|_| ()).map_err(|e| format!("the MCP session failed: {e}")),
@@ -316,7 +330,5 @@ pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
         Err(e) => Err(format!("the MCP session did not start: {e}")),
     };
     engine.shutdown().await;
-    reader.abort();
-    let _ = writer.await;
     outcome
 }
