@@ -65,8 +65,8 @@ impl ToolCall {
 /// The future a [`PreCallHook`] answers with.
 pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
-/// Sees every call before it runs (after its tool was found, before its arguments are
-/// validated) and may refuse it: the refusal is the call's result, an error of kind
+/// Sees every call before it runs (after its tool was found and its arguments were
+/// validated: the hook sees them as the tool will, aliases mapped) and may refuse it: the refusal is the call's result, an error of kind
 /// `refused` whose message is the reason, which the model reads. The agent loop's
 /// approval policy is one (it may wait for a person's answer).
 ///
@@ -191,22 +191,49 @@ impl Engine {
     /// its progress reports going to `progress`. Never panics on what a caller sends.
     pub async fn execute(
         &self,
-        call: ToolCall,
+        mut call: ToolCall,
         progress: Option<Arc<dyn ProgressSink>>,
     ) -> Result<ToolOutput, ToolError> {
-        if self.inner.closing.is_cancelled() {
-            return Err(ToolError::unavailable(
-                "the engine is shutting down; the call was not run",
-            ));
-        }
         let registry = self.registry();
-        if let Some(tool) = registry.by_name(&call.name) {
-            let hooks: Vec<_> = self
-                .inner
-                .hooks
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+        // The id is taken first, under the same lock as the shutdown check: a call that
+        // waits for a hook can already be cancelled, and a duplicate is refused before a
+        // person is asked about it.
+        let token = {
+            let mut running = self.lock_running();
+            if self.inner.closing.is_cancelled() {
+                return Err(ToolError::unavailable(
+                    "the engine is shutting down; the call was not run",
+                ));
+            }
+            if running.contains_key(&call.id) {
+                return Err(ToolError::failed(format!(
+                    "a call with the id `{}` is already running; give each call its own id",
+                    call.id
+                )));
+            }
+            let token = self.inner.closing.child_token();
+            running.insert(call.id.clone(), token.clone());
+            token
+        };
+        let _running = Running {
+            engine: self,
+            id: call.id.clone(),
+        };
+        // Hooks see the arguments as the tool will get them (aliases mapped, validated);
+        // arguments that do not validate fail in `execute` below, with its event.
+        let hooks: Vec<_> = self
+            .inner
+            .hooks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if !hooks.is_empty()
+            && let (Some(tool), Ok(args)) = (
+                registry.by_name(&call.name),
+                registry.prepare(&call.name, call.args.clone()),
+            )
+        {
+            call.args = Args::Json(args);
             for hook in hooks {
                 if let Err(reason) = hook.before_call(&call, tool.spec()).await {
                     tracing::info!(target: "klaw::engine", call_id = call.id, tool = call.name, "call refused: {reason}");
@@ -214,21 +241,6 @@ impl Engine {
                 }
             }
         }
-        let token = self.inner.closing.child_token();
-        let _running = {
-            let mut running = self.lock_running();
-            if running.contains_key(&call.id) {
-                return Err(ToolError::failed(format!(
-                    "a call with the id `{}` is already running; give each call its own id",
-                    call.id
-                )));
-            }
-            running.insert(call.id.clone(), token.clone());
-            Running {
-                engine: self,
-                id: &call.id,
-            }
-        };
         let mut ctx = self
             .inner
             .ctx
@@ -356,12 +368,12 @@ impl Engine {
 /// drops the future cancels the call).
 struct Running<'a> {
     engine: &'a Engine,
-    id: &'a str,
+    id: String,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.engine.lock_running().remove(self.id);
+        self.engine.lock_running().remove(&self.id);
     }
 }
 

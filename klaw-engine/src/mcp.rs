@@ -120,10 +120,10 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        self.peers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(context.peer.clone());
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer.clone());
+        drop(peers);
         self.negotiate_initialize(&request)
     }
 
@@ -146,10 +146,39 @@ impl ServerHandler for McpServer {
                     )
                 })?,
         };
-        let end = (start + self.page_size).min(tools.len());
+        let end = start.saturating_add(self.page_size).min(tools.len());
         let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
         result.next_cursor = (end < tools.len()).then(|| end.to_string());
         Ok(result)
+    }
+
+    /// A request rmcp could not read as the method it names (e.g. `tools/call` without
+    /// `name`) arrives here: invalid params for a method we serve, else not found.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        let known = ["initialize", "ping", "tools/list", "tools/call"];
+        if known.contains(&request.method.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "the params of {} do not fit its schema{}",
+                    request.method,
+                    if request.method == "tools/call" {
+                        ": expected {\"name\": string, \"arguments\": object}"
+                    } else {
+                        ""
+                    }
+                ),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {}", request.method),
+            None,
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -187,13 +216,16 @@ impl ServerHandler for McpServer {
                 self.engine.execute(call, progress).await
             } => r,
             () = context.ct.cancelled() => {
+                if let Some(f) = forwarding {
+                    f.stop();
+                }
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
-        // Every progress report goes out before the result (a client drops reports that
-        // come after it); a tool that kept its reporter beyond its end is not waited for.
-        if let Some(task) = forwarding {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), task).await;
+        // Every progress report goes out before the result (a client drops those that
+        // come after it), and none after it.
+        if let Some(f) = forwarding {
+            f.finish().await;
         }
         match outcome {
             // An unknown tool is a protocol error, not a tool result (the spec's rule).
@@ -227,13 +259,13 @@ fn result(outcome: Result<ToolOutput, klaw_tools::ToolError>) -> CallToolResult 
 }
 
 /// Sends a call's progress reports as `notifications/progress` with the request's token,
-/// in order, from a task of their own (the sink is called on the tool's thread); the
-/// task ends once the sink is dropped and every report is sent.
+/// in order, from a task of their own (the sink is called on the tool's thread).
 fn progress_sink(
     token: rmcp::model::ProgressToken,
     peer: Peer<RoleServer>,
-) -> (Arc<dyn ProgressSink>, tokio::task::JoinHandle<()>) {
+) -> (Arc<dyn ProgressSink>, Forwarder) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let task = tokio::spawn(async move {
         while let Some(u) = rx.recv().await {
             #[allow(clippy::cast_precision_loss)] // progress counts are far below 2^52
@@ -249,10 +281,41 @@ fn progress_sink(
             }
         }
     });
+    let open = Arc::clone(&closed);
     let sink = Arc::new(move |u: &ProgressUpdate| {
-        let _ = tx.send(u.clone());
+        // Reports made after the call's result (a tool that kept its reporter) are
+        // dropped: the client has forgotten the token.
+        if !open.load(Ordering::Acquire) {
+            let _ = tx.send(u.clone());
+        }
     });
-    (sink, task)
+    (sink, Forwarder { closed, task })
+}
+
+/// The task that sends one call's progress reports.
+struct Forwarder {
+    closed: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Forwarder {
+    /// No more reports: sends those already made (for up to a second), then stops.
+    async fn finish(self) {
+        self.closed.store(true, Ordering::Release);
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_secs(1), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+
+    /// No more reports, and those not sent yet are dropped (the call was cancelled).
+    fn stop(self) {
+        self.closed.store(true, Ordering::Release);
+        self.task.abort();
+    }
 }
 
 /// Serves `engine` over stdin and stdout until the client closes stdin or a SIGINT or
@@ -261,12 +324,13 @@ fn progress_sink(
 /// an invalid-request error (-32600); the server keeps serving.
 pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
     use rmcp::ServiceExt;
-    use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+    use rmcp::service::TxJsonRpcMessage;
     let server = McpServer::new(engine.clone()).session();
     // rmcp's own loop reads this stream and writes to this sink: no task or pipe in
     // between, and each line is parsed once.
-    // Non-blocking pipes when the client started us with pipes (as clients do): no
-    // hand-off to a blocking thread per line.
+    // Non-blocking pipes when stdin and stdout are FIFOs (Python clients start servers
+    // that way): no hand-off to a blocking thread per line. Otherwise (a socketpair, as
+    // Node clients use; a terminal) the blocking handles.
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let stdout = Arc::new(tokio::sync::Mutex::new(stdout));
     let write_line = |out: Arc<tokio::sync::Mutex<rmcp::transport::io::StdioWriter>>,
@@ -277,28 +341,28 @@ pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
         out.flush().await
     };
     let errors = Arc::clone(&stdout);
-    let lines = tokio::io::BufReader::new(stdin).lines();
-    let incoming = futures_util::stream::unfold(lines, move |mut lines| {
+    let reader = tokio::io::BufReader::new(stdin);
+    let incoming = futures_util::stream::unfold(reader, move |mut reader| {
         let errors = Arc::clone(&errors);
         async move {
+            let mut line = Vec::new();
             loop {
-                let line = lines.next_line().await.ok().flatten()?;
-                if line.trim().is_empty() {
+                let too_long = match read_line_capped(&mut reader, &mut line, MAX_LINE).await {
+                    Ok(None) | Err(_) => return None,
+                    Ok(Some(too_long)) => too_long,
+                };
+                if !too_long && line.trim_ascii().is_empty() {
                     continue;
                 }
-                let (code, message) =
-                    match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(&line) {
-                        Ok(message) => return Some((message, lines)),
-                        Err(e) if e.is_syntax() || e.is_eof() => {
-                            (-32700, format!("Parse error: {e}"))
-                        }
-                        Err(e) => (-32600, format!("Invalid request: {e}")),
-                    };
-                let answer = serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "id": null,
-                    "error": {"code": code, "message": message},
-                });
+                let answer = match (too_long, incoming_message(&line)) {
+                    (false, Ok(message)) => return Some((message, reader)),
+                    (true, _) => rpc_error(
+                        Value::Null,
+                        -32700,
+                        format!("Parse error: the line is longer than {MAX_LINE} bytes"),
+                    ),
+                    (false, Err(answer)) => answer,
+                };
                 if write_line(Arc::clone(&errors), answer.to_string())
                     .await
                     .is_err()
@@ -331,4 +395,123 @@ pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
     };
     engine.shutdown().await;
     outcome
+}
+
+/// The longest line read from stdin (a longer one is answered with a parse error).
+const MAX_LINE: usize = 16 << 20;
+
+/// Reads one line (up to `\n` or the end) into `line`, keeping at most `cap` bytes:
+/// `None` at the end of input, else whether the line was longer than `cap`.
+async fn read_line_capped<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<bool>> {
+    line.clear();
+    let (mut read, mut too_long) = (0usize, false);
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok((read > 0).then_some(too_long));
+        }
+        let end = available.iter().position(|&b| b == b'\n');
+        let chunk = &available[..end.map_or(available.len(), |i| i + 1)];
+        if !too_long && line.len() + chunk.len() <= cap {
+            line.extend_from_slice(chunk);
+        } else {
+            too_long = true;
+            line.clear();
+        }
+        let n = chunk.len();
+        reader.consume(n);
+        read += n;
+        if end.is_some() {
+            return Ok(Some(too_long));
+        }
+    }
+}
+
+/// One line from a client as a JSON-RPC message, or the error to answer it with: a
+/// parse error (-32700) for what is not JSON (or not UTF-8), an invalid request
+/// (-32600) for a batch or what is not a message, invalid params (-32602) for a request
+/// of a known shape whose params do not fit. A request's own id is kept in the answer,
+/// so the client is not left waiting for it.
+fn incoming_message(line: &[u8]) -> Result<rmcp::service::RxJsonRpcMessage<RoleServer>, Value> {
+    let e = match serde_json::from_slice(line) {
+        Ok(message) => return Ok(message),
+        Err(e) => e,
+    };
+    let value = match serde_json::from_slice::<Value>(line) {
+        Ok(v) => v,
+        Err(_) => return Err(rpc_error(Value::Null, -32700, format!("Parse error: {e}"))),
+    };
+    let id = value
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
+        .unwrap_or(Value::Null);
+    Err(match &value {
+        Value::Array(_) => rpc_error(
+            id,
+            -32600,
+            "Invalid request: JSON-RPC batches are not supported; send one message a line".into(),
+        ),
+        Value::Object(m) if m.contains_key("method") && !id.is_null() => {
+            rpc_error(id, -32602, format!("Invalid params: {e}"))
+        }
+        _ => rpc_error(id, -32600, format!("Invalid request: {e}")),
+    })
+}
+
+/// A JSON-RPC error response.
+fn rpc_error(id: Value, code: i32, message: String) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_are_capped_and_split() {
+        let input: &[u8] = b"short\n0123456789abcdef\nlast";
+        let mut r = tokio::io::BufReader::with_capacity(4, input);
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut r, &mut line, 10).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(line, b"short\n");
+        assert_eq!(
+            read_line_capped(&mut r, &mut line, 10).await.unwrap(),
+            Some(true)
+        );
+        assert!(line.is_empty());
+        assert_eq!(
+            read_line_capped(&mut r, &mut line, 10).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(line, b"last");
+        assert_eq!(read_line_capped(&mut r, &mut line, 10).await.unwrap(), None);
+    }
+
+    #[test]
+    fn bad_lines_get_the_right_error_and_keep_their_id() {
+        let code = |line: &[u8]| incoming_message(line).unwrap_err();
+        assert_eq!(code(b"nope {")["error"]["code"], -32700);
+        assert_eq!(code(b"\xff\xfe")["error"]["code"], -32700);
+        assert_eq!(code(b"[1, 2]")["error"]["code"], -32600);
+        let e = code(br#"{"jsonrpc":"2.0","id":"x","params":1}"#);
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (Value::from("x"), Value::from(-32600))
+        );
+        assert!(incoming_message(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_ok());
+        // A known method with params that do not fit reaches the handler as a custom
+        // request, which answers -32602 (`on_custom_request`).
+        assert!(
+            incoming_message(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#)
+                .is_ok()
+        );
+    }
 }

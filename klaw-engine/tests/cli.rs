@@ -156,12 +156,13 @@ fn call_jsonl_answers_every_line() {
         r#"{"id": "f", "name": "file_write", "arguments": {"path": "../x", "content": "no"}}"#,
         "\n",
     );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    stdin.write_all(b"\xff not utf-8\n").unwrap();
+    stdin
+        .write_all(br#"{"id": "h", "name": "current_time"}"#)
         .unwrap();
+    drop(stdin);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let lines: Vec<Value> = stdout(&o)
@@ -184,6 +185,8 @@ fn call_jsonl_answers_every_line() {
             (Value::from("d"), false, "invalid_arguments"),
             (Value::from("e"), false, "invalid_arguments"),
             (Value::from("f"), false, "access_denied"),
+            (Value::from(8), false, "invalid_arguments"),
+            (Value::from("h"), true, ""),
         ],
         "{lines:#?}"
     );

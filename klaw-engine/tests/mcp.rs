@@ -145,6 +145,7 @@ fn the_inspector_cli_lists_and_calls() {
 /// The official conformance suite against `klaw-engine mcp --http`: every scenario
 /// passes but those in `tests/mcp/conformance-baseline.yml` (each with its reason), and
 /// a listed one that starts passing fails the test too (the baseline must shrink).
+#[cfg(feature = "fixtures")] // the scenarios call the fixture tools
 #[test]
 fn the_conformance_suite() {
     let Some(bin) = node_tools() else { return };
@@ -330,7 +331,7 @@ fn hostile_http_requests_are_refused_clearly() {
     let (status, body) = server.request("GET", "/admin", &[], b"");
     assert_eq!(status, 404, "{body}");
 
-    // A client that sends half a request and goes away.
+    // A client that sends half a request and goes away: the server still serves others.
     {
         let mut s = TcpStream::connect(&server.addr).unwrap();
         let _ = s.write_all(
@@ -381,8 +382,9 @@ fn a_public_bind_needs_and_checks_the_token() {
     assert_eq!(status, 200);
 }
 
-/// Raw lines: a line that is not JSON gets a parse error and the server keeps serving;
-/// a JSON-RPC batch and a request of the wrong shape get errors, not a crash.
+/// Raw lines: a line that is not JSON (or not UTF-8) gets a parse error and the server
+/// keeps serving; a JSON-RPC batch gets -32600; a `tools/call` without a name gets
+/// -32602 with its own id (the client is not left waiting); a bad cursor -32602.
 #[test]
 fn malformed_lines_get_errors_and_the_server_goes_on() {
     let home = tempfile::tempdir().unwrap();
@@ -399,13 +401,15 @@ fn malformed_lines_get_errors_and_the_server_goes_on() {
         r#"[{"jsonrpc":"2.0","id":2,"method":"ping"}]"#,
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"current_time","arguments":{"timezone":"UTC"}}}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"not-a-cursor"}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{}}}"#,
     ];
     let mut stdin = child.stdin.take().unwrap();
     for l in lines {
         writeln!(stdin, "{l}").unwrap();
     }
-    // Keep stdin open until the answers are in: the server stops when it closes.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    stdin.write_all(b"\xff\xfe not utf-8\n").unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":6,"method":"ping"}}"#).unwrap();
+    // The server answers what it read before the end of stdin, then stops.
     drop(stdin);
     let o = child.wait_with_output().unwrap();
     let answers: Vec<Value> = stdout(&o)
@@ -433,5 +437,16 @@ fn malformed_lines_get_errors_and_the_server_goes_on() {
     );
     let list = by_id(Value::from(4)).unwrap();
     assert_eq!(list["error"]["code"], -32602, "{list}");
+    let nameless = by_id(Value::from(5)).unwrap();
+    assert_eq!(nameless["error"]["code"], -32602, "{nameless}");
+    let parse_errors = answers
+        .iter()
+        .filter(|a| a["id"].is_null() && a["error"]["code"] == -32700)
+        .count();
+    assert_eq!(parse_errors, 2, "not JSON, not UTF-8: {answers:#?}");
+    assert!(
+        by_id(Value::from(6)).unwrap()["result"].is_object(),
+        "served after them"
+    );
     assert!(o.status.success(), "{}", stderr(&o));
 }

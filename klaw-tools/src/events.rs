@@ -10,6 +10,7 @@ use crate::ToolError;
 #[non_exhaustive]
 pub enum ToolEvent {
     /// A call finished successfully.
+    #[non_exhaustive]
     Executed {
         /// The tool.
         tool: String,
@@ -19,6 +20,7 @@ pub enum ToolEvent {
         elapsed: Duration,
     },
     /// A call failed (including unknown tools and invalid arguments).
+    #[non_exhaustive]
     Failed {
         /// The tool that was asked for.
         tool: String,
@@ -30,6 +32,7 @@ pub enum ToolEvent {
         error: ToolError,
     },
     /// A tool could not be registered.
+    #[non_exhaustive]
     LoadFailed {
         /// The tool.
         tool: String,

@@ -197,6 +197,17 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// The arguments a call of `name` would run with: parsed from text, aliases mapped to
+    /// their names, checked against the schema. What an approval policy should look at
+    /// (not the raw arguments, which an alias could disguise). Errors are those
+    /// [`execute`](Self::execute) would give.
+    pub fn prepare(&self, name: &str, args: impl Into<Args>) -> Result<Value, ToolError> {
+        let Some(Entry { tool, validator }) = self.tools.get(name) else {
+            return Err(self.unknown(name));
+        };
+        prepare(tool.spec(), validator, args.into()).map_err(|e| e.with_tool(name))
+    }
+
     /// Validates `args` against the tool's schema and calls it.
     ///
     /// Never panics on what a caller sends: malformed JSON, wrong types, missing or

@@ -51,17 +51,26 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
 /// (or its line number); the rest go on. Exit 0 unless stdin cannot be read.
 pub(crate) fn jsonl(config: Config) -> ExitCode {
     with_engine(config, |engine| async move {
-        let stdin = std::io::stdin();
+        let mut stdin = std::io::stdin().lock();
         let mut stdout = std::io::stdout().lock();
-        for (n, line) in stdin.lock().lines().enumerate() {
-            let line = match line {
-                Ok(l) => l,
+        let mut line = Vec::new();
+        for n in 1.. {
+            line.clear();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
                 Err(e) => return super::fail(&format!("cannot read stdin: {e}")),
-            };
-            if line.trim().is_empty() {
+            }
+            if line.trim_ascii().is_empty() {
                 continue;
             }
-            let answer = run_line(&engine, n + 1, &line).await;
+            let answer = match std::str::from_utf8(&line) {
+                Ok(text) => run_line(&engine, n, text).await,
+                Err(e) => error_line(
+                    json!(n),
+                    &ToolError::invalid_arguments("", format!("line {n} is not UTF-8: {e}")),
+                ),
+            };
             // A closed stdout (`| head`) ends the batch quietly.
             if writeln!(stdout, "{answer}")
                 .and_then(|()| stdout.flush())
@@ -185,11 +194,14 @@ where
         Ok(rt) => rt,
         Err(e) => return super::fail(&format!("cannot start the async runtime: {e}")),
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         let code = f(engine.clone()).await;
         engine.shutdown().await;
         code
-    })
+    });
+    // A read of stdin on a blocking thread cannot be cancelled: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 /// The progress bar of one call: drawn on stderr when it is a terminal, nothing

@@ -54,7 +54,17 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
     if !bind.ip().is_unspecified() {
         hosts.push(bind.ip().to_string());
     }
-    hosts.extend(cfg.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+    // Entries are names; a port given with one is ignored (the Host check drops ports).
+    hosts.extend(cfg.allowed_hosts.iter().map(|h| {
+        let h = h.to_ascii_lowercase();
+        match h.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default().to_owned(),
+            None if h.matches(':').count() == 1 => {
+                h.split(':').next().unwrap_or_default().to_owned()
+            }
+            None => h,
+        }
+    }));
     let guard = Arc::new(Guard {
         hosts,
         origins: cfg
@@ -104,18 +114,26 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
     let stopping = stop.clone();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                s = crate::stop_signal() => {
-                    tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
-                }
-                () = stopping.cancelled() => {}
+    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+        tokio::select! {
+            s = crate::stop_signal() => {
+                tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
             }
-            stopping.cancel();
-        })
-        .await
-        .map_err(|e| format!("the HTTP server failed: {e}"));
+            () = stopping.cancelled() => {}
+        }
+        stopping.cancel();
+    });
+    // Connections get 5 s to finish after the stop; then the server stops anyway.
+    let served = tokio::select! {
+        r = serving => r.map_err(|e| format!("the HTTP server failed: {e}")),
+        () = async {
+            stop.cancelled().await;
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        } => {
+            tracing::warn!(target: "klaw::mcp", "connections still open 5 s after the stop; closing");
+            Ok(())
+        }
+    };
     engine.shutdown().await;
     served
 }
@@ -178,7 +196,12 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            // The scheme's name is case-insensitive (RFC 9110).
+            .and_then(|v| {
+                v.get(..7)
+                    .filter(|s| s.eq_ignore_ascii_case("bearer "))
+                    .map(|_| &v[7..])
+            });
         if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
             let mut r = refusal(
                 StatusCode::UNAUTHORIZED,

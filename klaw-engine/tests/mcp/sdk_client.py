@@ -36,11 +36,13 @@ def alive(pid):
         return False
 
 
-MARK = "31415"  # `sleep 31415`: found by its command line, whatever PID namespace it is in
+# `sleep <MARK>`: found by its command line, whatever PID namespace it runs in; unique
+# to this run (several runs of this script may be under way at once).
+MARK = str(900000 + os.getpid())
 
 
 def sleepers():
-    """The live host pids of `sleep 31415`."""
+    """The live host pids of `sleep <MARK>`."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
