@@ -1,4 +1,7 @@
-"""FastMCP's equivalent of Klaw's fixture tool `echo`, over stdio, for benches/mcp.rs."""
+"""FastMCP's equivalent of Klaw's fixture tool `echo`, for benches/mcp.rs: over stdio, or
+with `--http PORT` over Streamable HTTP at http://127.0.0.1:PORT/mcp."""
+
+import sys
 
 from fastmcp import FastMCP
 
@@ -12,4 +15,7 @@ def echo(text: str) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run(show_banner=False)
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False, log_level="error")
+    else:
+        mcp.run(show_banner=False)

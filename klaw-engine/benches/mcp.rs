@@ -3,6 +3,7 @@
 //! venv has it (`scripts/setup-test-tools.sh`):
 //!
 //! - stdio: sequential `tools/call` of the trivial tool `echo`: p50, p99, calls per second;
+//! - HTTP: the same over one keep-alive connection, then 32 clients at once (calls/s);
 //! - cold start: spawn → `initialize` → `tools/list` answered (median of 20);
 //! - batch: `memory_search` calls per second through `call --jsonl` vs one process a call.
 //!
@@ -211,6 +212,199 @@ fn batch(engine: &Path) {
     );
 }
 
+/// A minimal HTTP/1.1 keep-alive client of one MCP session (JSON or SSE answers, chunked
+/// or not): enough to measure round trips without a client library's own costs.
+struct HttpSession {
+    reader: BufReader<std::net::TcpStream>,
+    host: String,
+    session: Option<String>,
+    next: u64,
+}
+
+impl HttpSession {
+    fn connect(addr: &str) -> Self {
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut s = Self {
+            reader: BufReader::new(stream),
+            host: addr.to_owned(),
+            session: None,
+            next: 1,
+        };
+        let r = s.post(&serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}).to_string());
+        assert!(r.is_some_and(|r| r["result"].is_object()));
+        s.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        s
+    }
+
+    fn call_echo(&mut self) {
+        let id = self.next;
+        self.next += 1;
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "hi"}}});
+        let r = self.post(&body.to_string()).unwrap();
+        assert!(r["id"] == id && r["result"].is_object(), "{r}");
+    }
+
+    /// POSTs one message; the JSON-RPC answer with an id, if any.
+    fn post(&mut self, body: &str) -> Option<serde_json::Value> {
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.host,
+            body.len()
+        );
+        if let Some(s) = &self.session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"
+            ));
+        }
+        head.push_str("\r\n");
+        let stream = self.reader.get_mut();
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut line = String::new();
+        let (mut chunked, mut length) = (false, 0usize);
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).unwrap();
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            let lower = l.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("mcp-session-id:") {
+                self.session = Some(l[l.len() - v.trim().len()..].to_owned());
+            } else if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                chunked = true;
+            } else if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line).unwrap();
+                let size = usize::from_str_radix(line.trim(), 16).unwrap();
+                let mut chunk = vec![0; size + 2];
+                std::io::Read::read_exact(&mut self.reader, &mut chunk).unwrap();
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            body.resize(length, 0);
+            std::io::Read::read_exact(&mut self.reader, &mut body).unwrap();
+        }
+        let text = String::from_utf8(body).unwrap();
+        text.lines()
+            .map(|l| l.strip_prefix("data: ").unwrap_or(l))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get("id").is_some())
+    }
+}
+
+/// `klaw-engine mcp --http 127.0.0.1:0`, or FastMCP on a free port: the child and its
+/// address, once it answers.
+fn http_server(program: &Path, args: &[&str], home: &Path) -> (Child, String) {
+    if args.first().is_some_and(|a| a.ends_with(".py")) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(program)
+            .args(args)
+            .args(["--http", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = format!("127.0.0.1:{port}");
+        for _ in 0..600 {
+            if std::net::TcpStream::connect(&addr).is_ok() {
+                return (child, addr);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("FastMCP never listened on {addr}");
+    }
+    let mut child = Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("KLAW_CACHE", cache())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KLAW_LOG_LEVEL", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("the server exits").unwrap();
+        if let Some(i) = line.find("http://127.0.0.1:") {
+            let rest = &line[i + 7..];
+            break rest.split('/').next().unwrap().trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+fn http_round_trips(name: &str, program: &Path, args: &[&str]) {
+    let home = tempfile::tempdir().unwrap();
+    let (mut child, addr) = http_server(program, args, home.path());
+    let mut s = HttpSession::connect(&addr);
+    for _ in 0..200 {
+        s.call_echo();
+    }
+    let mut times = Vec::with_capacity(CALLS);
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        s.call_echo();
+        times.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    times.sort();
+    println!(
+        "HTTP round trip   {name:8}  p50 {:>8.1} µs  p99 {:>8.1} µs  {:>7.0} calls/s",
+        percentile(&times, 0.5).as_secs_f64() * 1e6,
+        percentile(&times, 0.99).as_secs_f64() * 1e6,
+        CALLS as f64 / total.as_secs_f64()
+    );
+    let clients = 32;
+    let per_client = 300;
+    let started = Instant::now();
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut s = HttpSession::connect(&addr);
+                for _ in 0..per_client {
+                    s.call_echo();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    println!(
+        "HTTP 32 clients   {name:8}  {:>7.0} calls/s",
+        (clients * per_client) as f64 / started.elapsed().as_secs_f64()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
     let engine = PathBuf::from(env!("CARGO_BIN_EXE_klaw-engine"));
@@ -224,6 +418,10 @@ fn main() {
             "fastmcp: {} is missing (scripts/setup-test-tools.sh)",
             python.display()
         ),
+    }
+    http_round_trips("klaw", &engine, &["mcp", "--http", "127.0.0.1:0"]);
+    if let Some(py) = &fastmcp {
+        http_round_trips("fastmcp", py, &[fastmcp_server.to_str().unwrap()]);
     }
     cold_start("klaw", &engine, &["mcp"]);
     if let Some(py) = &fastmcp {

@@ -114,6 +114,10 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
     let stopping = stop.clone();
+    // Answers go out at once, not after a delayed ACK (Nagle: 40 ms a round trip).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
         tokio::select! {
             s = crate::stop_signal() => {
