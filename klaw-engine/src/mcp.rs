@@ -181,8 +181,12 @@ impl ServerHandler for McpServer {
         ))
     }
 
+    /// One tool's description (rmcp asks for it on every HTTP `tools/call`, to check
+    /// `Mcp-Param-*` headers): only that tool is rendered.
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools().into_iter().find(|t| t.name == name)
+        let registry = self.engine.registry();
+        let spec = registry.by_name(name)?.spec();
+        serde_json::from_value(klaw_tools::definition(spec, Format::Mcp, self.lang)).ok()
     }
 
     async fn call_tool(
