@@ -27,9 +27,11 @@ pub struct Cli {
 pub enum Command {
     /// List every tool: a table, or with --format a JSON array of definitions.
     Tools {
-        /// Client format of the definitions.
+        /// Client format of the definitions (openai, openai-loose, anthropic, gemini,
+        /// mcp), or json: the list `GET /api/v1/tools` gives (MCP definitions with
+        /// origin and loaded).
         #[arg(long, value_parser = parse_format)]
-        format: Option<Format>,
+        format: Option<ToolsFormat>,
         /// Language of descriptions (default: `language` from engine.json).
         #[arg(long, value_parser = parse_lang)]
         lang: Option<Lang>,
@@ -93,8 +95,23 @@ pub enum DocsCommand {
     },
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
+/// What `tools --format` prints: one client's definitions, or `json`, the tool list as
+/// `GET /api/v1/tools` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsFormat {
+    /// The definitions in a client's format.
+    Client(Format),
+    /// Each tool's MCP definition with its origin and `loaded`.
+    Json,
+}
+
+fn parse_format(s: &str) -> Result<ToolsFormat, String> {
+    if s == "json" {
+        return Ok(ToolsFormat::Json);
+    }
     s.parse()
+        .map(ToolsFormat::Client)
+        .map_err(|e: String| format!("{e}, or json"))
 }
 
 fn parse_lang(s: &str) -> Result<Lang, String> {
@@ -146,7 +163,12 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             };
             let lang = lang.unwrap_or(config.raw.language);
             match format {
-                Some(format) => out(&pretty(&registry.definitions(format, lang).into())),
+                Some(ToolsFormat::Client(format)) => {
+                    out(&pretty(&registry.definitions(format, lang).into()));
+                }
+                Some(ToolsFormat::Json) => {
+                    out(&pretty(&crate::mcp::http::tools_json(&registry, lang)))
+                }
                 None => print_table(&registry, lang),
             }
             ExitCode::SUCCESS

@@ -30,7 +30,7 @@ pub mod mcp;
 
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
-pub use cli::{Cli, Command, main, run};
+pub use cli::{Cli, Command, ToolsFormat, main, run};
 pub use config::{Config, ConfigError, EngineConfig, McpSection, MemorySection, MemoryWeights};
 pub use doctor::{Check, Status, doctor};
 pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};

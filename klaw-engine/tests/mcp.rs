@@ -342,6 +342,13 @@ fn hostile_http_requests_are_refused_clearly() {
     assert_eq!(status, 200, "{body}");
     let tools: Value = serde_json::from_str(&body).unwrap();
     assert!(tools["count"].as_u64().unwrap() > 10, "{tools}");
+    // The same data as `klaw-engine tools --format json`.
+    let home = tempfile::tempdir().unwrap();
+    let cli = engine(home.path(), &["tools", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", stderr(&cli));
+    assert_eq!(serde_json::from_str::<Value>(&stdout(&cli)).unwrap(), tools);
     assert!(
         tools["tools"]
             .as_array()

@@ -95,7 +95,10 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
             "/api/v1/tools",
             get(move || {
                 let engine = tools_engine.clone();
-                async move { json_response(StatusCode::OK, &tools_json(&engine)) }
+                async move {
+                    let lang = engine.config().raw.language;
+                    json_response(StatusCode::OK, &tools_json(&engine.registry(), lang))
+                }
             }),
         )
         .fallback(|| async {
@@ -142,11 +145,13 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
     served
 }
 
-/// The tool list as `/api/v1/tools` gives it: each tool's MCP definition, and whether it
-/// loaded (every tool that runs did: one that fails validation stops the engine's start).
-pub fn tools_json(engine: &Engine) -> serde_json::Value {
-    let lang = engine.config().raw.language;
-    let registry = engine.registry();
+/// The tool list as `/api/v1/tools` and `klaw-engine tools --format json` give it: each
+/// tool's MCP definition with its origin, and whether it loaded (every listed tool did:
+/// one that fails validation stops the engine's start).
+pub fn tools_json(
+    registry: &klaw_tools::ToolRegistry,
+    lang: klaw_tools::Lang,
+) -> serde_json::Value {
     let mut specs: Vec<_> = registry.all().map(|t| t.spec()).collect();
     specs.sort_by(|a, b| a.name.cmp(&b.name));
     let tools: Vec<_> = specs
