@@ -27,13 +27,7 @@ struct Server {
 
 impl Server {
     fn spawn(program: &Path, args: &[&str], home: &Path) -> Self {
-        let mut child = Command::new(program)
-            .args(args)
-            .env_clear()
-            .env("HOME", home)
-            .env("KLAW_CACHE", cache())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("KLAW_LOG_LEVEL", "error")
+        let mut child = server_command(program, args, home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -90,11 +84,21 @@ impl Drop for Server {
     }
 }
 
+/// The cache `make setup` fills.
 fn cache() -> PathBuf {
-    std::env::var_os("KLAW_CACHE")
-        .filter(|c| !c.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw"))
+    klaw_tools::cache_dir().expect("neither KLAW_CACHE nor HOME is set")
+}
+
+/// `program args` with a clean environment: `HOME`, the cache, `PATH`, errors-only logs.
+fn server_command(program: &Path, args: &[&str], home: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("KLAW_CACHE", cache())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KLAW_LOG_LEVEL", "error");
+    c
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -156,12 +160,7 @@ fn cold_start(name: &str, program: &Path, args: &[&str]) {
 fn batch(engine: &Path) {
     let home = tempfile::tempdir().unwrap();
     let run = |args: &[&str], input: &str| {
-        let mut c = Command::new(engine)
-            .args(args)
-            .env_clear()
-            .env("HOME", home.path())
-            .env("KLAW_CACHE", cache())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        let mut c = server_command(engine, args, home.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -334,13 +333,7 @@ fn http_server(program: &Path, args: &[&str], home: &Path) -> (Child, String) {
         let _ = child.wait();
         panic!("FastMCP never listened on {addr}");
     }
-    let mut child = Command::new(program)
-        .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("KLAW_CACHE", cache())
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("KLAW_LOG_LEVEL", "error")
+    let mut child = server_command(program, args, home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -80,9 +80,7 @@ impl McpServer {
     /// Every tool as MCP describes it, in name order.
     pub fn tools(&self) -> Vec<Tool> {
         let registry = self.engine.registry();
-        let mut specs: Vec<_> = registry.all().map(|t| t.spec()).collect();
-        specs.sort_by(|a, b| a.name.cmp(&b.name));
-        specs
+        specs_by_name(&registry)
             .into_iter()
             .filter_map(|spec| {
                 let def = klaw_tools::definition(spec, Format::Mcp, self.lang);
@@ -465,6 +463,13 @@ fn incoming_message(line: &[u8]) -> Result<rmcp::service::RxJsonRpcMessage<RoleS
         }
         _ => rpc_error(id, -32600, format!("Invalid request: {e}")),
     })
+}
+
+/// Every tool's spec, in name order (the order of `tools/list` and `/api/v1/tools`).
+fn specs_by_name(registry: &klaw_tools::ToolRegistry) -> Vec<&klaw_tools::ToolSpec> {
+    let mut specs: Vec<_> = registry.all().map(|t| t.spec()).collect();
+    specs.sort_by(|a, b| a.name.cmp(&b.name));
+    specs
 }
 
 /// A JSON-RPC error response.

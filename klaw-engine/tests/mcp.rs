@@ -15,36 +15,30 @@ use serde_json::Value;
 mod common;
 use common::{cache, engine, stderr, stdout};
 
-/// The test clients' Python, or `None` (said why) when setup has not installed it; under
-/// CI (`CI=true`) its absence fails the test instead.
-fn python() -> Option<PathBuf> {
-    let py = cache().join("venv-test/bin/python");
-    if py.exists() {
-        return Some(py);
+/// `path` (under the cache) when `scripts/setup-test-tools.sh` has installed it, else
+/// `None` (said why); under CI (`CI=true`) its absence fails the test instead.
+fn installed(path: PathBuf) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
     }
     let why = format!(
         "{} is missing: run scripts/setup-test-tools.sh",
-        py.display()
+        path.display()
     );
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
     eprintln!("skipping: {why}");
     None
 }
 
-/// The Node 22 tools' directory (`<cache>/node22/node_modules/.bin`), or `None` as for
-/// [`python`].
+/// The test clients' Python (`<cache>/venv-test`).
+fn python() -> Option<PathBuf> {
+    installed(cache().join("venv-test/bin/python"))
+}
+
+/// The Node 22 tools' directory (`<cache>/node22/node_modules/.bin`).
 fn node_tools() -> Option<PathBuf> {
-    let bin = cache().join("node22/node_modules/.bin");
-    if bin.join("node").exists() {
-        return Some(bin);
-    }
-    let why = format!(
-        "{} is missing: run scripts/setup-test-tools.sh",
-        bin.display()
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("skipping: {why}");
-    None
+    let bin = installed(cache().join("node22/node_modules/.bin/node"))?;
+    bin.parent().map(Path::to_path_buf)
 }
 
 /// `PATH` with Node 22 first.

@@ -105,14 +105,8 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
             }
             "crate" => {
                 seen(cx, out.krate.is_some());
-                if let Some(lit) = string_value(cx, &meta)? {
-                    match lit.parse::<syn::Path>() {
-                        Ok(p) => out.krate = Some(p),
-                        Err(_) => cx.error_spanned_by(
-                            &lit,
-                            "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
-                        ),
-                    }
+                if let Some(path) = crate_path(cx, &meta)? {
+                    out.krate = Some(path);
                 }
             }
             other => {
@@ -410,4 +404,25 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// The value of `crate = "..."` (in `#[tool]` and `#[schema]`) as a path; a string that
+/// is not one is reported.
+pub(crate) fn crate_path(
+    cx: &mut Ctxt,
+    meta: &syn::meta::ParseNestedMeta<'_>,
+) -> syn::Result<Option<syn::Path>> {
+    let Some(lit) = string_value(cx, meta)? else {
+        return Ok(None);
+    };
+    Ok(match lit.parse::<syn::Path>() {
+        Ok(p) => Some(p),
+        Err(_) => {
+            cx.error_spanned_by(
+                &lit,
+                "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
+            );
+            None
+        }
+    })
 }

@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields};
 
-use crate::attr::{closest, lit_str, skip_value, string_value, unknown_key_expecting};
+use crate::attr::{closest, crate_path, lit_str, skip_value, string_value, unknown_key_expecting};
 use crate::ctxt::Ctxt;
 use crate::krate;
 use crate::names::{doc_text, rename};
@@ -79,14 +79,8 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
                             "#[schema(crate = \"...\")] goes on the type itself, not on a field or a variant",
                         );
                     }
-                    if let Some(lit) = string_value(cx, &meta)? {
-                        match lit.parse::<syn::Path>() {
-                            Ok(p) => out.krate = Some(p),
-                            Err(_) => cx.error_spanned_by(
-                                &lit,
-                                "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
-                            ),
-                        }
+                    if let Some(path) = crate_path(cx, &meta)? {
+                        out.krate = Some(path);
                     }
                 }
                 (true, other) => {

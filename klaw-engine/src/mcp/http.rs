@@ -152,9 +152,7 @@ pub fn tools_json(
     registry: &klaw_tools::ToolRegistry,
     lang: klaw_tools::Lang,
 ) -> serde_json::Value {
-    let mut specs: Vec<_> = registry.all().map(|t| t.spec()).collect();
-    specs.sort_by(|a, b| a.name.cmp(&b.name));
-    let tools: Vec<_> = specs
+    let tools: Vec<_> = super::specs_by_name(registry)
         .into_iter()
         .map(|spec| {
             let mut def = klaw_tools::definition(spec, klaw_tools::Format::Mcp, lang);
@@ -248,27 +246,26 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     let Ok(bytes) = axum::body::to_bytes(body, guard.max_body).await else {
         return too_large();
     };
-    match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Err(e) => {
-            return rpc_error(-32700, &format!("Parse error: the body is not JSON: {e}"));
-        }
-        Ok(serde_json::Value::Array(_)) => {
-            return rpc_error(
-                -32600,
-                "Invalid request: JSON-RPC batches are not supported; send one message per request",
-            );
-        }
-        Ok(_) => {}
+    // Checked without building it (rmcp reads it again): JSON, and not an array.
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return rpc_error(-32700, format!("Parse error: the body is not JSON: {e}"));
+    }
+    if bytes.trim_ascii_start().first() == Some(&b'[') {
+        return rpc_error(
+            -32600,
+            "Invalid request: JSON-RPC batches are not supported; send one message per request"
+                .into(),
+        );
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }
 
 /// A JSON-RPC error for a body that is not one message (HTTP 400).
-fn rpc_error(code: i32, message: &str) -> Response {
+fn rpc_error(code: i32, message: String) -> Response {
     json_response(
         StatusCode::BAD_REQUEST,
-        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}),
+        &super::rpc_error(serde_json::Value::Null, code, message),
     )
 }
 

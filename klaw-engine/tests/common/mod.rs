@@ -20,10 +20,7 @@ pub(crate) fn engine(home: &Path, args: &[&str]) -> Command {
 
 /// The cache `make setup` fills: `KLAW_CACHE`, else `~/.cache/klaw`.
 pub(crate) fn cache() -> PathBuf {
-    std::env::var_os("KLAW_CACHE")
-        .filter(|c| !c.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw"))
+    klaw_tools::cache_dir().expect("neither KLAW_CACHE nor HOME is set")
 }
 
 /// Standard output, as text.

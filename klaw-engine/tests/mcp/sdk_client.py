@@ -15,17 +15,11 @@ from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from checks import check, engine_env, text_of
+
 ENGINE = sys.argv[1]
 
 
-def check(name, cond, detail=""):
-    if not cond:
-        raise SystemExit(f"FAILED {name}: {detail}")
-    print(f"ok {name}", flush=True)
-
-
-def text_of(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
 
 
 def alive(pid):
@@ -59,8 +53,7 @@ def sleepers():
 def transport():
     if ENGINE.startswith("http"):
         return streamable_http_client(ENGINE)
-    env = {k: v for k, v in os.environ.items() if k in ("HOME", "KLAW_CACHE", "KLAW_CONFIG", "PATH", "KLAW_LOG_LEVEL")}
-    return stdio_client(StdioServerParameters(command=ENGINE, args=["mcp"], env=env))
+    return stdio_client(StdioServerParameters(command=ENGINE, args=["mcp"], env=engine_env()))
 
 
 async def main():

@@ -310,25 +310,27 @@ impl VectorCache {
     }
 }
 
+/// A deterministic pseudo-random unit vector of `dims` dimensions, for tests.
+#[cfg(test)]
+pub(super) fn random_unit(seed: u64, dims: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<f32> = (0..dims)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
 #[cfg(test)]
 mod tests {
+    use super::random_unit as unit;
     use super::*;
-
-    /// A deterministic pseudo-random unit vector.
-    fn unit(seed: u64, dims: usize) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut v: Vec<f32> = (0..dims)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter_mut().for_each(|x| *x /= n);
-        v
-    }
 
     fn exact(vs: &[(i64, Vec<f32>)], q: &[f32], k: usize) -> Vec<i64> {
         let mut s: Vec<(f32, i64)> = vs

@@ -2,6 +2,7 @@
 //! vectors are unit vectors built here (8 dimensions): this tests the index, not a model.
 
 use super::*;
+use crate::tools::memory::vectors::random_unit;
 use std::path::PathBuf;
 
 const DIMS: usize = 8;
@@ -384,21 +385,6 @@ fn meta_values_persist() {
     let store = MemoryStore::open(&path, DIMS, FP).unwrap();
     assert_eq!(store.meta("docs.hash").unwrap().as_deref(), Some("abc"));
     assert_eq!(store.meta("dims").unwrap().as_deref(), Some("8"));
-}
-
-/// A deterministic pseudo-random unit vector of `dims` dimensions.
-fn random_unit(seed: u64, dims: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let v: Vec<f32> = (0..dims)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect();
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / n).collect()
 }
 
 #[test]
