@@ -257,7 +257,7 @@ fn docs_index(config: Config, force: bool) -> ExitCode {
     };
     let bar = call::Bar::new();
     let ctx = match bar.sink() {
-        Some(sink) => engine.context().clone().with_progress(sink),
+        Some(sink) => engine.context().clone().with_listener(sink),
         None => engine.context().clone(),
     };
     let result = klaw_tools::tools::docs::sync_context(&ctx, force);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use klaw_tools::{
-    Args, Caller, EventHook, ProgressSink, RegistryError, Tool, ToolContext, ToolError, ToolOutput,
+    Args, CallListener, Caller, EventHook, RegistryError, Tool, ToolContext, ToolError, ToolOutput,
     ToolRegistry, ToolSpec,
 };
 use tokio_util::sync::CancellationToken;
@@ -188,11 +188,12 @@ impl Engine {
 
     /// Runs `call`: the pre-call hooks, then the tool (arguments validated, time limit,
     /// cancellation by [`cancel`](Self::cancel) or [`shutdown`](Self::shutdown)), with
-    /// its progress reports going to `progress`. Never panics on what a caller sends.
+    /// its progress reports and log messages going to `listener`. Never panics on what a
+    /// caller sends.
     pub async fn execute(
         &self,
         mut call: ToolCall,
-        progress: Option<Arc<dyn ProgressSink>>,
+        listener: Option<Arc<dyn CallListener>>,
     ) -> Result<ToolOutput, ToolError> {
         let registry = self.registry();
         // The id is taken first, under the same lock as the shutdown check: a call that
@@ -248,8 +249,8 @@ impl Engine {
             .with_caller(call.caller)
             .with_cancellation(token)
             .with_call_id(call.id.as_str());
-        if let Some(sink) = progress {
-            ctx = ctx.with_progress(sink);
+        if let Some(listener) = listener {
+            ctx = ctx.with_listener(listener);
         }
         registry.execute(&ctx, &call.name, call.args).await
     }

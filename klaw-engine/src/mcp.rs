@@ -3,10 +3,14 @@
 //! the arguments, our messages are the results, calls carry ids and progress, and
 //! `notifications/cancelled` cancels the call (an `exec` loses its process tree).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use klaw_tools::{Caller, ErrorKind, Format, Lang, ProgressSink, ProgressUpdate, ToolOutput};
+use base64::Engine as _;
+use klaw_tools::{
+    Attachment, CallListener, Caller, ErrorKind, Format, Lang, LogLevel, LogMessage,
+    ProgressUpdate, ResourceContent, ToolOutput,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
@@ -31,6 +35,9 @@ pub struct McpServer {
     /// Bounds the calls running at once, across sessions (`mcp.maxConcurrentCalls`).
     calls: Arc<tokio::sync::Semaphore>,
     session: u64,
+    /// The least serious level of the log messages this session receives, as a
+    /// `LogLevel` (`logging/setLevel`; `info` until set).
+    log_level: Arc<AtomicU8>,
     /// The clients to tell when the tool list changes.
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
 }
@@ -49,6 +56,7 @@ impl McpServer {
             page_size,
             calls: Arc::new(tokio::sync::Semaphore::new(max_calls)),
             session: 0,
+            log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
             peers: Arc::new(Mutex::new(Vec::new())),
         };
         let mut changes = server.engine.tools_changed();
@@ -73,6 +81,7 @@ impl McpServer {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Self {
             session: NEXT.fetch_add(1, Ordering::Relaxed),
+            log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
             ..self.clone()
         }
     }
@@ -97,10 +106,12 @@ impl McpServer {
 }
 
 impl ServerHandler for McpServer {
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_logging()
             .build();
         let mut info = Implementation::new("klaw-engine", env!("CARGO_PKG_VERSION"));
         info.title = Some("Klaw".into());
@@ -157,7 +168,13 @@ impl ServerHandler for McpServer {
         request: rmcp::model::CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        let known = ["initialize", "ping", "tools/list", "tools/call"];
+        let known = [
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "logging/setLevel",
+        ];
         if known.contains(&request.method.as_str()) {
             return Err(ErrorData::invalid_params(
                 format!(
@@ -177,6 +194,18 @@ impl ServerHandler for McpServer {
             format!("method not found: {}", request.method),
             None,
         ))
+    }
+
+    /// The least serious level of log messages the session's calls send from now on.
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level
+            .store(log_level(request.level) as u8, Ordering::Relaxed);
+        Ok(())
     }
 
     /// One tool's description (rmcp asks for it on every HTTP `tools/call`, to check
@@ -199,13 +228,18 @@ impl ServerHandler for McpServer {
             self.session,
             serde_json::to_string(&context.id).unwrap_or_default()
         );
-        let (progress, forwarding) = match context.meta.get_progress_token() {
-            Some(token) => {
-                let (sink, task) = progress_sink(token, context.peer.clone());
-                (Some(sink), Some(task))
-            }
-            None => (None, None),
-        };
+        // A 2026-07-28 request carries its own level; older ones use the session's.
+        #[allow(deprecated)]
+        let min_level = context.meta.log_level().map_or_else(
+            || level_from_u8(self.log_level.load(Ordering::Relaxed)),
+            log_level,
+        );
+        let (listener, forwarding) = forwarder(
+            context.meta.get_progress_token(),
+            min_level,
+            name.clone(),
+            context.peer.clone(),
+        );
         let call = ToolCall::new(name, args)
             .with_id(id)
             .with_caller(Caller::new("mcp", None));
@@ -215,20 +249,16 @@ impl ServerHandler for McpServer {
             r = async {
                 // Waits for a free place among `mcp.maxConcurrentCalls`.
                 let _place = self.calls.acquire().await;
-                self.engine.execute(call, progress).await
+                self.engine.execute(call, Some(listener)).await
             } => r,
             () = context.ct.cancelled() => {
-                if let Some(f) = forwarding {
-                    f.stop();
-                }
+                forwarding.stop();
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
-        // Every progress report goes out before the result (a client drops those that
-        // come after it), and none after it.
-        if let Some(f) = forwarding {
-            f.finish().await;
-        }
+        // Every progress report and log message goes out before the result (a client
+        // drops progress that comes after it), and none after it.
+        forwarding.finish().await;
         match outcome {
             // An unknown tool is a protocol error, not a tool result (the spec's rule).
             Err(e) if e.kind() == &ErrorKind::UnknownTool => {
@@ -239,18 +269,26 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// A call's outcome as MCP's result: structured content with a text copy, or
-/// `isError: true` with the message the CLI prints.
+/// A call's outcome as MCP's result: structured content with a text copy (and the
+/// attachments after it), or `isError: true` with the message the CLI prints.
 fn result(outcome: Result<ToolOutput, klaw_tools::ToolError>) -> CallToolResult {
     match outcome {
-        Ok(out) => match out.structured() {
-            Some(v) => {
-                let mut r = CallToolResult::structured(v.clone());
-                r.content = vec![ContentBlock::text(out.text())];
-                r
+        Ok(out) => {
+            let mut content = Vec::with_capacity(1 + out.attachments().len());
+            // A tool that returns only attachments has no empty text block before them.
+            if !out.text().is_empty() || out.attachments().is_empty() {
+                content.push(ContentBlock::text(out.text()));
             }
-            None => CallToolResult::success(vec![ContentBlock::text(out.text())]),
-        },
+            content.extend(out.attachments().iter().filter_map(content_block));
+            match out.structured() {
+                Some(v) => {
+                    let mut r = CallToolResult::structured(v.clone());
+                    r.content = content;
+                    r
+                }
+                None => CallToolResult::success(content),
+            }
+        }
         Err(e) => {
             if e.kind() == &ErrorKind::Failed {
                 tracing::warn!(target: "klaw::mcp", "tool failed: {}", e.message());
@@ -260,50 +298,188 @@ fn result(outcome: Result<ToolOutput, klaw_tools::ToolError>) -> CallToolResult 
     }
 }
 
-/// Sends a call's progress reports as `notifications/progress` with the request's token,
-/// in order, from a task of their own (the sink is called on the tool's thread).
-fn progress_sink(
-    token: rmcp::model::ProgressToken,
+/// An attachment as MCP's content block (bytes in base64).
+fn content_block(a: &Attachment) -> Option<ContentBlock> {
+    let b64 = |data: &[u8]| base64::engine::general_purpose::STANDARD.encode(data);
+    Some(match a {
+        Attachment::Image { mime_type, data } => ContentBlock::image(b64(data), mime_type),
+        Attachment::Audio { mime_type, data } => ContentBlock::audio(b64(data), mime_type),
+        Attachment::Resource {
+            uri,
+            mime_type,
+            content,
+        } => {
+            let (uri, mime_type) = (uri.clone(), Some(mime_type.clone()));
+            ContentBlock::resource(match content {
+                ResourceContent::Text(text) => {
+                    rmcp::model::ResourceContents::TextResourceContents {
+                        uri,
+                        mime_type,
+                        text: text.clone(),
+                        meta: None,
+                    }
+                }
+                ResourceContent::Bytes(bytes) => {
+                    rmcp::model::ResourceContents::BlobResourceContents {
+                        uri,
+                        mime_type,
+                        blob: b64(bytes),
+                        meta: None,
+                    }
+                }
+            })
+        }
+        // A kind added later and not yet described to MCP clients.
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+#[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+fn log_level(level: rmcp::model::LoggingLevel) -> LogLevel {
+    use rmcp::model::LoggingLevel as L;
+    match level {
+        L::Debug => LogLevel::Debug,
+        L::Info => LogLevel::Info,
+        L::Notice => LogLevel::Notice,
+        L::Warning => LogLevel::Warning,
+        L::Error => LogLevel::Error,
+        L::Critical => LogLevel::Critical,
+        L::Alert => LogLevel::Alert,
+        L::Emergency => LogLevel::Emergency,
+    }
+}
+
+#[allow(deprecated)]
+fn mcp_level(level: LogLevel) -> rmcp::model::LoggingLevel {
+    use rmcp::model::LoggingLevel as L;
+    match level {
+        LogLevel::Debug => L::Debug,
+        LogLevel::Info => L::Info,
+        LogLevel::Notice => L::Notice,
+        LogLevel::Warning => L::Warning,
+        LogLevel::Error => L::Error,
+        LogLevel::Critical => L::Critical,
+        LogLevel::Alert => L::Alert,
+        LogLevel::Emergency => L::Emergency,
+    }
+}
+
+/// The level stored as a number in a session (`LogLevel as u8`).
+fn level_from_u8(n: u8) -> LogLevel {
+    [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ]
+    .get(usize::from(n))
+    .copied()
+    .unwrap_or(LogLevel::Info)
+}
+
+/// What a call tells its client while it runs.
+enum Note {
+    Progress(ProgressUpdate),
+    Log(LogMessage),
+    /// The result is going out: what came before is sent, nothing after.
+    End,
+}
+
+/// Forwards one call's reports to its client, in order, from a task of its own (the
+/// listener is called on the tool's thread).
+struct McpListener {
+    tx: tokio::sync::mpsc::UnboundedSender<Note>,
+    /// Set when the call's result is out: later reports are dropped.
+    closed: Arc<std::sync::atomic::AtomicBool>,
+    /// Progress goes out only for a request that gave a token.
+    progress: bool,
+    min_level: LogLevel,
+}
+
+impl CallListener for McpListener {
+    fn progress(&self, update: &ProgressUpdate) {
+        if self.progress && !self.closed.load(Ordering::Acquire) {
+            let _ = self.tx.send(Note::Progress(update.clone()));
+        }
+    }
+
+    fn log(&self, message: &LogMessage) {
+        if message.level >= self.min_level && !self.closed.load(Ordering::Acquire) {
+            let _ = self.tx.send(Note::Log(message.clone()));
+        }
+    }
+}
+
+/// The listener of one call and the task that sends what it hears: progress as
+/// `notifications/progress` with the request's token (when it gave one), log messages
+/// at or above `min_level` as `notifications/message` from the logger `tool`.
+fn forwarder(
+    token: Option<rmcp::model::ProgressToken>,
+    min_level: LogLevel,
+    tool: String,
     peer: Peer<RoleServer>,
-) -> (Arc<dyn ProgressSink>, Forwarder) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
+) -> (Arc<dyn CallListener>, Forwarder) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Note>();
     let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = token.is_some();
     let task = tokio::spawn(async move {
-        while let Some(u) = rx.recv().await {
-            #[allow(clippy::cast_precision_loss)] // progress counts are far below 2^52
-            let mut p = ProgressNotificationParam::new(token.clone(), u.done as f64)
-                .with_message(u.message);
-            if let Some(total) = u.total {
-                #[allow(clippy::cast_precision_loss)]
-                let total = total as f64;
-                p = p.with_total(total);
-            }
-            if peer.notify_progress(p).await.is_err() {
+        while let Some(note) = rx.recv().await {
+            let sent = match note {
+                Note::End => break,
+                Note::Progress(u) => {
+                    let Some(token) = token.clone() else { continue };
+                    #[allow(clippy::cast_precision_loss)] // progress counts are far below 2^52
+                    let mut p = ProgressNotificationParam::new(token, u.done as f64)
+                        .with_message(u.message);
+                    if let Some(total) = u.total {
+                        #[allow(clippy::cast_precision_loss)]
+                        let total = total as f64;
+                        p = p.with_total(total);
+                    }
+                    peer.notify_progress(p).await
+                }
+                #[allow(deprecated)]
+                Note::Log(m) => {
+                    let p = rmcp::model::LoggingMessageNotificationParam::new(
+                        mcp_level(m.level),
+                        Value::String(m.message),
+                    )
+                    .with_logger(tool.clone());
+                    peer.notify_logging_message(p).await
+                }
+            };
+            if sent.is_err() {
                 break;
             }
         }
     });
-    let open = Arc::clone(&closed);
-    let sink = Arc::new(move |u: &ProgressUpdate| {
-        // Reports made after the call's result (a tool that kept its reporter) are
-        // dropped: the client has forgotten the token.
-        if !open.load(Ordering::Acquire) {
-            let _ = tx.send(u.clone());
-        }
-    });
-    (sink, Forwarder { closed, task })
+    let listener = McpListener {
+        tx: tx.clone(),
+        closed: Arc::clone(&closed),
+        progress,
+        min_level,
+    };
+    (Arc::new(listener), Forwarder { closed, tx, task })
 }
 
-/// The task that sends one call's progress reports.
+/// The task that sends one call's reports.
 struct Forwarder {
     closed: Arc<std::sync::atomic::AtomicBool>,
+    tx: tokio::sync::mpsc::UnboundedSender<Note>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Forwarder {
-    /// No more reports: sends those already made (for up to a second), then stops.
+    /// No more reports: sends those already made (for up to a second), then stops,
+    /// even when the tool kept its reporter.
     async fn finish(self) {
         self.closed.store(true, Ordering::Release);
+        let _ = self.tx.send(Note::End);
         let abort = self.task.abort_handle();
         if tokio::time::timeout(std::time::Duration::from_secs(1), self.task)
             .await

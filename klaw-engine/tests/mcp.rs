@@ -451,3 +451,191 @@ fn malformed_lines_get_errors_and_the_server_goes_on() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// The `_meta` every request of the stateless protocol (2026-07-28) carries.
+const STATELESS_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}"#;
+
+fn stateless_headers<'a>(method: &'a str, name: &'a str) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![
+        ("Mcp-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if !name.is_empty() {
+        h.push(("Mcp-Name", name));
+    }
+    h
+}
+
+/// The stateless protocol (2026-07-28): no `initialize`; `server/discover` says what
+/// the server is, and a `tools/call` carries its own log level.
+#[cfg(feature = "fixtures")] // the logging fixture
+#[test]
+fn the_stateless_protocol_discovers_and_calls() {
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    let discover = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{STATELESS_META}}}}}}}"#
+    );
+    let (status, body) = server.post_mcp(&stateless_headers("server/discover", ""), &discover);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"2026-07-28\"")
+            && body.contains("\"tools\"")
+            && body.contains("\"logging\""),
+        "{body}"
+    );
+
+    let call = |level: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"test_tool_with_logging","arguments":{{}},{STATELESS_META},"io.modelcontextprotocol/logLevel":"{level}"}}}}}}"#
+        );
+        server.post_mcp(
+            &stateless_headers("tools/call", "test_tool_with_logging"),
+            &body,
+        )
+    };
+    let (status, body) = call("debug");
+    assert_eq!(status, 200, "{body}");
+    let started = body.find("Tool execution started").expect(&body);
+    let completed = body.find("Tool execution completed").expect(&body);
+    let result = body.find("Logging test completed").expect(&body);
+    assert!(started < completed && completed < result, "{body}");
+    let (status, body) = call("error");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("Logging test completed") && !body.contains("notifications/message"),
+        "{body}"
+    );
+}
+
+/// The live pids of the processes whose command line is `sleep <mark>`.
+fn sleepers(mark: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z');
+        if cmdline
+            .split(|&b| b == 0)
+            .take(2)
+            .eq([&b"sleep"[..], mark.as_bytes()])
+            && !zombie
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits up to `secs` for `cond`.
+fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// A client that goes away ends its calls: a stateless request whose connection
+/// closes mid-call, and a session deleted while its call runs, each have their `exec`'s
+/// process tree killed (a stateful client that only drops one response stream may
+/// come back for it: the spec says that is not a cancellation).
+#[cfg(target_os = "linux")]
+#[test]
+fn calls_end_when_their_client_goes_away() {
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    let mark = (900_000 + std::process::id()).to_string();
+    let exec = |extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":"sleep {mark}","timeout":300}}{extra}}}}}"#
+        )
+    };
+    let send = |headers: &[(&str, &str)], body: &str| {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            server.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        s.write_all(format!("{head}\r\n{body}").as_bytes()).unwrap();
+        s
+    };
+
+    // Stateless: the connection is the request.
+    let conn = send(
+        &stateless_headers("tools/call", "exec"),
+        &exec(&format!(",{STATELESS_META}}}")),
+    );
+    assert!(
+        eventually(30, || !sleepers(&mark).is_empty()),
+        "the command never started"
+    );
+    drop(conn);
+    assert!(
+        eventually(15, || sleepers(&mark).is_empty()),
+        "{:?} outlived its client",
+        sleepers(&mark)
+    );
+
+    // Stateful: a session with a call running is deleted.
+    let (status, head) = {
+        let mut s = send(&[], INITIALIZE);
+        let mut out = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4096];
+        // The headers and the first event are enough (the stream stays open).
+        while !String::from_utf8_lossy(&out).contains("\"result\"") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "{}", String::from_utf8_lossy(&out));
+            out.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        (
+            text.split_whitespace().nth(1).unwrap_or("").to_owned(),
+            text,
+        )
+    };
+    assert_eq!(status, "200", "{head}");
+    let session = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .expect(&head);
+    let with_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-06-18"),
+    ];
+    let (status, body) = server.post_mcp(
+        &with_session,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+    let _stream = send(&with_session, &exec(""));
+    assert!(
+        eventually(30, || !sleepers(&mark).is_empty()),
+        "the command never started"
+    );
+    let (status, body) = server.request("DELETE", "/mcp", &with_session, b"");
+    assert!(status == 200 || status == 202, "{status} {body}");
+    assert!(
+        eventually(15, || sleepers(&mark).is_empty()),
+        "{:?} outlived its session",
+        sleepers(&mark)
+    );
+}

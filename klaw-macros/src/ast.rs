@@ -11,7 +11,7 @@ use crate::names::{doc_text, rename};
 
 /// Types injected from the context without `#[ctx]`, by their last path segment, unless
 /// the parameter has an `#[arg]`.
-pub(crate) const EXTRACTORS: [&str; 9] = [
+pub(crate) const EXTRACTORS: [&str; 10] = [
     "ToolContext",
     "Workspace",
     "DataDir",
@@ -20,6 +20,7 @@ pub(crate) const EXTRACTORS: [&str; 9] = [
     "Caller",
     "Cancel",
     "Progress",
+    "Log",
     "State",
 ];
 
@@ -140,6 +141,15 @@ impl<'a> ToolFn<'a> {
     pub(crate) fn description_en(&self) -> String {
         let en = self.attr.description_en.as_ref();
         en.map(LitStr::value).unwrap_or_default()
+    }
+
+    /// The title for people, Russian and English (each empty when not given).
+    pub(crate) fn title(&self) -> (String, String) {
+        let value = |l: Option<&LitStr>| l.map(LitStr::value).unwrap_or_default();
+        (
+            value(self.attr.title_ru.as_ref()),
+            value(self.attr.title_en.as_ref()),
+        )
     }
 }
 

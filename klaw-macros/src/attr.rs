@@ -14,6 +14,8 @@ pub(crate) struct ToolAttr {
     pub(crate) name: Option<LitStr>,
     pub(crate) description_ru: Option<LitStr>,
     pub(crate) description_en: Option<LitStr>,
+    pub(crate) title_ru: Option<LitStr>,
+    pub(crate) title_en: Option<LitStr>,
     pub(crate) read_only: Option<Span>,
     pub(crate) destructive: Option<Span>,
     pub(crate) idempotent: bool,
@@ -35,7 +37,7 @@ impl ToolAttr {
     }
 }
 
-const TOOL_KEYS: &str = "name, description_ru, description_en, read_only, destructive, idempotent, open_world, timeout, rename_all, crate";
+const TOOL_KEYS: &str = "name, description_ru, description_en, title_ru, title_en, read_only, destructive, idempotent, open_world, timeout, rename_all, crate";
 
 /// Parses the attribute, recording every mistake in `cx`.
 pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
@@ -63,6 +65,14 @@ pub(crate) fn tool_attr(cx: &mut Ctxt, tokens: TokenStream) -> ToolAttr {
             "description_en" => {
                 seen(cx, out.description_en.is_some());
                 out.description_en = string_value(cx, &meta)?;
+            }
+            "title_ru" => {
+                seen(cx, out.title_ru.is_some());
+                out.title_ru = string_value(cx, &meta)?;
+            }
+            "title_en" => {
+                seen(cx, out.title_en.is_some());
+                out.title_en = string_value(cx, &meta)?;
             }
             "read_only" | "destructive" | "idempotent" | "open_world" => {
                 let on = flag_value(cx, &meta, &ident)?;

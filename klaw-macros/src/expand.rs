@@ -386,6 +386,7 @@ fn registration(
     let name = view.name();
     let ru = view.description_ru();
     let en = view.description_en();
+    let (title_ru, title_en) = view.title();
     let output_schema = match &view.output {
         Output::Structured(ty) => quote_spanned! {ty.span()=>
             ::core::option::Option::Some(<#ty as KlawToolResult>::__KLAW_SCHEMA)
@@ -405,6 +406,7 @@ fn registration(
             #p::ToolRegistration {
                 name: #name,
                 description: #p::Description::new(#ru, #en),
+                title: #p::Description::new(#title_ru, #title_en),
                 params: &#p::ObjectSchema { properties: &[#(#props),*] },
                 output: #output_schema,
                 annotations: #p::Annotations {

@@ -54,6 +54,24 @@ fn check_attr(cx: &mut Ctxt, attr: &ToolAttr) {
             "`description_en` is empty: remove it or write the English description",
         );
     }
+    for (key, lit) in [("title_ru", &attr.title_ru), ("title_en", &attr.title_en)] {
+        if let Some(lit) = lit
+            && lit.value().trim().is_empty()
+        {
+            cx.error_spanned_by(
+                lit,
+                format!("`{key}` is empty: remove it or write a short title for people"),
+            );
+        }
+    }
+    if let (Some(en), None) = (&attr.title_en, &attr.title_ru)
+        && !attr.mentions("title_ru")
+    {
+        cx.error_spanned_by(
+            en,
+            "`title_en` without `title_ru`: Russian is the default language, write title_ru too",
+        );
+    }
     if let (Some(ro), Some(_)) = (attr.read_only, attr.destructive) {
         cx.error_at(
             ro,

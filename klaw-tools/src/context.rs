@@ -135,7 +135,7 @@ pub struct ToolContext {
     caller: Arc<Caller>,
     cancel: CancellationToken,
     call_id: Option<Arc<str>>,
-    progress: Option<Arc<dyn crate::ProgressSink>>,
+    listener: Option<Arc<dyn crate::CallListener>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -196,16 +196,22 @@ impl ToolContext {
         self
     }
 
-    /// The same context with `sink` receiving the call's progress reports.
+    /// The same context with `listener` receiving the call's progress reports and log
+    /// messages.
     #[must_use]
-    pub fn with_progress(mut self, sink: Arc<dyn crate::ProgressSink>) -> Self {
-        self.progress = Some(sink);
+    pub fn with_listener(mut self, listener: Arc<dyn crate::CallListener>) -> Self {
+        self.listener = Some(listener);
         self
     }
 
-    /// This call's progress reporter (it reports to nobody when no sink was given).
+    /// This call's progress reporter (it reports to nobody when no listener was given).
     pub fn progress(&self) -> crate::Progress {
-        crate::Progress::new(self.progress.clone(), self.call_id.clone())
+        crate::Progress::new(self.listener.clone(), self.call_id.clone())
+    }
+
+    /// This call's log (the engine's log, and the listener when one was given).
+    pub fn log(&self) -> crate::Log {
+        crate::Log::new(self.listener.clone(), self.call_id.clone())
     }
 
     /// Drops the state created on first use ([`shared_state`](Self::shared_state)):
@@ -355,7 +361,7 @@ impl ToolContextBuilder {
             caller: Arc::new(self.caller),
             cancel: CancellationToken::new(),
             call_id: None,
-            progress: None,
+            listener: None,
         }
     }
 }

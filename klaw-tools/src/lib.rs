@@ -33,7 +33,7 @@ mod cache;
 mod context;
 mod error;
 mod events;
-mod progress;
+mod listen;
 mod registry;
 mod render;
 mod schema;
@@ -53,13 +53,15 @@ pub use context::{
 pub use error::{ErrorKind, ToolError};
 pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
-pub use progress::{Progress, ProgressSink, ProgressUpdate};
+pub use listen::{CallListener, Log, LogLevel, LogMessage, Progress, ProgressUpdate};
 pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry, by_similarity};
 pub use render::{Format, definition};
 pub use schema::{
     Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,
 };
-pub use tool::{Annotations, FnTool, Lang, Text, Tool, ToolOutput, ToolSpec};
+pub use tool::{
+    Annotations, Attachment, FnTool, Lang, ResourceContent, Text, Tool, ToolOutput, ToolSpec,
+};
 pub use validate::{Validator, Violation, check_schema, validate};
 
 /// What generated code reaches; not a public API.

@@ -112,6 +112,9 @@ pub fn definition(spec: &ToolSpec, format: Format, lang: Lang) -> Value {
             if let Some(out) = &spec.output_schema {
                 v["outputSchema"] = plain(out, lang);
             }
+            if let Some(title) = &spec.title {
+                v["title"] = title.get(lang).into();
+            }
             v
         }
     }
@@ -379,6 +382,24 @@ mod tests {
         );
         assert_eq!(f["parameters"]["properties"]["q"]["description"], "Query");
         assert!(f.get("strict").is_none(), "`v` is any-typed: {d}");
+    }
+
+    #[test]
+    fn mcp_has_the_title_in_the_language_and_no_other_format_has_one() {
+        let untitled = definition(&spec(), Format::Mcp, Lang::Ru);
+        assert!(untitled.get("title").is_none(), "{untitled}");
+        let s = spec().with_title("Чтение", Some("Reading".into()));
+        assert_eq!(definition(&s, Format::Mcp, Lang::Ru)["title"], "Чтение");
+        assert_eq!(definition(&s, Format::Mcp, Lang::En)["title"], "Reading");
+        for format in [
+            Format::OpenAi,
+            Format::OpenAiLoose,
+            Format::Anthropic,
+            Format::Gemini,
+        ] {
+            let d = definition(&s, format, Lang::En).to_string();
+            assert!(!d.contains("Reading"), "{format:?}: {d}");
+        }
     }
 
     #[test]

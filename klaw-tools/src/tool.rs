@@ -81,6 +81,8 @@ pub struct ToolSpec {
     pub name: String,
     /// What the tool does, for the model.
     pub description: Text,
+    /// A short name for people (a client's tool list, the console's "running …").
+    pub title: Option<Text>,
     /// Canonical JSON Schema of the arguments (object root, no `$ref`).
     pub input_schema: Value,
     /// Canonical JSON Schema of structured output, for tools that return a value.
@@ -108,6 +110,7 @@ impl ToolSpec {
                 ru: description_ru.into(),
                 en: None,
             },
+            title: None,
             input_schema,
             output_schema: None,
             annotations: Annotations::default(),
@@ -121,6 +124,13 @@ impl ToolSpec {
     #[must_use]
     pub fn with_description_en(mut self, en: impl Into<String>) -> Self {
         self.description.en = Some(en.into());
+        self
+    }
+
+    /// Sets the title for people, in Russian (and English with `en`).
+    #[must_use]
+    pub fn with_title(mut self, ru: impl Into<String>, en: Option<String>) -> Self {
+        self.title = Some(Text { ru: ru.into(), en });
         self
     }
 
@@ -154,11 +164,94 @@ impl ToolSpec {
 }
 
 /// What a successful tool call returns: text for the model and, for tools that
-/// return a value, the same value as structured JSON.
+/// return a value, the same value as structured JSON; and, for tools that make them,
+/// [`Attachment`]s (an image, a sound, a document) after the text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     text: String,
     structured: Option<Value>,
+    attachments: Vec<Attachment>,
+}
+
+/// Content a tool returns besides its text: MCP clients receive it as `image`, `audio`
+/// and `resource` content blocks; the command line describes it in a line.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attachment {
+    /// An image (`image/png`, `image/jpeg`, ...).
+    Image {
+        /// Its media type.
+        mime_type: String,
+        /// The encoded image.
+        data: Vec<u8>,
+    },
+    /// A sound (`audio/wav`, `audio/mpeg`, ...).
+    Audio {
+        /// Its media type.
+        mime_type: String,
+        /// The encoded sound.
+        data: Vec<u8>,
+    },
+    /// A document with its address (`file:///…`, `klaw://memory/…`).
+    Resource {
+        /// Where the document comes from.
+        uri: String,
+        /// Its media type.
+        mime_type: String,
+        /// Its content: text, or bytes for anything else.
+        content: ResourceContent,
+    },
+}
+
+/// The content of an [`Attachment::Resource`].
+#[derive(Clone, PartialEq, Eq)]
+pub enum ResourceContent {
+    /// Text (UTF-8).
+    Text(String),
+    /// Anything else.
+    Bytes(Vec<u8>),
+}
+
+impl Attachment {
+    /// What the attachment is, in one line for a person or a model that cannot see it:
+    /// `[image image/png, 68 bytes]`, `[resource file:///a.txt text/plain, 12 bytes]`.
+    pub fn summary(&self) -> String {
+        match self {
+            Attachment::Image { mime_type, data } => {
+                format!("[image {mime_type}, {} bytes]", data.len())
+            }
+            Attachment::Audio { mime_type, data } => {
+                format!("[audio {mime_type}, {} bytes]", data.len())
+            }
+            Attachment::Resource {
+                uri,
+                mime_type,
+                content,
+            } => {
+                let len = match content {
+                    ResourceContent::Text(t) => t.len(),
+                    ResourceContent::Bytes(b) => b.len(),
+                };
+                format!("[resource {uri} {mime_type}, {len} bytes]")
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Attachment {
+    /// The summary: an attachment's bytes would flood a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.summary())
+    }
+}
+
+impl std::fmt::Debug for ResourceContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResourceContent::Text(t) => write!(f, "Text({} bytes)", t.len()),
+            ResourceContent::Bytes(b) => write!(f, "Bytes({} bytes)", b.len()),
+        }
+    }
 }
 
 impl ToolOutput {
@@ -167,6 +260,7 @@ impl ToolOutput {
         Self {
             text: text.into(),
             structured: None,
+            attachments: Vec::new(),
         }
     }
 
@@ -186,7 +280,20 @@ impl ToolOutput {
         Self {
             text,
             structured: Some(structured),
+            attachments: Vec::new(),
         }
+    }
+
+    /// The same output with `attachment` after the text (and any before it).
+    #[must_use]
+    pub fn with_attachment(mut self, attachment: Attachment) -> Self {
+        self.attachments.push(attachment);
+        self
+    }
+
+    /// The attachments, in order.
+    pub fn attachments(&self) -> &[Attachment] {
+        &self.attachments
     }
 
     /// The text the model reads.
@@ -199,7 +306,7 @@ impl ToolOutput {
         self.structured.as_ref()
     }
 
-    /// The text and the structured content.
+    /// The text and the structured content (the attachments are dropped).
     pub fn into_parts(self) -> (String, Option<Value>) {
         (self.text, self.structured)
     }
@@ -276,6 +383,7 @@ where
 pub struct ToolRegistration {
     pub name: &'static str,
     pub description: Description,
+    pub title: Description,
     pub params: &'static ObjectSchema,
     pub output: Option<&'static Schema>,
     pub annotations: Annotations,
@@ -316,6 +424,7 @@ impl StaticTool {
         let spec = ToolSpec {
             name: reg.name.to_owned(),
             description: reg.description.into(),
+            title: (!reg.title.is_empty()).then(|| reg.title.into()),
             input_schema: reg.params.to_json(),
             output_schema,
             annotations: reg.annotations,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use klaw_tools::{ProgressSink, ProgressUpdate, ToolError, ToolOutput};
+use klaw_tools::{CallListener, ProgressUpdate, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::{Config, Engine, ToolCall};
@@ -24,7 +24,7 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
     };
     with_engine(config, |engine| async move {
         let bar = Bar::new();
-        let sink: Option<Arc<dyn ProgressSink>> = bar.sink();
+        let sink: Option<Arc<dyn CallListener>> = bar.sink();
         let result = engine.execute(ToolCall::new(name, args), sink).await;
         bar.finish();
         match result {
@@ -34,6 +34,10 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
                 let _ = stdout.write_all(text.as_bytes());
                 if !text.ends_with('\n') {
                     let _ = stdout.write_all(b"\n");
+                }
+                // What the terminal cannot show is described, one line each.
+                for a in out.attachments() {
+                    let _ = writeln!(stdout, "{}", a.summary());
                 }
                 ExitCode::SUCCESS
             }
@@ -121,7 +125,15 @@ async fn run_line(engine: &Engine, number: usize, line: &str) -> Value {
         .execute(ToolCall::new(name, args).with_id(call_id), None)
         .await
     {
-        Ok(out) => json!({"id": id, "ok": true, "result": result_value(&out)}),
+        Ok(out) => {
+            let mut line = json!({"id": id, "ok": true, "result": result_value(&out)});
+            if !out.attachments().is_empty() {
+                let described: Vec<String> =
+                    out.attachments().iter().map(|a| a.summary()).collect();
+                line["attachments"] = json!(described);
+            }
+            line
+        }
         Err(e) => error_line(id, &e),
     }
 }
@@ -218,7 +230,7 @@ impl Bar {
     }
 
     /// The sink that moves the bar.
-    pub(super) fn sink(&self) -> Option<Arc<dyn ProgressSink>> {
+    pub(super) fn sink(&self) -> Option<Arc<dyn CallListener>> {
         let bar = self.0.clone()?;
         let sink = move |u: &ProgressUpdate| {
             if let Some(total) = u.total

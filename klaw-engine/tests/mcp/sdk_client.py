@@ -6,6 +6,7 @@ http://127.0.0.1:PORT/mcp` talks to a running `klaw-engine mcp --http`. Prints
 `ok <check>` per check and exits non-zero on the first failure.
 """
 
+import base64
 import os
 import sys
 import time
@@ -59,7 +60,12 @@ def transport():
 async def main():
     async with transport() as streams:
         read, write = streams[0], streams[1]
-        async with ClientSession(read, write) as session:
+        logs = []
+
+        async def on_log(params):
+            logs.append(params)
+
+        async with ClientSession(read, write, logging_callback=on_log) as session:
             init = await session.initialize()
             check("initialize", init.server_info.name == "klaw-engine", init)
             check("tools list_changed advertised", init.capabilities.tools.list_changed is True, init.capabilities)
@@ -71,6 +77,30 @@ async def main():
             check("annotations", by_name["file_read"].annotations.read_only_hint is True
                   and by_name["file_delete"].annotations.destructive_hint is True, by_name["file_read"].annotations)
             check("output schemas", any(t.output_schema for t in listed.tools), "no tool has an outputSchema")
+            check("titles in the configured language", by_name["file_read"].title == "Чтение файла", by_name["file_read"])
+
+            if "test_tool_with_logging" in by_name:  # the engine was built with the fixtures
+                check("logging advertised", init.capabilities.logging is not None, init.capabilities)
+                await session.set_logging_level("warning")
+                await session.call_tool("test_tool_with_logging", {})
+                await anyio.sleep(0.3)
+                check("messages below the set level are not sent", not logs, logs)
+                await session.set_logging_level("debug")
+                r = await session.call_tool("test_tool_with_logging", {})
+                deadline = time.monotonic() + 5
+                while len(logs) < 3 and time.monotonic() < deadline:
+                    await anyio.sleep(0.05)
+                check("log messages in order, from the tool", not r.is_error
+                      and [m.data for m in logs] == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+                      and all(m.logger == "test_tool_with_logging" and m.level == "info" for m in logs), logs)
+
+                r = await session.call_tool("test_multiple_content_types", {})
+                kinds = [c.type for c in r.content]
+                image = next(c for c in r.content if c.type == "image")
+                check("attachments follow the text as content blocks", kinds == ["text", "image", "resource"]
+                      and image.mime_type == "image/png"
+                      and base64.b64decode(image.data).startswith(b"\x89PNG")
+                      and r.content[2].resource.text == "This is an embedded resource content.", r)
 
             r = await session.call_tool("current_time", {"timezone": "UTC"})
             check("call: structured result and a text copy", not r.is_error

@@ -36,6 +36,8 @@ pub struct CurrentTime {
 /// The current date and time in `settings.timezone`, or in `timezone` when given.
 #[tool(
     name = "current_time",
+    title_ru = "Текущее время",
+    title_en = "Current time",
     description_ru = "Возвращает текущие дату, время, день недели и смещение от UTC в часовом поясе пользователя (или в указанном). Вызывай в начале любой задачи, связанной с расписанием или временем.",
     description_en = "Returns the current date, time, weekday and UTC offset in the user's time zone (or the one given). Call it at the start of any scheduling or time-sensitive task.",
     read_only

@@ -9,6 +9,8 @@ use serde_json::json;
     name = "note_read",
     description_ru = "Читает строки текстового файла из рабочей области",
     description_en = "Read lines of a text file in the workspace",
+    title_ru = "Чтение заметки",
+    title_en = "Read a note",
     read_only,
     timeout = "10s"
 )]
@@ -35,6 +37,8 @@ async fn note_read(
 async fn main() -> anyhow::Result<()> {
     let kit = klaw::testing::Kit::new()?;
     let spec = kit.registry().by_name("note_read").unwrap().spec();
+    let title = spec.title.as_ref().unwrap();
+    assert_eq!((title.ru.as_str(), title.en.as_deref()), ("Чтение заметки", Some("Read a note")));
     assert_eq!(
         spec.input_schema,
         json!({

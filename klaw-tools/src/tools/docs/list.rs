@@ -44,6 +44,8 @@ pub struct DocsList {
 /// Lists the embedded documentation.
 #[tool(
     name = "docs_list",
+    title_ru = "Оглавление документации",
+    title_en = "List the docs",
     description_ru = "Показывает все файлы документации Klaw: путь, заголовок, размер и разделы (пути разделов можно передать в docs_read).",
     description_en = "Lists every file of Klaw's documentation: path, title, size and sections (pass a section's path to docs_read).",
     read_only,

@@ -44,6 +44,8 @@ pub struct DocsRead {
 /// Reads an embedded document or one of its sections.
 #[tool(
     name = "docs_read",
+    title_ru = "Чтение документации",
+    title_en = "Read the docs",
     description_ru = "Читает документацию Klaw: файл целиком (tools/files.md) или один раздел (tools/files.md#file_read — по якорю или тексту заголовка). Пути — как в docs_list и docs_search.",
     description_en = "Reads Klaw's documentation: a whole file (tools/files.md) or one section (tools/files.md#file_read, by anchor or heading text). Paths as docs_list and docs_search give them.",
     read_only,

@@ -44,6 +44,8 @@ pub struct DocsSearch {
 /// Searches Klaw's own documentation.
 #[tool(
     name = "docs_search",
+    title_ru = "Поиск по документации",
+    title_en = "Search the docs",
     description_ru = "Ищет в документации Klaw (по смыслу и по словам, на русском или английском): как устроены инструменты, настройки, ограничения, безопасность. Возвращает фрагменты с путём раздела; целиком раздел читай через docs_read.",
     description_en = "Searches Klaw's documentation (by meaning and by words, in Russian or English): how the tools work, configuration, limits, security. Returns passages with the section's path; read a whole section with docs_read.",
     read_only,

@@ -20,6 +20,8 @@ pub struct FileDeleted {
 /// Deletes a workspace file.
 #[tool(
     name = "file_delete",
+    title_ru = "Удаление файла",
+    title_en = "Delete a file",
     description_ru = "Удаляет один файл рабочей области. Папки не удаляет. Символическая ссылка удаляется сама, её цель не трогается.",
     description_en = "Deletes one file in the workspace. Does not delete directories. A symbolic link is removed itself; its target is left alone.",
     destructive

@@ -38,6 +38,8 @@ pub(crate) enum Edit {
 /// Edits a workspace file.
 #[tool(
     name = "file_edit",
+    title_ru = "Правка файла",
+    title_en = "Edit a file",
     description_ru = "Точечно правит текстовый файл рабочей области, атомарно. Два способа: oldText + newText (замена текста; replaceAll = false меняет только первое вхождение) или startLine + endLine + newText (замена строк с startLine по endLine включительно, с 1). Возвращает число изменений. Ошибки: «old_text not found in file», «line range out of bounds», «edit made no changes».",
     description_en = "Makes a targeted change to a workspace text file, atomically. Two ways: oldText + newText (replace text; replaceAll = false changes the first occurrence only) or startLine + endLine + newText (replace lines startLine to endLine inclusive, from 1). Returns the number of changes. Errors: \"old_text not found in file\", \"line range out of bounds\", \"edit made no changes\".",
     destructive,

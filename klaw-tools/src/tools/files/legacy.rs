@@ -23,6 +23,8 @@ pub enum Operation {
 /// The legacy multi-operation file tool.
 #[tool(
     name = "file",
+    title_ru = "Файлы (старый интерфейс)",
+    title_en = "Files (legacy interface)",
     description_ru = "Устаревший инструмент для совместимости: operation = read_file, write_file, list_dir или delete_file. Предпочитай file_read, file_write, file_list, file_delete и file_edit — у них больше возможностей.",
     description_en = "Legacy tool kept for compatibility: operation = read_file, write_file, list_dir or delete_file. Prefer file_read, file_write, file_list, file_delete and file_edit, which do more.",
     destructive

@@ -70,6 +70,8 @@ pub struct Listing {
 /// Lists a workspace directory.
 #[tool(
     name = "file_list",
+    title_ru = "Список файлов",
+    title_en = "List files",
     description_ru = "Показывает содержимое папки рабочей области: имя, путь, тип (file, directory, symlink, other), размер и права каждой записи. recursive = true обходит вложенные папки. Символические ссылки показываются, но не раскрываются. Число записей ограничено (truncated = true, если список обрезан). Вызывай перед file_read, если не уверен в пути.",
     description_en = "Lists a workspace directory: name, path, type (file, directory, symlink, other), size and mode of each entry. recursive = true walks subdirectories. Symbolic links are shown, never followed. The number of entries is capped (truncated = true when the list was cut). Call it before file_read when unsure of a path.",
     read_only,

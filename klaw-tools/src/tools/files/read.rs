@@ -46,6 +46,8 @@ pub struct FileRead {
 /// Reads a window of a workspace text file.
 #[tool(
     name = "file_read",
+    title_ru = "Чтение файла",
+    title_en = "Read a file",
     description_ru = "Читает текстовый файл из рабочей области: весь или окно строк (startLine, maxLines). Ответ ограничен по размеру: если truncated = true, продолжи с nextStartLine. Двоичные и специальные файлы не читаются. Пути — относительно рабочей области; выйти за её пределы нельзя.",
     description_en = "Reads a text file in the workspace: all of it or a window of lines (startLine, maxLines). The answer is capped in size: when truncated is true, continue from nextStartLine. Binary and special files are refused. Paths are relative to the workspace; nothing outside it can be reached.",
     read_only,

@@ -45,6 +45,8 @@ pub struct FileWritten {
 /// Writes a workspace file.
 #[tool(
     name = "file_write",
+    title_ru = "Запись файла",
+    title_en = "Write a file",
     description_ru = "Записывает текст в файл рабочей области: mode = overwrite заменяет файл целиком (атомарно: после сбоя остаётся старый или новый файл, не половина), append дописывает в конец. Родительские папки создаются. Размер файла не больше maxFileSizeBytes. Для точечных правок используй file_edit.",
     description_en = "Writes text to a workspace file: mode = overwrite replaces the whole file (atomically: after a crash the old or the new file remains, never half of one), append adds to the end. Parent directories are created. The file may not exceed maxFileSizeBytes. For small changes use file_edit.",
     destructive,

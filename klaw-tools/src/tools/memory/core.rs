@@ -175,6 +175,8 @@ pub struct CoreDeleted {
 /// Returns core memory.
 #[tool(
     name = "memory_core_get",
+    title_ru = "Основная память",
+    title_en = "Read core memory",
     description_ru = "Возвращает основную память: короткие постоянные факты о пользователе (user) и об агенте (agent) в виде «ключ → значение». Это то, что нужно помнить всегда (имя, язык, предпочтения, договорённости о стиле); остальное ищи через memory_search.",
     description_en = "Returns core memory: short permanent facts about the user (user) and the agent (agent) as key → value. This is what must always be remembered (name, language, preferences, agreed style); search everything else with memory_search.",
     read_only,
@@ -188,6 +190,8 @@ pub async fn memory_core_get(dir: DataDir) -> Result<CoreMemoryView, ToolError> 
 /// Sets one fact of core memory.
 #[tool(
     name = "memory_core_update",
+    title_ru = "Изменение основной памяти",
+    title_en = "Update core memory",
     description_ru = "Записывает один факт в основную память: section = user (о пользователе) или agent (об агенте), key — короткое имя факта (name, timezone, tone), value — его значение. Существующий ключ перезаписывается (в ответе previous — прежнее значение). Основная память мала (8 КиБ на всё): храни здесь только то, что нужно всегда, остальное сохраняй через memory_save.",
     description_en = "Writes one fact to core memory: section = user (about the user) or agent (about the agent), key is the fact's short name (name, timezone, tone), value its value. An existing key is overwritten (previous in the answer holds the old value). Core memory is small (8 KiB in all): keep here only what is always needed and save the rest with memory_save.",
     idempotent
@@ -227,6 +231,8 @@ pub async fn memory_core_update(
 /// Removes one fact from core memory.
 #[tool(
     name = "memory_core_delete",
+    title_ru = "Удаление из основной памяти",
+    title_en = "Delete from core memory",
     description_ru = "Удаляет один факт из основной памяти по разделу (user или agent) и ключу. Если такого ключа нет, это ошибка со списком существующих ключей.",
     description_en = "Deletes one fact from core memory by section (user or agent) and key. A key that does not exist is an error that lists the existing keys.",
     destructive

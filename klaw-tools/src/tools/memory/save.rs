@@ -37,6 +37,8 @@ pub struct MemorySaved {
 /// Saves a text to the agent's memory.
 #[tool(
     name = "memory_save",
+    title_ru = "Запомнить",
+    title_en = "Save to memory",
     description_ru = "Сохраняет текст в долговременную память, чтобы найти его потом через memory_search: факт о пользователе, договорённость, итог разговора, заметку. Длинный текст разбивается на фрагменты; точный повтор уже сохранённого не сохраняется второй раз (alreadyStored = true). Сохраняй законченные мысли с контекстом («Анна предпочитает встречи после 11:00»), а не обрывки. Для коротких постоянных фактов о пользователе и о себе есть memory_core_update.",
     description_en = "Saves a text to long-term memory so memory_search can find it later: a fact about the user, an agreement, the outcome of a conversation, a note. Long text is cut into chunks; an exact repeat of something already stored is not stored again (alreadyStored = true). Save complete thoughts with their context (\"Anna prefers meetings after 11:00\"), not fragments. For short permanent facts about the user and yourself use memory_core_update.",
     idempotent,

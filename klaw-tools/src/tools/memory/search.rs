@@ -50,6 +50,8 @@ pub struct MemorySearchResults {
 /// Searches the agent's memory.
 #[tool(
     name = "memory_search",
+    title_ru = "Поиск в памяти",
+    title_en = "Search memory",
     description_ru = "Ищет в долговременной памяти то, что было сохранено раньше (memory_save, импорт заметок): факты о пользователе, договорённости, заметки. mode = hybrid (по умолчанию) ищет и по смыслу, и по словам; text — только по словам (имена, коды, точные термины); vector — только по смыслу (находит и на другом языке). Возвращает до topK фрагментов, лучшие первыми, с источником, датой, оценкой и тем, кто нашёл (foundBy). Пустой список — ничего похожего не сохранено.",
     description_en = "Searches long-term memory for what was saved earlier (memory_save, imported notes): facts about the user, agreements, notes. mode = hybrid (the default) searches by meaning and by words; text by words only (names, codes, exact terms); vector by meaning only (also finds text in another language). Returns up to topK chunks, best first, with source, date, score and which side found each (foundBy). An empty list means nothing similar was saved.",
     read_only,
