@@ -25,17 +25,20 @@ fi
 
 # Node 22 and the MCP Inspector and conformance suite, from npm into the cache (no
 # system install): the machine's npm fetches the package `node@22`, which carries the
-# Node 22 binary the two tools need.
+# Node 22 binary the two tools need. Every package, transitive ones too, is pinned by
+# scripts/package-test-lock.json (`npm ci`); after changing package-test.json, refresh
+# it with `npm install --package-lock-only` in a copy and copy the lock back.
 NODE_DIR="$CACHE/node22"
-node_key="$(sha256sum scripts/package-test.json | cut -c1-16)"
+node_key="$(cat scripts/package-test.json scripts/package-test-lock.json | sha256sum | cut -c1-16)"
 if [ ! -f "$NODE_DIR/.klaw-pkg.$node_key" ]; then
     command -v npm >/dev/null 2>&1 || die "npm is not installed (Debian: apt-get install npm)"
     say "installing Node 22, the MCP Inspector and the MCP conformance suite into $NODE_DIR"
     rm -rf "$NODE_DIR"
     mkdir -p "$NODE_DIR"
     cp scripts/package-test.json "$NODE_DIR/package.json"
-    (cd "$NODE_DIR" && npm install --no-audit --no-fund --silent) ||
-        die "npm install of scripts/package-test.json failed"
+    cp scripts/package-test-lock.json "$NODE_DIR/package-lock.json"
+    (cd "$NODE_DIR" && npm ci --no-audit --no-fund --silent) ||
+        die "npm ci of scripts/package-test.json (locked by package-test-lock.json) failed"
     "$NODE_DIR/node_modules/.bin/node" --version >/dev/null || die "node 22 does not run"
     touch "$NODE_DIR/.klaw-pkg.$node_key"
 fi
