@@ -391,97 +391,153 @@ enum Note {
 }
 
 /// Forwards one call's reports to its client, in order, from a task of its own (the
-/// listener is called on the tool's thread).
+/// listener is called on the tool's thread). The task starts with the first report: a
+/// call that reports nothing costs no task.
 struct McpListener {
-    tx: tokio::sync::mpsc::UnboundedSender<Note>,
-    /// Set when the call's result is out: later reports are dropped.
-    closed: Arc<std::sync::atomic::AtomicBool>,
-    /// Progress goes out only for a request that gave a token.
-    progress: bool,
+    shared: Arc<ForwardState>,
+}
+
+/// What the listener and its [`Forwarder`] share.
+struct ForwardState {
+    /// The sender to the task, once started; `closed` once the result is out (later
+    /// reports are dropped).
+    sender: Mutex<Sender>,
+    /// The request's progress token: progress goes out only for a request that gave one.
+    token: Option<rmcp::model::ProgressToken>,
     min_level: LogLevel,
+    /// The logger name of the messages: the tool's name.
+    tool: String,
+    peer: Peer<RoleServer>,
+}
+
+enum Sender {
+    NotStarted,
+    Running(
+        tokio::sync::mpsc::UnboundedSender<Note>,
+        tokio::task::JoinHandle<()>,
+    ),
+    Closed,
+}
+
+impl ForwardState {
+    fn send(&self, note: Note) {
+        let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*sender, Sender::NotStarted) {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let task = tokio::spawn(forward(
+                rx,
+                self.token.clone(),
+                self.tool.clone(),
+                self.peer.clone(),
+            ));
+            *sender = Sender::Running(tx, task);
+        }
+        if let Sender::Running(tx, _) = &*sender {
+            let _ = tx.send(note);
+        }
+    }
 }
 
 impl CallListener for McpListener {
     fn progress(&self, update: &ProgressUpdate) {
-        if self.progress && !self.closed.load(Ordering::Acquire) {
-            let _ = self.tx.send(Note::Progress(update.clone()));
+        if self.shared.token.is_some() {
+            self.shared.send(Note::Progress(update.clone()));
         }
     }
 
     fn log(&self, message: &LogMessage) {
-        if message.level >= self.min_level && !self.closed.load(Ordering::Acquire) {
-            let _ = self.tx.send(Note::Log(message.clone()));
+        if message.level >= self.shared.min_level {
+            self.shared.send(Note::Log(message.clone()));
         }
     }
 }
 
-/// The listener of one call and the task that sends what it hears: progress as
-/// `notifications/progress` with the request's token (when it gave one), log messages
-/// at or above `min_level` as `notifications/message` from the logger `tool`.
+/// Sends one call's reports as they come: progress as `notifications/progress` with
+/// the request's token, log messages as `notifications/message` from the logger `tool`.
+async fn forward(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Note>,
+    token: Option<rmcp::model::ProgressToken>,
+    tool: String,
+    peer: Peer<RoleServer>,
+) {
+    while let Some(note) = rx.recv().await {
+        let sent = match note {
+            Note::End => break,
+            Note::Progress(u) => {
+                let Some(token) = token.clone() else { continue };
+                #[allow(clippy::cast_precision_loss)] // progress counts are far below 2^52
+                let mut p =
+                    ProgressNotificationParam::new(token, u.done as f64).with_message(u.message);
+                if let Some(total) = u.total {
+                    #[allow(clippy::cast_precision_loss)]
+                    let total = total as f64;
+                    p = p.with_total(total);
+                }
+                peer.notify_progress(p).await
+            }
+            #[allow(deprecated)]
+            Note::Log(m) => {
+                let p = rmcp::model::LoggingMessageNotificationParam::new(
+                    mcp_level(m.level),
+                    Value::String(m.message),
+                )
+                .with_logger(tool.clone());
+                peer.notify_logging_message(p).await
+            }
+        };
+        if sent.is_err() {
+            break;
+        }
+    }
+}
+
+/// The listener of one call (progress when the request gave a `token`, log messages at
+/// or above `min_level`) and the handle that ends its forwarding.
 fn forwarder(
     token: Option<rmcp::model::ProgressToken>,
     min_level: LogLevel,
     tool: String,
     peer: Peer<RoleServer>,
 ) -> (Arc<dyn CallListener>, Forwarder) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Note>();
-    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let progress = token.is_some();
-    let task = tokio::spawn(async move {
-        while let Some(note) = rx.recv().await {
-            let sent = match note {
-                Note::End => break,
-                Note::Progress(u) => {
-                    let Some(token) = token.clone() else { continue };
-                    #[allow(clippy::cast_precision_loss)] // progress counts are far below 2^52
-                    let mut p = ProgressNotificationParam::new(token, u.done as f64)
-                        .with_message(u.message);
-                    if let Some(total) = u.total {
-                        #[allow(clippy::cast_precision_loss)]
-                        let total = total as f64;
-                        p = p.with_total(total);
-                    }
-                    peer.notify_progress(p).await
-                }
-                #[allow(deprecated)]
-                Note::Log(m) => {
-                    let p = rmcp::model::LoggingMessageNotificationParam::new(
-                        mcp_level(m.level),
-                        Value::String(m.message),
-                    )
-                    .with_logger(tool.clone());
-                    peer.notify_logging_message(p).await
-                }
-            };
-            if sent.is_err() {
-                break;
-            }
-        }
+    let shared = Arc::new(ForwardState {
+        sender: Mutex::new(Sender::NotStarted),
+        token,
+        min_level,
+        tool,
+        peer,
     });
     let listener = McpListener {
-        tx: tx.clone(),
-        closed: Arc::clone(&closed),
-        progress,
-        min_level,
+        shared: Arc::clone(&shared),
     };
-    (Arc::new(listener), Forwarder { closed, tx, task })
+    (Arc::new(listener), Forwarder(shared))
 }
 
-/// The task that sends one call's reports.
-struct Forwarder {
-    closed: Arc<std::sync::atomic::AtomicBool>,
-    tx: tokio::sync::mpsc::UnboundedSender<Note>,
-    task: tokio::task::JoinHandle<()>,
-}
+/// Ends one call's forwarding.
+struct Forwarder(Arc<ForwardState>);
 
 impl Forwarder {
+    fn close(
+        &self,
+    ) -> Option<(
+        tokio::sync::mpsc::UnboundedSender<Note>,
+        tokio::task::JoinHandle<()>,
+    )> {
+        let mut sender = self.0.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *sender, Sender::Closed) {
+            Sender::Running(tx, task) => Some((tx, task)),
+            _ => None,
+        }
+    }
+
     /// No more reports: sends those already made (for up to a second), then stops,
     /// even when the tool kept its reporter.
     async fn finish(self) {
-        self.closed.store(true, Ordering::Release);
-        let _ = self.tx.send(Note::End);
-        let abort = self.task.abort_handle();
-        if tokio::time::timeout(std::time::Duration::from_secs(1), self.task)
+        let Some((tx, task)) = self.close() else {
+            return;
+        };
+        let _ = tx.send(Note::End);
+        let abort = task.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_secs(1), task)
             .await
             .is_err()
         {
@@ -491,8 +547,9 @@ impl Forwarder {
 
     /// No more reports, and those not sent yet are dropped (the call was cancelled).
     fn stop(self) {
-        self.closed.store(true, Ordering::Release);
-        self.task.abort();
+        if let Some((_, task)) = self.close() {
+            task.abort();
+        }
     }
 }
 
