@@ -26,12 +26,16 @@ mod doctor;
 mod engine;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod llm;
 pub mod mcp;
 
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};
-pub use config::{Config, ConfigError, EngineConfig, McpSection, MemorySection, MemoryWeights};
+pub use config::{
+    Config, ConfigError, EngineConfig, LlmSection, McpSection, MemorySection, MemoryWeights,
+    NamedModel,
+};
 pub use doctor::{Check, Status, doctor};
 pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};
 

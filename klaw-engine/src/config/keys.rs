@@ -30,7 +30,8 @@ pub struct KeyDoc {
 
 /// The Markdown tables of `doc/config/engine-json.md` that come from the declarations,
 /// by the name of their marker (`<!-- generated: keys NAME -->` ... `<!-- end -->`):
-/// `top` (the top-level keys), `memory` and `mcp` (those sections), `env` (the variables).
+/// `top` (the top-level keys), `memory`, `mcp` and `llm` (those sections), `env` (the
+/// variables).
 #[cfg(test)]
 pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
     let table = |rows: Vec<&KeyDoc>| {
@@ -52,6 +53,7 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         .filter(|k| k.key.starts_with("memory."))
         .collect();
     let mcp = keys.iter().filter(|k| k.key.starts_with("mcp.")).collect();
+    let llm = keys.iter().filter(|k| k.key.starts_with("llm.")).collect();
     let mut env = String::from("| variable | effect |\n|---|---|\n");
     for k in keys {
         if let Some(var) = k.env {
@@ -65,6 +67,7 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         ("top", table(top)),
         ("memory", table(memory)),
         ("mcp", table(mcp)),
+        ("llm", table(llm)),
         ("env", env),
     ]
 }
@@ -171,6 +174,20 @@ impl FromEnv for klaw_tools::Lang {
 
 impl FromEnv for klaw_tools::tools::shell::SandboxMode {
     const EXPECTED: &'static str = "`auto`, `bwrap`, `landlock` or `off`";
+    fn from_env(value: &str) -> Result<Self, String> {
+        value.parse()
+    }
+}
+
+impl FromEnv for crate::llm::Provider {
+    const EXPECTED: &'static str = "`openai` or `anthropic`";
+    fn from_env(value: &str) -> Result<Self, String> {
+        value.parse()
+    }
+}
+
+impl FromEnv for crate::llm::Protocol {
+    const EXPECTED: &'static str = "`native`, `text` or `json`";
     fn from_env(value: &str) -> Result<Self, String> {
         value.parse()
     }

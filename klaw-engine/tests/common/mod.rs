@@ -32,3 +32,4 @@ pub(crate) fn stdout(o: &Output) -> String {
 pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+pub(crate) mod scripted;

@@ -1,0 +1,179 @@
+//! A scripted model server: real HTTP on 127.0.0.1 (axum on a thread of its own), which
+//! answers each request with the next reply of a script (or of a function of the
+//! request) and records what it was sent. It stands in for a paid LLM API only: the
+//! clients under test speak real HTTP to it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Response, StatusCode};
+use serde_json::Value;
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    pub(crate) path: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
+}
+
+impl Recorded {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    content_type: &'static str,
+    body: String,
+}
+
+impl Reply {
+    /// 200 with a JSON body.
+    pub(crate) fn json(v: Value) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: v.to_string(),
+        }
+    }
+
+    /// 200 with server-sent events, one `data:` each (with `event:` when named).
+    pub(crate) fn sse<'a>(events: impl IntoIterator<Item = (&'a str, Value)>) -> Self {
+        let mut body = String::new();
+        for (name, data) in events {
+            if !name.is_empty() {
+                body.push_str(&format!("event: {name}\n"));
+            }
+            body.push_str(&format!("data: {data}\n\n"));
+        }
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            content_type: "text/event-stream",
+            body,
+        }
+    }
+
+    /// OpenAI's stream end (`data: [DONE]`) after `events`.
+    pub(crate) fn openai_sse(chunks: impl IntoIterator<Item = Value>) -> Self {
+        let mut r = Self::sse(chunks.into_iter().map(|c| ("", c)));
+        r.body.push_str("data: [DONE]\n\n");
+        r
+    }
+
+    /// `status` with a body.
+    pub(crate) fn status(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: body.to_owned(),
+        }
+    }
+
+    /// The same reply with a header.
+    pub(crate) fn with_header(mut self, k: &str, v: &str) -> Self {
+        self.headers.push((k.to_owned(), v.to_owned()));
+        self
+    }
+}
+
+type Responder = Box<dyn FnMut(&Recorded) -> Reply + Send>;
+
+/// The running server; stops when dropped.
+pub(crate) struct ScriptedServer {
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ScriptedServer {
+    /// Answers the requests with `replies` in order (then 500 "script exhausted").
+    pub(crate) fn script(replies: Vec<Reply>) -> Self {
+        let mut queue: VecDeque<Reply> = replies.into();
+        Self::respond(move |_| {
+            queue.pop_front().unwrap_or_else(|| {
+                Reply::status(500, r#"{"error": {"message": "script exhausted"}}"#)
+            })
+        })
+    }
+
+    /// Answers each request with `f(request)`.
+    pub(crate) fn respond(f: impl FnMut(&Recorded) -> Reply + Send + 'static) -> Self {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let responder: Arc<Mutex<Responder>> = Arc::new(Mutex::new(Box::new(f)));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let recorded = Arc::clone(&requests);
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let app = axum::Router::new().fallback(
+                    move |uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes| {
+                        let recorded = Arc::clone(&recorded);
+                        let responder = Arc::clone(&responder);
+                        async move {
+                            let req = Recorded {
+                                path: uri.path().to_owned(),
+                                headers,
+                                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                            };
+                            let reply = (responder.lock().unwrap())(&req);
+                            recorded.lock().unwrap().push(req);
+                            let mut r = Response::builder()
+                                .status(StatusCode::from_u16(reply.status).unwrap())
+                                .header("content-type", reply.content_type);
+                            for (k, v) in &reply.headers {
+                                r = r.header(k.as_str(), v.as_str());
+                            }
+                            r.body(Body::from(reply.body)).unwrap()
+                        }
+                    },
+                );
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        Self {
+            url,
+            requests,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// What the server was sent so far.
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
