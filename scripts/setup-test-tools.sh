@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The clients the test suite talks to the engine with: the official MCP Python SDK and
 # FastMCP (scripts/requirements-test.txt) in their own venv under the cache, and the MCP
-# Inspector and conformance suite with Node 22 (scripts/package-test.json). Idempotent:
-# what was built from the same pins is kept.
+# Inspector and conformance suite with Node 22 (scripts/package-test.json), and a real small
+# LLM behind llama.cpp's OpenAI-compatible server (scripts/setup-llm.sh, <cache>/venv-llm).
+# Idempotent: what was built from the same pins is kept.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -42,3 +43,7 @@ if [ ! -f "$NODE_DIR/.klaw-pkg.$node_key" ]; then
     "$NODE_DIR/node_modules/.bin/node" --version >/dev/null || die "node 22 does not run"
     touch "$NODE_DIR/.klaw-pkg.$node_key"
 fi
+
+# A real small LLM (SmolLM2-135M-Instruct) and llama.cpp's OpenAI-compatible server
+# (xllamacpp) in <cache>/venv-llm; the start command is at the top of scripts/setup-llm.sh.
+./scripts/setup-llm.sh
