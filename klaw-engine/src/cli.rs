@@ -1,6 +1,7 @@
 //! The command line: `tools`, `call`, `doctor`, `config`, `memory`, `docs index`.
 
 mod call;
+mod chat;
 #[cfg(feature = "memory")]
 mod memory;
 
@@ -57,6 +58,17 @@ pub enum Command {
         /// Serve over HTTP on this address (default: `mcp.bind`, 127.0.0.1:8765).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
         http: Option<String>,
+    },
+    /// Chat with the agent (the model in `llm` calling the tools): interactive in a
+    /// terminal; otherwise one message per line on stdin, each answer a line on stdout.
+    /// The history is kept per chat in the data dir.
+    Chat {
+        /// The conversation to continue (each has its own history).
+        #[arg(long, default_value = "console")]
+        chat: String,
+        /// A model of `llm.models` instead of the section's own.
+        #[arg(long)]
+        model: Option<String>,
     },
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
@@ -147,6 +159,9 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
     };
     match cli.command {
         Some(Command::Doctor) => doctor(),
+        Some(Command::Chat { chat, model }) => {
+            with_config(|config| chat::run(config.clone(), chat, model))
+        }
         Some(Command::Config { keys: true }) => {
             out(&pretty(&serde_json::json!(crate::EngineConfig::keys())));
             ExitCode::SUCCESS

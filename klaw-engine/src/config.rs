@@ -232,8 +232,18 @@ section! {
             max_tokens: Option<u32> = None;
                 key "maxTokens", env "KLAW_LLM_MAX_TOKENS", type "integer ≥ 1, or `null`",
                 check at_least_if_set(1);
+            /// Sampling temperature (`null`: the provider's default); `0` makes a local
+            /// model's answers repeatable.
+            temperature: Option<f64> = None;
+                key "temperature", env "KLAW_LLM_TEMPERATURE", type "number, 0 to 2, or `null`",
+                check temperature_range;
+            /// The tools the model is offered, by name (`null`: every tool). Small local
+            /// models choose better among a few.
+            tools: Option<Vec<String>> = None;
+                key "tools", env "KLAW_LLM_TOOLS", type "array of tool names, or `null`",
+                shown "`null` (every tool)";
             /// Named models: `{"small": {"model": "qwen2.5:3b", "protocol": "json"}}`.
-            /// Each takes `provider`, `baseUrl`, `model`, `apiKey`, `protocol`; what it
+            /// Each takes `provider`, `baseUrl`, `model`, `apiKey`, `protocol`, `tools`; what it
             /// leaves out comes from this section.
             models: std::collections::BTreeMap<String, NamedModel> = Default::default();
                 key "models", type "object: name → model", check named_models;
@@ -259,6 +269,9 @@ pub struct NamedModel {
     /// How it calls tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
+    /// The tools it is offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 fn http_url(url: &Option<String>, _: &LlmSection) -> Result<(), String> {
@@ -266,6 +279,13 @@ fn http_url(url: &Option<String>, _: &LlmSection) -> Result<(), String> {
         Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
             Err(format!("{u:?} is not an http:// or https:// URL"))
         }
+        _ => Ok(()),
+    }
+}
+
+fn temperature_range(t: &Option<f64>, _: &LlmSection) -> Result<(), String> {
+    match t {
+        Some(t) if !(0.0..=2.0).contains(t) => Err(format!("{t} is not between 0 and 2")),
         _ => Ok(()),
     }
 }

@@ -20,6 +20,7 @@
 //! without calling [`main`] must call `klaw_sandbox::run_helper_if_requested()` first
 //! thing itself, or its shell commands are refused.
 
+pub mod agent;
 mod cli;
 pub mod config;
 mod doctor;

@@ -18,6 +18,7 @@ mod http;
 pub mod openai;
 
 pub use http::Transport;
+pub(crate) use http::preview;
 
 /// Which wire protocol a model speaks.
 #[derive(
@@ -337,6 +338,10 @@ pub struct Model {
     pub protocol: Protocol,
     /// Most tokens of one answer.
     pub max_tokens: Option<u32>,
+    /// The tools it is offered, by name (`None`: every tool).
+    pub tools: Option<Vec<String>>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
 }
 
 impl fmt::Debug for Model {
@@ -408,6 +413,11 @@ impl Model {
             name: model,
             protocol: named.and_then(|m| m.protocol).unwrap_or(llm.protocol),
             max_tokens: llm.max_tokens,
+            tools: named
+                .and_then(|m| m.tools.clone())
+                .or_else(|| llm.tools.clone()),
+            #[allow(clippy::cast_possible_truncation)] // checked to be within 0..=2
+            temperature: llm.temperature.map(|t| t as f32),
         })
     }
 }

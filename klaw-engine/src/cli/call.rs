@@ -188,7 +188,7 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
 
 /// Starts the engine and a runtime, runs `f`, then shuts the engine down (background
 /// processes end, open stores close) whatever `f` returned.
-fn with_engine<F, Fut>(config: Config, f: F) -> ExitCode
+pub(super) fn with_engine<F, Fut>(config: Config, f: F) -> ExitCode
 where
     F: FnOnce(Engine) -> Fut,
     Fut: std::future::Future<Output = ExitCode>,

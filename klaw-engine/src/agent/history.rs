@@ -1,0 +1,382 @@
+//! Per-chat history in SQLite (`<dataDir>/agent.db`): every message as it happens (a
+//! stop mid-turn loses nothing), read back bounded (the oldest turns dropped first, and
+//! the model told), with token usage per request.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use crate::llm::{Arguments, AssistantMessage, Message, ToolCallRequest, ToolResult, Usage};
+
+/// The history of every chat.
+pub struct History {
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("History")
+    }
+}
+
+/// What [`History::load`] gives: the messages and whether older ones were left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Loaded {
+    /// The messages, oldest first; always starting with a user message.
+    pub messages: Vec<Message>,
+    /// Whether older messages exist that are not in `messages`.
+    pub truncated: bool,
+}
+
+impl History {
+    /// Opens (creating) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let conn = Connection::open(path)
+            .map_err(|e| format!("cannot open the chat history {}: {e}", path.display()))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             PRAGMA busy_timeout = 5000;
+             CREATE TABLE IF NOT EXISTS messages (
+                 id INTEGER PRIMARY KEY,
+                 chat TEXT NOT NULL,
+                 body TEXT NOT NULL,
+                 at TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS messages_chat ON messages (chat, id);
+             CREATE TABLE IF NOT EXISTS usage (
+                 id INTEGER PRIMARY KEY,
+                 chat TEXT NOT NULL,
+                 model TEXT NOT NULL,
+                 input_tokens INTEGER NOT NULL,
+                 output_tokens INTEGER NOT NULL,
+                 at TEXT NOT NULL
+             );",
+        )
+        .map_err(|e| format!("cannot set up the chat history {}: {e}", path.display()))?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Appends `message` to `chat`.
+    pub fn append(&self, chat: &str, message: &Message) -> Result<(), String> {
+        self.conn()
+            .execute(
+                "INSERT INTO messages (chat, body, at) VALUES (?1, ?2, ?3)",
+                params![chat, encode(message).to_string(), now()],
+            )
+            .map(|_| ())
+            .map_err(|e| format!("cannot save the chat history: {e}"))
+    }
+
+    /// Records the tokens one request used.
+    pub fn record_usage(&self, chat: &str, model: &str, usage: Usage) -> Result<(), String> {
+        self.conn()
+            .execute(
+                "INSERT INTO usage (chat, model, input_tokens, output_tokens, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    chat,
+                    model,
+                    i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                    i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                    now()
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| format!("cannot record token usage: {e}"))
+    }
+
+    /// The tokens `chat` used in all.
+    pub fn usage(&self, chat: &str) -> Result<Usage, String> {
+        let row: Option<(i64, i64)> = self
+            .conn()
+            .query_row(
+                "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
+                 FROM usage WHERE chat = ?1",
+                [chat],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| format!("cannot read token usage: {e}"))?;
+        let (i, o) = row.unwrap_or((0, 0));
+        Ok(Usage {
+            input_tokens: u64::try_from(i).unwrap_or(0),
+            output_tokens: u64::try_from(o).unwrap_or(0),
+        })
+    }
+
+    /// The last `limit` messages of `chat` (fewer, so that they start with a user
+    /// message), with every tool call answered: a call left without its result (the
+    /// engine stopped mid-turn) gets one saying so. Rows that cannot be read are
+    /// skipped with a warning.
+    pub fn load(&self, chat: &str, limit: usize) -> Result<Loaded, String> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT body FROM messages WHERE chat = ?1 ORDER BY id DESC LIMIT ?2")
+            .map_err(|e| format!("cannot read the chat history: {e}"))?;
+        let limit_sql = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows: Vec<String> = stmt
+            .query_map(params![chat, limit_sql], |r| r.get(0))
+            .and_then(Iterator::collect)
+            .map_err(|e| format!("cannot read the chat history: {e}"))?;
+        let mut truncated = rows.len() > limit;
+        let mut messages: Vec<Message> = rows
+            .iter()
+            .take(limit)
+            .rev()
+            .filter_map(|body| match decode(body) {
+                Some(m) => Some(m),
+                None => {
+                    tracing::warn!(target: "klaw::agent", chat, "a history row cannot be read; skipped");
+                    None
+                }
+            })
+            .collect();
+        let first_user = messages
+            .iter()
+            .position(|m| matches!(m, Message::User(_)))
+            .unwrap_or(messages.len());
+        if first_user > 0 {
+            messages.drain(..first_user);
+            truncated = true;
+        }
+        Ok(Loaded {
+            messages: answer_every_call(messages),
+            truncated,
+        })
+    }
+
+    /// Deletes all but the newest `keep` messages of `chat` (bounds the database).
+    pub fn prune(&self, chat: &str, keep: usize) -> Result<(), String> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        self.conn()
+            .execute(
+                "DELETE FROM messages WHERE chat = ?1 AND id <= (
+                     SELECT id FROM messages WHERE chat = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                params![chat, keep],
+            )
+            .map(|_| ())
+            .map_err(|e| format!("cannot prune the chat history: {e}"))
+    }
+}
+
+/// Adds a result to every tool call that has none.
+fn answer_every_call(messages: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut pending: Vec<ToolCallRequest> = Vec::new();
+    let flush = |out: &mut Vec<Message>, pending: &mut Vec<ToolCallRequest>| {
+        for c in pending.drain(..) {
+            out.push(Message::Tool(ToolResult {
+                call_id: c.id,
+                name: c.name,
+                content: "This call did not finish: the engine stopped while it ran.".into(),
+                is_error: true,
+            }));
+        }
+    };
+    for m in messages {
+        match &m {
+            Message::Tool(r) => pending.retain(|c| c.id != r.call_id),
+            _ => flush(&mut out, &mut pending),
+        }
+        if let Message::Assistant(a) = &m {
+            pending = a.tool_calls.clone();
+        }
+        out.push(m);
+    }
+    flush(&mut out, &mut pending);
+    out
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+fn encode(m: &Message) -> Value {
+    match m {
+        Message::User(text) => json!({"role": "user", "text": text}),
+        Message::Assistant(a) => json!({
+            "role": "assistant",
+            "text": a.text,
+            "calls": a.tool_calls.iter().map(|c| match &c.arguments {
+                Arguments::Json(v) => json!({"id": c.id, "name": c.name, "arguments": v}),
+                Arguments::Malformed { raw, error } =>
+                    json!({"id": c.id, "name": c.name, "raw": raw, "error": error}),
+            }).collect::<Vec<_>>(),
+        }),
+        Message::Tool(r) => json!({
+            "role": "tool", "id": r.call_id, "name": r.name, "content": r.content, "error": r.is_error,
+        }),
+    }
+}
+
+fn decode(body: &str) -> Option<Message> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some(match v.get("role")?.as_str()? {
+        "user" => Message::User(s("text")?),
+        "assistant" => Message::Assistant(AssistantMessage {
+            text: s("text").unwrap_or_default(),
+            tool_calls: v
+                .get("calls")
+                .and_then(Value::as_array)
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .filter_map(|c| {
+                            let get = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
+                            Some(ToolCallRequest {
+                                id: get("id")?,
+                                name: get("name")?,
+                                arguments: match c.get("arguments") {
+                                    Some(a) => Arguments::Json(a.clone()),
+                                    None => Arguments::Malformed {
+                                        raw: get("raw").unwrap_or_default(),
+                                        error: get("error").unwrap_or_default(),
+                                    },
+                                },
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }),
+        "tool" => Message::Tool(ToolResult {
+            call_id: s("id")?,
+            name: s("name").unwrap_or_default(),
+            content: s("content").unwrap_or_default(),
+            is_error: v.get("error").and_then(Value::as_bool).unwrap_or(false),
+        }),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> ToolCallRequest {
+        ToolCallRequest {
+            id: id.into(),
+            name: "t".into(),
+            arguments: Arguments::Json(json!({"a": 1})),
+        }
+    }
+
+    fn assistant(calls: &[&str]) -> Message {
+        Message::Assistant(AssistantMessage {
+            text: "x".into(),
+            tool_calls: calls.iter().map(|c| call(c)).collect(),
+        })
+    }
+
+    fn result(id: &str) -> Message {
+        Message::Tool(ToolResult {
+            call_id: id.into(),
+            name: "t".into(),
+            content: "ok".into(),
+            is_error: false,
+        })
+    }
+
+    #[test]
+    fn messages_survive_a_reopen_and_other_chats_stay_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.db");
+        let h = History::open(&path).unwrap();
+        let malformed = Message::Assistant(AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![ToolCallRequest {
+                id: "m".into(),
+                name: "t".into(),
+                arguments: Arguments::Malformed {
+                    raw: "{oops".into(),
+                    error: "EOF".into(),
+                },
+            }],
+        });
+        let msgs = vec![
+            Message::User("hi".into()),
+            assistant(&["a"]),
+            result("a"),
+            malformed,
+            result("m"),
+        ];
+        for m in &msgs {
+            h.append("c1", m).unwrap();
+        }
+        h.append("c2", &Message::User("other".into())).unwrap();
+        drop(h);
+        let h = History::open(&path).unwrap();
+        let loaded = h.load("c1", 100).unwrap();
+        assert_eq!(loaded.messages, msgs);
+        assert!(!loaded.truncated);
+        assert_eq!(h.load("c2", 100).unwrap().messages.len(), 1);
+    }
+
+    #[test]
+    fn a_bounded_load_starts_at_a_user_message_and_says_so() {
+        let h = History::open(&tempfile::tempdir().unwrap().path().join("a.db")).unwrap();
+        for m in [
+            Message::User("1".into()),
+            assistant(&["a"]),
+            result("a"),
+            Message::User("2".into()),
+            assistant(&[]),
+        ] {
+            h.append("c", &m).unwrap();
+        }
+        let loaded = h.load("c", 3).unwrap();
+        assert!(loaded.truncated);
+        assert_eq!(loaded.messages[0], Message::User("2".into()));
+        assert_eq!(loaded.messages.len(), 2);
+        h.prune("c", 2).unwrap();
+        assert_eq!(h.load("c", 100).unwrap().messages.len(), 2);
+    }
+
+    #[test]
+    fn a_call_without_its_result_gets_one() {
+        let fixed = answer_every_call(vec![
+            Message::User("q".into()),
+            assistant(&["a", "b"]),
+            result("a"),
+            Message::User("next".into()),
+        ]);
+        assert_eq!(fixed.len(), 5);
+        assert!(matches!(&fixed[3], Message::Tool(r) if r.call_id == "b" && r.is_error));
+        assert!(matches!(fixed[4], Message::User(_)));
+    }
+
+    #[test]
+    fn usage_adds_up() {
+        let h = History::open(&tempfile::tempdir().unwrap().path().join("u.db")).unwrap();
+        for n in [3, 4] {
+            h.record_usage(
+                "c",
+                "m",
+                Usage {
+                    input_tokens: n,
+                    output_tokens: 1,
+                },
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            h.usage("c").unwrap(),
+            Usage {
+                input_tokens: 7,
+                output_tokens: 2
+            }
+        );
+    }
+}

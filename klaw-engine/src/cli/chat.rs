@@ -1,0 +1,138 @@
+//! `klaw-engine chat`: the agent in the console. In a terminal, an interactive chat (the
+//! answer streamed, tool calls shown as they happen); with stdin not a terminal, one
+//! user message per line and each final answer on stdout, so it can be scripted.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use klaw_tools::Caller;
+use tokio::io::AsyncBufReadExt;
+
+use crate::Config;
+use crate::agent::{Agent, TurnObserver};
+use crate::llm::{Model, ToolCallRequest, ToolResult};
+
+/// Shows a turn: the answer's text on stdout as it comes (interactive), the tool calls
+/// and their outcomes on stderr.
+struct Console {
+    interactive: bool,
+}
+
+impl TurnObserver for Console {
+    fn text(&self, piece: &str) {
+        if self.interactive {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(piece.as_bytes());
+            let _ = out.flush();
+        }
+    }
+
+    fn tool_call(&self, call: &ToolCallRequest) {
+        eprintln!(
+            "→ {} {}",
+            call.name,
+            crate::llm::preview(&call.arguments.to_wire_string())
+        );
+    }
+
+    fn tool_result(&self, call: &ToolCallRequest, result: &ToolResult) {
+        let mark = if result.is_error { "✗" } else { "✓" };
+        eprintln!(
+            "{mark} {} {}",
+            call.name,
+            crate::llm::preview(&result.content)
+        );
+    }
+}
+
+/// Runs the chat `chat` with the configured model (or `model` of `llm.models`).
+pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCode {
+    let model = match Model::from_config(&config.raw.llm, model.as_deref()) {
+        Ok(m) => m,
+        Err(e) => return super::fail(&e.to_string()),
+    };
+    super::call::with_engine(config, |engine| async move {
+        let interactive = std::io::stdin().is_terminal();
+        let history_path = engine.config().data_dir.join("agent.db");
+        let history = match crate::agent::History::open(&history_path) {
+            Ok(h) => Arc::new(h),
+            Err(e) => return super::fail(&e),
+        };
+        let agent = Agent::with_model(engine.clone(), model, history).streaming(interactive);
+        let observer = Console { interactive };
+        let caller = Caller::new("console", Some(chat.clone()));
+        if interactive {
+            eprintln!(
+                "klaw chat `{chat}` with {}: type a message, Ctrl-D to leave.",
+                agent_model_line(&agent)
+            );
+        }
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut code = ExitCode::SUCCESS;
+        loop {
+            if interactive {
+                eprint!("> ");
+            }
+            let line = tokio::select! {
+                l = lines.next_line() => l,
+                s = crate::stop_signal() => {
+                    if let Ok(name) = s {
+                        eprintln!("klaw-engine: {name}: leaving the chat");
+                    }
+                    break;
+                }
+            };
+            let text = match line {
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("klaw-engine: cannot read stdin: {e}");
+                    code = ExitCode::FAILURE;
+                    break;
+                }
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            let turn = agent.turn(&chat, caller.clone(), &text, &observer);
+            let outcome = tokio::select! {
+                r = turn => r,
+                s = crate::stop_signal() => {
+                    if let Ok(name) = s {
+                        eprintln!("klaw-engine: {name}: the turn was stopped");
+                    }
+                    break;
+                }
+            };
+            match outcome {
+                Ok(answer) => {
+                    let mut out = std::io::stdout().lock();
+                    if interactive {
+                        let _ = writeln!(out);
+                    } else {
+                        let _ = writeln!(out, "{}", answer.trim_end());
+                    }
+                    let _ = out.flush();
+                }
+                Err(e) => {
+                    // The message is kept in the history; the next line goes on.
+                    eprintln!("klaw-engine: {e}");
+                    code = ExitCode::FAILURE;
+                }
+            }
+        }
+        code
+    })
+}
+
+fn agent_model_line(agent: &Agent) -> String {
+    let m = agent.model();
+    format!(
+        "{} ({}, {:?} protocol)",
+        m.name,
+        m.client.describe(),
+        m.protocol
+    )
+    .to_lowercase()
+}

@@ -1,0 +1,406 @@
+//! `klaw-engine chat` against scripted model servers on loopback (real HTTP, the
+//! OpenAI and Anthropic formats) and a real small model (SmolLM2 behind llama.cpp's
+//! server, set up by `scripts/setup-llm.sh`): tool calls, parallel calls, errors the
+//! model recovers from, malformed arguments, retries, the round limit, history across
+//! processes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+mod common;
+use common::scripted::{Recorded, Reply, ScriptedServer};
+use common::{cache, engine, stderr, stdout};
+
+/// `klaw-engine chat` with `lines` on stdin, talking to `base_url`.
+fn chat(home: &Path, base_url: &str, env: &[(&str, &str)], lines: &str) -> Output {
+    let mut cmd = engine(home, &["chat"]);
+    cmd.env("KLAW_LLM_BASE_URL", base_url)
+        .env("KLAW_LLM_MODEL", "test-model")
+        .env("KLAW_LLM_API_KEY", "sk-agent-test-key")
+        .env("KLAW_LOG_LEVEL", "error");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_with_stdin(cmd, lines)
+}
+
+fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn openai_call(calls: &[(&str, &str, Value)]) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": calls.iter().map(|(id, name, args)| json!({
+            "id": id, "type": "function", "function": {"name": name, "arguments": args},
+        })).collect::<Vec<_>>()}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+    }))
+}
+
+fn openai_answer(text: &str) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 5},
+    }))
+}
+
+/// The `role: tool` messages of a request, by call id.
+fn tool_messages(r: &Recorded) -> Vec<(String, String)> {
+    r.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_tool_call_then_an_answer() {
+    let server = ScriptedServer::script(vec![
+        openai_call(&[("c1", "current_time", json!("{\"timezone\":\"UTC\"}"))]),
+        openai_answer("It is noon in UTC."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[],
+        "What time is it?\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "It is noon in UTC.\n");
+    assert!(
+        stderr(&o).contains("→ current_time {\"timezone\":\"UTC\"}"),
+        "{}",
+        stderr(&o)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0];
+    assert_eq!(
+        first.header("authorization"),
+        Some("Bearer sk-agent-test-key")
+    );
+    assert!(
+        first.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "file_read")
+    );
+    assert!(
+        first.body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Klaw")
+    );
+    let results = tool_messages(&requests[1]);
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].1.contains("\"timezone\": \"UTC\""),
+        "{results:?}"
+    );
+    assert!(!stderr(&o).contains("sk-agent-test-key"));
+}
+
+#[test]
+fn parallel_calls_errors_and_malformed_arguments_go_back_to_the_model() {
+    let server = ScriptedServer::script(vec![
+        openai_call(&[
+            ("a", "current_time", json!("{\"timezone\":\"UTC\"}")),
+            (
+                "b",
+                "current_time",
+                json!("{\"timezone\":\"Mars/Olympus\"}"),
+            ),
+            ("c", "current_time", json!("{\"timezone\": ")),
+            ("d", "no_such_tool", json!("{}")),
+        ]),
+        openai_answer("Done, with what worked."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[],
+        "Times, please\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Done, with what worked.\n");
+    let results = tool_messages(&server.requests()[1]);
+    let by_id = |id: &str| {
+        results
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, c)| c.as_str())
+            .unwrap()
+    };
+    assert!(by_id("a").contains("UTC"));
+    assert!(by_id("b").contains("unknown time zone"), "{}", by_id("b"));
+    assert!(by_id("c").contains("not valid JSON"), "{}", by_id("c"));
+    assert!(
+        by_id("d").contains("unknown tool") && by_id("d").contains("current_time"),
+        "{}",
+        by_id("d")
+    );
+}
+
+#[test]
+fn a_rate_limit_is_waited_out() {
+    let server = ScriptedServer::script(vec![
+        Reply::status(429, r#"{"error": {"message": "slow down"}}"#)
+            .with_header("retry-after", "0"),
+        openai_answer("Hello!"),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(home.path(), &format!("{}/v1", server.url), &[], "Hi\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Hello!\n");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn the_round_limit_stops_the_turn_with_advice() {
+    let server = ScriptedServer::respond(|_| openai_call(&[("x", "current_time", json!("{}"))]));
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[("KLAW_MAX_TOOL_CALL_ROUNDS", "3")],
+        "Loop forever\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("stopped after 3 rounds") && stdout(&o).contains("subagent_spawn"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_model_error_is_reported_and_the_chat_goes_on() {
+    let server = ScriptedServer::script(vec![
+        Reply::status(
+            400,
+            r#"{"error": {"message": "model `test-model` not found"}}"#,
+        ),
+        openai_answer("Second time lucky."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[],
+        "one\ntwo\n",
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("model `test-model` not found")
+            && stderr(&o).contains("/v1/chat/completions"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&o), "Second time lucky.\n");
+    // The first message is kept: the second request has both.
+    let users: Vec<String> = server.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(users, ["one", "two"]);
+}
+
+#[test]
+fn the_history_survives_the_process_and_chats_stay_apart() {
+    let server = ScriptedServer::script(vec![
+        openai_answer("Nice to meet you, Ann."),
+        openai_answer("Your name is Ann."),
+        openai_answer("I do not know your name."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let url = format!("{}/v1", server.url);
+    assert!(
+        chat(home.path(), &url, &[], "My name is Ann.\n")
+            .status
+            .success()
+    );
+    assert!(
+        chat(home.path(), &url, &[], "What is my name?\n")
+            .status
+            .success()
+    );
+    let mut other = engine(home.path(), &["chat", "--chat", "other"]);
+    other
+        .env("KLAW_LLM_BASE_URL", &url)
+        .env("KLAW_LLM_MODEL", "m");
+    assert!(run_with_stdin(other, "What is my name?\n").status.success());
+    let requests = server.requests();
+    let texts = |r: &Recorded| -> Vec<String> {
+        r.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .skip(1)
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        texts(&requests[1]),
+        [
+            "My name is Ann.",
+            "Nice to meet you, Ann.",
+            "What is my name?"
+        ]
+    );
+    assert_eq!(texts(&requests[2]), ["What is my name?"]);
+}
+
+#[test]
+fn the_anthropic_format_end_to_end() {
+    let server = ScriptedServer::script(vec![
+        Reply::json(json!({
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "current_time", "input": {"timezone": "UTC"}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5},
+        })),
+        Reply::json(json!({
+            "content": [{"type": "text", "text": "Noon, UTC."}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 20, "output_tokens": 3},
+        })),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &server.url,
+        &[("KLAW_LLM_PROVIDER", "anthropic")],
+        "Time?\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Noon, UTC.\n");
+    let second = &server.requests()[1];
+    assert_eq!(second.path, "/v1/messages");
+    assert_eq!(second.header("x-api-key"), Some("sk-agent-test-key"));
+    let last = second.body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "user");
+    assert_eq!(last["content"][0]["type"], "tool_result");
+    assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
+}
+
+#[test]
+fn no_model_configured_is_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let o = run_with_stdin(engine(home.path(), &["chat"]), "hi\n");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("set llm.model") && stderr(&o).contains("KLAW_LLM_MODEL"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The real small model behind llama.cpp's server, with the `json` protocol: asked for
+/// the time, it must call `current_time` and answer with what it returned.
+#[test]
+fn a_real_small_model_calls_a_tool_with_the_json_protocol() {
+    let server_bin = cache().join("venv-llm/bin/klaw-llm-server");
+    if !server_bin.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing: run scripts/setup-test-tools.sh",
+            server_bin.display()
+        );
+        eprintln!(
+            "skipped: {} is missing (scripts/setup-test-tools.sh)",
+            server_bin.display()
+        );
+        return;
+    }
+    let mut llm = Command::new(&server_bin)
+        .args([
+            "--port",
+            "0",
+            "--ctx",
+            "4096",
+            "--quiet",
+            "--exit-on-stdin-eof",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(llm.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("the server said {first:?}"))
+        .to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{url}/v1"),
+        &[
+            ("KLAW_LLM_MODEL", "smollm2"),
+            ("KLAW_LLM_PROTOCOL", "json"),
+            ("KLAW_LLM_TOOLS", "current_time"),
+            ("KLAW_LLM_TEMPERATURE", "0"),
+            ("KLAW_LLM_MAX_TOKENS", "96"),
+        ],
+        "What time is it now? Use the current_time tool.\n",
+    );
+    drop(llm.stdin.take());
+    let _ = llm.kill();
+    let _ = llm.wait();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("✓ current_time"),
+        "the model never called current_time:\n{err}\n{out}"
+    );
+    // The answer carries what the tool returned: its date or its hour and minute.
+    let field = |name: &str, len: usize| {
+        err.split(&format!("\"{name}\": \""))
+            .nth(1)
+            .and_then(|rest| rest.get(..len))
+            .unwrap_or_else(|| panic!("no {name} in the tool's result:\n{err}"))
+            .to_owned()
+    };
+    let (date, time) = (field("date", 10), field("time", 5));
+    assert!(
+        out.contains(&date) || out.contains(&time),
+        "the answer does not use the result ({date} {time}):\n{out}"
+    );
+}
