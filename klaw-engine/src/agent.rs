@@ -7,18 +7,96 @@
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use klaw_tools::{Caller, ToolError, ToolOutput};
+use klaw_tools::{Caller, ToolError, ToolOutput, ToolSpec};
 
 use crate::llm::{
     Arguments, AssistantMessage, ChatRequest, LlmError, Message, Model, Protocol, ToolCallRequest,
     ToolResult,
 };
-use crate::{Engine, ToolCall};
+use crate::{Engine, HookFuture, PreCallHook, ToolCall};
 
 pub mod history;
 pub mod protocol;
 
 pub use history::History;
+
+/// Which of the agent's tool calls need a person's approval (`agent.approval`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// None.
+    Never,
+    /// Those of tools marked destructive, and those `agent.approvalTools` names.
+    #[default]
+    Destructive,
+    /// All.
+    Always,
+}
+
+impl std::str::FromStr for Approval {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "never" => Ok(Approval::Never),
+            "destructive" => Ok(Approval::Destructive),
+            "always" => Ok(Approval::Always),
+            other => Err(format!(
+                "unknown approval `{other}`: expected `never`, `destructive` or `always`"
+            )),
+        }
+    }
+}
+
+/// Asks a person whether a call may run: `Ok(())` lets it, `Err(reason)` refuses it
+/// (the model reads the reason). A channel without a person refuses at once.
+pub trait Approver: Send + Sync + 'static {
+    /// Answers for `call` of the tool `spec`.
+    fn approve<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a>;
+}
+
+/// Whether `spec`'s calls need approval under `policy` (with `extra` tools named).
+pub fn needs_approval(policy: Approval, extra: &[String], spec: &ToolSpec) -> bool {
+    match policy {
+        Approval::Never => false,
+        Approval::Always => true,
+        Approval::Destructive => spec.annotations.destructive || extra.contains(&spec.name),
+    }
+}
+
+/// Installs the approval policy of `engine`'s `agent` section for the calls made on
+/// `channel`: those that need approval go to `approver` first. Calls on other channels
+/// (MCP, the command line) are not affected.
+pub fn install_approval(engine: &Engine, channel: &str, approver: Arc<dyn Approver>) {
+    let agent = &engine.config().raw.agent;
+    let (policy, extra) = (agent.approval, agent.approval_tools.clone());
+    if policy == Approval::Never {
+        return;
+    }
+    engine.before_call(ApprovalHook {
+        channel: channel.to_owned(),
+        policy,
+        extra,
+        approver,
+    });
+}
+
+struct ApprovalHook {
+    channel: String,
+    policy: Approval,
+    extra: Vec<String>,
+    approver: Arc<dyn Approver>,
+}
+
+impl PreCallHook for ApprovalHook {
+    fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
+        if call.caller.channel != self.channel || !needs_approval(self.policy, &self.extra, spec) {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.approver.approve(call, spec)
+    }
+}
 
 /// Sees a turn as it happens (the console prints it; a channel may show "typing").
 pub trait TurnObserver: Send + Sync {
@@ -70,9 +148,6 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// How many messages of a chat are sent to the model.
-pub const DEFAULT_HISTORY_LIMIT: usize = 200;
-
 impl Agent {
     /// An agent with the engine's configured model (`llm`) and the history in
     /// `<dataDir>/agent.db`.
@@ -86,12 +161,13 @@ impl Agent {
     /// An agent with `model` and `history`.
     pub fn with_model(engine: Engine, model: Model, history: Arc<History>) -> Self {
         let max_rounds = engine.config().raw.max_tool_call_rounds.max(1);
+        let history_limit = engine.config().raw.agent.history_messages.max(2);
         Self {
             engine,
             model,
             history,
             max_rounds,
-            history_limit: DEFAULT_HISTORY_LIMIT,
+            history_limit,
             stream: false,
         }
     }

@@ -13,6 +13,7 @@ pub mod keys;
 pub use keys::KeyDoc;
 use keys::{Section, at_least, at_least_if_set, section};
 
+use crate::agent::Approval;
 use crate::llm::{Protocol, Provider};
 
 section! {
@@ -96,6 +97,9 @@ section! {
             /// The model the agent talks to (`klaw-engine chat`, `run`; see
             /// [The `llm` section](#the-llm-section)).
             llm: LlmSection; key "llm";
+            /// The agent loop: approval of tool calls, history (see
+            /// [The `agent` section](#the-agent-section)).
+            agent: AgentSection; key "agent";
         }
     }
 }
@@ -247,6 +251,29 @@ section! {
             /// leaves out comes from this section.
             models: std::collections::BTreeMap<String, NamedModel> = Default::default();
                 key "models", type "object: name → model", check named_models;
+        }
+    }
+}
+
+section! {
+    /// The `agent` section of `engine.json`: how the agent loop runs. Every key is
+    /// optional.
+    pub struct AgentSection {
+        keys {
+            /// Which tool calls of the agent need a person's approval: `never`,
+            /// `destructive` (tools marked destructive, and `approvalTools`) or `always`.
+            /// In a terminal the user answers y/n; where nobody can answer, the call is
+            /// refused with a reason the model reads.
+            approval: Approval = Approval::Destructive;
+                key "approval", env "KLAW_APPROVAL",
+                type "`\"never\"`, `\"destructive\"` or `\"always\"`";
+            /// More tools that need approval (unless `approval` is `never`), by name.
+            approval_tools: Vec<String> = Vec::new();
+                key "approvalTools", env "KLAW_APPROVAL_TOOLS", type "array of tool names";
+            /// How many of a chat's last messages the model is sent.
+            history_messages: usize = 200;
+                key "historyMessages", env "KLAW_HISTORY_MESSAGES", type "integer ≥ 2",
+                check at_least(2);
         }
     }
 }

@@ -34,8 +34,8 @@ pub mod mcp;
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};
 pub use config::{
-    Config, ConfigError, EngineConfig, LlmSection, McpSection, MemorySection, MemoryWeights,
-    NamedModel,
+    AgentSection, Config, ConfigError, EngineConfig, LlmSection, McpSection, MemorySection,
+    MemoryWeights, NamedModel,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};

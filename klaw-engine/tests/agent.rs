@@ -404,3 +404,41 @@ fn a_real_small_model_calls_a_tool_with_the_json_protocol() {
         "the answer does not use the result ({date} {time}):\n{out}"
     );
 }
+
+/// A destructive call needs a person's approval: with nobody at the console (stdin is
+/// not a terminal) it is refused with a reason the model reads, and nothing is deleted;
+/// with `agent.approval` `never` it runs.
+#[test]
+fn approval_refused_where_nobody_can_answer() {
+    for (approval, deleted) in [("destructive", false), ("never", true)] {
+        let server = ScriptedServer::script(vec![
+            openai_call(&[("d", "file_delete", json!("{\"path\":\"keep.txt\"}"))]),
+            openai_answer("Understood."),
+        ]);
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("keep.txt"), "precious").unwrap();
+        let o = chat(
+            home.path(),
+            &format!("{}/v1", server.url),
+            &[
+                ("KLAW_WORKSPACE", ws.path().to_str().unwrap()),
+                ("KLAW_APPROVAL", approval),
+            ],
+            "Delete keep.txt\n",
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let results = tool_messages(&server.requests()[1]);
+        assert_eq!(
+            ws.path().join("keep.txt").exists(),
+            !deleted,
+            "{approval}: {results:?}"
+        );
+        if !deleted {
+            assert!(
+                results[0].1.starts_with("Error [refused]") && results[0].1.contains("approval"),
+                "{results:?}"
+            );
+        }
+    }
+}

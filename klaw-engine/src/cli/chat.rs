@@ -46,6 +46,59 @@ impl TurnObserver for Console {
     }
 }
 
+/// Asks the person at the terminal (`/dev/tty`), or refuses when nobody is there.
+struct ConsoleApprover {
+    interactive: bool,
+}
+
+impl crate::agent::Approver for ConsoleApprover {
+    fn approve<'a>(
+        &'a self,
+        call: &'a crate::ToolCall,
+        spec: &'a klaw_tools::ToolSpec,
+    ) -> crate::HookFuture<'a> {
+        let name = spec.name.clone();
+        let args = crate::llm::preview(&match &call.args {
+            klaw_tools::Args::Json(v) => v.to_string(),
+            klaw_tools::Args::Text(t) => t.clone(),
+        });
+        let interactive = self.interactive;
+        Box::pin(async move {
+            if !interactive {
+                return Err(format!(
+                    "`{name}` needs a person's approval (agent.approval) and nobody is at \
+                     this console to give it; tell the user what you wanted to do instead"
+                ));
+            }
+            let asked = tokio::task::spawn_blocking(move || ask_tty(&name, &args)).await;
+            match asked {
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) => Err("the user declined this call".into()),
+                Ok(Err(e)) => Err(format!(
+                    "the user could not be asked ({e}); the call was not run"
+                )),
+                Err(e) => Err(format!(
+                    "the user could not be asked ({e}); the call was not run"
+                )),
+            }
+        })
+    }
+}
+
+/// `Run `name` args? [y/N]` on the terminal; true for y or yes.
+fn ask_tty(name: &str, args: &str) -> std::io::Result<bool> {
+    use std::io::BufRead;
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
+    let mut w = &tty;
+    write!(w, "\nRun `{name}` {args}? [y/N] ")?;
+    let mut answer = String::new();
+    std::io::BufReader::new(&tty).read_line(&mut answer)?;
+    Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
+}
+
 /// Runs the chat `chat` with the configured model (or `model` of `llm.models`).
 pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCode {
     let model = match Model::from_config(&config.raw.llm, model.as_deref()) {
@@ -61,6 +114,11 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
         };
         let agent = Agent::with_model(engine.clone(), model, history).streaming(interactive);
         let observer = Console { interactive };
+        crate::agent::install_approval(
+            &engine,
+            "console",
+            Arc::new(ConsoleApprover { interactive }),
+        );
         let caller = Caller::new("console", Some(chat.clone()));
         if interactive {
             eprintln!(

@@ -30,8 +30,8 @@ pub struct KeyDoc {
 
 /// The Markdown tables of `doc/config/engine-json.md` that come from the declarations,
 /// by the name of their marker (`<!-- generated: keys NAME -->` ... `<!-- end -->`):
-/// `top` (the top-level keys), `memory`, `mcp` and `llm` (those sections), `env` (the
-/// variables).
+/// `top` (the top-level keys), `memory`, `mcp`, `llm` and `agent` (those sections), `env`
+/// (the variables).
 #[cfg(test)]
 pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
     let table = |rows: Vec<&KeyDoc>| {
@@ -54,6 +54,10 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         .collect();
     let mcp = keys.iter().filter(|k| k.key.starts_with("mcp.")).collect();
     let llm = keys.iter().filter(|k| k.key.starts_with("llm.")).collect();
+    let agent = keys
+        .iter()
+        .filter(|k| k.key.starts_with("agent."))
+        .collect();
     let mut env = String::from("| variable | effect |\n|---|---|\n");
     for k in keys {
         if let Some(var) = k.env {
@@ -68,6 +72,7 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         ("memory", table(memory)),
         ("mcp", table(mcp)),
         ("llm", table(llm)),
+        ("agent", table(agent)),
         ("env", env),
     ]
 }
@@ -181,6 +186,13 @@ impl FromEnv for klaw_tools::tools::shell::SandboxMode {
 
 impl FromEnv for crate::llm::Provider {
     const EXPECTED: &'static str = "`openai` or `anthropic`";
+    fn from_env(value: &str) -> Result<Self, String> {
+        value.parse()
+    }
+}
+
+impl FromEnv for crate::agent::Approval {
+    const EXPECTED: &'static str = "`never`, `destructive` or `always`";
     fn from_env(value: &str) -> Result<Self, String> {
         value.parse()
     }
