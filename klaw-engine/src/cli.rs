@@ -4,6 +4,7 @@ mod call;
 mod chat;
 #[cfg(feature = "memory")]
 mod memory;
+mod run;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -70,6 +71,9 @@ pub enum Command {
         #[arg(long)]
         model: Option<String>,
     },
+    /// Run the engine: the gateway's channels (Telegram with gateway.telegramToken) feed
+    /// the agent, and the MCP server runs over HTTP with mcp.enabled; until SIGINT/SIGTERM.
+    Run,
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
     /// Print the effective configuration (every key, with defaults and overrides applied).
@@ -159,6 +163,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
     };
     match cli.command {
         Some(Command::Doctor) => doctor(),
+        Some(Command::Run) => with_config(|config| run::run(config.clone())),
         Some(Command::Chat { chat, model }) => {
             with_config(|config| chat::run(config.clone(), chat, model))
         }

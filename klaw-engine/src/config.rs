@@ -100,6 +100,9 @@ section! {
             /// The agent loop: approval of tool calls, history (see
             /// [The `agent` section](#the-agent-section)).
             agent: AgentSection; key "agent";
+            /// The channels of `klaw-engine run` and the chat whitelist (see
+            /// [The `gateway` section](#the-gateway-section)).
+            gateway: GatewaySection; key "gateway";
         }
     }
 }
@@ -183,6 +186,9 @@ section! {
             max_concurrent_calls: usize = 16;
                 key "maxConcurrentCalls", env "KLAW_MCP_MAX_CONCURRENT_CALLS",
                 type "integer ≥ 1", check at_least(1);
+            /// Serve MCP over HTTP at `bind` as part of `klaw-engine run`.
+            enabled: bool = false;
+                key "enabled", env "KLAW_MCP_ENABLED", type "`true` or `false`";
             /// Tools per `tools/list` page.
             page_size: usize = 100;
                 key "pageSize", env "KLAW_MCP_PAGE_SIZE", type "integer ≥ 1",
@@ -275,6 +281,49 @@ section! {
                 key "historyMessages", env "KLAW_HISTORY_MESSAGES", type "integer ≥ 2",
                 check at_least(2);
         }
+    }
+}
+
+section! {
+    /// The `gateway` section of `engine.json`: the channels `klaw-engine run` serves and
+    /// the chats it may talk to. Every key is optional.
+    pub struct GatewaySection {
+        keys {
+            /// The chats the agent may receive from and send to, as `<channel>_<id>`
+            /// (`telegram_123456`); others get nothing and are logged. The console is
+            /// always allowed.
+            allowed_chat_ids: Vec<String> = Vec::new();
+                key "allowedChatIds", env "KLAW_ALLOWED_CHAT_IDS",
+                type "array of strings";
+            /// The Telegram bot's token (from @BotFather); Telegram is served when it is
+            /// set. Never printed (`config` shows `"***"`).
+            telegram_token: Option<String> = None;
+                key "telegramToken", env "KLAW_TELEGRAM_TOKEN", type "string or `null`";
+            /// The Bot API's base URL (a Bot API server of your own, or a test server).
+            telegram_base_url: String = "https://api.telegram.org".into();
+                key "telegramBaseUrl", env "KLAW_TELEGRAM_BASE_URL", type "string (URL)",
+                check gateway_url;
+            /// How long one `getUpdates` long poll waits for messages, in seconds.
+            telegram_poll_seconds: u64 = 30;
+                key "telegramPollSeconds", env "KLAW_TELEGRAM_POLL_SECONDS",
+                type "integer, 1 to 50", check poll_range;
+        }
+    }
+}
+
+fn gateway_url(url: &String, _: &GatewaySection) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!("{url:?} is not an http:// or https:// URL"))
+    }
+}
+
+fn poll_range(n: &u64, _: &GatewaySection) -> Result<(), String> {
+    if (1..=50).contains(n) {
+        Ok(())
+    } else {
+        Err(format!("{n} is not between 1 and 50"))
     }
 }
 
@@ -696,6 +745,9 @@ impl Config {
         }
         if raw.llm.api_key.is_some() {
             raw.llm.api_key = Some("***".into());
+        }
+        if raw.gateway.telegram_token.is_some() {
+            raw.gateway.telegram_token = Some("***".into());
         }
         for m in raw.llm.models.values_mut() {
             if m.api_key.is_some() {
@@ -1314,7 +1366,7 @@ mod tests {
     fn api_keys_are_never_printed() {
         let raw = parse(
             Path::new("e.json"),
-            r#"{"llm": {"apiKey": "sk-file-secret", "models": {"b": {"model": "m", "apiKey": "sk-named"}}}}"#,
+            r#"{"llm": {"apiKey": "sk-file-secret", "models": {"b": {"model": "m", "apiKey": "sk-named"}}}, "gateway": {"telegramToken": "sk-bot"}}"#,
         )
         .unwrap();
         let c = Config::resolve(
@@ -1327,6 +1379,7 @@ mod tests {
         assert!(!shown.contains("sk-"), "{shown}");
         assert_eq!(c.effective()["llm"]["apiKey"], "***");
         assert_eq!(c.effective()["llm"]["models"]["b"]["apiKey"], "***");
+        assert_eq!(c.effective()["gateway"]["telegramToken"], "***");
         let c = resolve_defaults(&env(&[("HOME", "/h"), ("KLAW_LLM_API_KEY", "sk-env")])).unwrap();
         assert_eq!(c.raw.llm.api_key.as_deref(), Some("sk-env"));
         assert_eq!(c.effective()["llm"]["apiKey"], "***");

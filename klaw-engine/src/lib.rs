@@ -27,6 +27,7 @@ mod doctor;
 mod engine;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod gateway;
 pub mod llm;
 pub mod mcp;
 
@@ -34,8 +35,8 @@ pub mod mcp;
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};
 pub use config::{
-    AgentSection, Config, ConfigError, EngineConfig, LlmSection, McpSection, MemorySection,
-    MemoryWeights, NamedModel,
+    AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
+    MemorySection, MemoryWeights, NamedModel,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};

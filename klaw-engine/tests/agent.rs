@@ -438,3 +438,66 @@ fn approval_refused_where_nobody_can_answer() {
         }
     }
 }
+
+/// `send_message` with the seeds' aliases: to the console it is printed; to a chat off
+/// the whitelist it is an error result naming the chat, and nothing is sent.
+#[test]
+fn send_message_goes_through_the_gateway_whitelist() {
+    let server = ScriptedServer::script(vec![
+        openai_call(&[
+            (
+                "a",
+                "send_message",
+                json!("{\"chanId\":\"console\",\"chat_id\":\"me\",\"message\":\"Hello there\"}"),
+            ),
+            (
+                "b",
+                "send_message",
+                json!("{\"channel\":\"telegram\",\"chatId\":\"7\",\"content\":\"psst\"}"),
+            ),
+            (
+                "c",
+                "send_message",
+                json!("{\"channel\":\"sms\",\"chatId\":\"1\",\"text\":\"x\"}"),
+            ),
+        ]),
+        openai_answer("Sent what I could."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[
+            ("KLAW_TELEGRAM_TOKEN", "123:ABC"),
+            ("KLAW_TELEGRAM_BASE_URL", "http://127.0.0.1:9"),
+            ("KLAW_ALLOWED_CHAT_IDS", "telegram_42"),
+        ],
+        "Send the messages\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("[console me] Hello there"),
+        "{}",
+        stdout(&o)
+    );
+    let results = tool_messages(&server.requests()[1]);
+    let by_id = |id: &str| {
+        results
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, c)| c.as_str())
+            .unwrap()
+    };
+    assert!(by_id("a").contains("\"success\": true"), "{}", by_id("a"));
+    assert!(
+        by_id("b").contains("telegram_7") && by_id("b").contains("allowedChatIds"),
+        "{}",
+        by_id("b")
+    );
+    assert!(
+        by_id("c").contains("channel not found: `sms`"),
+        "{}",
+        by_id("c")
+    );
+    assert!(!stderr(&o).contains("123:ABC"), "{}", stderr(&o));
+}

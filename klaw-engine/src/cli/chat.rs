@@ -113,6 +113,15 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
             Err(e) => return super::fail(&e),
         };
         let agent = Agent::with_model(engine.clone(), model, history).streaming(interactive);
+        // send_message reaches the gateway's channels from the console too.
+        match crate::gateway::Gateway::from_config(&engine) {
+            Ok(g) => {
+                if let Err(e) = g.register_tools(&engine) {
+                    return super::fail(&e);
+                }
+            }
+            Err(e) => return super::fail(&e),
+        }
         let observer = Console { interactive };
         crate::agent::install_approval(
             &engine,

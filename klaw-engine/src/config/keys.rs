@@ -30,8 +30,8 @@ pub struct KeyDoc {
 
 /// The Markdown tables of `doc/config/engine-json.md` that come from the declarations,
 /// by the name of their marker (`<!-- generated: keys NAME -->` ... `<!-- end -->`):
-/// `top` (the top-level keys), `memory`, `mcp`, `llm` and `agent` (those sections), `env`
-/// (the variables).
+/// `top` (the top-level keys), `memory`, `mcp`, `llm`, `agent` and `gateway` (those
+/// sections), `env` (the variables).
 #[cfg(test)]
 pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
     let table = |rows: Vec<&KeyDoc>| {
@@ -48,16 +48,10 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         t
     };
     let top = keys.iter().filter(|k| !k.key.contains('.')).collect();
-    let memory = keys
-        .iter()
-        .filter(|k| k.key.starts_with("memory."))
-        .collect();
-    let mcp = keys.iter().filter(|k| k.key.starts_with("mcp.")).collect();
-    let llm = keys.iter().filter(|k| k.key.starts_with("llm.")).collect();
-    let agent = keys
-        .iter()
-        .filter(|k| k.key.starts_with("agent."))
-        .collect();
+    let section = |name: &str| {
+        let prefix = format!("{name}.");
+        keys.iter().filter(|k| k.key.starts_with(&prefix)).collect()
+    };
     let mut env = String::from("| variable | effect |\n|---|---|\n");
     for k in keys {
         if let Some(var) = k.env {
@@ -67,14 +61,12 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
             ));
         }
     }
-    vec![
-        ("top", table(top)),
-        ("memory", table(memory)),
-        ("mcp", table(mcp)),
-        ("llm", table(llm)),
-        ("agent", table(agent)),
-        ("env", env),
-    ]
+    let mut tables = vec![("top", table(top))];
+    for name in ["memory", "mcp", "llm", "agent", "gateway"] {
+        tables.push((name, table(section(name))));
+    }
+    tables.push(("env", env));
+    tables
 }
 
 /// `doc` with each generated table replaced by `tables` (see [`doc_tables`]).

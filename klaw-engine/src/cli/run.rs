@@ -1,0 +1,197 @@
+//! `klaw-engine run`: the long-running engine. The gateway's channels (Telegram when a
+//! token is set) feed the agent, one conversation per allowed chat, answers going back
+//! through the gateway; the MCP HTTP server runs beside when `mcp.enabled`. Stops on
+//! SIGINT or SIGTERM: no new turns, running ones get a grace period, the engine shuts
+//! down (the history already holds every message).
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use klaw_tools::{Caller, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, Approver, History, install_approval};
+use crate::gateway::{Gateway, Incoming};
+use crate::llm::Model;
+use crate::{Config, HookFuture, ToolCall};
+
+/// How long running turns get to finish after a stop signal.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// A channel without a person to ask: every call that needs approval is refused.
+struct Refuse;
+
+impl Approver for Refuse {
+    fn approve<'a>(&'a self, _call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
+        let reason = format!(
+            "`{}` needs a person's approval (agent.approval), which cannot be asked on \
+             this channel; tell the user what you wanted to do instead",
+            spec.name
+        );
+        Box::pin(std::future::ready(Err(reason)))
+    }
+}
+
+pub(crate) fn run(config: Config) -> ExitCode {
+    let telegram = config
+        .raw
+        .gateway
+        .telegram_token
+        .as_deref()
+        .is_some_and(|t| !t.is_empty());
+    let model = match Model::from_config(&config.raw.llm, None) {
+        Ok(m) => Some(m),
+        Err(e) if telegram => return super::fail(&e.to_string()),
+        Err(_) => None,
+    };
+    if !telegram && !config.raw.mcp.enabled {
+        return super::fail(
+            "nothing to run: set gateway.telegramToken (KLAW_TELEGRAM_TOKEN) for Telegram, \
+             or mcp.enabled (KLAW_MCP_ENABLED=true) for the MCP server over HTTP",
+        );
+    }
+    let mcp_bind = if config.raw.mcp.enabled {
+        match config.raw.mcp.bind.parse::<std::net::SocketAddr>() {
+            Ok(b) => match crate::mcp::http::check_bind(b, config.raw.mcp.token.as_deref()) {
+                Ok(()) => Some(b),
+                Err(e) => return super::fail(&e),
+            },
+            Err(_) => {
+                return super::fail(&format!(
+                    "mcp.bind {:?} is not an address",
+                    config.raw.mcp.bind
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    super::call::with_engine(config, |engine| async move {
+        let gateway = match Gateway::from_config(&engine) {
+            Ok(g) => g,
+            Err(e) => return super::fail(&e),
+        };
+        if let Err(e) = gateway.register_tools(&engine) {
+            return super::fail(&e);
+        }
+        for channel in gateway.channel_names() {
+            install_approval(&engine, &channel, Arc::new(Refuse));
+        }
+        let mcp = mcp_bind.map(|b| tokio::spawn(crate::mcp::http::serve(engine.clone(), b)));
+        let stop = CancellationToken::new();
+        let (inbox, mut incoming) = tokio::sync::mpsc::channel::<Incoming>(256);
+        let mut receivers = Vec::new();
+        for name in gateway.channel_names() {
+            if let Some(c) = gateway.channel(&name) {
+                receivers.push(tokio::spawn(
+                    Arc::clone(c).receive(inbox.clone(), stop.clone()),
+                ));
+            }
+        }
+        drop(inbox);
+        let agent = match model {
+            Some(model) => {
+                let path = engine.config().data_dir.join("agent.db");
+                match History::open(&path) {
+                    Ok(h) => Some(Agent::with_model(engine.clone(), model, Arc::new(h))),
+                    Err(e) => return super::fail(&e),
+                }
+            }
+            None => None,
+        };
+        eprintln!(
+            "klaw-engine: running (channels: {}{}); SIGINT or SIGTERM to stop",
+            gateway.channel_names().join(", "),
+            mcp_bind
+                .map(|b| format!("; MCP at http://{b}/mcp"))
+                .unwrap_or_default()
+        );
+        let mut chats: HashMap<String, tokio::sync::mpsc::UnboundedSender<Incoming>> =
+            HashMap::new();
+        let mut workers = Vec::new();
+        loop {
+            let message = tokio::select! {
+                m = incoming.recv() => m,
+                s = crate::stop_signal() => {
+                    if let Ok(name) = s {
+                        eprintln!("klaw-engine: {name}: stopping");
+                    }
+                    break;
+                }
+            };
+            let Some(message) = message else {
+                // Every channel stopped receiving; serve MCP (if any) until a signal.
+                if mcp.is_some() {
+                    let _ = crate::stop_signal().await;
+                }
+                break;
+            };
+            if !gateway.is_allowed(&message.channel, &message.chat_id) {
+                tracing::warn!(
+                    target: "klaw::gateway",
+                    channel = message.channel,
+                    chat_id = message.chat_id,
+                    from = message.from,
+                    "a message from a chat off gateway.allowedChatIds was ignored"
+                );
+                continue;
+            }
+            let Some(agent) = agent.clone() else { continue };
+            let key = message.key();
+            let worker = chats.entry(key.clone()).or_insert_with(|| {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                workers.push(tokio::spawn(converse(agent, gateway.clone(), key, rx)));
+                tx
+            });
+            let _ = worker.send(message);
+        }
+        stop.cancel();
+        drop(chats);
+        let all = futures_util::future::join_all(workers);
+        if tokio::time::timeout(GRACE, all).await.is_err() {
+            eprintln!(
+                "klaw-engine: turns still running after {}s were stopped",
+                GRACE.as_secs()
+            );
+        }
+        for r in receivers {
+            r.abort();
+        }
+        if let Some(m) = mcp {
+            m.abort();
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+/// One chat's conversation: its messages in order, each answer sent back.
+async fn converse(
+    agent: Agent,
+    gateway: Gateway,
+    key: String,
+    mut messages: tokio::sync::mpsc::UnboundedReceiver<Incoming>,
+) {
+    while let Some(m) = messages.recv().await {
+        let caller = Caller::new(m.channel.clone(), Some(m.chat_id.clone()));
+        match agent.turn(&key, caller, &m.text, &()).await {
+            Ok(answer) if answer.trim().is_empty() => {}
+            Ok(answer) => {
+                if let Err(e) = gateway.send(&m.channel, &m.chat_id, &answer).await {
+                    tracing::error!(target: "klaw::gateway", chat = key, "the answer was not sent: {e}");
+                }
+            }
+            Err(e) => {
+                tracing::error!(target: "klaw::agent", chat = key, "the turn failed: {e}");
+                let _ = gateway
+                    .send(
+                        &m.channel,
+                        &m.chat_id,
+                        &format!("Sorry, I could not answer: {e}"),
+                    )
+                    .await;
+            }
+        }
+    }
+}

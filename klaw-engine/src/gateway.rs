@@ -1,0 +1,320 @@
+//! The gateway: the channels people talk to the agent through (the console, Telegram),
+//! behind one [`Channel`] trait, and the whitelist every message in and out is checked
+//! against (`gateway.allowedChatIds`). `send_message` and the answers of `klaw-engine
+//! run` go out through it; a chat off the whitelist gets nothing and is logged.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use klaw_tools::{FnTool, ToolError, ToolOutput, ToolSpec};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::Engine;
+
+pub mod telegram;
+
+/// A message that arrived on a channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    /// The channel's name (`telegram`).
+    pub channel: String,
+    /// The chat's id within the channel (`123456`).
+    pub chat_id: String,
+    /// Who wrote it, for logs.
+    pub from: String,
+    /// What they wrote.
+    pub text: String,
+}
+
+impl Incoming {
+    /// The chat's gateway id: `<channel>_<chat id>` (`telegram_123456`), the form of
+    /// `gateway.allowedChatIds` and of the agent's conversations.
+    pub fn key(&self) -> String {
+        chat_key(&self.channel, &self.chat_id)
+    }
+}
+
+/// `<channel>_<chat id>`; a chat id that already has the prefix is kept.
+pub fn chat_key(channel: &str, chat_id: &str) -> String {
+    if chat_id.starts_with(&format!("{channel}_")) {
+        chat_id.to_owned()
+    } else {
+        format!("{channel}_{chat_id}")
+    }
+}
+
+/// A way to reach people.
+pub trait Channel: Send + Sync + 'static {
+    /// Its name (`telegram`, `console`).
+    fn name(&self) -> &str;
+
+    /// Sends `text` to `chat_id` (split as the channel needs).
+    fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Receives messages until `stop`, giving each to `inbox`. A channel that only sends
+    /// returns at once.
+    fn receive(
+        self: Arc<Self>,
+        inbox: tokio::sync::mpsc::Sender<Incoming>,
+        stop: CancellationToken,
+    ) -> BoxFuture<'static, ()>;
+}
+
+/// The console: what is sent to it is printed on stdout, `[console <chat>] text`.
+#[derive(Debug, Default)]
+pub struct ConsoleChannel;
+
+impl Channel for ConsoleChannel {
+    fn name(&self) -> &str {
+        "console"
+    }
+
+    fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        println!("[console {chat_id}] {text}");
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn receive(
+        self: Arc<Self>,
+        _inbox: tokio::sync::mpsc::Sender<Incoming>,
+        _stop: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// The channels and the whitelist.
+#[derive(Clone)]
+pub struct Gateway {
+    channels: Arc<HashMap<String, Arc<dyn Channel>>>,
+    allowed: Arc<Vec<String>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.channels.keys().collect();
+        names.sort();
+        f.debug_struct("Gateway")
+            .field("channels", &names)
+            .field("allowed", &self.allowed)
+            .finish()
+    }
+}
+
+impl Gateway {
+    /// A gateway over `channels` letting through the chats `allowed`
+    /// (`<channel>_<chat id>`; `console_*` chats are always allowed).
+    pub fn new(channels: Vec<Arc<dyn Channel>>, allowed: Vec<String>) -> Self {
+        Self {
+            channels: Arc::new(
+                channels
+                    .into_iter()
+                    .map(|c| (c.name().to_owned(), c))
+                    .collect(),
+            ),
+            allowed: Arc::new(allowed),
+        }
+    }
+
+    /// The gateway the configuration describes: the console, and Telegram when
+    /// `gateway.telegramToken` is set.
+    pub fn from_config(engine: &Engine) -> Result<Self, String> {
+        let g = &engine.config().raw.gateway;
+        let mut channels: Vec<Arc<dyn Channel>> = vec![Arc::new(ConsoleChannel)];
+        if let Some(token) = g.telegram_token.as_deref().filter(|t| !t.is_empty()) {
+            channels.push(Arc::new(telegram::Telegram::new(
+                &g.telegram_base_url,
+                token,
+                g.telegram_poll_seconds,
+            )?));
+        }
+        Ok(Self::new(channels, g.allowed_chat_ids.clone()))
+    }
+
+    /// The channels, by name.
+    pub fn channel(&self, name: &str) -> Option<&Arc<dyn Channel>> {
+        self.channels.get(name)
+    }
+
+    /// Every channel's name, sorted.
+    pub fn channel_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.channels.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Whether the chat `<channel>_<chat id>` may be talked to.
+    pub fn is_allowed(&self, channel: &str, chat_id: &str) -> bool {
+        channel == "console" || self.allowed.contains(&chat_key(channel, chat_id))
+    }
+
+    /// Sends `text` to `chat_id` on `channel`, if the whitelist lets it.
+    pub async fn send(&self, channel: &str, chat_id: &str, text: &str) -> Result<(), String> {
+        let Some(c) = self.channels.get(channel) else {
+            return Err(format!(
+                "channel not found: `{channel}`; channels: {}",
+                self.channel_names().join(", ")
+            ));
+        };
+        if !self.is_allowed(channel, chat_id) {
+            tracing::warn!(target: "klaw::gateway", channel, chat_id, "a message to a chat off the whitelist was not sent");
+            return Err(format!(
+                "the chat `{}` is not in gateway.allowedChatIds; nothing was sent",
+                chat_key(channel, chat_id)
+            ));
+        }
+        let id = chat_id
+            .strip_prefix(&format!("{channel}_"))
+            .unwrap_or(chat_id);
+        c.send(id, text)
+            .await
+            .map_err(|e| format!("failed to send the message: {e}"))
+    }
+
+    /// Registers `send_message` with `engine`.
+    pub fn register_tools(&self, engine: &Engine) -> Result<(), String> {
+        let gateway = self.clone();
+        let tool = FnTool::new(send_message_spec(), move |_ctx, args: Value| {
+            let gateway = gateway.clone();
+            async move {
+                let s = |k: &str| {
+                    args.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let (channel, chat_id, text) = (s("channel"), s("chatId"), s("text"));
+                if text.trim().is_empty() {
+                    return Err(ToolError::invalid_arguments("/text", "the text is empty"));
+                }
+                gateway
+                    .send(&channel, &chat_id, &text)
+                    .await
+                    .map_err(ToolError::failed)?;
+                Ok(ToolOutput::json(json!({
+                    "success": true,
+                    "channel": channel,
+                    "chatId": chat_id,
+                })))
+            }
+        });
+        engine
+            .register(Arc::new(tool))
+            .map_err(|e| format!("cannot register send_message: {e}"))
+    }
+}
+
+fn send_message_spec() -> ToolSpec {
+    let mut spec = ToolSpec::new(
+        "send_message",
+        "Отправляет сообщение в чат канала (telegram, console). Чат должен быть в белом \
+         списке gateway.allowedChatIds; иначе — ошибка, и ничего не отправляется.",
+        json!({
+            "type": "object",
+            "properties": {
+                "channel": {"type": "string", "description": "Канал: telegram или console"},
+                "chatId": {"type": "string", "description": "Чат: id в канале (123456) или telegram_123456"},
+                "text": {"type": "string", "description": "Текст сообщения"},
+            },
+            "required": ["channel", "chatId", "text"],
+            "additionalProperties": false,
+        }),
+    )
+    .with_description_en(
+        "Send a message to a chat of a channel (telegram, console). The chat must be in \
+         the gateway.allowedChatIds whitelist; otherwise an error, and nothing is sent.",
+    )
+    .with_title("Отправить сообщение", Some("Send a message".into()))
+    .with_annotations(klaw_tools::Annotations {
+        open_world: true,
+        ..Default::default()
+    })
+    .with_origin("klaw-engine:gateway");
+    for (alias, name) in [
+        ("chanId", "channel"),
+        ("chan_id", "channel"),
+        ("channelId", "channel"),
+        ("channel_id", "channel"),
+        ("chat_id", "chatId"),
+        ("content", "text"),
+        ("message", "text"),
+    ] {
+        spec.aliases.push((alias.into(), name.into()));
+    }
+    spec
+}
+
+/// Splits `text` into pieces of at most `max` characters, at a line break (else a
+/// space) when one is near the end.
+pub fn split_message(text: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.chars().count() > max {
+        let cut = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let window = &rest[..cut];
+        let at = window
+            .rfind('\n')
+            .filter(|&i| i > cut / 2)
+            .or_else(|| window.rfind(' ').filter(|&i| i > cut / 2))
+            .map_or(cut, |i| i + 1);
+        out.push(rest[..at].trim_end().to_owned());
+        rest = &rest[at..];
+    }
+    if !rest.is_empty() || out.is_empty() {
+        out.push(rest.to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_split_at_line_breaks_within_the_limit() {
+        let text = format!("{}\n{}", "a".repeat(3000), "b".repeat(3000));
+        let parts = split_message(&text, 4096);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0], "a".repeat(3000));
+        assert_eq!(parts[1], "b".repeat(3000));
+        let cyrillic = "я".repeat(9000);
+        let parts = split_message(&cyrillic, 4096);
+        assert!(parts.iter().all(|p| p.chars().count() <= 4096));
+        assert_eq!(parts.concat(), cyrillic);
+        assert_eq!(split_message("short", 4096), ["short"]);
+    }
+
+    #[test]
+    fn chat_keys_carry_the_channel_once() {
+        assert_eq!(chat_key("telegram", "42"), "telegram_42");
+        assert_eq!(chat_key("telegram", "telegram_42"), "telegram_42");
+        let g = Gateway::new(vec![Arc::new(ConsoleChannel)], vec!["telegram_42".into()]);
+        assert!(g.is_allowed("telegram", "42") && g.is_allowed("telegram", "telegram_42"));
+        assert!(!g.is_allowed("telegram", "7"));
+        assert!(g.is_allowed("console", "anything"));
+    }
+
+    #[tokio::test]
+    async fn sending_checks_the_channel_and_the_whitelist() {
+        let g = Gateway::new(vec![Arc::new(ConsoleChannel)], vec![]);
+        let e = g.send("sms", "1", "hi").await.unwrap_err();
+        assert!(
+            e.contains("channel not found: `sms`") && e.contains("console"),
+            "{e}"
+        );
+        let g = Gateway::new(
+            vec![
+                Arc::new(ConsoleChannel),
+                Arc::new(telegram::Telegram::new("http://127.0.0.1:9", "1:x", 1).unwrap()),
+            ],
+            vec!["telegram_42".into()],
+        );
+        let e = g.send("telegram", "7", "hi").await.unwrap_err();
+        assert!(
+            e.contains("telegram_7") && e.contains("allowedChatIds"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! Telegram through the Bot API: long-polling `getUpdates` for messages in, `sendMessage`
+//! for answers out (split at Telegram's 4096 characters), over our reqwest client with
+//! the `frankenstein` crate's types (not its client). The base URL is configurable (a
+//! Bot API server of your own, or a test server).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use frankenstein::methods::{GetUpdatesParams, SendMessageParams};
+use frankenstein::types::{AllowedUpdate, ChatId};
+use frankenstein::updates::{Update, UpdateContent};
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Channel, Incoming, split_message};
+
+/// Telegram's longest message, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 4096;
+
+/// The Telegram channel of one bot.
+pub struct Telegram {
+    base: String,
+    /// `<base>/bot<token>`; never logged.
+    bot_url: String,
+    poll_seconds: u64,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for Telegram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telegram")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Telegram {
+    /// The bot with `token` at `base_url` (`https://api.telegram.org`), long-polling
+    /// for `poll_seconds`.
+    pub fn new(base_url: &str, token: &str, poll_seconds: u64) -> Result<Self, String> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let base = base_url.trim_end_matches('/').to_owned();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("cannot start the HTTP client: {e}"))?;
+        Ok(Self {
+            bot_url: format!("{base}/bot{token}"),
+            base,
+            poll_seconds,
+            http,
+        })
+    }
+
+    /// Calls `method` with `params`; its `result`, or the error Telegram gave (the
+    /// token never appears in it).
+    async fn call(
+        &self,
+        method: &str,
+        params: &impl serde::Serialize,
+        timeout: Duration,
+    ) -> Result<Value, String> {
+        let url = format!("{}/{method}", self.bot_url);
+        let shown = format!("{}/bot***/{method}", self.base);
+        let response = self
+            .http
+            .post(&url)
+            .timeout(timeout)
+            .json(params)
+            .send()
+            .await
+            .map_err(|e| {
+                let mut source: &dyn std::error::Error = &e;
+                while let Some(inner) = source.source() {
+                    source = inner;
+                }
+                format!("{shown}: {source}")
+            })?;
+        let status = response.status();
+        let body: Value = response.json().await.map_err(|e| {
+            format!("{shown} answered {status} with something that is not JSON: {e}")
+        })?;
+        if body["ok"] == true {
+            return Ok(body["result"].clone());
+        }
+        Err(format!(
+            "{shown} answered {status}: {}",
+            body["description"].as_str().unwrap_or("no description")
+        ))
+    }
+
+    /// One long poll from `offset`: the messages with text, and the next offset.
+    async fn poll(&self, offset: i64) -> Result<(Vec<Incoming>, i64), String> {
+        let params = GetUpdatesParams::builder()
+            .offset(offset)
+            .timeout(u32::try_from(self.poll_seconds).unwrap_or(30))
+            .allowed_updates(vec![AllowedUpdate::Message])
+            .build();
+        let result = self
+            .call(
+                "getUpdates",
+                &params,
+                Duration::from_secs(self.poll_seconds + 15),
+            )
+            .await?;
+        let mut next = offset;
+        let mut messages = Vec::new();
+        for raw in result.as_array().cloned().unwrap_or_default() {
+            if let Some(id) = raw.get("update_id").and_then(Value::as_i64) {
+                next = next.max(id + 1);
+            }
+            // An update this client cannot read is skipped, not fatal.
+            let update: Update = match serde_json::from_value(raw) {
+                Ok(u) => u,
+                Err(e) => {
+                    tracing::warn!(target: "klaw::telegram", "an update cannot be read: {e}; skipped");
+                    continue;
+                }
+            };
+            if let UpdateContent::Message(m) = update.content
+                && let Some(text) = m.text.clone()
+            {
+                let from = m
+                    .from
+                    .as_ref()
+                    .map(|u| u.username.clone().unwrap_or_else(|| u.first_name.clone()))
+                    .unwrap_or_default();
+                messages.push(Incoming {
+                    channel: "telegram".into(),
+                    chat_id: m.chat.id.to_string(),
+                    from,
+                    text,
+                });
+            }
+        }
+        Ok((messages, next))
+    }
+}
+
+impl Channel for Telegram {
+    fn name(&self) -> &str {
+        "telegram"
+    }
+
+    fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let chat: ChatId = match chat_id.parse::<i64>() {
+                Ok(n) => ChatId::Integer(n),
+                Err(_) => ChatId::String(chat_id.to_owned()),
+            };
+            for part in split_message(text, MAX_MESSAGE_CHARS) {
+                let params = SendMessageParams::builder()
+                    .chat_id(chat.clone())
+                    .text(part)
+                    .build();
+                self.call("sendMessage", &params, Duration::from_secs(30))
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn receive(
+        self: Arc<Self>,
+        inbox: tokio::sync::mpsc::Sender<Incoming>,
+        stop: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut offset = 0;
+            let mut backoff = Duration::from_secs(1);
+            loop {
+                let polled = tokio::select! {
+                    () = stop.cancelled() => return,
+                    p = self.poll(offset) => p,
+                };
+                match polled {
+                    Ok((messages, next)) => {
+                        backoff = Duration::from_secs(1);
+                        offset = next;
+                        for m in messages {
+                            if inbox.send(m).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "klaw::telegram", "getUpdates failed: {e}; retrying in {}s", backoff.as_secs());
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                    }
+                }
+            }
+        })
+    }
+}
