@@ -17,6 +17,7 @@ use crate::{Engine, HookFuture, PreCallHook, ToolCall};
 
 pub mod history;
 pub mod protocol;
+pub mod subagent;
 
 pub use history::History;
 

@@ -276,6 +276,19 @@ section! {
             /// More tools that need approval (unless `approval` is `never`), by name.
             approval_tools: Vec<String> = Vec::new();
                 key "approvalTools", env "KLAW_APPROVAL_TOOLS", type "array of tool names";
+            /// Most subagents running at once (`subagent_spawn`); more are refused.
+            max_subagents: usize = 4;
+                key "maxSubagents", env "KLAW_MAX_SUBAGENTS", type "integer ≥ 1",
+                check at_least(1);
+            /// Time limit of one subagent, in seconds.
+            subagent_timeout_seconds: u64 = 600;
+                key "subagentTimeoutSeconds", env "KLAW_SUBAGENT_TIMEOUT_SECONDS",
+                type "integer ≥ 1", check at_least(1);
+            /// How deep subagents may start subagents: 1 lets the agent start them and
+            /// them not; 0 turns `subagent_spawn` off.
+            max_subagent_depth: u32 = 1;
+                key "maxSubagentDepth", env "KLAW_MAX_SUBAGENT_DEPTH", type "integer, 0 to 5",
+                check depth_range;
             /// How many of a chat's last messages the model is sent.
             history_messages: usize = 200;
                 key "historyMessages", env "KLAW_HISTORY_MESSAGES", type "integer ≥ 2",
@@ -309,6 +322,13 @@ section! {
                 type "integer, 1 to 50", check poll_range;
         }
     }
+}
+
+fn depth_range(n: &u32, _: &AgentSection) -> Result<(), String> {
+    if *n > 5 {
+        return Err(format!("{n} is more than 5"));
+    }
+    Ok(())
 }
 
 fn gateway_url(url: &String, _: &GatewaySection) -> Result<(), String> {

@@ -501,3 +501,100 @@ fn send_message_goes_through_the_gateway_whitelist() {
     );
     assert!(!stderr(&o).contains("123:ABC"), "{}", stderr(&o));
 }
+
+/// The last user message of a request (OpenAI format).
+fn last_user(r: &Recorded) -> String {
+    r.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A model that spawns one subagent per instruction it is given (`SPAWN <what>`), and
+/// a subagent that tries to spawn its own (refused: too deep), then answers `answer`.
+fn delegating_model(answer: &'static str) -> ScriptedServer {
+    ScriptedServer::respond(move |r| {
+        let user = last_user(r);
+        let has_results = !tool_messages(r).is_empty();
+        if let Some(task) = user.strip_prefix("SPAWN ") {
+            if has_results {
+                return openai_answer("Started.");
+            }
+            return openai_call(&[(
+                "s",
+                "subagent_spawn",
+                json!(json!({"name": "report", "message": format!("TASK {task}"), "injectInto": "console_me"}).to_string()),
+            )]);
+        }
+        if user.starts_with("TASK ") {
+            if has_results {
+                return openai_answer(answer);
+            }
+            return openai_call(&[
+                (
+                    "x",
+                    "subagent_spawn",
+                    json!("{\"name\":\"deeper\",\"message\":\"more\"}"),
+                ),
+                (
+                    "y",
+                    "memory_core_update",
+                    json!("{\"section\":\"user\",\"key\":\"k\",\"value\":\"v\"}"),
+                ),
+            ]);
+        }
+        openai_answer("?")
+    })
+}
+
+/// `subagent_spawn` returns at once; the subagent runs with its own history, cannot go
+/// deeper or change core memory, and its answer is delivered through the gateway; a
+/// silent answer sends nothing.
+#[test]
+fn subagents_report_through_the_gateway_or_stay_silent() {
+    for (answer, shown) in [
+        ("The report is ready.", true),
+        (r#"{"silent": true, "reason": "nothing new"}"#, false),
+    ] {
+        let server = delegating_model(answer);
+        let home = tempfile::tempdir().unwrap();
+        let o = chat(
+            home.path(),
+            &format!("{}/v1", server.url),
+            &[],
+            "SPAWN the report\n",
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains("Started."), "{out}");
+        assert_eq!(
+            out.contains("[console me] The report is ready."),
+            shown,
+            "{out}"
+        );
+        assert!(!out.contains("silent"), "{out}");
+        // The subagent's second request carries its refused calls.
+        let sub = server
+            .requests()
+            .into_iter()
+            .find(|r| last_user(r).starts_with("TASK ") && !tool_messages(r).is_empty())
+            .expect("the subagent never got its tool results");
+        let results = tool_messages(&sub);
+        assert!(
+            results[0].1.contains("Error [refused]") && results[0].1.contains("maxSubagentDepth"),
+            "{results:?}"
+        );
+        assert!(results[1].1.contains("read-only"), "{results:?}");
+        // Its history is its own: the main chat's message is not in it.
+        assert!(
+            !sub.body["messages"].to_string().contains("SPAWN"),
+            "{}",
+            sub.body["messages"]
+        );
+    }
+}

@@ -114,14 +114,17 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
         };
         let agent = Agent::with_model(engine.clone(), model, history).streaming(interactive);
         // send_message reaches the gateway's channels from the console too.
-        match crate::gateway::Gateway::from_config(&engine) {
-            Ok(g) => {
-                if let Err(e) = g.register_tools(&engine) {
-                    return super::fail(&e);
-                }
-            }
+        let gateway = match crate::gateway::Gateway::from_config(&engine) {
+            Ok(g) => g,
             Err(e) => return super::fail(&e),
+        };
+        if let Err(e) = gateway.register_tools(&engine) {
+            return super::fail(&e);
         }
+        let subagents = match crate::agent::subagent::register(&agent, Some(gateway)) {
+            Ok(s) => s,
+            Err(e) => return super::fail(&e),
+        };
         let observer = Console { interactive };
         crate::agent::install_approval(
             &engine,
@@ -152,7 +155,15 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
             };
             let text = match line {
                 Ok(Some(l)) => l,
-                Ok(None) => break,
+                Ok(None) => {
+                    // The input ended: the subagents it started finish (each within its
+                    // time limit) before the engine stops; a signal cuts the wait.
+                    tokio::select! {
+                        () = subagents.wait() => {}
+                        _ = crate::stop_signal() => {}
+                    }
+                    break;
+                }
                 Err(e) => {
                     eprintln!("klaw-engine: cannot read stdin: {e}");
                     code = ExitCode::FAILURE;

@@ -94,10 +94,14 @@ pub(crate) fn run(config: Config) -> ExitCode {
         let agent = match model {
             Some(model) => {
                 let path = engine.config().data_dir.join("agent.db");
-                match History::open(&path) {
-                    Ok(h) => Some(Agent::with_model(engine.clone(), model, Arc::new(h))),
+                let agent = match History::open(&path) {
+                    Ok(h) => Agent::with_model(engine.clone(), model, Arc::new(h)),
                     Err(e) => return super::fail(&e),
+                };
+                if let Err(e) = crate::agent::subagent::register(&agent, Some(gateway.clone())) {
+                    return super::fail(&e);
                 }
+                Some(agent)
             }
             None => None,
         };
