@@ -24,7 +24,8 @@ if [ ! -f "$VENV/.klaw-req.$req_key" ]; then
     touch "$VENV/.klaw-req.$req_key"
 fi
 
-# Node 22 and the MCP Inspector and conformance suite, from npm into the cache (no
+# Node 22, the MCP Inspector and conformance suite and telegram-test-api (a fake
+# Telegram Bot API), from npm into the cache (no
 # system install): the machine's npm fetches the package `node@22`, which carries the
 # Node 22 binary the two tools need. Every package, transitive ones too, is pinned by
 # scripts/package-test-lock.json (`npm ci`); after changing package-test.json, refresh

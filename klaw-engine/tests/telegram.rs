@@ -1,0 +1,218 @@
+//! `klaw-engine run` with Telegram, against `telegram-test-api` (a fake Bot API server
+//! someone else wrote, from npm; `scripts/setup-test-tools.sh` installs it with Node 22)
+//! and a scripted model server: a message in an allowed chat gets the agent's answer
+//! (long ones split at Telegram's limit), a chat off the whitelist gets nothing and is
+//! logged, and SIGTERM stops the engine cleanly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+mod common;
+use common::scripted::{Reply, ScriptedServer};
+use common::{cache, engine};
+
+const TOKEN: &str = "123:ABC";
+
+/// Node 22 and its modules, when `scripts/setup-test-tools.sh` installed them.
+fn node() -> Option<(PathBuf, PathBuf)> {
+    let dir = cache().join("node22/node_modules");
+    let node = dir.join(".bin/node");
+    if dir.join("telegram-test-api").exists() && node.exists() {
+        return Some((node, dir));
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "telegram-test-api is not installed under {}: run scripts/setup-test-tools.sh",
+        dir.display()
+    );
+    eprintln!("skipped: telegram-test-api is not installed (scripts/setup-test-tools.sh)");
+    None
+}
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn answer(text: &str) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+    }))
+}
+
+fn last_user(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_chats_on_the_whitelist_get_answers() {
+    let Some((node, modules)) = node() else {
+        return;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let launcher = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/telegram/start.js");
+    let mut fake = Command::new(node)
+        .arg(launcher)
+        .arg("0")
+        .env("NODE_PATH", &modules)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fake.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the fake Telegram said {line:?}"));
+    let _fake = Killed(fake);
+    let tg = format!("http://127.0.0.1:{port}");
+
+    let model = ScriptedServer::respond(|r| {
+        let user = last_user(&r.body);
+        if user == "long please" {
+            answer(&format!("{}\n{}", "x".repeat(3000), "y".repeat(3000)))
+        } else {
+            answer(&format!("Echo: {user}"))
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let mut run = engine(home.path(), &["run"]);
+    run.env("KLAW_TELEGRAM_TOKEN", TOKEN)
+        .env("KLAW_TELEGRAM_BASE_URL", &tg)
+        .env("KLAW_TELEGRAM_POLL_SECONDS", "2")
+        .env("KLAW_ALLOWED_CHAT_IDS", "telegram_42")
+        .env("KLAW_LLM_BASE_URL", format!("{}/v1", model.url))
+        .env("KLAW_LLM_MODEL", "test-model")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&log);
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut l = sink.lock().unwrap();
+            l.push_str(&line);
+            l.push('\n');
+        }
+    });
+    let mut run = Killed(child);
+
+    let http = reqwest::Client::new();
+    let say = |chat: i64, text: &str| {
+        let body = json!({
+            "botToken": TOKEN,
+            "from": {"id": chat, "is_bot": false, "first_name": format!("user{chat}")},
+            "chat": {"id": chat, "type": "private"},
+            "date": 1_700_000_000,
+            "text": text,
+        });
+        let (http, tg) = (http.clone(), tg.clone());
+        async move {
+            let r = http
+                .post(format!("{tg}/sendMessage"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+    };
+    // The bot's messages to `chat` that have arrived, consumed.
+    let received = |chat: i64| {
+        let (http, tg) = (http.clone(), tg.clone());
+        async move {
+            let v: Value = http
+                .post(format!("{tg}/getUpdates"))
+                .json(&json!({"token": TOKEN, "chatId": chat}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v["result"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|r| r["message"]["text"].as_str().map(str::to_owned))
+                .collect::<Vec<String>>()
+        }
+    };
+
+    say(7, "hello from 7").await;
+    say(42, "hello from 42").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut got = Vec::new();
+    while got.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        got = received(42).await;
+    }
+    assert_eq!(got, ["Echo: hello from 42"], "{}", log.lock().unwrap());
+
+    // A long answer arrives in parts within Telegram's limit.
+    say(42, "long please").await;
+    let mut parts = Vec::new();
+    while parts.len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        parts.extend(received(42).await);
+    }
+    assert_eq!(parts, ["x".repeat(3000), "y".repeat(3000)]);
+
+    // Chat 7 is off the whitelist: nothing reached the model or the chat; it is logged.
+    assert!(received(7).await.is_empty());
+    assert!(
+        model
+            .requests()
+            .iter()
+            .all(|r| !last_user(&r.body).contains("from 7")),
+        "chat 7 reached the model"
+    );
+    assert!(
+        log.lock().unwrap().contains("off gateway.allowedChatIds"),
+        "{}",
+        log.lock().unwrap()
+    );
+    assert!(!log.lock().unwrap().contains(TOKEN));
+
+    // SIGTERM: a clean stop.
+    let pid = run.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stopped = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = run.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < stopped, "run did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}\n{}", log.lock().unwrap());
+}
