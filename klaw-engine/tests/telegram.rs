@@ -216,3 +216,66 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     };
     assert!(status.success(), "{status:?}\n{}", log.lock().unwrap());
 }
+
+/// `run` with `mcp.enabled` and no channel to serve but the console: the MCP server
+/// answers beside the gateway (with `send_message` among the tools), and SIGTERM stops
+/// both. With nothing to run, `run` says so.
+#[test]
+fn run_serves_mcp_beside_the_gateway() {
+    let home = tempfile::tempdir().unwrap();
+    let nothing = engine(home.path(), &["run"]).output().unwrap();
+    assert!(!nothing.status.success());
+    assert!(
+        String::from_utf8_lossy(&nothing.stderr).contains("nothing to run"),
+        "{}",
+        String::from_utf8_lossy(&nothing.stderr)
+    );
+
+    let mut child = engine(home.path(), &["run"])
+        .env("KLAW_MCP_ENABLED", "true")
+        .env("KLAW_MCP_BIND", "127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("run exited before serving").unwrap();
+        if let Some(url) = line.strip_prefix("klaw-engine: MCP over HTTP at http://") {
+            break url.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let mut run = Killed(child);
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        format!("GET /api/v1/tools HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut s, &mut body).unwrap();
+    assert!(
+        body.starts_with("HTTP/1.1 200") && body.contains("\"send_message\""),
+        "{body}"
+    );
+    let pid = run.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "run did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
