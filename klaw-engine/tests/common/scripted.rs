@@ -92,6 +92,8 @@ pub(crate) struct ScriptedServer {
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Nanoseconds spent in the handler, answering (for benchmarks).
+    busy: Arc<std::sync::atomic::AtomicU64>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -116,6 +118,8 @@ impl ScriptedServer {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let recorded = Arc::clone(&requests);
+        let busy = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let spent = Arc::clone(&busy);
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -126,7 +130,9 @@ impl ScriptedServer {
                     move |uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes| {
                         let recorded = Arc::clone(&recorded);
                         let responder = Arc::clone(&responder);
+                        let spent = Arc::clone(&spent);
                         async move {
+                            let started = std::time::Instant::now();
                             let req = Recorded {
                                 path: uri.path().to_owned(),
                                 headers,
@@ -140,7 +146,11 @@ impl ScriptedServer {
                             for (k, v) in &reply.headers {
                                 r = r.header(k.as_str(), v.as_str());
                             }
-                            r.body(Body::from(reply.body)).unwrap()
+                            let response = r.body(Body::from(reply.body)).unwrap();
+                            let nanos =
+                                u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                            spent.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+                            response
                         }
                     },
                 );
@@ -156,9 +166,15 @@ impl ScriptedServer {
         Self {
             url,
             requests,
+            busy,
             stop: Some(stop),
             thread: Some(thread),
         }
+    }
+
+    /// The time the server spent answering, in all.
+    pub(crate) fn busy(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.busy.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// What the server was sent so far.

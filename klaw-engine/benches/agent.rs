@@ -1,0 +1,241 @@
+//! The agent, measured (a bench binary: `cargo bench -p klaw-engine --bench agent`):
+//!
+//! - loop overhead per round: turns of one tool call (`current_time`) and an answer
+//!   against a scripted model server on loopback; our time per round, the server's
+//!   handling excluded (HTTP, JSON, the tool, the history in SQLite included);
+//! - `chat` cold start: spawn → the model server receives the first request (median);
+//! - memory of `klaw-engine run` with 10 Telegram chats that have each talked once and
+//!   are now idle (resident set size), against telegram-test-api when installed.
+//!
+//! Numbers are printed, never asserted: machines differ.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench binary
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use klaw_engine::agent::{Agent, History};
+use klaw_engine::llm::Model;
+use klaw_engine::{Config, Engine};
+use serde_json::{Value, json};
+
+#[path = "../tests/common/scripted.rs"]
+#[allow(dead_code)]
+mod scripted;
+use scripted::{Reply, ScriptedServer};
+
+fn cache() -> PathBuf {
+    klaw_tools::cache_dir().expect("neither KLAW_CACHE nor HOME is set")
+}
+
+fn tool_call() -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "current_time", "arguments": "{\"timezone\":\"UTC\"}"}}
+        ]}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }))
+}
+
+fn answer(text: &str) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }))
+}
+
+/// A model that calls `current_time` once per turn, then answers.
+fn model_server() -> ScriptedServer {
+    ScriptedServer::respond(|r| {
+        let last = r.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned()
+            .unwrap_or(Value::Null);
+        if last["role"] == "tool" {
+            answer("It is noon.")
+        } else {
+            tool_call()
+        }
+    })
+}
+
+fn loop_overhead() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = model_server();
+    let vars = [
+        ("HOME", dir.path().display().to_string()),
+        ("KLAW_DATA", dir.path().join("data").display().to_string()),
+        (
+            "KLAW_WORKSPACE",
+            dir.path().join("ws").display().to_string(),
+        ),
+        ("KLAW_LLM_BASE_URL", format!("{}/v1", server.url)),
+        ("KLAW_LLM_MODEL", "bench".into()),
+        ("KLAW_LLM_TOOLS", "current_time".into()),
+    ];
+    let env = move |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let config = Config::load_with(&env).unwrap();
+        let engine = Engine::new(config).unwrap();
+        let model = Model::from_config(&engine.config().raw.llm, None).unwrap();
+        let history = Arc::new(History::open(&dir.path().join("agent.db")).unwrap());
+        let agent = Agent::with_model(engine.clone(), model, history);
+        let caller = klaw_tools::Caller::new("bench", None);
+        for i in 0..20 {
+            agent.turn(&format!("warm{i}"), caller.clone(), "time?", &()).await.unwrap();
+        }
+        const TURNS: usize = 300;
+        let busy_before = server.busy();
+        let mut per_round = Vec::with_capacity(TURNS);
+        let started = Instant::now();
+        for i in 0..TURNS {
+            let busy = server.busy();
+            let t = Instant::now();
+            agent.turn(&format!("c{}", i % 10), caller.clone(), "time?", &()).await.unwrap();
+            let ours = t.elapsed().saturating_sub(server.busy() - busy);
+            per_round.push(ours / 2);
+        }
+        let total = started.elapsed().saturating_sub(server.busy() - busy_before);
+        per_round.sort();
+        println!(
+            "loop round (ours)  p50 {:>8.1} µs  p99 {:>8.1} µs  mean {:>8.1} µs  ({} turns of 2 rounds, server time excluded)",
+            per_round[TURNS / 2].as_secs_f64() * 1e6,
+            per_round[TURNS * 99 / 100].as_secs_f64() * 1e6,
+            total.as_secs_f64() * 1e6 / (TURNS * 2) as f64,
+            TURNS
+        );
+        engine.shutdown().await;
+    });
+}
+
+fn chat_cold_start() {
+    let engine = PathBuf::from(env!("CARGO_BIN_EXE_klaw-engine"));
+    let mut times = Vec::new();
+    for _ in 0..10 {
+        let server = ScriptedServer::script(vec![answer("hi")]);
+        let home = tempfile::tempdir().unwrap();
+        let t = Instant::now();
+        let mut child = Command::new(&engine)
+            .arg("chat")
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("KLAW_LLM_BASE_URL", format!("{}/v1", server.url))
+            .env("KLAW_LLM_MODEL", "bench")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+        while server.requests().is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        times.push(t.elapsed());
+        child.wait().unwrap();
+    }
+    times.sort();
+    println!(
+        "chat cold start    median {:>6.1} ms  (spawn → first request at the model server)",
+        times[times.len() / 2].as_secs_f64() * 1e3
+    );
+}
+
+fn run_memory() {
+    let dir = cache().join("node22/node_modules");
+    let node = dir.join(".bin/node");
+    if !dir.join("telegram-test-api").exists() {
+        println!("run memory: telegram-test-api is missing (scripts/setup-test-tools.sh)");
+        return;
+    }
+    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/telegram/start.js");
+    let mut fake = Command::new(node)
+        .arg(launcher)
+        .arg("0")
+        .env("NODE_PATH", &dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fake.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().strip_prefix("listening ").unwrap().to_owned();
+    let tg = format!("http://127.0.0.1:{port}");
+    let model = ScriptedServer::respond(|_| answer("ok"));
+    let home = tempfile::tempdir().unwrap();
+    let chats: Vec<String> = (1..=10).map(|i| format!("telegram_{i}")).collect();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_klaw-engine"))
+        .arg("run")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KLAW_TELEGRAM_TOKEN", "1:bench")
+        .env("KLAW_TELEGRAM_BASE_URL", &tg)
+        .env("KLAW_TELEGRAM_POLL_SECONDS", "2")
+        .env("KLAW_ALLOWED_CHAT_IDS", chats.join(","))
+        .env("KLAW_LLM_BASE_URL", format!("{}/v1", model.url))
+        .env("KLAW_LLM_MODEL", "bench")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        for i in 1..=10 {
+            http.post(format!("{tg}/sendMessage"))
+                .json(&json!({"botToken": "1:bench", "from": {"id": i, "is_bot": false, "first_name": "u"},
+                    "chat": {"id": i, "type": "private"}, "date": 1_700_000_000, "text": "hi"}))
+                .send()
+                .await
+                .unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while model.requests().len() < 10 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", run.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .unwrap_or("VmRSS: ?")
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .to_owned();
+    println!(
+        "run memory         RSS {rss}  (10 Telegram chats answered once, then idle; {} model requests)",
+        model.requests().len()
+    );
+    let _ = run.kill();
+    let _ = run.wait();
+    let _ = fake.kill();
+    let _ = fake.wait();
+}
+
+fn main() {
+    loop_overhead();
+    chat_cold_start();
+    run_memory();
+}
