@@ -39,6 +39,28 @@ fn node() -> Option<(PathBuf, PathBuf)> {
 /// A child process killed when dropped.
 struct Killed(Child);
 
+impl Killed {
+    /// Sends SIGTERM and waits (up to 30 s) for the exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -198,22 +220,7 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     assert!(!log.lock().unwrap().contains(TOKEN));
 
     // SIGTERM: a clean stop.
-    let pid = run.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let stopped = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = run.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < stopped, "run did not stop after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = run.terminate();
     assert!(status.success(), "{status:?}\n{}", log.lock().unwrap());
 }
 
@@ -261,21 +268,6 @@ fn run_serves_mcp_beside_the_gateway() {
         body.starts_with("HTTP/1.1 200") && body.contains("\"send_message\""),
         "{body}"
     );
-    let pid = run.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = run.0.try_wait().unwrap() {
-            assert!(status.success(), "{status:?}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "run did not stop after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let status = run.terminate();
+    assert!(status.success(), "{status:?}");
 }
