@@ -50,6 +50,22 @@ impl std::str::FromStr for Approval {
     }
 }
 
+/// Refuses every call that needs approval: nobody can be asked (a channel without a
+/// person, a subagent). The reason says where.
+#[derive(Debug, Clone)]
+pub struct RefuseApproval(pub &'static str);
+
+impl Approver for RefuseApproval {
+    fn approve<'a>(&'a self, _call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
+        let reason = format!(
+            "`{}` needs a person's approval (agent.approval), and {}; tell the user what \
+             you wanted to do instead",
+            spec.name, self.0
+        );
+        Box::pin(std::future::ready(Err(reason)))
+    }
+}
+
 /// Asks a person whether a call may run: `Ok(())` lets it, `Err(reason)` refuses it
 /// (the model reads the reason). A channel without a person refuses at once.
 pub trait Approver: Send + Sync + 'static {
@@ -75,6 +91,10 @@ pub fn install_approval(engine: &Engine, channel: &str, approver: Arc<dyn Approv
     if policy == Approval::Never {
         return;
     }
+    let registry = engine.registry();
+    for name in extra.iter().filter(|n| registry.by_name(n).is_none()) {
+        tracing::warn!(target: "klaw::agent", "agent.approvalTools names `{name}`, which is not a tool (yet)");
+    }
     engine.before_call(ApprovalHook {
         channel: channel.to_owned(),
         policy,
@@ -97,6 +117,46 @@ impl PreCallHook for ApprovalHook {
         }
         self.approver.approve(call, spec)
     }
+}
+
+/// The most of one tool result the model gets (and the history keeps).
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
+/// Gives every call of one reply its own id: a server that repeats an id (or sends an
+/// empty one) would have two results answer one call.
+fn unique_ids(calls: &mut [ToolCallRequest], round: u32) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, c) in calls.iter_mut().enumerate() {
+        if c.id.is_empty() || !seen.insert(c.id.clone()) {
+            c.id = format!("call_{round}_{i}");
+            seen.insert(c.id.clone());
+        }
+    }
+}
+
+/// A call's name and its arguments with object keys sorted: the same call whatever
+/// order the model wrote its arguments in.
+fn call_key(call: &ToolCallRequest) -> (String, String) {
+    fn sorted(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<_> = m.iter().collect();
+                keys.sort_by(|a, b| a.0.cmp(b.0));
+                serde_json::Value::Object(
+                    keys.into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            serde_json::Value::Array(a) => a.iter().map(sorted).collect(),
+            other => other.clone(),
+        }
+    }
+    let args = match &call.arguments {
+        Arguments::Json(v) => sorted(v).to_string(),
+        Arguments::Malformed { raw, .. } => raw.clone(),
+    };
+    (call.name.clone(), args)
 }
 
 /// Sees a turn as it happens (the console prints it; a channel may show "typing").
@@ -268,6 +328,10 @@ impl Agent {
         history
             .append(chat, &user_msg)
             .map_err(AgentError::History)?;
+        // The database keeps a few times what the model is sent, not everything.
+        if let Err(e) = history.prune(chat, self.history_limit.saturating_mul(5)) {
+            tracing::warn!(target: "klaw::agent", "{e}");
+        }
         let loaded = history
             .load(chat, self.history_limit)
             .map_err(AgentError::History)?;
@@ -315,12 +379,13 @@ impl Agent {
             if let Err(e) = history.record_usage(chat, &self.model.name, response.usage) {
                 tracing::warn!(target: "klaw::agent", "{e}");
             }
-            let answer = match self.model.protocol {
+            let mut answer = match self.model.protocol {
                 Protocol::Native => response.message,
                 Protocol::Text | Protocol::Json => {
                     protocol::parse_reply(&response.message.text, json_protocol, round)
                 }
             };
+            unique_ids(&mut answer.tool_calls, round);
             let done = answer.tool_calls.is_empty();
             let assistant = Message::Assistant(answer.clone());
             history
@@ -336,7 +401,7 @@ impl Agent {
             let repeats = self.model.protocol != Protocol::Native;
             let (turn_id, caller) = (&turn_id, &caller);
             let earlier = |call: &ToolCallRequest| {
-                let key = (call.name.clone(), call.arguments.to_wire_string());
+                let key = call_key(call);
                 made.iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone())
             };
             let previous: Vec<Option<String>> = answer
@@ -362,10 +427,7 @@ impl Agent {
             answer_only = repeats && previous.iter().all(Option::is_some);
             for (call, result) in answer.tool_calls.iter().zip(&results) {
                 if !result.is_error {
-                    made.push((
-                        (call.name.clone(), call.arguments.to_wire_string()),
-                        result.content.clone(),
-                    ));
+                    made.push((call_key(call), result.content.clone()));
                 }
             }
             for (call, result) in answer.tool_calls.iter().zip(results) {
@@ -426,7 +488,7 @@ impl Agent {
                     .await
             }
         };
-        let (content, is_error) = match outcome {
+        let (mut content, is_error) = match outcome {
             Ok(out) => {
                 let mut text = out.text().to_owned();
                 for a in out.attachments() {
@@ -437,6 +499,18 @@ impl Agent {
             }
             Err(e) => (e.to_model_text(), true),
         };
+        // One huge result would crowd every later request out of the model's context.
+        if content.len() > MAX_RESULT_BYTES {
+            let mut cut = MAX_RESULT_BYTES;
+            while !content.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let total = content.len();
+            content.truncate(cut);
+            content.push_str(&format!(
+                "\n[the result was cut at {MAX_RESULT_BYTES} of its {total} bytes; ask for less]"
+            ));
+        }
         ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),

@@ -259,7 +259,10 @@ pub fn split_message(text: &str, max: usize) -> Vec<String> {
             .filter(|&i| i > cut / 2)
             .or_else(|| window.rfind(' ').filter(|&i| i > cut / 2))
             .map_or(cut, |i| i + 1);
-        out.push(rest[..at].trim_end().to_owned());
+        let piece = rest[..at].trim_end();
+        if !piece.is_empty() {
+            out.push(piece.to_owned());
+        }
         rest = &rest[at..];
     }
     if !rest.is_empty() || out.is_empty() {

@@ -18,7 +18,7 @@ mod http;
 pub mod openai;
 
 pub use http::Transport;
-pub(crate) use http::preview;
+pub(crate) use http::{MAX_BODY_BYTES, innermost, preview, read_capped};
 
 /// Which wire protocol a model speaks.
 #[derive(
@@ -388,14 +388,31 @@ impl Model {
                     )
                 })?,
         };
+        // A named model with its own server (base URL or provider) inherits neither the
+        // section's server nor its key: a key goes only where it was configured for.
+        let own_server = named
+            .is_some_and(|m| m.base_url.is_some() || m.provider.is_some_and(|p| p != llm.provider));
         let base_url = named
             .and_then(|m| m.base_url.clone())
-            .or_else(|| llm.base_url.clone())
+            .or_else(|| (!own_server).then(|| llm.base_url.clone()).flatten())
             .unwrap_or_else(|| provider.default_base_url().to_owned());
+        // The provider's usual variable is read only for the provider's own server.
         let key = named
             .and_then(|m| m.api_key.clone())
-            .or_else(|| llm.api_key.clone())
-            .or_else(|| std::env::var(provider.key_variable()).ok());
+            .or_else(|| (!own_server).then(|| llm.api_key.clone()).flatten())
+            .or_else(|| {
+                (base_url.trim_end_matches('/') == provider.default_base_url())
+                    .then(|| std::env::var(provider.key_variable()).ok())
+                    .flatten()
+            });
+        let protocol = named.and_then(|m| m.protocol).unwrap_or(llm.protocol);
+        if provider == Provider::Anthropic && protocol == Protocol::Json {
+            return Err(LlmError::Config(
+                "the json protocol needs an OpenAI-compatible server (response_format \
+                 json_schema); with the anthropic provider use native or text"
+                    .into(),
+            ));
+        }
         let transport = Transport::new(
             Duration::from_secs(llm.timeout_seconds),
             Duration::from_secs(llm.connect_timeout_seconds),
@@ -411,7 +428,7 @@ impl Model {
         Ok(Self {
             client,
             name: model,
-            protocol: named.and_then(|m| m.protocol).unwrap_or(llm.protocol),
+            protocol,
             max_tokens: llm.max_tokens,
             tools: named
                 .and_then(|m| m.tools.clone())
@@ -422,7 +439,7 @@ impl Model {
     }
 }
 
-/// An API key that is never shown: `Debug` and `Display` print `***`.
+/// An API key that is never shown: `Debug` prints `***`.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ApiKey(Option<Arc<str>>);
 

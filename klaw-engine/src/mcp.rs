@@ -408,6 +408,8 @@ struct ForwardState {
     /// The logger name of the messages: the tool's name.
     tool: String,
     peer: Peer<RoleServer>,
+    /// The runtime the task starts on (a tool may report from a thread of its own).
+    runtime: tokio::runtime::Handle,
 }
 
 enum Sender {
@@ -424,7 +426,7 @@ impl ForwardState {
         let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(*sender, Sender::NotStarted) {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let task = tokio::spawn(forward(
+            let task = self.runtime.spawn(forward(
                 rx,
                 self.token.clone(),
                 self.tool.clone(),
@@ -505,6 +507,7 @@ fn forwarder(
         min_level,
         tool,
         peer,
+        runtime: tokio::runtime::Handle::current(),
     });
     let listener = McpListener {
         shared: Arc::clone(&shared),

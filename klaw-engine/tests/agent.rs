@@ -598,3 +598,18 @@ fn subagents_report_through_the_gateway_or_stay_silent() {
         );
     }
 }
+
+/// The provider's usual key variable goes only to the provider's own server: a chat
+/// with a local `baseUrl` and `OPENAI_API_KEY` set sends no key.
+#[test]
+fn a_key_from_the_environment_stays_with_its_provider() {
+    let server = ScriptedServer::script(vec![openai_answer("hi")]);
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = engine(home.path(), &["chat"]);
+    cmd.env("KLAW_LLM_BASE_URL", format!("{}/v1", server.url))
+        .env("KLAW_LLM_MODEL", "m")
+        .env("OPENAI_API_KEY", "sk-should-stay-home");
+    let o = run_with_stdin(cmd, "hello\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(server.requests()[0].header("authorization"), None);
+}

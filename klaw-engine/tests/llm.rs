@@ -324,3 +324,26 @@ async fn anthropic_streams_and_reports_errors() {
         .unwrap_err();
     assert!(e.to_string().contains("Overloaded"), "{e}");
 }
+
+/// A stream that ends before the answer does is an error, not half an answer.
+#[tokio::test]
+async fn a_cut_stream_is_an_error() {
+    let cut = Reply::sse([("", json!({"choices": [{"delta": {"content": "Half an"}}]}))]);
+    let server = ScriptedServer::script(vec![cut]);
+    let on_text = |_: &str| {};
+    let e = openai(&server, 0)
+        .chat(&request(), Some(&on_text))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("ended before the answer"), "{e}");
+
+    let server = ScriptedServer::script(vec![Reply::sse([(
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 1}}}),
+    )])]);
+    let e = anthropic(&server)
+        .chat(&request(), Some(&on_text))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("message_stop"), "{e}");
+}

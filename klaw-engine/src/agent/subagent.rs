@@ -13,7 +13,7 @@ use std::time::Duration;
 use klaw_tools::{Caller, FnTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
-use super::{Agent, Approver};
+use super::Agent;
 use crate::gateway::Gateway;
 use crate::llm::Model;
 use crate::{HookFuture, ToolCall};
@@ -43,6 +43,13 @@ impl Subagents {
 pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, String> {
     let engine = agent.engine.clone();
     let cfg = engine.config().raw.agent.clone();
+    if cfg.max_subagent_depth == 0 {
+        // Off: the tool is not offered at all.
+        return Ok(Subagents {
+            limit: Arc::new(tokio::sync::Semaphore::new(1)),
+            places: 1,
+        });
+    }
     let places = u32::try_from(cfg.max_subagents.clamp(1, 1024)).unwrap_or(1024);
     let limit = Arc::new(tokio::sync::Semaphore::new(places as usize));
     let handle = Subagents {
@@ -98,8 +105,13 @@ pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, St
                     "too many subagents are running (agent.maxSubagents); try again later or do it yourself",
                 ));
             };
+            // Unique across restarts too: a new subagent never finds an old one's history.
             static NEXT: AtomicU64 = AtomicU64::new(1);
-            let id = format!("sub-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+            let id = format!(
+                "sub-{}-{}",
+                jiff::Timestamp::now().as_millisecond(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
             let chat = format!("subagent_{name}_{id}");
             let caller = Caller::new(CHANNEL, Some(format!("{depth}:{id}")));
             let (task_id, task_name) = (id.clone(), name.clone());
@@ -129,7 +141,11 @@ pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, St
         .register(Arc::new(tool))
         .map_err(|e| format!("cannot register subagent_spawn: {e}"))?;
     engine.before_call(ReadOnlyCore);
-    super::install_approval(&engine, CHANNEL, Arc::new(RefuseApproval));
+    super::install_approval(
+        &engine,
+        CHANNEL,
+        Arc::new(super::RefuseApproval("a subagent has nobody to ask")),
+    );
     Ok(handle)
 }
 
@@ -211,21 +227,6 @@ impl crate::PreCallHook for ReadOnlyCore {
         } else {
             Ok(())
         }))
-    }
-}
-
-/// Subagents refuse what needs approval: nobody is there to give it.
-#[derive(Debug, Default)]
-pub struct RefuseApproval;
-
-impl Approver for RefuseApproval {
-    fn approve<'a>(&'a self, _call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
-        let reason = format!(
-            "`{}` needs a person's approval (agent.approval), and a subagent has nobody to \
-             ask; report what you wanted to do in your answer",
-            spec.name
-        );
-        Box::pin(std::future::ready(Err(reason)))
     }
 }
 

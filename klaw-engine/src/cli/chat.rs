@@ -47,8 +47,10 @@ impl TurnObserver for Console {
 }
 
 /// Asks the person at the terminal (`/dev/tty`), or refuses when nobody is there.
+/// Questions are asked one at a time (a round's calls run together).
 struct ConsoleApprover {
     interactive: bool,
+    one_at_a_time: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl crate::agent::Approver for ConsoleApprover {
@@ -63,6 +65,7 @@ impl crate::agent::Approver for ConsoleApprover {
             klaw_tools::Args::Text(t) => t.clone(),
         });
         let interactive = self.interactive;
+        let turn = Arc::clone(&self.one_at_a_time);
         Box::pin(async move {
             if !interactive {
                 return Err(format!(
@@ -70,6 +73,7 @@ impl crate::agent::Approver for ConsoleApprover {
                      this console to give it; tell the user what you wanted to do instead"
                 ));
             }
+            let _turn = turn.lock().await;
             let asked = tokio::task::spawn_blocking(move || ask_tty(&name, &args)).await;
             match asked {
                 Ok(Ok(true)) => Ok(()),
@@ -129,7 +133,10 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
         crate::agent::install_approval(
             &engine,
             "console",
-            Arc::new(ConsoleApprover { interactive }),
+            Arc::new(ConsoleApprover {
+                interactive,
+                one_at_a_time: Arc::default(),
+            }),
         );
         let caller = Caller::new("console", Some(chat.clone()));
         if interactive {
@@ -158,6 +165,9 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
                 Ok(None) => {
                     // The input ended: the subagents it started finish (each within its
                     // time limit) before the engine stops; a signal cuts the wait.
+                    if interactive {
+                        eprintln!("waiting for running subagents (Ctrl-C to stop them)…");
+                    }
                     tokio::select! {
                         () = subagents.wait() => {}
                         _ = crate::stop_signal() => {}

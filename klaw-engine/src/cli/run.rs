@@ -9,30 +9,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use klaw_tools::{Caller, ToolSpec};
+use klaw_tools::Caller;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, Approver, History, install_approval};
+use crate::Config;
+use crate::agent::{Agent, History, RefuseApproval, install_approval};
 use crate::gateway::{Gateway, Incoming};
 use crate::llm::Model;
-use crate::{Config, HookFuture, ToolCall};
 
 /// How long running turns get to finish after a stop signal.
 const GRACE: Duration = Duration::from_secs(10);
-
-/// A channel without a person to ask: every call that needs approval is refused.
-struct Refuse;
-
-impl Approver for Refuse {
-    fn approve<'a>(&'a self, _call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
-        let reason = format!(
-            "`{}` needs a person's approval (agent.approval), which cannot be asked on \
-             this channel; tell the user what you wanted to do instead",
-            spec.name
-        );
-        Box::pin(std::future::ready(Err(reason)))
-    }
-}
 
 pub(crate) fn run(config: Config) -> ExitCode {
     let telegram = config
@@ -77,7 +63,11 @@ pub(crate) fn run(config: Config) -> ExitCode {
             return super::fail(&e);
         }
         for channel in gateway.channel_names() {
-            install_approval(&engine, &channel, Arc::new(Refuse));
+            install_approval(
+                &engine,
+                &channel,
+                Arc::new(RefuseApproval("nobody can be asked on this channel yet")),
+            );
         }
         let mcp = mcp_bind.map(|b| tokio::spawn(crate::mcp::http::serve(engine.clone(), b)));
         let stop = CancellationToken::new();
@@ -146,7 +136,13 @@ pub(crate) fn run(config: Config) -> ExitCode {
             let key = message.key();
             let worker = chats.entry(key.clone()).or_insert_with(|| {
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                workers.push(tokio::spawn(converse(agent, gateway.clone(), key, rx)));
+                workers.push(tokio::spawn(converse(
+                    agent,
+                    gateway.clone(),
+                    key,
+                    rx,
+                    stop.clone(),
+                )));
                 tx
             });
             let _ = worker.send(message);
@@ -170,14 +166,24 @@ pub(crate) fn run(config: Config) -> ExitCode {
     })
 }
 
-/// One chat's conversation: its messages in order, each answer sent back.
+/// One chat's conversation: its messages in order, each answer sent back; after `stop`,
+/// no new turn starts (the one running finishes within the grace period).
 async fn converse(
     agent: Agent,
     gateway: Gateway,
     key: String,
     mut messages: tokio::sync::mpsc::UnboundedReceiver<Incoming>,
+    stop: CancellationToken,
 ) {
-    while let Some(m) = messages.recv().await {
+    loop {
+        let m = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            m = messages.recv() => match m {
+                Some(m) => m,
+                None => return,
+            },
+        };
         let caller = Caller::new(m.channel.clone(), Some(m.chat_id.clone()));
         match agent.turn(&key, caller, &m.text, &()).await {
             Ok(answer) if answer.trim().is_empty() => {}

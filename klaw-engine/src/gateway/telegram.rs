@@ -70,23 +70,27 @@ impl Telegram {
             .json(params)
             .send()
             .await
-            .map_err(|e| {
-                let mut source: &dyn std::error::Error = &e;
-                while let Some(inner) = source.source() {
-                    source = inner;
-                }
-                format!("{shown}: {source}")
-            })?;
-        let status = response.status();
-        let body: Value = response.json().await.map_err(|e| {
-            format!("{shown} answered {status} with something that is not JSON: {e}")
+            .map_err(|e| format!("{shown}: {}", crate::llm::innermost(&e)))?;
+        let status = response.status().as_u16();
+        // Read and parsed here: reqwest's own errors carry the URL, and so the token.
+        let bytes = crate::llm::read_capped(response, crate::llm::MAX_BODY_BYTES)
+            .await
+            .map_err(|e| format!("{shown}: {}", crate::llm::innermost(&e)))?;
+        let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{shown} answered {status} with something that is not JSON ({e}): {}",
+                crate::llm::preview(&String::from_utf8_lossy(&bytes))
+            )
         })?;
         if body["ok"] == true {
             return Ok(body["result"].clone());
         }
         Err(format!(
             "{shown} answered {status}: {}",
-            body["description"].as_str().unwrap_or("no description")
+            body["description"]
+                .as_str()
+                .or_else(|| body["message"].as_str())
+                .unwrap_or("no description")
         ))
     }
 
@@ -108,7 +112,7 @@ impl Telegram {
         let mut messages = Vec::new();
         for raw in result.as_array().cloned().unwrap_or_default() {
             if let Some(id) = raw.get("update_id").and_then(Value::as_i64) {
-                next = next.max(id + 1);
+                next = next.max(id.saturating_add(1));
             }
             // An update this client cannot read is skipped, not fatal.
             let update: Update = match serde_json::from_value(raw) {

@@ -143,15 +143,36 @@ impl AnthropicClient {
             .transport
             .post(&url, &headers, &Self::body(request, true), true)
             .await?;
+        // A server that ignores `stream` answers with one JSON document.
+        let is_sse = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            let bytes = self.transport.read_body(&url, response).await?;
+            let v: Value =
+                serde_json::from_slice(&bytes).map_err(|e| decode(format!("not JSON: {e}")))?;
+            let r = parse_response(&v).map_err(decode)?;
+            if !r.message.text.is_empty() {
+                on_text(&r.message.text);
+            }
+            return Ok(r);
+        }
         let mut sse = Sse::new(response);
         let mut acc = Accumulator::default();
+        let mut stopped = false;
         while let Some((event, data)) = sse
             .next()
             .await
-            .map_err(|e| self.transport.transport_error(&url, &e))?
+            .map_err(|e| self.transport.sse_error(&url, e))?
         {
-            let v: Value = serde_json::from_str(&data)
-                .map_err(|e| decode(format!("a stream event is not JSON ({e}): {data}")))?;
+            let v: Value = serde_json::from_str(&data).map_err(|e| {
+                decode(format!(
+                    "a stream event is not JSON ({e}): {}",
+                    super::http::preview(&data)
+                ))
+            })?;
             let kind = v.get("type").and_then(Value::as_str).unwrap_or(&event);
             if kind == "error" {
                 return Err(LlmError::Status {
@@ -161,8 +182,12 @@ impl AnthropicClient {
                 });
             }
             if acc.add(kind, &v, on_text) {
+                stopped = true;
                 break;
             }
+        }
+        if !stopped {
+            return Err(decode("the stream ended before message_stop".into()));
         }
         Ok(acc.finish())
     }

@@ -13,6 +13,13 @@ use super::LlmError;
 /// reported instead.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// The largest answer read (a whole body, or a whole stream): a model's reply is far
+/// smaller; a server that sends more is refused rather than allowed to fill memory.
+pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// The longest a streamed answer may take in all (`timeout` bounds each gap).
+const MAX_STREAM: Duration = Duration::from_secs(30 * 60);
+
 /// How a client reaches its server: the HTTP client, the time limits and the retries.
 #[derive(Debug, Clone)]
 pub struct Transport {
@@ -73,14 +80,24 @@ impl Transport {
                 request = request.timeout(self.timeout);
             }
             for (k, v) in headers {
-                request = request.header(*k, *v);
+                // Keys are marked sensitive: never in reqwest's or hyper's debug output.
+                let Ok(mut value) = reqwest::header::HeaderValue::from_str(v) else {
+                    return Err(LlmError::Config(format!(
+                        "the {k} header has characters HTTP does not allow"
+                    )));
+                };
+                if k.eq_ignore_ascii_case("authorization") || k.eq_ignore_ascii_case("x-api-key") {
+                    value.set_sensitive(true);
+                }
+                request = request.header(*k, value);
             }
             let failure = match request.send().await {
                 Ok(response) if response.status().is_success() => return Ok(response),
                 Ok(response) => {
                     let status = response.status();
                     let wait = retry_after(response.headers());
-                    let message = error_message(&response.text().await.unwrap_or_default());
+                    let body = read_capped(response, 64 << 10).await.unwrap_or_default();
+                    let message = error_message(&String::from_utf8_lossy(&body));
                     let error = LlmError::Status {
                         url: url.to_owned(),
                         status: status.as_u16(),
@@ -113,10 +130,7 @@ impl Transport {
         body: &Value,
     ) -> Result<Value, LlmError> {
         let response = self.post(url, headers, body, false).await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_error(url, &e))?;
+        let bytes = self.read_body(url, response).await?;
         serde_json::from_slice(&bytes).map_err(|e| LlmError::Decode {
             url: url.to_owned(),
             message: format!(
@@ -140,6 +154,37 @@ impl Transport {
         base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
     }
 
+    /// A stream's error as the client reports it.
+    pub(crate) fn sse_error(&self, url: &str, e: SseError) -> LlmError {
+        match e {
+            SseError::Http(e) => self.transport_error(url, &e),
+            SseError::TooLarge => LlmError::Decode {
+                url: url.to_owned(),
+                message: format!("the streamed answer is larger than {MAX_BODY_BYTES} bytes"),
+            },
+            SseError::TooLong => LlmError::Timeout {
+                url: url.to_owned(),
+                after: MAX_STREAM,
+            },
+        }
+    }
+
+    /// A whole body, at most [`MAX_BODY_BYTES`].
+    pub(crate) async fn read_body(
+        &self,
+        url: &str,
+        response: reqwest::Response,
+    ) -> Result<Vec<u8>, LlmError> {
+        match read_capped(response, MAX_BODY_BYTES).await {
+            Ok(b) if b.len() <= MAX_BODY_BYTES => Ok(b),
+            Ok(_) => Err(LlmError::Decode {
+                url: url.to_owned(),
+                message: format!("the answer is larger than {MAX_BODY_BYTES} bytes"),
+            }),
+            Err(e) => Err(self.transport_error(url, &e)),
+        }
+    }
+
     pub(crate) fn transport_error(&self, url: &str, e: &reqwest::Error) -> LlmError {
         if e.is_timeout() {
             return LlmError::Timeout {
@@ -147,17 +192,60 @@ impl Transport {
                 after: self.timeout,
             };
         }
-        // The innermost cause says what happened (refused, DNS, TLS); reqwest's own
-        // text repeats the URL.
-        let mut source: &dyn std::error::Error = e;
-        while let Some(inner) = source.source() {
-            source = inner;
-        }
         LlmError::Connect {
             url: url.to_owned(),
-            message: source.to_string(),
+            message: innermost(e),
         }
     }
+}
+
+/// What happened, from the innermost cause (refused, DNS, TLS): reqwest's own text
+/// carries the URL, which may hold a secret (Telegram's bot token).
+pub(crate) fn innermost(e: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = e;
+    while let Some(inner) = source.source() {
+        source = inner;
+    }
+    if std::ptr::eq(source, e as &dyn std::error::Error) {
+        // No cause: reqwest's text without the URL.
+        return format!("{}", ReqwestWithoutUrl(e));
+    }
+    source.to_string()
+}
+
+/// Displays a reqwest error without its URL.
+struct ReqwestWithoutUrl<'a>(&'a reqwest::Error);
+
+impl std::fmt::Display for ReqwestWithoutUrl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_timeout() {
+            f.write_str("timed out")
+        } else if self.0.is_decode() {
+            f.write_str("the body could not be read")
+        } else if self.0.is_connect() {
+            f.write_str("cannot connect")
+        } else {
+            f.write_str("the request failed")
+        }
+    }
+}
+
+/// Reads a body up to `cap` bytes (one more than `cap` means it was longer).
+pub(crate) async fn read_capped(
+    response: reqwest::Response,
+    cap: usize,
+) -> Result<Vec<u8>, reqwest::Error> {
+    let mut stream = response.bytes_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let room = cap.saturating_add(1).saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() > cap {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// `Retry-After` as seconds or as an HTTP date.
@@ -200,10 +288,21 @@ pub(crate) fn preview(s: &str) -> String {
 }
 
 /// Reads a `text/event-stream` body: each event's `event:` name (if any) and its
-/// `data:` lines joined.
+/// `data:` lines joined. At most [`MAX_BODY_BYTES`] in all and [`MAX_STREAM`] long.
 pub(crate) struct Sse {
     body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buf: Vec<u8>,
+    /// Where the search for the end of the current event goes on.
+    scanned: usize,
+    read: usize,
+    deadline: tokio::time::Instant,
+}
+
+/// Why a stream could not be read.
+pub(crate) enum SseError {
+    Http(reqwest::Error),
+    TooLarge,
+    TooLong,
 }
 
 impl Sse {
@@ -211,17 +310,30 @@ impl Sse {
         Self {
             body: response.bytes_stream().boxed(),
             buf: Vec::new(),
+            scanned: 0,
+            read: 0,
+            deadline: tokio::time::Instant::now() + MAX_STREAM,
         }
     }
 
     /// The next event, `None` at the end of the stream.
-    pub(crate) async fn next(&mut self) -> Result<Option<(String, String)>, reqwest::Error> {
+    pub(crate) async fn next(&mut self) -> Result<Option<(String, String)>, SseError> {
         loop {
             if let Some(event) = self.take_event() {
                 return Ok(Some(event));
             }
-            match self.body.next().await {
-                Some(chunk) => self.buf.extend_from_slice(&chunk?),
+            let chunk = tokio::time::timeout_at(self.deadline, self.body.next())
+                .await
+                .map_err(|_| SseError::TooLong)?;
+            match chunk {
+                Some(chunk) => {
+                    let chunk = chunk.map_err(SseError::Http)?;
+                    self.read = self.read.saturating_add(chunk.len());
+                    if self.read > MAX_BODY_BYTES {
+                        return Err(SseError::TooLarge);
+                    }
+                    self.buf.extend_from_slice(&chunk);
+                }
                 None => {
                     // A last event without its blank line still counts.
                     if self.buf.iter().any(|b| !b.is_ascii_whitespace()) {
@@ -236,13 +348,17 @@ impl Sse {
 
     fn take_event(&mut self) -> Option<(String, String)> {
         loop {
-            let text = &self.buf;
-            let end = find_blank_line(text)?;
-            let raw = String::from_utf8_lossy(&text[..end.0]).into_owned();
-            self.buf.drain(..end.1);
+            let (end, next) =
+                find_blank_line(&self.buf, self.scanned.saturating_sub(3)).or_else(|| {
+                    self.scanned = self.buf.len();
+                    None
+                })?;
+            let raw = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+            self.buf.drain(..next);
+            self.scanned = 0;
             let mut name = String::new();
             let mut data: Vec<&str> = Vec::new();
-            for line in raw.lines() {
+            for line in raw.split(['\n', '\r']) {
                 if let Some(v) = line.strip_prefix("data:") {
                     data.push(v.strip_prefix(' ').unwrap_or(v));
                 } else if let Some(v) = line.strip_prefix("event:") {
@@ -256,15 +372,26 @@ impl Sse {
     }
 }
 
-/// Where the first event ends: (end of its text, start of the next).
-fn find_blank_line(b: &[u8]) -> Option<(usize, usize)> {
-    for i in 0..b.len() {
-        if b[i..].starts_with(b"\n\n") {
-            return Some((i, i + 2));
+/// Where the first event ends at or after `from`: (end of its text, start of the next).
+/// Events end with a blank line: two line ends, each `\n`, `\r\n` or `\r`.
+fn find_blank_line(b: &[u8], from: usize) -> Option<(usize, usize)> {
+    let line_end = |i: usize| -> Option<usize> {
+        match b.get(i)? {
+            b'\n' => Some(i + 1),
+            b'\r' if b.get(i + 1) == Some(&b'\n') => Some(i + 2),
+            // A lone `\r` at the end of what arrived may be half of `\r\n`: wait.
+            b'\r' if i + 1 < b.len() => Some(i + 1),
+            _ => None,
         }
-        if b[i..].starts_with(b"\r\n\r\n") {
-            return Some((i, i + 4));
+    };
+    let mut i = from;
+    while i < b.len() {
+        if let Some(after) = line_end(i)
+            && let Some(next) = line_end(after)
+        {
+            return Some((i, next));
         }
+        i += 1;
     }
     None
 }
@@ -303,6 +430,19 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::ZERO), "a date in the past");
         h.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
         assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn events_end_at_any_blank_line() {
+        assert_eq!(find_blank_line(b"data: a\n\ndata: b", 0), Some((7, 9)));
+        assert_eq!(find_blank_line(b"data: a\r\n\r\nx", 0), Some((7, 11)));
+        assert_eq!(find_blank_line(b"data: a\r\rx", 0), Some((7, 9)));
+        assert_eq!(
+            find_blank_line(b"data: a\r", 0),
+            None,
+            "maybe half of \\r\\n"
+        );
+        assert_eq!(find_blank_line(b"data: a\n", 0), None);
     }
 
     #[test]

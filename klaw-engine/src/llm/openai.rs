@@ -133,10 +133,7 @@ impl OpenAiClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse {
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| self.transport.transport_error(&url, &e))?;
+            let bytes = self.transport.read_body(&url, response).await?;
             let v: Value = serde_json::from_slice(&bytes).map_err(|e| LlmError::Decode {
                 url: url.clone(),
                 message: format!("not JSON: {e}"),
@@ -152,17 +149,22 @@ impl OpenAiClient {
         }
         let mut sse = Sse::new(response);
         let mut acc = Accumulator::default();
+        let mut done = false;
         while let Some((_, data)) = sse
             .next()
             .await
-            .map_err(|e| self.transport.transport_error(&url, &e))?
+            .map_err(|e| self.transport.sse_error(&url, e))?
         {
             if data.trim() == "[DONE]" {
+                done = true;
                 break;
             }
             let chunk: Value = serde_json::from_str(&data).map_err(|e| LlmError::Decode {
                 url: url.clone(),
-                message: format!("a stream event is not JSON ({e}): {data}"),
+                message: format!(
+                    "a stream event is not JSON ({e}): {}",
+                    super::http::preview(&data)
+                ),
             })?;
             if let Some(e) = chunk.get("error") {
                 return Err(LlmError::Status {
@@ -172,6 +174,14 @@ impl OpenAiClient {
                 });
             }
             acc.add(&chunk, on_text);
+        }
+        // Some servers end without `[DONE]` but after the finish reason; a stream cut
+        // before either is not an answer.
+        if !done && acc.finish.is_none() {
+            return Err(LlmError::Decode {
+                url,
+                message: "the stream ended before the answer did".into(),
+            });
         }
         Ok(acc.finish())
     }
