@@ -164,7 +164,7 @@ section! {
                 check valid_bind;
             /// Bearer token every HTTP request must carry (`Authorization: Bearer ...`);
             /// required for a non-loopback `bind`. Never printed (`config` shows `"***"`).
-            token: Option<String> = None;
+            token: Option<Secret> = None;
                 key "token", env "KLAW_MCP_TOKEN", type "string (at least 16 characters) or `null`",
                 check token_long_enough;
             /// Extra `Host` names the HTTP server answers to, besides `localhost`,
@@ -217,7 +217,7 @@ section! {
                 key "model", env "KLAW_LLM_MODEL", type "string or `null`";
             /// The API key. Never printed (`config` shows `"***"`); when unset, the
             /// provider's usual variable is read (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
-            api_key: Option<String> = None;
+            api_key: Option<Secret> = None;
                 key "apiKey", env "KLAW_LLM_API_KEY", type "string or `null`";
             /// How the model calls tools: `native` function calling, `text` (`TOOL:` /
             /// `TOOL_PARAMS:` in the reply) or `json` (the reply constrained to a tool
@@ -310,7 +310,7 @@ section! {
                 type "array of strings";
             /// The Telegram bot's token (from @BotFather); Telegram is served when it is
             /// set. Never printed (`config` shows `"***"`).
-            telegram_token: Option<String> = None;
+            telegram_token: Option<Secret> = None;
                 key "telegramToken", env "KLAW_TELEGRAM_TOKEN", type "string or `null`";
             /// The Bot API's base URL (a Bot API server of your own, or a test server).
             telegram_base_url: String = "https://api.telegram.org".into();
@@ -347,6 +347,37 @@ fn poll_range(n: &u64, _: &GatewaySection) -> Result<(), String> {
     }
 }
 
+/// A token or key from the configuration: read like a string, but shown as `***` by
+/// `Debug` and when serialized (`klaw-engine config`); [`Secret::expose`] gives it to the
+/// one place that sends it.
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// A secret holding `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, to send where it belongs.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+impl serde::Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
 /// One of `llm.models`: what differs from the `llm` section.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -361,7 +392,7 @@ pub struct NamedModel {
     pub model: String,
     /// The API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// How it calls tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
@@ -418,9 +449,9 @@ fn valid_bind(bind: &str, _: &McpSection) -> Result<(), String> {
 }
 
 /// `mcp.token`: long enough not to be guessed.
-fn token_long_enough(token: &Option<String>, _: &McpSection) -> Result<(), String> {
+fn token_long_enough(token: &Option<Secret>, _: &McpSection) -> Result<(), String> {
     match token {
-        Some(t) if t.chars().count() < 16 => {
+        Some(t) if t.expose().chars().count() < 16 => {
             Err("must be at least 16 characters (e.g. `openssl rand -hex 24`)".into())
         }
         _ => Ok(()),
@@ -759,21 +790,8 @@ impl Config {
         raw.timezone = Some(self.timezone.clone());
         raw.memory.runtime_library = self.memory_runtime_library.clone();
         raw.memory.threads = Some(self.memory_threads);
-        // A secret never leaves through `klaw-engine config`.
-        if raw.mcp.token.is_some() {
-            raw.mcp.token = Some("***".into());
-        }
-        if raw.llm.api_key.is_some() {
-            raw.llm.api_key = Some("***".into());
-        }
-        if raw.gateway.telegram_token.is_some() {
-            raw.gateway.telegram_token = Some("***".into());
-        }
-        for m in raw.llm.models.values_mut() {
-            if m.api_key.is_some() {
-                m.api_key = Some("***".into());
-            }
-        }
+        // Secrets (tokens, keys) serialize as `"***"`: they never leave through
+        // `klaw-engine config`.
         serde_json::to_value(raw).unwrap_or_default()
     }
 
@@ -1401,7 +1419,11 @@ mod tests {
         assert_eq!(c.effective()["llm"]["models"]["b"]["apiKey"], "***");
         assert_eq!(c.effective()["gateway"]["telegramToken"], "***");
         let c = resolve_defaults(&env(&[("HOME", "/h"), ("KLAW_LLM_API_KEY", "sk-env")])).unwrap();
-        assert_eq!(c.raw.llm.api_key.as_deref(), Some("sk-env"));
+        assert_eq!(
+            c.raw.llm.api_key.as_ref().map(Secret::expose),
+            Some("sk-env")
+        );
+        assert!(!format!("{c:?}").contains("sk-"), "Debug shows no secret");
         assert_eq!(c.effective()["llm"]["apiKey"], "***");
     }
 
@@ -1507,7 +1529,7 @@ mod tests {
         let token = "0123456789abcdef-secret";
         let e = env(&[("HOME", "/h"), ("KLAW_MCP_TOKEN", token)]);
         let c = resolve_defaults(&e).unwrap();
-        assert_eq!(c.raw.mcp.token.as_deref(), Some(token));
+        assert_eq!(c.raw.mcp.token.as_ref().map(Secret::expose), Some(token));
         let printed = c.effective().to_string();
         assert!(!printed.contains("secret"), "{printed}");
         assert_eq!(c.effective()["mcp"]["token"], "***");

@@ -123,7 +123,12 @@ impl Gateway {
     pub fn from_config(engine: &Engine) -> Result<Self, String> {
         let g = &engine.config().raw.gateway;
         let mut channels: Vec<Arc<dyn Channel>> = vec![Arc::new(ConsoleChannel)];
-        if let Some(token) = g.telegram_token.as_deref().filter(|t| !t.is_empty()) {
+        if let Some(token) = g
+            .telegram_token
+            .as_ref()
+            .map(crate::Secret::expose)
+            .filter(|t| !t.is_empty())
+        {
             channels.push(Arc::new(telegram::Telegram::new(
                 &g.telegram_base_url,
                 token,

@@ -36,7 +36,7 @@ pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    MemorySection, MemoryWeights, NamedModel,
+    MemorySection, MemoryWeights, NamedModel, Secret,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};

@@ -398,8 +398,9 @@ impl Model {
             .unwrap_or_else(|| provider.default_base_url().to_owned());
         // The provider's usual variable is read only for the provider's own server.
         let key = named
-            .and_then(|m| m.api_key.clone())
-            .or_else(|| (!own_server).then(|| llm.api_key.clone()).flatten())
+            .and_then(|m| m.api_key.as_ref())
+            .or_else(|| (!own_server).then_some(llm.api_key.as_ref()).flatten())
+            .map(|k| k.expose().to_owned())
             .or_else(|| {
                 (base_url.trim_end_matches('/') == provider.default_base_url())
                     .then(|| std::env::var(provider.key_variable()).ok())

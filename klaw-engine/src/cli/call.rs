@@ -175,7 +175,10 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
         }
     };
     // Refused before anything starts.
-    if let Err(e) = crate::mcp::http::check_bind(bind, config.raw.mcp.token.as_deref()) {
+    if let Err(e) = crate::mcp::http::check_bind(
+        bind,
+        config.raw.mcp.token.as_ref().map(crate::Secret::expose),
+    ) {
         return super::fail(&e);
     }
     with_engine(config, |engine| async move {

@@ -25,7 +25,8 @@ pub(crate) fn run(config: Config) -> ExitCode {
         .raw
         .gateway
         .telegram_token
-        .as_deref()
+        .as_ref()
+        .map(crate::Secret::expose)
         .is_some_and(|t| !t.is_empty());
     let model = match Model::from_config(&config.raw.llm, None) {
         Ok(m) => Some(m),
@@ -40,7 +41,10 @@ pub(crate) fn run(config: Config) -> ExitCode {
     }
     let mcp_bind = if config.raw.mcp.enabled {
         match config.raw.mcp.bind.parse::<std::net::SocketAddr>() {
-            Ok(b) => match crate::mcp::http::check_bind(b, config.raw.mcp.token.as_deref()) {
+            Ok(b) => match crate::mcp::http::check_bind(
+                b,
+                config.raw.mcp.token.as_ref().map(crate::Secret::expose),
+            ) {
                 Ok(()) => Some(b),
                 Err(e) => return super::fail(&e),
             },

@@ -183,6 +183,13 @@ impl FromEnv for crate::llm::Provider {
     }
 }
 
+impl FromEnv for super::Secret {
+    const EXPECTED: &'static str = "text";
+    fn from_env(value: &str) -> Result<Self, String> {
+        Ok(super::Secret::new(value))
+    }
+}
+
 impl FromEnv for crate::agent::Approval {
     const EXPECTED: &'static str = "`never`, `destructive` or `always`";
     fn from_env(value: &str) -> Result<Self, String> {

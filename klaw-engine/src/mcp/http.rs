@@ -46,7 +46,7 @@ pub fn check_bind(bind: SocketAddr, token: Option<&str>) -> Result<(), String> {
 /// down. Says on stderr where it listens (`bind` may have port 0).
 pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
     let cfg = engine.config().raw.mcp.clone();
-    check_bind(bind, cfg.token.as_deref())?;
+    check_bind(bind, cfg.token.as_ref().map(crate::Secret::expose))?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
         .into_iter()
         .map(str::to_owned)
@@ -72,7 +72,7 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
             .iter()
             .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
             .collect(),
-        token: cfg.token.clone(),
+        token: cfg.token.as_ref().map(|t| t.expose().to_owned()),
         max_body: cfg.max_body_bytes,
     });
     let stop = tokio_util::sync::CancellationToken::new();
