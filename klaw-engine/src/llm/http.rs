@@ -154,6 +154,40 @@ impl Transport {
         base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
     }
 
+    /// The answer of a server that ignored `stream` and sent one JSON document (read
+    /// with `parse`, its text given to `on_text`), or `Err(response)` for a real stream.
+    pub(crate) async fn unstreamed(
+        &self,
+        url: &str,
+        response: reqwest::Response,
+        parse: fn(&Value) -> Result<super::ChatResponse, String>,
+        on_text: super::OnText<'_>,
+    ) -> Result<Result<super::ChatResponse, LlmError>, reqwest::Response> {
+        let is_sse = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_sse {
+            return Err(response);
+        }
+        let answer = async {
+            let bytes = self.read_body(url, response).await?;
+            let decode = |message: String| LlmError::Decode {
+                url: url.to_owned(),
+                message,
+            };
+            let v: Value =
+                serde_json::from_slice(&bytes).map_err(|e| decode(format!("not JSON: {e}")))?;
+            let r = parse(&v).map_err(decode)?;
+            if !r.message.text.is_empty() {
+                on_text(&r.message.text);
+            }
+            Ok(r)
+        };
+        Ok(answer.await)
+    }
+
     /// A stream's error as the client reports it.
     pub(crate) fn sse_error(&self, url: &str, e: SseError) -> LlmError {
         match e {

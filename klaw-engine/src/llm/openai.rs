@@ -127,26 +127,14 @@ impl OpenAiClient {
             .post(&url, &headers, &Self::body(request, true), true)
             .await?;
         // A server that ignores `stream` answers with one JSON document.
-        let is_sse = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !is_sse {
-            let bytes = self.transport.read_body(&url, response).await?;
-            let v: Value = serde_json::from_slice(&bytes).map_err(|e| LlmError::Decode {
-                url: url.clone(),
-                message: format!("not JSON: {e}"),
-            })?;
-            let r = parse_response(&v).map_err(|message| LlmError::Decode {
-                url: url.clone(),
-                message,
-            })?;
-            if !r.message.text.is_empty() {
-                on_text(&r.message.text);
-            }
-            return Ok(r);
-        }
+        let response = match self
+            .transport
+            .unstreamed(&url, response, parse_response, on_text)
+            .await
+        {
+            Ok(answer) => return answer,
+            Err(stream) => stream,
+        };
         let mut sse = Sse::new(response);
         let mut acc = Accumulator::default();
         let mut done = false;
