@@ -11,8 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench binary
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,9 +22,12 @@ use klaw_engine::llm::Model;
 use klaw_engine::{Config, Engine};
 use serde_json::{Value, json};
 
+#[path = "../tests/common/fake_telegram.rs"]
+mod fake_telegram;
 #[path = "../tests/common/scripted.rs"]
 #[allow(dead_code)]
 mod scripted;
+use fake_telegram::FakeTelegram;
 use scripted::{Reply, ScriptedServer};
 
 fn cache() -> PathBuf {
@@ -155,27 +158,11 @@ fn chat_cold_start() {
 }
 
 fn run_memory() {
-    let dir = cache().join("node22/node_modules");
-    let node = dir.join(".bin/node");
-    if !dir.join("telegram-test-api").exists() {
+    let Some(fake) = FakeTelegram::start(&cache()) else {
         println!("run memory: telegram-test-api is missing (scripts/setup-test-tools.sh)");
         return;
-    }
-    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/telegram/start.js");
-    let mut fake = Command::new(node)
-        .arg(launcher)
-        .arg("0")
-        .env("NODE_PATH", &dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(fake.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().strip_prefix("listening ").unwrap().to_owned();
-    let tg = format!("http://127.0.0.1:{port}");
+    };
+    let tg = fake.url.clone();
     let model = ScriptedServer::respond(|_| answer("ok"));
     let home = tempfile::tempdir().unwrap();
     let chats: Vec<String> = (1..=10).map(|i| format!("telegram_{i}")).collect();
@@ -230,8 +217,7 @@ fn run_memory() {
     );
     let _ = run.kill();
     let _ = run.wait();
-    let _ = fake.kill();
-    let _ = fake.wait();
+    drop(fake);
 }
 
 fn main() {

@@ -210,10 +210,9 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// An agent with the engine's configured model (`llm`) and the history in
+    /// An agent asking `model` (e.g. [`Model::from_config`]) with the history in
     /// `<dataDir>/agent.db`.
-    pub fn new(engine: Engine) -> Result<Self, AgentError> {
-        let model = Model::from_config(&engine.config().raw.llm, None)?;
+    pub fn new(engine: Engine, model: Model) -> Result<Self, AgentError> {
         let path = engine.config().data_dir.join("agent.db");
         let history = History::open(&path).map_err(AgentError::History)?;
         Ok(Self::with_model(engine, model, Arc::new(history)))

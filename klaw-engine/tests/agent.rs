@@ -73,6 +73,15 @@ fn tool_messages(r: &Recorded) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The content of the tool message answering call `id`.
+fn result_of<'a>(results: &'a [(String, String)], id: &str) -> &'a str {
+    results
+        .iter()
+        .find(|(i, _)| i == id)
+        .map(|(_, c)| c.as_str())
+        .unwrap_or_else(|| panic!("no result for the call {id}: {results:?}"))
+}
+
 #[test]
 fn a_tool_call_then_an_answer() {
     let server = ScriptedServer::script(vec![
@@ -147,13 +156,7 @@ fn parallel_calls_errors_and_malformed_arguments_go_back_to_the_model() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "Done, with what worked.\n");
     let results = tool_messages(&server.requests()[1]);
-    let by_id = |id: &str| {
-        results
-            .iter()
-            .find(|(i, _)| i == id)
-            .map(|(_, c)| c.as_str())
-            .unwrap()
-    };
+    let by_id = |id: &str| result_of(&results, id);
     assert!(by_id("a").contains("UTC"));
     assert!(by_id("b").contains("unknown time zone"), "{}", by_id("b"));
     assert!(by_id("c").contains("not valid JSON"), "{}", by_id("c"));
@@ -481,13 +484,7 @@ fn send_message_goes_through_the_gateway_whitelist() {
         stdout(&o)
     );
     let results = tool_messages(&server.requests()[1]);
-    let by_id = |id: &str| {
-        results
-            .iter()
-            .find(|(i, _)| i == id)
-            .map(|(_, c)| c.as_str())
-            .unwrap()
-    };
+    let by_id = |id: &str| result_of(&results, id);
     assert!(by_id("a").contains("\"success\": true"), "{}", by_id("a"));
     assert!(
         by_id("b").contains("telegram_7") && by_id("b").contains("allowedChatIds"),

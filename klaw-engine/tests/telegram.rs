@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,26 +14,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 mod common;
+use common::fake_telegram::FakeTelegram;
 use common::scripted::{Reply, ScriptedServer};
 use common::{cache, engine};
 
 const TOKEN: &str = "123:ABC";
-
-/// Node 22 and its modules, when `scripts/setup-test-tools.sh` installed them.
-fn node() -> Option<(PathBuf, PathBuf)> {
-    let dir = cache().join("node22/node_modules");
-    let node = dir.join(".bin/node");
-    if dir.join("telegram-test-api").exists() && node.exists() {
-        return Some((node, dir));
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "telegram-test-api is not installed under {}: run scripts/setup-test-tools.sh",
-        dir.display()
-    );
-    eprintln!("skipped: telegram-test-api is not installed (scripts/setup-test-tools.sh)");
-    None
-}
 
 /// A child process killed when dropped.
 struct Killed(Child);
@@ -85,30 +69,15 @@ fn last_user(body: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telegram_chats_on_the_whitelist_get_answers() {
-    let Some((node, modules)) = node() else {
+    let Some(fake) = FakeTelegram::start(&cache()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "telegram-test-api is missing"
+        );
         return;
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let launcher = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/telegram/start.js");
-    let mut fake = Command::new(node)
-        .arg(launcher)
-        .arg("0")
-        .env("NODE_PATH", &modules)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(fake.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line
-        .trim()
-        .strip_prefix("listening ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("the fake Telegram said {line:?}"));
-    let _fake = Killed(fake);
-    let tg = format!("http://127.0.0.1:{port}");
+    let tg = fake.url.clone();
 
     let model = ScriptedServer::respond(|r| {
         let user = last_user(&r.body);

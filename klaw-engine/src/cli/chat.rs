@@ -111,12 +111,10 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
     };
     super::call::with_engine(config, |engine| async move {
         let interactive = std::io::stdin().is_terminal();
-        let history_path = engine.config().data_dir.join("agent.db");
-        let history = match crate::agent::History::open(&history_path) {
-            Ok(h) => Arc::new(h),
-            Err(e) => return super::fail(&e),
+        let agent = match Agent::new(engine.clone(), model) {
+            Ok(a) => a.streaming(interactive),
+            Err(e) => return super::fail(&e.to_string()),
         };
-        let agent = Agent::with_model(engine.clone(), model, history).streaming(interactive);
         // send_message reaches the gateway's channels from the console too.
         let gateway = match crate::gateway::Gateway::from_config(&engine) {
             Ok(g) => g,

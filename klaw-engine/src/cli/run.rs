@@ -13,7 +13,7 @@ use klaw_tools::Caller;
 use tokio_util::sync::CancellationToken;
 
 use crate::Config;
-use crate::agent::{Agent, History, RefuseApproval, install_approval};
+use crate::agent::{Agent, RefuseApproval, install_approval};
 use crate::gateway::{Gateway, Incoming};
 use crate::llm::Model;
 
@@ -87,10 +87,9 @@ pub(crate) fn run(config: Config) -> ExitCode {
         drop(inbox);
         let agent = match model {
             Some(model) => {
-                let path = engine.config().data_dir.join("agent.db");
-                let agent = match History::open(&path) {
-                    Ok(h) => Agent::with_model(engine.clone(), model, Arc::new(h)),
-                    Err(e) => return super::fail(&e),
+                let agent = match Agent::new(engine.clone(), model) {
+                    Ok(a) => a,
+                    Err(e) => return super::fail(&e.to_string()),
                 };
                 if let Err(e) = crate::agent::subagent::register(&agent, Some(gateway.clone())) {
                     return super::fail(&e);

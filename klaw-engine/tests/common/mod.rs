@@ -32,4 +32,5 @@ pub(crate) fn stdout(o: &Output) -> String {
 pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+pub(crate) mod fake_telegram;
 pub(crate) mod scripted;
