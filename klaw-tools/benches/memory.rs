@@ -113,6 +113,7 @@ fn save(index: &Index, texts: &[String]) {
             content: t.clone(),
             source: "memory_save".to_string(),
             created_at: None,
+            context: None,
         })
         .collect();
     black_box(index.save_all(&docs).unwrap());

@@ -26,6 +26,7 @@ fn doc(content: &str) -> Document {
         content: content.into(),
         source: "test".into(),
         created_at: Some(1_700_000_000),
+        context: None,
     }
 }
 

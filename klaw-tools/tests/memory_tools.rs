@@ -84,6 +84,20 @@ async fn bad_arguments_are_refused_before_the_model_is_loaded() {
         )
         .await;
     invalid(&e, "/value", "memory_core_delete");
+    let e = kit
+        .call_err(
+            "memory_search",
+            json!({"query": "tea", "from": "last week"}),
+        )
+        .await;
+    invalid(&e, "/from", "use YYYY-MM-DD");
+    let e = kit
+        .call_err(
+            "memory_search",
+            json!({"query": "tea", "from": "2024-05-02", "to": "2024-05-01"}),
+        )
+        .await;
+    invalid(&e, "/to", "before `from`");
     // Nothing reached the data directory.
     assert!(!kit.data_dir().join("memory.sqlite").exists());
 }
@@ -165,6 +179,23 @@ async fn save_then_search_in_every_mode_and_across_languages() {
     assert_eq!(first["source"], "manual");
     assert_eq!(first["foundBy"], "both");
     assert!(found["count"].as_u64().unwrap() <= 10);
+
+    // A period: everything was saved today, so a day long ago finds nothing, and from
+    // that day on finds it all.
+    let found = kit
+        .call_ok(
+            "memory_search",
+            json!({"query": "зелёный чай", "from": "2001-01-01", "to": "2001-01-01"}),
+        )
+        .await;
+    assert_eq!(found["count"], 0, "{found}");
+    let found = kit
+        .call_ok(
+            "memory_search",
+            json!({"query": "зелёный чай", "from": "2001-01-01"}),
+        )
+        .await;
+    assert!(found["count"].as_u64().unwrap() >= 1, "{found}");
 }
 
 #[tokio::test]

@@ -117,6 +117,7 @@ fn run() -> Results {
             content: n.text.clone(),
             source: n.id.clone(),
             created_at: Some(1_700_000_000),
+            context: None,
         })
         .collect();
     let report = index.save_all(&docs).unwrap();

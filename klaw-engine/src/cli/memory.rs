@@ -358,6 +358,7 @@ impl Importer<'_> {
             content: text,
             source: path.display().to_string(),
             created_at,
+            context: None,
         })
     }
 
@@ -410,6 +411,7 @@ impl Importer<'_> {
                 content: parsed.content,
                 source,
                 created_at,
+                context: None,
             })?;
         }
         Ok(())

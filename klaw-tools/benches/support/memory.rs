@@ -257,6 +257,7 @@ fn chunk(content: String, vector: Vec<f32>) -> NewChunk {
         content,
         source: "bench".to_string(),
         created_at: Some(1_700_000_000),
+        context: None,
         vector,
     }
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
 use super::fuse::Weights;
-use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, StoreError, fuse_hits};
+use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, StoreError, fuse_hits};
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
@@ -135,6 +135,9 @@ pub struct Document {
     pub source: String,
     /// Unix seconds; `None` means now.
     pub created_at: Option<i64>,
+    /// Embedded with each of its chunks, not shown or searched by words: what makes the
+    /// text understood (a conversation turn's previous turn and date, say).
+    pub context: Option<String>,
 }
 
 /// What [`Index::save`] did.
@@ -324,6 +327,7 @@ impl Index {
                     content: c,
                     source: d.source.clone(),
                     created_at: d.created_at,
+                    context: d.context.clone(),
                     vector: Vec::new(),
                 });
             }
@@ -343,21 +347,33 @@ impl Index {
     /// outside the store's lock; in `hybrid` mode the text side is searched meanwhile, on
     /// this thread, while another embeds the query.
     pub fn search(&self, query: &str, k: usize, mode: SearchMode) -> Result<Vec<Hit>, MemoryError> {
+        self.search_in(query, k, mode, Period::default())
+    }
+
+    /// [`search`](Self::search) among the chunks of `period` (by their time, see
+    /// [`Document::created_at`]).
+    pub fn search_in(
+        &self,
+        query: &str,
+        k: usize,
+        mode: SearchMode,
+        period: Period,
+    ) -> Result<Vec<Hit>, MemoryError> {
         let embed = || -> Result<Vec<f32>, MemoryError> {
             let mut v = self.embedder.embed_queries(&[query])?;
             v.pop()
                 .ok_or_else(|| EmbedError::Inference("no vector for the query".into()).into())
         };
         match mode {
-            SearchMode::Text => Ok(self.store().search_text(query, k)?),
+            SearchMode::Text => Ok(self.store().search_text_in(query, k, period)?),
             SearchMode::Vector => {
                 let v = embed()?;
-                Ok(self.store().search_vector(&v, k)?)
+                Ok(self.store().search_vector_in(&v, k, period)?)
             }
             SearchMode::Hybrid => std::thread::scope(|s| {
                 // without a thread (the OS refused one), one after the other
                 let vector = std::thread::Builder::new().spawn_scoped(s, embed).ok();
-                let text = self.store().hybrid_text_side(query, k);
+                let text = self.store().hybrid_text_side(query, k, period);
                 let vector = match vector {
                     Some(handle) => handle
                         .join()
@@ -365,7 +381,7 @@ impl Index {
                     None => embed()?,
                 };
                 let text = text?;
-                let vecs = self.store().search_vector(&vector, k)?;
+                let vecs = self.store().search_vector_in(&vector, k, period)?;
                 Ok(fuse_hits(text, vecs, k, self.weights))
             }),
         }
@@ -440,6 +456,7 @@ impl Index {
                     content: c.content.clone(),
                     source: c.source.clone(),
                     created_at: None,
+                    context: None,
                     vector: Vec::new(),
                 })
                 .collect();
@@ -487,7 +504,8 @@ impl Index {
         let total = chunks.len();
         let mut done = 0;
         for batch in chunks.chunks_mut(batch) {
-            let texts: Vec<&str> = batch.iter().map(|c| c.content.as_str()).collect();
+            let texts: Vec<String> = batch.iter().map(NewChunk::embed_text).collect();
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = self.embedder.embed_passages(&texts)?;
             for (c, v) in batch.iter_mut().zip(vectors) {
                 c.vector = v;

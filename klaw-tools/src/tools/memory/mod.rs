@@ -39,7 +39,7 @@ pub use index::{
 };
 pub use save::{MAX_SAVE_BYTES, MAX_SOURCE_CHARS, MemorySaved, memory_save};
 pub use search::{MAX_QUERY_CHARS, MAX_TOP_K, MemoryHit, MemorySearchResults, memory_search};
-pub use store::{Hit, StoreError};
+pub use store::{Hit, Period, StoreError};
 
 /// Not an API: the internals the benches under `benches/` measure on their own (a store
 /// filled with chosen vectors, a search with a ready query vector, the vectors'

@@ -94,6 +94,7 @@ pub async fn memory_save(
             content,
             source,
             created_at: None,
+            context: None,
         };
         let r = memory
             .memory(&ctx)?

@@ -65,8 +65,53 @@ pub struct NewChunk {
     pub source: String,
     /// Unix seconds; `None` means now.
     pub created_at: Option<i64>,
+    /// Text that is embedded with the chunk but neither shown nor searched by words: what
+    /// makes it understood (a conversation turn's previous turn, its date). Re-embedding
+    /// uses it again.
+    pub context: Option<String>,
     /// Its embedding, `dims` long (normalised by the store).
     pub vector: Vec<f32>,
+}
+
+impl NewChunk {
+    /// What the model embeds for this chunk: [`embed_text`] of its content and context.
+    pub fn embed_text(&self) -> String {
+        embed_text(&self.content, self.context.as_deref())
+    }
+}
+
+/// What the model embeds for a chunk: its context (if any) on a line before its content.
+pub(super) fn embed_text(content: &str, context: Option<&str>) -> String {
+    match context {
+        Some(c) if !c.is_empty() => format!("{c}\n{content}"),
+        _ => content.to_owned(),
+    }
+}
+
+/// A span of time a search is limited to, in Unix seconds: `from` inclusive, `to`
+/// exclusive; `None` leaves that side open. The default is all time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Period {
+    /// The earliest time kept.
+    pub from: Option<i64>,
+    /// The first time no longer kept.
+    pub to: Option<i64>,
+}
+
+impl Period {
+    /// Whether the period is all time.
+    pub fn is_all(&self) -> bool {
+        self.from.is_none() && self.to.is_none()
+    }
+
+    /// Whether `t` (Unix seconds) is in it.
+    pub fn contains(&self, t: i64) -> bool {
+        self.from.is_none_or(|f| t >= f) && self.to.is_none_or(|e| t < e)
+    }
+
+    fn bounds(&self) -> (i64, i64) {
+        (self.from.unwrap_or(i64::MIN), self.to.unwrap_or(i64::MAX))
+    }
 }
 
 /// What [`MemoryStore::insert`] did.
@@ -104,12 +149,16 @@ pub struct MemoryStore {
     cache: RefCell<Option<VectorCache>>,
 }
 
-/// The SHA-256 of a chunk's text, hex: how exact duplicates are recognised.
-pub(super) fn content_hash(content: &str) -> String {
-    Sha256::digest(content.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// The SHA-256 of a chunk's text, hex: how exact duplicates are recognised. A chunk with
+/// a context hashes both (the same short reply in two conversations is two memories).
+pub(super) fn content_hash(content: &str, context: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    h.update(content.as_bytes());
+    if let Some(c) = context.filter(|c| !c.is_empty()) {
+        h.update([0u8]);
+        h.update(c.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn normalised(v: &[f32], dims: usize) -> Result<Vec<u8>, StoreError> {
@@ -242,12 +291,23 @@ impl MemoryStore {
                  content TEXT NOT NULL,
                  source TEXT NOT NULL,
                  created_at INTEGER NOT NULL,
-                 content_hash TEXT NOT NULL UNIQUE
+                 content_hash TEXT NOT NULL UNIQUE,
+                 context TEXT
              );
+             CREATE INDEX IF NOT EXISTS chunks_created_at ON chunks (created_at);
              CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
                  content, stems, tokenize = 'unicode61 remove_diacritics 2'
              );",
         )?;
+        // Made before chunks had a context: add the column (no chunk has one).
+        let has_context: bool = tx.query_row(
+            "SELECT count(*) FROM pragma_table_info('chunks') WHERE name = 'context'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_context {
+            tx.execute_batch("ALTER TABLE chunks ADD COLUMN context TEXT;")?;
+        }
         let stored_fp = read_meta(&tx, "fingerprint")?;
         let stored_dims = read_meta(&tx, "dims")?;
         let requested = format!("{fingerprint} ({} dims)", self.dims);
@@ -332,19 +392,21 @@ impl MemoryStore {
         let mut report = InsertReport::default();
         let changes = {
             let mut ins = tx.prepare(
-                "INSERT INTO chunks (content, source, created_at, content_hash)
-                 VALUES (?1, ?2, coalesce(?3, unixepoch()), ?4)
+                "INSERT INTO chunks (content, source, created_at, content_hash, context)
+                 VALUES (?1, ?2, coalesce(?3, unixepoch()), ?4, ?5)
                  ON CONFLICT (content_hash) DO NOTHING",
             )?;
             let mut fts =
                 tx.prepare("INSERT INTO chunks_fts (rowid, content, stems) VALUES (?1, ?2, ?3)")?;
             let mut vec = VecWriter::new(&tx)?;
             for (c, v) in chunks.iter().zip(&vectors) {
+                let context = c.context.as_deref().filter(|x| !x.is_empty());
                 let n = ins.execute(params![
                     c.content,
                     c.source,
                     c.created_at,
-                    content_hash(&c.content)
+                    content_hash(&c.content, context),
+                    context
                 ])?;
                 if n == 0 {
                     report.duplicates += 1;
@@ -413,13 +475,17 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// Chunks that have no vector (after [`MemoryStore::open_reembed`]), as `(id, content)`.
+    /// Chunks that have no vector (after [`MemoryStore::open_reembed`]), as `(id, text to
+    /// embed)` ([`embed_text`]: the content, after its context if it has one).
     pub fn chunks_without_vectors(&self) -> Result<Vec<(i64, String)>, StoreError> {
         let mut st = self.conn.prepare(
-            "SELECT id, content FROM chunks
+            "SELECT id, content, context FROM chunks
              WHERE id NOT IN (SELECT rowid FROM chunks_vec) ORDER BY id",
         )?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = st.query_map([], |r| {
+            let (content, context): (String, Option<String>) = (r.get(1)?, r.get(2)?);
+            Ok((r.get(0)?, embed_text(&content, context.as_deref())))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -446,9 +512,19 @@ impl MemoryStore {
     /// Full-text search: the best `k` chunks by bm25 over their words and stems. A query
     /// with no words gives no hits; no query is an FTS5 syntax error.
     pub fn search_text(&self, query: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
+        self.search_text_in(query, k, Period::default())
+    }
+
+    /// [`search_text`](Self::search_text) among the chunks of `period`.
+    pub fn search_text_in(
+        &self,
+        query: &str,
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
         let k = k.min(MAX_K);
         match fts::match_query(query) {
-            Some(m) => self.search_fts(&m, k),
+            Some(m) => self.search_fts(&m, k, period),
             None => Ok(Vec::new()),
         }
     }
@@ -456,15 +532,29 @@ impl MemoryStore {
     /// The best `k` chunks matching the FTS5 expression `m` by bm25. The chunks' rows are
     /// read for those `k` only (ranking in a subquery): a common word matches tens of
     /// thousands of chunks.
-    fn search_fts(&self, m: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
+    fn search_fts(&self, m: &str, k: usize, period: Period) -> Result<Vec<Hit>, StoreError> {
+        if period.is_all() {
+            let mut st = self.conn.prepare_cached(&format!(
+                "SELECT {HIT_COLUMNS}, f.s
+                 FROM (SELECT rowid, -bm25(chunks_fts) AS s FROM chunks_fts
+                       WHERE chunks_fts MATCH ?1 ORDER BY s DESC, rowid LIMIT ?2) f
+                 JOIN chunks c ON c.id = f.rowid
+                 ORDER BY f.s DESC, c.id"
+            ))?;
+            let rows = st.query_map(params![m, k as i64], |r| hit(r, FoundBy::Text))?;
+            return Ok(rows.collect::<Result<_, _>>()?);
+        }
+        let (from, to) = period.bounds();
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT {HIT_COLUMNS}, f.s
              FROM (SELECT rowid, -bm25(chunks_fts) AS s FROM chunks_fts
-                   WHERE chunks_fts MATCH ?1 ORDER BY s DESC, rowid LIMIT ?2) f
+                   WHERE chunks_fts MATCH ?1 AND rowid IN
+                       (SELECT id FROM chunks WHERE created_at >= ?3 AND created_at < ?4)
+                   ORDER BY s DESC, rowid LIMIT ?2) f
              JOIN chunks c ON c.id = f.rowid
              ORDER BY f.s DESC, c.id"
         ))?;
-        let rows = st.query_map(params![m, k as i64], |r| hit(r, FoundBy::Text))?;
+        let rows = st.query_map(params![m, k as i64, from, to], |r| hit(r, FoundBy::Text))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -476,6 +566,16 @@ impl MemoryStore {
     /// (ties by id). The copy is loaded on the first call, and again after another
     /// connection changed the database.
     pub fn search_vector(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
+        self.search_vector_in(vector, k, Period::default())
+    }
+
+    /// [`search_vector`](Self::search_vector) among the chunks of `period`.
+    pub fn search_vector_in(
+        &self,
+        vector: &[f32],
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
         let blob = normalised(vector, self.dims)?;
         let k = k.min(MAX_K);
         if k == 0 {
@@ -483,7 +583,19 @@ impl MemoryStore {
         }
         let query = floats(&blob);
         let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
-        let candidates = self.with_cache(|c| c.candidates(&query, wanted))?;
+        let candidates = if period.is_all() {
+            self.with_cache(|c| c.candidates(&query, wanted))?
+        } else {
+            let (from, to) = period.bounds();
+            let mut st = self.conn.prepare_cached(
+                "SELECT id FROM chunks WHERE created_at >= ?1 AND created_at < ?2",
+            )?;
+            let ids: std::collections::HashSet<i64> = st
+                .query_map(params![from, to], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            let keep = |id: i64| ids.contains(&id);
+            self.with_cache(|c| c.candidates_among(&query, wanted, Some(&keep)))?
+        };
         let mut scored: Vec<(f64, i64)> = Vec::with_capacity(candidates.len());
         {
             let mut get = self
@@ -619,7 +731,7 @@ impl MemoryStore {
         k: usize,
         weights: Weights,
     ) -> Result<Vec<Hit>, StoreError> {
-        let text = self.hybrid_text_side(query, k)?;
+        let text = self.hybrid_text_side(query, k, Period::default())?;
         let vecs = self.search_vector(vector, k)?;
         Ok(fuse_hits(text, vecs, k, weights))
     }
@@ -634,12 +746,18 @@ impl MemoryStore {
     /// The rule is an FTS5 expression ([`fts::min_should_match`]), so only those chunks
     /// are ranked; for a query of more than [`fts::MAX_MIN_SHOULD_MATCH_TERMS`] words the
     /// best `k` of all are filtered with [`fts::coverage`] instead.
-    pub fn hybrid_text_side(&self, query: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
+    /// Only chunks of `period` count.
+    pub fn hybrid_text_side(
+        &self,
+        query: &str,
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
         let terms = fts::query_terms(query);
         if let Some(m) = fts::min_should_match(&terms) {
-            return self.search_fts(&m, k.min(MAX_K));
+            return self.search_fts(&m, k.min(MAX_K), period);
         }
-        let mut text = self.search_text(query, k)?;
+        let mut text = self.search_text_in(query, k, period)?;
         text.retain(|h| {
             let (share, code) = fts::coverage(&terms, &h.content);
             share > HYBRID_MIN_COVERAGE || code

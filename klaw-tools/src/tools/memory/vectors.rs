@@ -267,9 +267,25 @@ impl VectorCache {
     /// The ids of the (about) `r` vectors nearest to `query` (unit length, `dims` long),
     /// best first, by the bits and then int8: candidates for exact re-scoring.
     pub fn candidates(&mut self, query: &[f32], r: usize) -> Vec<i64> {
+        self.candidates_among(query, r, None)
+    }
+
+    /// [`candidates`](Self::candidates) among the vectors whose id `keep` accepts (a
+    /// search within a period, say); `None`: among all.
+    pub fn candidates_among(
+        &mut self,
+        query: &[f32],
+        r: usize,
+        keep: Option<&(dyn Fn(i64) -> bool + Sync)>,
+    ) -> Vec<i64> {
         let n = self.ids.len();
         if n == 0 || r == 0 {
             return Vec::new();
+        }
+        if let Some(keep) = keep {
+            // Few enough after the filter (a period is usually narrow): int8 over them all.
+            let pool: Vec<usize> = (0..n).filter(|&i| keep(self.ids[i])).collect();
+            return self.rank_int8(query, r, pool);
         }
         let pool: Vec<usize> = if n > self.full_scan_up_to {
             if self.center.is_empty() || n > 2 * self.centered_at {
@@ -292,6 +308,12 @@ impl VectorCache {
         } else {
             (0..n).collect()
         };
+        self.rank_int8(query, r, pool)
+    }
+
+    /// The ids of the `r` vectors of `pool` (positions) nearest to `query` by their int8
+    /// codes, best first.
+    fn rank_int8(&self, query: &[f32], r: usize, pool: Vec<usize>) -> Vec<i64> {
         let (q, _) = quantize(query);
         let d = self.dims;
         let (codes, scales) = (&self.codes, &self.scales);
@@ -429,6 +451,22 @@ mod tests {
         }
         assert_eq!(c.candidates(&unit(1000, 16), 1), vec![7]);
         assert!(!c.candidates(&unit(0, 16), 100).contains(&0));
+    }
+
+    #[test]
+    fn a_filter_keeps_only_the_ids_it_accepts_nearest_first() {
+        let mut c = VectorCache::with_full_scan_up_to(16, 0, 8);
+        let vs: Vec<(i64, Vec<f32>)> = (0..40).map(|i| (i, random_unit(i as u64, 16))).collect();
+        for (id, v) in &vs {
+            c.insert(*id, v);
+        }
+        let even = |id: i64| id % 2 == 0;
+        let got = c.candidates_among(&vs[6].1, 5, Some(&even));
+        assert_eq!(got.len(), 5);
+        assert_eq!(got[0], 6, "the query's own vector first");
+        assert!(got.iter().all(|id| even(*id)), "{got:?}");
+        let odd_one = |id: i64| id == 7;
+        assert_eq!(c.candidates_among(&vs[6].1, 5, Some(&odd_one)), vec![7]);
     }
 
     #[test]

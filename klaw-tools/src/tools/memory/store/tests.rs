@@ -20,6 +20,7 @@ fn chunk(content: &str, v: Vec<f32>) -> NewChunk {
         source: "test".to_string(),
         created_at: Some(1_700_000_000), // 2023-11-14 22:13:20 UTC
         vector: v,
+        context: None,
     }
 }
 
@@ -531,7 +532,11 @@ fn the_hybrid_text_side_keeps_chunks_with_more_than_half_of_the_words() {
     };
     // six words (the FTS5 expression): chunks with 4, 5 or 6 of them, the most first
     let six = store
-        .hybrid_text_side("alpha bravo charlie delta echo foxtrot", 10)
+        .hybrid_text_side(
+            "alpha bravo charlie delta echo foxtrot",
+            10,
+            Period::default(),
+        )
         .unwrap();
     assert_eq!(
         words.iter().filter(|w| six[0].content.contains(*w)).count(),
@@ -540,7 +545,146 @@ fn the_hybrid_text_side_keeps_chunks_with_more_than_half_of_the_words() {
     assert_eq!(holds(six), [4, 5, 6]);
     // seven words (the filter on the plain OR's best): the same rule
     let seven = store
-        .hybrid_text_side("alpha bravo charlie delta echo foxtrot zulu", 10)
+        .hybrid_text_side(
+            "alpha bravo charlie delta echo foxtrot zulu",
+            10,
+            Period::default(),
+        )
         .unwrap();
     assert_eq!(holds(seven), [3, 4, 5, 6]);
+}
+
+#[test]
+fn a_period_limits_every_side_of_the_search() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let at = |content: &str, v: Vec<f32>, t: i64| NewChunk {
+        created_at: Some(t),
+        ..chunk(content, v)
+    };
+    // May 2023, June 2023, July 2023 (UTC), all about a trip
+    store
+        .insert(&[
+            at("Trip to Lisbon planned", unit(0), 1_683_000_000),
+            at("Trip to Lisbon booked", unit(1), 1_686_000_000),
+            at("Trip to Lisbon cancelled", unit(2), 1_689_000_000),
+        ])
+        .unwrap();
+    let june = Period {
+        from: Some(1_685_577_600), // 2023-06-01
+        to: Some(1_688_169_600),   // 2023-07-01
+    };
+    let contents = |hits: Vec<Hit>| hits.into_iter().map(|h| h.content).collect::<Vec<_>>();
+    assert_eq!(
+        contents(store.search_text_in("trip lisbon", 10, june).unwrap()),
+        ["Trip to Lisbon booked"]
+    );
+    // the nearest vector is May's, but only June's is in the period
+    assert_eq!(
+        contents(store.search_vector_in(&unit(0), 10, june).unwrap()),
+        ["Trip to Lisbon booked"]
+    );
+    assert_eq!(
+        contents(store.hybrid_text_side("trip lisbon", 10, june).unwrap()),
+        ["Trip to Lisbon booked"]
+    );
+    let since_june = Period {
+        from: june.from,
+        to: None,
+    };
+    assert_eq!(
+        store.search_text_in("trip", 10, since_june).unwrap().len(),
+        2
+    );
+    assert_eq!(store.search_text("trip", 10).unwrap().len(), 3);
+    let empty = Period {
+        from: Some(0),
+        to: Some(1),
+    };
+    assert!(
+        store
+            .search_vector_in(&unit(0), 10, empty)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_context_is_embedded_again_but_neither_shown_nor_searched_by_words() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let with_context = |content: &str, context: &str, v| NewChunk {
+        context: Some(context.to_owned()),
+        ..chunk(content, v)
+    };
+    let r = store
+        .insert(&[
+            with_context(
+                "Yes, the blue one.",
+                "Sam: Which jacket did you buy?",
+                unit(0),
+            ),
+            // the same reply to another question is another memory
+            with_context(
+                "Yes, the blue one.",
+                "Sam: Which car did you rent?",
+                unit(1),
+            ),
+            with_context(
+                "Yes, the blue one.",
+                "Sam: Which car did you rent?",
+                unit(1),
+            ),
+        ])
+        .unwrap();
+    assert_eq!((r.inserted, r.duplicates), (2, 1));
+    assert!(store.search_text("jacket", 10).unwrap().is_empty());
+    let hits = store.search_vector(&unit(0), 1).unwrap();
+    assert_eq!(hits[0].content, "Yes, the blue one.");
+    drop(store);
+    // another model: the text re-embedded is the context and the content
+    let store = MemoryStore::open_reembed(&path, DIMS, "sha256:other").unwrap();
+    let mut texts: Vec<String> = store
+        .chunks_without_vectors()
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        [
+            "Sam: Which car did you rent?\nYes, the blue one.",
+            "Sam: Which jacket did you buy?\nYes, the blue one."
+        ]
+    );
+}
+
+#[test]
+fn a_database_made_before_contexts_gets_the_column_and_keeps_its_chunks() {
+    let (_d, path) = db();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE chunks (
+                 id INTEGER PRIMARY KEY, content TEXT NOT NULL, source TEXT NOT NULL,
+                 created_at INTEGER NOT NULL, content_hash TEXT NOT NULL UNIQUE
+             );
+             INSERT INTO chunks VALUES (1, 'old note', 'manual', 1700000000, 'h');",
+        )
+        .unwrap();
+    }
+    let mut store = MemoryStore::open_reembed(&path, DIMS, FP).unwrap();
+    assert_eq!(
+        store.chunks_without_vectors().unwrap(),
+        [(1, "old note".to_owned())]
+    );
+    store.set_vectors(&[(1, unit(0))]).unwrap();
+    store
+        .insert(&[NewChunk {
+            context: Some("before".into()),
+            ..chunk("new note", unit(1))
+        }])
+        .unwrap();
+    assert_eq!(store.len().unwrap(), 2);
 }
