@@ -193,6 +193,106 @@ fn import_files_directories_and_jsonl_then_search() {
 }
 
 #[test]
+fn import_conversations_and_exports_then_search_by_date() {
+    let env = Env::new();
+    let dir = env.home().join("chats");
+    std::fs::create_dir_all(dir.join("tg")).unwrap();
+    // JSON Lines turns: the short reply is found with the question it answers.
+    std::fs::write(
+        dir.join("friends.jsonl"),
+        [
+            r#"{"id": "b1.01", "session": "b1", "speaker": "Sam", "text": "Which jacket did you buy in the end?", "created_at": "2024-03-02T19:05:00+00:00"}"#,
+            r#"{"id": "b1.02", "session": "b1", "speaker": "Priya", "text": "Yes, the blue one, 38 euros.", "created_at": "2024-03-02T19:06:00+00:00"}"#,
+            r#"{"speaker": "Sam", "text": ""}"#,
+            r#"{"id": "b2.01", "session": "b2", "speaker": "Priya", "text": "The Lisbon trip moved to June.", "created_at": "2024-05-10T10:00:00+00:00"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("conversations.json"),
+        r#"[{"title": "Plants", "conversation_id": "c9", "create_time": 1700000000, "current_node": "n2",
+            "mapping": {"n1": {"parent": null, "message": {"id": "m1", "author": {"role": "user"}, "content": {"parts": ["How often should I water a ficus?"]}}},
+                        "n2": {"parent": "n1", "message": {"id": "m2", "author": {"role": "assistant"}, "content": {"parts": ["Once a week, when the top soil is dry."]}}}}}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("tg/result.json"),
+        r#"{"name": "Oleg", "type": "personal_chat", "id": 7, "messages": [
+            {"id": 1, "type": "message", "date": "2023-08-01T09:00:00", "date_unixtime": "1690880400", "from": "Oleg", "text": ["Код от домофона ", {"type": "code", "text": "4417"}]}]}"#,
+    )
+    .unwrap();
+    // a .json file that is no export is left alone by a walk ...
+    std::fs::write(dir.join("settings.json"), "{}").unwrap();
+    let out = env.ok(&["memory", "import", dir.to_str().unwrap()]);
+    assert!(
+        out.contains(
+            "imported 3 files: 6 documents, 6 chunks (6 inserted, 0 duplicates), 1 skipped lines"
+        ),
+        "{out}"
+    );
+    // ... and refused when named
+    let o = env.run(&[
+        "memory",
+        "import",
+        dir.join("settings.json").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not a chat export"), "{}", stderr(&o));
+
+    let search = |args: &[&str]| -> Value {
+        let mut all = vec!["memory", "search"];
+        all.extend_from_slice(args);
+        all.push("--json");
+        serde_json::from_str(&env.ok(&all)).unwrap()
+    };
+    let found = search(&["which jacket did Priya buy?", "--top-k", "2"]);
+    let sources: Vec<&str> = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["source"].as_str().unwrap())
+        .collect();
+    assert!(
+        sources.iter().any(|s| s.ends_with("friends.jsonl#b1.02")),
+        "{found}"
+    );
+    let reply = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["source"].as_str().unwrap().ends_with("#b1.02"))
+        .unwrap();
+    assert_eq!(reply["content"], "Priya: Yes, the blue one, 38 euros.");
+    assert_eq!(reply["date"], "2024-03-02");
+
+    let found = search(&["ficus", "--mode", "text"]);
+    assert_eq!(
+        found["results"][0]["source"]
+            .as_str()
+            .unwrap()
+            .rsplit('#')
+            .next(),
+        Some("m1")
+    );
+    let found = search(&["домофон", "--mode", "text"]);
+    assert_eq!(
+        found["results"][0]["content"], "Oleg: Код от домофона 4417",
+        "{found}"
+    );
+    assert_eq!(found["results"][0]["date"], "2023-08-01");
+
+    // a period: only May 2024 has the trip, nothing in 2022
+    let found = search(&["trip", "--from", "2024-05-01", "--to", "2024-05-31"]);
+    assert_eq!(found["count"], 1, "{found}");
+    let found = search(&["trip", "--from", "2022-01-01", "--to", "2022-12-31"]);
+    assert_eq!(found["count"], 0, "{found}");
+    let o = env.run(&["memory", "search", "trip", "--from", "May"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("YYYY-MM-DD"), "{}", stderr(&o));
+}
+
+#[test]
 fn memory_command_errors_and_exit_codes() {
     let env = Env::new();
     // Usage errors: 2.

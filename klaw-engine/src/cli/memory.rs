@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use klaw_tools::ToolError;
+use klaw_tools::tools::memory::conversation::{self, Turn};
 use klaw_tools::tools::memory::{Document, Index, Memory, SaveReport, SearchMode};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -27,9 +28,12 @@ const MAX_IMPORT_FILE: u64 = 64 * 1024 * 1024;
 /// A `memory` subcommand.
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
-    /// Import text into memory: .md, .markdown and .txt files (one document each),
-    /// directories (walked recursively for those and .jsonl), and .jsonl files with
-    /// one {"content", "source"?, "created_at"?} object per line.
+    /// Import text into memory: .md, .markdown and .txt files (one document each);
+    /// .jsonl files with one {"content", "source"?, "created_at"?} document or one
+    /// conversation turn {"speaker", "text", "created_at"?, "session"?, "id"?} per line;
+    /// chat exports (ChatGPT's conversations.json, Telegram Desktop's result.json);
+    /// directories, walked recursively for all of these. Each conversation turn is
+    /// embedded with its date and the turn before it.
     Import {
         /// Files and directories to import.
         #[arg(required = true)]
@@ -45,6 +49,12 @@ pub enum MemoryCommand {
         /// hybrid (meaning and words), text (words only) or vector (meaning only).
         #[arg(long, value_parser = parse_mode, default_value = "hybrid")]
         mode: SearchMode,
+        /// Only memories of this date or later (YYYY-MM-DD, or an RFC 3339 time).
+        #[arg(long)]
+        from: Option<String>,
+        /// Only memories of this date or earlier (YYYY-MM-DD, or an RFC 3339 time).
+        #[arg(long)]
+        to: Option<String>,
         /// Print the tool's JSON answer instead of a list.
         #[arg(long)]
         json: bool,
@@ -69,12 +79,23 @@ pub(super) fn run(config: Config, command: MemoryCommand) -> ExitCode {
             query,
             top_k,
             mode,
+            from,
+            to,
             json,
-        } => search(&engine, &query, top_k, mode, json),
+        } => {
+            let mut args = json!({"query": query, "topK": top_k, "mode": mode});
+            for (key, value) in [("from", from), ("to", to)] {
+                if let Some(v) = value {
+                    args[key] = Value::String(v);
+                }
+            }
+            search(&engine, args, json)
+        }
     }
 }
 
-fn search(engine: &Engine, query: &str, top_k: u32, mode: SearchMode, as_json: bool) -> ExitCode {
+/// Calls `memory_search` with `args` and prints its answer.
+fn search(engine: &Engine, args: Value, as_json: bool) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -82,7 +103,6 @@ fn search(engine: &Engine, query: &str, top_k: u32, mode: SearchMode, as_json: b
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    let args = json!({"query": query, "topK": top_k, "mode": mode});
     let answer = match runtime.block_on(engine.call("memory_search", args)) {
         Ok(a) => a,
         Err(e) if e.is_invalid_arguments() => {
@@ -257,13 +277,19 @@ impl Progress {
 enum Kind {
     Text,
     Jsonl,
+    /// A chat export (ChatGPT or Telegram).
+    Export,
 }
+
+/// The exports' own file names: a walk imports these `.json` files and no others.
+const EXPORT_NAMES: [&str; 2] = ["conversations.json", "result.json"];
 
 fn kind(path: &Path) -> Option<Kind> {
     let ext = path.extension()?.to_str()?.to_ascii_lowercase();
     match ext.as_str() {
         "md" | "markdown" | "txt" => Some(Kind::Text),
         "jsonl" => Some(Kind::Jsonl),
+        "json" => Some(Kind::Export),
         _ => None,
     }
 }
@@ -279,6 +305,7 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, Kind, u64)>) -> std::io::Result<()> 
             walk(&path, out)?;
         } else if ty.is_file()
             && let Some(k) = kind(&path)
+            && (k != Kind::Export || EXPORT_NAMES.iter().any(|n| e.file_name() == *n))
         {
             out.push((path, k, e.metadata()?.len()));
         }
@@ -295,7 +322,10 @@ fn inputs(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Kind, u64)>, String> {
             walk(p, &mut files).map_err(|e| format!("{}: {e}", p.display()))?;
         } else {
             let k = kind(p).ok_or_else(|| {
-                format!("{}: not a .md, .markdown, .txt or .jsonl file", p.display())
+                format!(
+                    "{}: not a .md, .markdown, .txt, .jsonl or .json (chat export) file",
+                    p.display()
+                )
             })?;
             files.push((p.clone(), k, meta.len()));
         }
@@ -370,6 +400,9 @@ impl Importer<'_> {
                 return Ok(());
             }
         };
+        // Conversation turns are kept until the file is read: each is saved with the one
+        // before it as context.
+        let mut turns = Vec::new();
         for (i, line) in BufReader::new(file).lines().enumerate() {
             let n = i + 1;
             let line = match line {
@@ -384,7 +417,21 @@ impl Importer<'_> {
             if line.trim().is_empty() {
                 continue;
             }
-            let parsed: Line = match serde_json::from_str(&line) {
+            let value: Value = match serde_json::from_str(&line) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.bad_line(path, n, &e.to_string());
+                    continue;
+                }
+            };
+            if Turn::is_turn(&value) {
+                match Turn::from_line(&value, n) {
+                    Ok(t) => turns.push(t),
+                    Err(why) => self.bad_line(path, n, &why),
+                }
+                continue;
+            }
+            let parsed: Line = match serde_json::from_value(value) {
                 Ok(l) => l,
                 Err(e) => {
                     self.bad_line(path, n, &e.to_string());
@@ -413,6 +460,42 @@ impl Importer<'_> {
                 created_at,
                 context: None,
             })?;
+        }
+        self.turns(path, &turns)
+    }
+
+    /// A ChatGPT or Telegram export: its turns, each with the one before it.
+    fn export_file(&mut self, path: &Path) -> Result<(), ToolError> {
+        let parsed = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string()));
+        let json = match parsed {
+            Ok(j) => j,
+            Err(why) => {
+                self.skip(path, &why);
+                return Ok(());
+            }
+        };
+        let Some(shape) = conversation::export_shape(&json) else {
+            self.skip(
+                path,
+                "not a chat export (ChatGPT's conversations.json or Telegram's result.json)",
+            );
+            return Ok(());
+        };
+        match conversation::parse_export(&json, shape) {
+            Ok(turns) => self.turns(path, &turns),
+            Err(why) => {
+                self.skip(path, &why);
+                Ok(())
+            }
+        }
+    }
+
+    /// Saves a file's conversation turns (sources `<path>#<turn id>`).
+    fn turns(&mut self, path: &Path, turns: &[Turn]) -> Result<(), ToolError> {
+        for doc in conversation::documents(turns, &path.display().to_string()) {
+            self.add(doc)?;
         }
         Ok(())
     }
@@ -460,6 +543,7 @@ fn import(engine: &Engine, paths: &[PathBuf]) -> ExitCode {
             match kind {
                 Kind::Text => imp.text_file(path),
                 Kind::Jsonl => imp.jsonl_file(path),
+                Kind::Export => imp.export_file(path),
             }
         };
         if let Err(e) = saved {

@@ -16,6 +16,7 @@
 //! rules, the fusion and the vectors' in-memory copy behind it are private.
 
 mod chunk;
+pub mod conversation;
 mod core;
 mod embed;
 mod fts;
