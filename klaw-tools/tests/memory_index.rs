@@ -101,7 +101,9 @@ fn an_index_of_another_model_is_reembedded() {
         .search("когда встреча с Анной?", 1, SearchMode::Vector)
         .unwrap();
     assert!(hits[0].content.contains("Anna"));
-    assert!(hits[0].score > 0.5, "{hits:?}");
+    // a cosine, not a fixed value: models differ in scale (e5's unrelated texts score
+    // about 0.7, the Universal Sentence Encoder's about 0.1)
+    assert!(hits[0].score > 0.2, "{hits:?}");
 }
 
 #[test]

@@ -227,7 +227,8 @@ fn run() -> Results {
 
 /// The issue asks for a set "on which hybrid beats FTS-only and vector-only". Hybrid
 /// ranks better than both overall (MRR@10 0.883 vs text 0.643 and vector 0.861 when
-/// written), finds at least as much in the top 5 as each, and is never worse than the
+/// written, with multilingual-e5-small; 0.973 vs 0.643 and 0.956 with the Universal
+/// Sentence Encoder, the default since), finds at least as much in the top 5 as each, and is never worse than the
 /// vector side in any category. Two things make that so (see `hybrid_text_side` in
 /// `src/tools/memory/store.rs`): stop words are left out of the text query, and the text
 /// side counts only chunks with more than half of the query's words or one of its codes;
@@ -265,8 +266,10 @@ fn hybrid_beats_text_only_and_vector_only() {
         r.get("identifier", Mode::Vector).mrr(),
         r.get("identifier", Mode::Hybrid).mrr(),
     );
+    // Codes are where words help: hybrid ranks them better than meaning alone (or both
+    // are perfect, as with the Universal Sentence Encoder).
     assert!(
-        id_hybrid > id_vector,
+        id_hybrid > id_vector || id_hybrid == 1.0,
         "identifier MRR@10: hybrid {id_hybrid:.3}, vector {id_vector:.3}"
     );
 

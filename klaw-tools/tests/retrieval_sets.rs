@@ -22,7 +22,6 @@
 //! the checks that compare models).
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
 
 use klaw_tools::tools::memory::conversation::{self, Turn};
 use klaw_tools::tools::memory::{
@@ -63,9 +62,7 @@ const MODELS: [Model; 3] = [
 ];
 
 fn embedder(m: &Model) -> Embedder {
-    let (default_dir, lib) = EmbedderConfig::default_paths().unwrap_or_else(|e| panic!("{e}"));
-    let dir: PathBuf = default_dir.with_file_name(m.dir);
-    let mut config = EmbedderConfig::load(dir, lib).unwrap_or_else(|e| panic!("{e}"));
+    let mut config = EmbedderConfig::from_cache_model(m.dir).unwrap_or_else(|e| panic!("{e}"));
     if m.symmetric {
         config.passage_prefix = config.query_prefix.clone();
         config.fingerprint += "+symmetric";
@@ -305,6 +302,39 @@ fn models_compared_on_cross_language_notes_and_long_conversations() {
             ));
         }
     }
+    // Both sets together, hybrid (what memory_search does by default).
+    let mut overall: Vec<(&str, Score)> = Vec::new();
+    for ((label, c), (_, v)) in cross
+        .iter()
+        .zip(conv.iter().filter(|(l, _)| !l.contains("without")))
+    {
+        let (a, b) = (
+            c[&("all".to_owned(), "hybrid")],
+            v[&("all".to_owned(), "hybrid")],
+        );
+        overall.push((
+            label,
+            Score {
+                n: a.n + b.n,
+                top1: a.top1 + b.top1,
+                mrr: a.mrr + b.mrr,
+                recall: a.recall + b.recall,
+            },
+        ));
+    }
+    let mut t = String::from(
+        "\nboth sets, hybrid\n\n| model | top-1 | MRR@10 | R@10 |\n|---|---|---|---|\n",
+    );
+    for (label, s) in &overall {
+        t += &format!(
+            "| {label} | {}/{} | {:.3} | {:.3} |\n",
+            s.top1,
+            s.n,
+            s.mrr(),
+            s.recall()
+        );
+    }
+    eprintln!("{t}");
     eprintln!(
         "{}",
         table(
@@ -328,5 +358,95 @@ fn models_compared_on_cross_language_notes_and_long_conversations() {
                 "cross_language"
             ]
         )
+    );
+
+    // Floors: each the value measured when written less a margin (another CPU, another
+    // ONNX Runtime build may move a question or two).
+    let get = |rows: &[(&str, Scores)], label: &str, cat: &str, mode: &'static str| {
+        rows.iter()
+            .find(|(l, _)| *l == label)
+            .map(|(_, s)| s[&(cat.to_owned(), mode)])
+    };
+    let floor = |what: &str, s: Option<Score>, top1: usize, recall: f64| {
+        if let Some(s) = s {
+            assert!(
+                s.top1 >= top1 && s.recall() >= recall,
+                "{what}: top-1 {}/{} (floor {top1}), R@10 {:.3} (floor {recall})",
+                s.top1,
+                s.n,
+                s.recall()
+            );
+        }
+    };
+    let (e5, use3) = ("multilingual-e5-small", "use-multilingual-v3");
+    // measured: e5 34/48 0.96, USE 43/48 0.98
+    floor(
+        "e5 cross-language",
+        get(&cross, e5, "cross_language", "hybrid"),
+        30,
+        0.9,
+    );
+    floor(
+        "USE cross-language",
+        get(&cross, use3, "cross_language", "hybrid"),
+        40,
+        0.9,
+    );
+    // measured: e5 44/48 1.00, USE 38/48 1.00
+    floor(
+        "e5 same-language",
+        get(&cross, e5, "same_language", "hybrid"),
+        40,
+        0.95,
+    );
+    floor(
+        "USE same-language",
+        get(&cross, use3, "same_language", "hybrid"),
+        34,
+        0.95,
+    );
+    // measured: e5 48/137 0.72, USE 42/137 0.72
+    floor(
+        "e5 conversations",
+        get(&conv, e5, "all", "hybrid"),
+        40,
+        0.66,
+    );
+    floor(
+        "USE conversations",
+        get(&conv, use3, "all", "hybrid"),
+        36,
+        0.66,
+    );
+
+    if only.is_some() {
+        return;
+    }
+    // The default model is the best where the issue asked (doc/memory.md): Russian
+    // questions about English notes and back, and the same recall over conversations.
+    let default = EmbedderConfig::from_cache().unwrap().name;
+    assert_eq!(default, use3);
+    let (u, e) = (
+        get(&cross, use3, "cross_language", "hybrid").unwrap(),
+        get(&cross, e5, "cross_language", "hybrid").unwrap(),
+    );
+    assert!(u.top1 >= e.top1 + 4 && u.mrr() > e.mrr(), "{u:?} vs {e:?}");
+    let (u, e) = (
+        get(&conv, use3, "all", "hybrid").unwrap(),
+        get(&conv, e5, "all", "hybrid").unwrap(),
+    );
+    assert!(u.recall() >= e.recall() - 0.04, "{u:?} vs {e:?}");
+    // A turn's context (its date and the turn before) is what makes the Universal
+    // Sentence Encoder find conversations: measured R@10 0.72 with it, 0.58 without.
+    let without = get(
+        &conv,
+        "use-multilingual-v3, turns without context",
+        "all",
+        "hybrid",
+    )
+    .unwrap();
+    assert!(
+        u.recall() >= without.recall() + 0.06,
+        "{u:?} vs {without:?}"
     );
 }

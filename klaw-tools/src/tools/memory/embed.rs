@@ -31,7 +31,7 @@ use tokenizers::Tokenizer;
 /// The ONNX Runtime library `make setup` installs; `ort` 2.0.0-rc.15 (`api-31`) matches it.
 pub(super) const RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
 /// The model `make setup` installs.
-pub(super) const DEFAULT_MODEL: &str = "multilingual-e5-small";
+pub(super) const DEFAULT_MODEL: &str = "use-multilingual-v3";
 /// The model's description, beside `model.onnx` and `tokenizer.json`.
 pub(super) const MODEL_CONFIG: &str = "klaw-model.json";
 
@@ -101,6 +101,20 @@ pub enum TextKind {
     Passage,
 }
 
+/// How token ids reach the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputFormat {
+    /// `input_ids` and `attention_mask` (and `token_type_ids` if the model has it), int64
+    /// `[batch, seq]`, each text padded to the longest of its batch (BERT-style exports).
+    #[default]
+    Padded,
+    /// `token_ids` int32 `[n_tokens]` (every text's ids one after the other) and
+    /// `row_splits` int64 `[batch + 1]` (where each text starts, then the total): no
+    /// padding (the Universal Sentence Encoder's graph after its tokenizer).
+    Ragged,
+}
+
 /// How to find and run an embedding model; [`EmbedderConfig::load`] reads it from the
 /// model's `klaw-model.json`.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +141,8 @@ pub struct EmbedderConfig {
     pub passage_prefix: String,
     /// The output read: `[batch, dims]` (pooled) or `[batch, seq, dims]` (pooled here).
     pub output: String,
+    /// How token ids are fed.
+    pub input: InputFormat,
     /// Identifies model + tokenizer; vectors from different fingerprints do not mix.
     pub fingerprint: String,
     /// ONNX Runtime intra-op threads (0: ONNX Runtime's choice). Spinning is off.
@@ -151,6 +167,8 @@ struct ModelFile {
     passage_prefix: String,
     #[serde(default = "default_output")]
     output: String,
+    #[serde(default)]
+    input: InputFormat,
     fingerprint: String,
 }
 
@@ -186,6 +204,13 @@ impl EmbedderConfig {
     pub fn from_cache() -> Result<Self, EmbedError> {
         let (model_dir, lib) = Self::default_paths()?;
         Self::load(model_dir, lib)
+    }
+
+    /// The model `name` (a directory under `<cache>/models/`) with the default runtime
+    /// library.
+    pub fn from_cache_model(name: &str) -> Result<Self, EmbedError> {
+        let (default_dir, lib) = Self::default_paths()?;
+        Self::load(default_dir.with_file_name(name), lib)
     }
 
     /// Reads `model_dir/klaw-model.json`; checks that the model, tokenizer and library
@@ -254,6 +279,7 @@ impl EmbedderConfig {
             query_prefix: f.query_prefix,
             passage_prefix: f.passage_prefix,
             output: f.output,
+            input: f.input,
             fingerprint: f.fingerprint,
             threads,
             batch_size: 32,
@@ -505,13 +531,15 @@ fn load(cfg: &EmbedderConfig) -> Result<Loaded, EmbedError> {
         return Err(ort_err(format!("the model has no output `{}`", cfg.output)));
     }
     let inputs: Vec<&str> = session.inputs().iter().map(|i| i.name()).collect();
-    if let Some(other) = inputs
-        .iter()
-        .find(|n| !matches!(**n, "input_ids" | "attention_mask" | "token_type_ids"))
-    {
+    let fed: &[&str] = match cfg.input {
+        InputFormat::Padded => &["input_ids", "attention_mask", "token_type_ids"],
+        InputFormat::Ragged => &["token_ids", "row_splits"],
+    };
+    if let Some(other) = inputs.iter().find(|n| !fed.contains(n)) {
         return Err(ort_err(format!(
-            "the model wants an input `{other}`; only input_ids, attention_mask and \
-             token_type_ids are fed"
+            "the model wants an input `{other}`; with input `{:?}` only {} are fed",
+            cfg.input,
+            fed.join(", ")
         )));
     }
     let token_type_ids = inputs.contains(&"token_type_ids");
@@ -542,6 +570,13 @@ fn embed_ids(
             .unwrap_or(0)
             .max(1);
         let b = chunk.len();
+        if cfg.input == InputFormat::Ragged {
+            let vectors = run_ragged(loaded, cfg, chunk.iter().map(|&i| ids[i].as_slice()))?;
+            for (&i, v) in chunk.iter().zip(vectors) {
+                out[i] = v;
+            }
+            continue;
+        }
         let mut input_ids = vec![loaded.pad_id; b * seq];
         let mut mask = vec![0i64; b * seq];
         for (row, &i) in chunk.iter().enumerate() {
@@ -606,6 +641,49 @@ fn run(
         for v in &mut vectors {
             l2_normalize(v);
         }
+    }
+    Ok(vectors)
+}
+
+/// Runs a model with [`InputFormat::Ragged`] inputs over one batch of texts' ids; its
+/// output is one pooled vector per text.
+fn run_ragged<'a>(
+    loaded: &Loaded,
+    cfg: &EmbedderConfig,
+    texts: impl Iterator<Item = &'a [i64]>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let fail = |e: String| EmbedError::Inference(e);
+    let mut token_ids: Vec<i32> = Vec::new();
+    let mut splits: Vec<i64> = vec![0];
+    for t in texts {
+        for &id in t {
+            token_ids.push(i32::try_from(id).map_err(|_| fail(format!("token id {id}")))?);
+        }
+        splits.push(token_ids.len() as i64);
+    }
+    let b = splits.len() - 1;
+    let n = token_ids.len();
+    let ids_t = Tensor::from_array(([n], token_ids)).map_err(|e| fail(e.to_string()))?;
+    let splits_t = Tensor::from_array(([b + 1], splits)).map_err(|e| fail(e.to_string()))?;
+    let inputs = ort::inputs!["token_ids" => ids_t, "row_splits" => splits_t];
+    let mut session = loaded.session.lock().unwrap_or_else(|e| e.into_inner());
+    let outputs = session.run(inputs).map_err(|e| fail(e.to_string()))?;
+    let value = outputs
+        .get(&cfg.output)
+        .ok_or_else(|| fail(format!("the model returned no `{}`", cfg.output)))?;
+    let (shape, data) = value
+        .try_extract_tensor::<f32>()
+        .map_err(|e| fail(e.to_string()))?;
+    let dims = cfg.dims;
+    if !matches!(**shape, [rb, d] if rb as usize == b && d as usize == dims) {
+        return Err(fail(format!(
+            "output `{}` has shape {:?}, expected [{b}, {dims}]",
+            cfg.output, &**shape
+        )));
+    }
+    let mut vectors: Vec<Vec<f32>> = data.chunks_exact(dims).map(<[f32]>::to_vec).collect();
+    if cfg.normalize {
+        vectors.iter_mut().for_each(|v| l2_normalize(v));
     }
     Ok(vectors)
 }

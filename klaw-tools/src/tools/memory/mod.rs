@@ -32,7 +32,7 @@ pub use self::core::{
     memory_core_get, memory_core_update,
 };
 pub use chunk::ChunkOptions;
-pub use embed::{EmbedError, Embedder, EmbedderConfig, TextKind};
+pub use embed::{EmbedError, Embedder, EmbedderConfig, InputFormat, TextKind};
 pub use fuse::{FoundBy, Weights};
 pub use index::{
     Chunk, Document, Index, IndexInfo, MEMORY_DB, Memory, MemoryConfig, MemoryError, SaveReport,
