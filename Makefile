@@ -1,7 +1,7 @@
 # The tasks people run. `make run` and `make test` are the README's Quick start.
 CARGO ?= cargo
 
-.PHONY: setup run test test-models lint fmt bench ui doc
+.PHONY: setup run test test-models lint fmt bench eval ui doc
 
 KLAW_CACHE ?= $(HOME)/.cache/klaw
 
@@ -45,6 +45,12 @@ bench: setup
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_latency
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_recall
+
+## Retrieval quality per embedding model and mode on the cross-language notes and the
+## conversations (the tables of doc/memory.md, "Choosing the model"); part of `make test`
+## too, this prints them.
+eval: setup
+	$(CARGO) test --locked -p klaw-tools --features memory --test retrieval_sets -- --nocapture
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
 ui:
