@@ -169,17 +169,34 @@ fn memory_index_check(config: &Config) -> Check {
             ),
             None,
         ),
-        Ok(Some(info)) => check(
-            "memory db",
-            Status::Ok,
-            format!(
+        Ok(Some(info)) => {
+            let detail = format!(
                 "{}: {}; model {}",
                 path.display(),
                 plural(info.chunks, "chunk"),
                 info.fingerprint.as_deref().unwrap_or("not recorded")
-            ),
-            None,
-        ),
+            );
+            // Built by another model (the default changed, or memory.model): the first
+            // memory call re-embeds it, which takes a while for a big index.
+            let configured = config.memory().embedder_config().ok();
+            match (configured, info.fingerprint.as_deref()) {
+                (Some(c), Some(built)) if built != c.fingerprint && info.chunks > 0 => check(
+                    "memory db",
+                    Status::Warn,
+                    format!(
+                        "{detail}, not the configured {} ({})",
+                        c.name, c.fingerprint
+                    ),
+                    Some(format!(
+                        "the first memory call re-embeds its {} with {} (`klaw-engine memory \
+                         search x` does it now); or set memory.model back",
+                        plural(info.chunks, "chunk"),
+                        c.name
+                    )),
+                ),
+                _ => check("memory db", Status::Ok, detail, None),
+            }
+        }
         Err(e) => check(
             "memory db",
             Status::Fail,

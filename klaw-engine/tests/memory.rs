@@ -418,3 +418,43 @@ fn doctor_warns_about_a_broken_docs_index() {
     assert!(out.contains("docs.sqlite cannot be read"), "{out}");
     assert!(out.contains("and run `klaw-engine docs index`"), "{out}");
 }
+
+/// An index built by another model (the default changed, or `memory.model` did) is
+/// re-embedded on the first memory call; doctor says so before, and is quiet after.
+#[test]
+fn doctor_warns_about_an_index_of_another_model_until_it_is_reembedded() {
+    let env = Env::new();
+    let o = env
+        .cmd(&[
+            "call",
+            "memory_save",
+            r#"{"content": "Anna drinks green tea."}"#,
+        ])
+        .env("KLAW_MEMORY_MODEL", "all-minilm-l6-v2")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = env.ok(&["doctor"]);
+    assert!(out.contains("warn  memory db"), "{out}");
+    assert!(
+        out.contains("not the configured use-multilingual-v3"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the first memory call re-embeds its 1 chunk"),
+        "{out}"
+    );
+    // a search re-embeds (with the warning in the log) and finds it by meaning
+    let found: Value = serde_json::from_str(&env.ok(&[
+        "memory",
+        "search",
+        "какой чай пьёт Анна?",
+        "--mode",
+        "vector",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(found["results"][0]["content"], "Anna drinks green tea.");
+    let out = env.ok(&["doctor"]);
+    assert!(out.contains("ok    memory db"), "{out}");
+}
