@@ -592,6 +592,12 @@ fn embed_ids(
     Ok(out)
 }
 
+/// Named inputs for one model run.
+type Inputs = Vec<(
+    std::borrow::Cow<'static, str>,
+    ort::session::SessionInputValue<'static>,
+)>;
+
 fn run(
     loaded: &Loaded,
     cfg: &EmbedderConfig,
@@ -603,50 +609,17 @@ fn run(
     let fail = |e: String| EmbedError::Inference(e);
     let ids_t = Tensor::from_array(([b, seq], input_ids)).map_err(|e| fail(e.to_string()))?;
     let mask_t = Tensor::from_array(([b, seq], mask.to_vec())).map_err(|e| fail(e.to_string()))?;
-    let mut inputs = ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t];
+    let mut inputs: Inputs = ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t];
     if loaded.token_type_ids {
         let types_t =
             Tensor::from_array(([b, seq], vec![0i64; b * seq])).map_err(|e| fail(e.to_string()))?;
         inputs.push(("token_type_ids".into(), types_t.into()));
     }
-    let mut session = loaded.session.lock().unwrap_or_else(|e| e.into_inner());
-    let outputs = session.run(inputs).map_err(|e| fail(e.to_string()))?;
-    let value = outputs
-        .get(&cfg.output)
-        .ok_or_else(|| fail(format!("the model returned no `{}`", cfg.output)))?;
-    let (shape, data) = value
-        .try_extract_tensor::<f32>()
-        .map_err(|e| fail(e.to_string()))?;
-    let dims = cfg.dims;
-    let mut vectors = match **shape {
-        [rb, d] if rb as usize == b && d as usize == dims => data
-            .chunks_exact(dims)
-            .map(<[f32]>::to_vec)
-            .collect::<Vec<_>>(),
-        [rb, rs, d] if rb as usize == b && rs as usize == seq && d as usize == dims => {
-            if cfg.pooling == "cls" {
-                cls_pool(data, b, seq, dims)
-            } else {
-                mean_pool(data, mask, b, seq, dims)
-            }
-        }
-        _ => {
-            return Err(fail(format!(
-                "output `{}` has shape {:?}, expected [{b}, {dims}] or [{b}, {seq}, {dims}]",
-                cfg.output, &**shape
-            )));
-        }
-    };
-    if cfg.normalize {
-        for v in &mut vectors {
-            l2_normalize(v);
-        }
-    }
-    Ok(vectors)
+    infer(loaded, cfg, inputs, b, Some((seq, mask)))
 }
 
-/// Runs a model with [`InputFormat::Ragged`] inputs over one batch of texts' ids; its
-/// output is one pooled vector per text.
+/// Runs a model with [`InputFormat::Ragged`] inputs over one batch of texts' ids (each
+/// at least one token: the tokenizer adds `<s>` and `</s>`); its output is pooled.
 fn run_ragged<'a>(
     loaded: &Loaded,
     cfg: &EmbedderConfig,
@@ -665,7 +638,26 @@ fn run_ragged<'a>(
     let n = token_ids.len();
     let ids_t = Tensor::from_array(([n], token_ids)).map_err(|e| fail(e.to_string()))?;
     let splits_t = Tensor::from_array(([b + 1], splits)).map_err(|e| fail(e.to_string()))?;
-    let inputs = ort::inputs!["token_ids" => ids_t, "row_splits" => splits_t];
+    infer(
+        loaded,
+        cfg,
+        ort::inputs!["token_ids" => ids_t, "row_splits" => splits_t],
+        b,
+        None,
+    )
+}
+
+/// Runs the model on `inputs` for `b` texts and reads one vector per text from its
+/// output: `[b, dims]` as it is, or, with `tokens` (the padded length and the mask),
+/// `[b, seq, dims]` pooled here; L2-normalised if configured.
+fn infer(
+    loaded: &Loaded,
+    cfg: &EmbedderConfig,
+    inputs: Inputs,
+    b: usize,
+    tokens: Option<(usize, &[i64])>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let fail = |e: String| EmbedError::Inference(e);
     let mut session = loaded.session.lock().unwrap_or_else(|e| e.into_inner());
     let outputs = session.run(inputs).map_err(|e| fail(e.to_string()))?;
     let value = outputs
@@ -675,13 +667,30 @@ fn run_ragged<'a>(
         .try_extract_tensor::<f32>()
         .map_err(|e| fail(e.to_string()))?;
     let dims = cfg.dims;
-    if !matches!(**shape, [rb, d] if rb as usize == b && d as usize == dims) {
-        return Err(fail(format!(
-            "output `{}` has shape {:?}, expected [{b}, {dims}]",
-            cfg.output, &**shape
-        )));
-    }
-    let mut vectors: Vec<Vec<f32>> = data.chunks_exact(dims).map(<[f32]>::to_vec).collect();
+    let mut vectors = match (&**shape, tokens) {
+        ([rb, d], _) if *rb as usize == b && *d as usize == dims => data
+            .chunks_exact(dims)
+            .map(<[f32]>::to_vec)
+            .collect::<Vec<_>>(),
+        ([rb, rs, d], Some((seq, mask)))
+            if *rb as usize == b && *rs as usize == seq && *d as usize == dims =>
+        {
+            if cfg.pooling == "cls" {
+                cls_pool(data, b, seq, dims)
+            } else {
+                mean_pool(data, mask, b, seq, dims)
+            }
+        }
+        (other, tokens) => {
+            let per_token = tokens.map_or(String::new(), |(seq, _)| {
+                format!(" or [{b}, {seq}, {dims}]")
+            });
+            return Err(fail(format!(
+                "output `{}` has shape {other:?}, expected [{b}, {dims}]{per_token}",
+                cfg.output
+            )));
+        }
+    };
     if cfg.normalize {
         vectors.iter_mut().for_each(|v| l2_normalize(v));
     }
