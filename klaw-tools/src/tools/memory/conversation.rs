@@ -79,10 +79,14 @@ impl Turn {
         })
     }
 
-    /// Whether a JSON Lines object is a conversation turn (it has a `speaker`) rather
-    /// than a document (`content` alone).
+    /// Whether a JSON Lines object is a conversation turn (it names who wrote it:
+    /// `speaker`, `from` or `role`; or it has `text` and no `content`) rather than a
+    /// document (`content` alone).
     pub fn is_turn(v: &Value) -> bool {
-        v.get("speaker").is_some() || (v.get("text").is_some() && v.get("content").is_none())
+        ["speaker", "from", "role"]
+            .iter()
+            .any(|k| v.get(k).is_some())
+            || (v.get("text").is_some() && v.get("content").is_none())
     }
 }
 
@@ -101,9 +105,7 @@ pub fn export_shape(json: &Value) -> Option<ExportShape> {
         Value::Array(items) if items.iter().any(|c| c.get("mapping").is_some()) => {
             Some(ExportShape::ChatGpt)
         }
-        Value::Object(o) if o.get("messages").is_some_and(Value::is_array) => {
-            Some(ExportShape::Telegram)
-        }
+        Value::Object(o) if telegram_chat(o) => Some(ExportShape::Telegram),
         Value::Object(o)
             if o.get("chats")
                 .and_then(|c| c.get("list"))
@@ -113,6 +115,21 @@ pub fn export_shape(json: &Value) -> Option<ExportShape> {
         }
         _ => None,
     }
+}
+
+/// A Telegram chat: `messages` with Telegram's own fields (`date_unixtime`, or `type` and
+/// `date`), or none yet and the chat's `type` (`personal_chat`, ...). Other JSON with a
+/// `messages` array (an OpenAI request, say) is not one.
+fn telegram_chat(o: &serde_json::Map<String, Value>) -> bool {
+    let Some(messages) = o.get("messages").and_then(Value::as_array) else {
+        return false;
+    };
+    if messages.is_empty() {
+        return o.get("type").is_some_and(Value::is_string);
+    }
+    messages.iter().any(|m| {
+        m.get("date_unixtime").is_some() || (m.get("type").is_some() && m.get("date").is_some())
+    })
 }
 
 /// The turns of an export, conversations in file order, each in time order.
@@ -142,10 +159,11 @@ fn chatgpt(json: &Value) -> Result<Vec<Turn>, String> {
         let conv_time = conv.get("create_time").and_then(seconds);
         // the branch shown: current_node up to the root (a cycle or a missing node ends it)
         let mut chain = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut node = conv.get("current_node").and_then(Value::as_str);
         while let Some(id) = node {
-            if chain.len() > mapping.len() {
-                break;
+            if !seen.insert(id) {
+                break; // a cycle
             }
             let Some(entry) = mapping.get(id) else { break };
             chain.push(entry);
@@ -229,7 +247,7 @@ fn telegram(json: &Value) -> Result<Vec<Turn>, String> {
                 .and_then(seconds)
                 .or_else(|| m.get("date").and_then(seconds));
             if let (Some(t), Some(prev)) = (created_at, last)
-                && t - prev > TELEGRAM_SESSION_GAP
+                && t.saturating_sub(prev) > TELEGRAM_SESSION_GAP
             {
                 session += 1;
             }
@@ -273,28 +291,39 @@ fn telegram_text(v: &Value) -> String {
     }
 }
 
-/// Unix seconds from a number (fractions dropped), a string of digits, an RFC 3339
-/// timestamp, or a date and time without an offset (taken as UTC).
+/// Numbers from this on are milliseconds (as seconds they would be past year 5000).
+const MILLIS_FROM: i64 = 100_000_000_000;
+
+/// Unix seconds from a number (fractions dropped; milliseconds recognised), a string of
+/// digits, an RFC 3339 timestamp, or a date and time without an offset (taken as UTC);
+/// `None` for anything else and for times outside years -9999 to 9999.
 pub fn seconds(v: &Value) -> Option<i64> {
-    match v {
+    let n = match v {
         Value::Number(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64)),
+            .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))?,
         Value::String(s) => {
             let s = s.trim();
             if let Ok(n) = s.parse::<i64>() {
-                return Some(n);
+                n
+            } else if let Ok(t) = s.parse::<Timestamp>() {
+                t.as_second()
+            } else {
+                let dt: jiff::civil::DateTime = s.parse().ok()?;
+                dt.to_zoned(jiff::tz::TimeZone::UTC)
+                    .ok()?
+                    .timestamp()
+                    .as_second()
             }
-            if let Ok(t) = s.parse::<Timestamp>() {
-                return Some(t.as_second());
-            }
-            let dt: jiff::civil::DateTime = s.parse().ok()?;
-            dt.to_zoned(jiff::tz::TimeZone::UTC)
-                .ok()
-                .map(|z| z.timestamp().as_second())
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    let n = if n.unsigned_abs() >= MILLIS_FROM.unsigned_abs() {
+        n / 1000
+    } else {
+        n
+    };
+    Timestamp::from_second(n).ok().map(|t| t.as_second())
 }
 
 /// The turns as documents to save (empty turns left out): content `speaker: text`,
@@ -302,12 +331,13 @@ pub fn seconds(v: &Value) -> Option<i64> {
 /// the previous turn of the same session (cut to 400 characters).
 pub fn documents(turns: &[Turn], name: &str) -> Vec<Document> {
     let mut docs = Vec::with_capacity(turns.len());
-    let mut prev: Option<&Turn> = None;
+    // the last turn of each session: sessions may interleave in a file
+    let mut last: std::collections::HashMap<&str, &Turn> = std::collections::HashMap::new();
     for t in turns {
         if t.text.trim().is_empty() {
             continue;
         }
-        let before = prev.filter(|p| p.session == t.session);
+        let before = last.insert(t.session.as_str(), t);
         let mut context = String::new();
         if let Some(day) = t.created_at.and_then(day) {
             context.push_str(&day);
@@ -324,20 +354,29 @@ pub fn documents(turns: &[Turn], name: &str) -> Vec<Document> {
             created_at: t.created_at,
             context: (!context.is_empty()).then_some(context),
         });
-        prev = Some(t);
     }
     docs
 }
 
+/// A speaker's name is cut to this many characters.
+const SPEAKER_CHARS: usize = 60;
+
 /// `speaker: text`, the text cut to `max` characters.
 fn line(t: &Turn, max: usize) -> String {
-    let text = t.text.trim();
-    let text: String = if text.chars().count() > max {
-        text.chars().take(max).chain(['…']).collect()
+    format!(
+        "{}: {}",
+        cut(t.speaker.trim(), SPEAKER_CHARS),
+        cut(t.text.trim(), max)
+    )
+}
+
+/// `s`, cut to `max` characters with `…`.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() > max {
+        s.chars().take(max).chain(['…']).collect()
     } else {
-        text.to_owned()
-    };
-    format!("{}: {text}", t.speaker.trim())
+        s.to_owned()
+    }
 }
 
 /// `YYYY-MM-DD` (UTC) of Unix seconds.
@@ -391,6 +430,18 @@ mod tests {
         );
         // a new session does not look back into the last one
         assert_eq!(docs[2].context.as_deref(), Some("2024-04-01"));
+
+        // sessions interleaved in one file: each turn follows its own session's last
+        let mixed = [
+            turn("a", "a.1", "Sam", "Which jacket?", 1_709_400_000),
+            turn("b", "b.1", "Oleg", "Код?", 1_709_400_010),
+            turn("a", "a.2", "Priya", "The blue one.", 1_709_400_020),
+        ];
+        let docs = documents(&mixed, "x");
+        assert_eq!(
+            docs[2].context.as_deref(),
+            Some("2024-03-02\nSam: Which jacket?")
+        );
     }
 
     #[test]
@@ -410,6 +461,10 @@ mod tests {
             ("b1.3", "Sam", "Hi", Some(1_709_406_300))
         );
         assert!(Turn::is_turn(&json!({"speaker": "Sam", "text": "Hi"})));
+        // the common chat shape: role and content
+        let t = Turn::from_line(&json!({"role": "user", "content": "Hello"}), 1).unwrap();
+        assert_eq!((t.speaker.as_str(), t.text.as_str()), ("user", "Hello"));
+        assert!(Turn::is_turn(&json!({"role": "user", "content": "Hello"})));
         assert!(!Turn::is_turn(&json!({"content": "a note"})));
         let err = |v| Turn::from_line(&v, 1).unwrap_err();
         assert_eq!(
@@ -513,6 +568,11 @@ mod tests {
     #[test]
     fn other_json_is_no_export_and_odd_values_are_no_time() {
         assert_eq!(export_shape(&json!({"content": "x"})), None);
+        // an OpenAI-style request has messages too, but it is no Telegram chat
+        assert_eq!(
+            export_shape(&json!({"messages": [{"role": "user", "content": "hi"}]})),
+            None
+        );
         assert_eq!(export_shape(&json!([1, 2])), None);
         assert_eq!(seconds(&json!("2024-03-02T19:05:00")), Some(1_709_406_300));
         assert_eq!(
@@ -520,7 +580,9 @@ mod tests {
             Some(1_709_402_700)
         );
         assert_eq!(seconds(&json!(1.7e9)), Some(1_700_000_000));
-        assert_eq!(seconds(&json!(f64::MAX)), Some(i64::MAX));
+        assert_eq!(seconds(&json!(f64::MAX)), None);
+        assert_eq!(seconds(&json!(1_709_406_300_123_i64)), Some(1_709_406_300));
+        assert_eq!(seconds(&json!("-9223372036854775808")), None);
         assert_eq!(seconds(&json!("soon")), None);
         assert_eq!(seconds(&json!(null)), None);
         // a broken mapping (a cycle) ends the branch instead of looping
@@ -528,6 +590,9 @@ mod tests {
             "a": {"parent": "b", "message": {"author": {"role": "user"}, "content": {"parts": ["x"]}}},
             "b": {"parent": "a", "message": null}
         }}]);
-        assert!(parse_export(&cyclic, ExportShape::ChatGpt).unwrap().len() <= 2);
+        assert_eq!(
+            parse_export(&cyclic, ExportShape::ChatGpt).unwrap().len(),
+            1
+        );
     }
 }

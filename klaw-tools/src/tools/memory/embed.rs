@@ -629,6 +629,13 @@ fn run_ragged<'a>(
     let mut token_ids: Vec<i32> = Vec::new();
     let mut splits: Vec<i64> = vec![0];
     for t in texts {
+        if t.is_empty() {
+            // ONNX Runtime would fail on an empty row with a less clear message
+            return Err(fail(
+                "a text has no tokens: the model's tokenizer must add its start and end tokens"
+                    .into(),
+            ));
+        }
         for &id in t {
             token_ids.push(i32::try_from(id).map_err(|_| fail(format!("token id {id}")))?);
         }

@@ -26,9 +26,9 @@ pub struct MemoryHit {
     /// Откуда он: manual, путь файла, беседа
     #[schema(description_en = "Where it came from: manual, a file path, a conversation")]
     pub source: String,
-    /// Когда это было: дата сообщения беседы или сохранения, ГГГГ-ММ-ДД (UTC)
+    /// Когда это было: дата сообщения беседы или сохранения, ГГГГ-ММ-ДД в часовом поясе пользователя
     #[schema(
-        description_en = "When it happened: the date of the conversation message or of saving, YYYY-MM-DD (UTC)"
+        description_en = "When it happened: the date of the conversation message or of saving, YYYY-MM-DD in the user's time zone"
     )]
     pub date: String,
     /// Оценка: чем больше, тем лучше (сравнима только внутри одного ответа)
@@ -138,15 +138,21 @@ pub async fn memory_search(
     }
     let memory = ctx.shared_state::<Memory>();
     blocking(move || {
+        // the day in the user's time zone, as `from`/`to` read it
+        let day = |h: &super::store::Hit| {
+            Timestamp::from_second(h.created_at)
+                .map(|t| t.to_zoned(tz.clone()).date().to_string())
+                .unwrap_or_else(|_| h.date.clone())
+        };
         let hits = memory
             .memory(&ctx)?
             .search_in(&query, top_k as usize, mode, period)?;
         let results: Vec<MemoryHit> = hits
             .into_iter()
             .map(|h| MemoryHit {
+                date: day(&h),
                 content: h.content,
                 source: h.source,
-                date: h.date,
                 score: round(h.score),
                 found_by: h.found_by,
             })
@@ -182,11 +188,20 @@ fn instant(s: &str, tz: &TimeZone, edge: Edge, pointer: &str) -> Result<i64, Too
             ),
         )
     };
+    let end = |t: i64| match edge {
+        Edge::Start => t,
+        Edge::End => t.saturating_add(1),
+    };
     if let Ok(t) = s.parse::<Timestamp>() {
-        return Ok(match edge {
-            Edge::Start => t.as_second(),
-            Edge::End => t.as_second().saturating_add(1),
-        });
+        return Ok(end(t.as_second()));
+    }
+    // a time without an offset is a time in the user's time zone (a bare date parses
+    // as a date-time too, at midnight: only a value with a time part is read so)
+    if s.len() > 10
+        && let Ok(dt) = s.parse::<jiff::civil::DateTime>()
+    {
+        let zoned = dt.to_zoned(tz.clone()).map_err(|_| bad())?;
+        return Ok(end(zoned.timestamp().as_second()));
     }
     let day: Date = s.parse().map_err(|_| bad())?;
     let day = match edge {
@@ -222,6 +237,18 @@ mod tests {
             instant("2023-05-07T18:00:00+03:00", &moscow, Edge::End, "/to").unwrap(),
             1_683_471_601
         );
+        // without an offset: that time in the user's zone, not the whole day
+        for local in [
+            "2023-05-07T18:00:00",
+            "2023-05-07 18:00",
+            "2023-05-07T18:00",
+        ] {
+            assert_eq!(
+                instant(local, &moscow, Edge::End, "/to").unwrap(),
+                1_683_471_601,
+                "{local}"
+            );
+        }
     }
 
     #[test]

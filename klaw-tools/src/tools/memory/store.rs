@@ -132,8 +132,10 @@ pub struct Hit {
     pub content: String,
     /// Where it came from.
     pub source: String,
-    /// When it was stored, `YYYY-MM-DD` (UTC).
+    /// When it happened (or was stored), `YYYY-MM-DD` (UTC).
     pub date: String,
+    /// The same time in Unix seconds.
+    pub created_at: i64,
     /// Higher is better: `-bm25` for text, the cosine for vectors, the RRF score for hybrid.
     pub score: f64,
     /// Which side found it.
@@ -155,7 +157,9 @@ pub(super) fn content_hash(content: &str, context: Option<&str>) -> String {
     let mut h = Sha256::new();
     h.update(content.as_bytes());
     if let Some(c) = context.filter(|c| !c.is_empty()) {
+        // the content's length too: a NUL in the content cannot move the boundary
         h.update([0u8]);
+        h.update((content.len() as u64).to_le_bytes());
         h.update(c.as_bytes());
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
@@ -240,7 +244,8 @@ pub const RESCORE_FACTOR: usize = 4;
 /// ... and at least this many.
 pub const MIN_RESCORED: usize = 40;
 
-const HIT_COLUMNS: &str = "c.id, c.content, c.source, date(c.created_at, 'unixepoch')";
+const HIT_COLUMNS: &str =
+    "c.id, c.content, c.source, date(c.created_at, 'unixepoch'), c.created_at";
 
 impl MemoryStore {
     /// Opens (or creates) the database at `path` for vectors of `dims` dimensions from the
@@ -283,7 +288,12 @@ impl MemoryStore {
     }
 
     fn init(&self, fingerprint: &str, reembed: bool) -> Result<(), StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
+        // Immediate: opening may write (a new table, the context column, another model),
+        // and two processes opening one database must not both read then try to write.
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )?;
         tx.execute_batch(
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS chunks (
@@ -544,11 +554,13 @@ impl MemoryStore {
             let rows = st.query_map(params![m, k as i64], |r| hit(r, FoundBy::Text))?;
             return Ok(rows.collect::<Result<_, _>>()?);
         }
+        // `+rowid`: not an FTS5 rowid lookup per chunk of the period (one MATCH each,
+        // seconds for a wide period) but a filter on the MATCH's rows.
         let (from, to) = period.bounds();
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT {HIT_COLUMNS}, f.s
              FROM (SELECT rowid, -bm25(chunks_fts) AS s FROM chunks_fts
-                   WHERE chunks_fts MATCH ?1 AND rowid IN
+                   WHERE chunks_fts MATCH ?1 AND +rowid IN
                        (SELECT id FROM chunks WHERE created_at >= ?3 AND created_at < ?4)
                    ORDER BY s DESC, rowid LIMIT ?2) f
              JOIN chunks c ON c.id = f.rowid
@@ -867,8 +879,10 @@ fn hit(r: &rusqlite::Row<'_>, found_by: FoundBy) -> rusqlite::Result<Hit> {
         id: r.get(0)?,
         content: r.get(1)?,
         source: r.get(2)?,
-        date: r.get(3)?,
-        score: r.get(4)?,
+        // SQLite has no date past year 9999: an empty date rather than a failed search
+        date: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+        created_at: r.get(4)?,
+        score: r.get(5)?,
         found_by,
     })
 }

@@ -688,3 +688,64 @@ fn a_database_made_before_contexts_gets_the_column_and_keeps_its_chunks() {
         .unwrap();
     assert_eq!(store.len().unwrap(), 2);
 }
+
+#[test]
+fn a_period_keeps_from_and_stops_just_before_to() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let at = |content: &str, v: Vec<f32>, t: i64| NewChunk {
+        created_at: Some(t),
+        ..chunk(content, v)
+    };
+    store
+        .insert(&[
+            at("edge one", unit(0), 999),
+            at("edge two", unit(1), 1000),
+            at("edge three", unit(2), 1999),
+            at("edge four", unit(3), 2000),
+        ])
+        .unwrap();
+    let p = Period {
+        from: Some(1000),
+        to: Some(2000),
+    };
+    let mut got: Vec<String> = store
+        .search_text_in("edge", 10, p)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.content)
+        .collect();
+    got.sort();
+    assert_eq!(got, ["edge three", "edge two"]);
+    assert_eq!(store.search_vector_in(&unit(0), 10, p).unwrap().len(), 2);
+    assert!(p.contains(1000) && p.contains(1999) && !p.contains(999) && !p.contains(2000));
+}
+
+#[test]
+fn the_hash_of_a_text_without_context_is_its_plain_sha256_as_before() {
+    // what databases made before contexts stored: the same text still dedupes
+    assert_eq!(
+        content_hash("abc", None),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    assert_eq!(content_hash("abc", Some("")), content_hash("abc", None));
+    assert_ne!(
+        content_hash("a\0b", Some("c")),
+        content_hash("a", Some("b\0c"))
+    );
+}
+
+#[test]
+fn a_time_past_year_9999_is_found_with_an_empty_date_not_an_error() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    store
+        .insert(&[NewChunk {
+            created_at: Some(1_709_406_300_000_000),
+            ..chunk("far future", unit(0))
+        }])
+        .unwrap();
+    let hits = store.search_text("future", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].date, "");
+}
