@@ -21,7 +21,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use klaw_tools::tools::memory::bench_support;
-use klaw_tools::tools::memory::{Index, SearchMode, Weights};
+use klaw_tools::tools::memory::{Index, Period, SearchMode, Weights};
 
 const K: usize = 10;
 const RUNS: usize = 1000;
@@ -34,6 +34,8 @@ enum Case {
     Text,
     HybridSearchOnly,
     VectorSearchOnly,
+    /// Hybrid with embedding, within a period of this many days from the first chunk.
+    HybridPeriod(i64),
 }
 
 fn main() {
@@ -48,6 +50,9 @@ fn main() {
         (100_000, "100k/text", Case::Text),
         (100_000, "100k/hybrid_search_only", Case::HybridSearchOnly),
         (100_000, "100k/vector_search_only", Case::VectorSearchOnly),
+        // `from`/`to`: a week (about 1,000 chunks) and a year (about half of them)
+        (100_000, "100k/hybrid_week", Case::HybridPeriod(7)),
+        (100_000, "100k/hybrid_year", Case::HybridPeriod(365)),
     ];
     let selected: Vec<_> = cases
         .into_iter()
@@ -125,6 +130,13 @@ fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
         }
         Case::VectorSearchOnly => {
             black_box(bench_support::store(index).search_vector(v, K).unwrap());
+        }
+        Case::HybridPeriod(days) => {
+            let period = Period {
+                from: Some(support::FIRST_CHUNK_AT),
+                to: Some(support::FIRST_CHUNK_AT + days * 86_400),
+            };
+            black_box(index.search_in(q, K, SearchMode::Hybrid, period).unwrap());
         }
         Case::HybridSearchOnly => {
             black_box(

@@ -203,7 +203,7 @@ fn big_store_path(n: usize, embedder: &Embedder) -> PathBuf {
         .take(12)
         .collect();
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("klaw-memory-bench-v1-{n}-{tag}.sqlite"))
+        .join(format!("klaw-memory-bench-v2-{n}-{tag}.sqlite"))
 }
 
 /// A store of about `n` chunks: the test set's notes, really embedded, then filler.
@@ -229,16 +229,18 @@ pub(crate) fn big_store(n: usize, embedder: &Embedder) -> MemoryStore {
     let real: Vec<NewChunk> = texts
         .iter()
         .zip(embedder.embed_passages(&texts).unwrap())
-        .map(|(t, vector)| chunk(t.to_string(), vector))
+        .enumerate()
+        .map(|(i, (t, vector))| chunk(t.to_string(), vector, i))
         .collect();
     store.insert(&real).unwrap();
     let mut rng = Rng::new(0x5EED_0000 + n as u64);
     let mut left = n.saturating_sub(real.len());
     while left > 0 {
-        let batch: Vec<NewChunk> = (0..left.min(10_000))
-            .map(|_| {
+        let first = n - left;
+        let batch: Vec<NewChunk> = (first..first + left.min(10_000))
+            .map(|i| {
                 let text = filler_text(&mut rng);
-                chunk(text, random_unit(&mut rng, embedder.dims()))
+                chunk(text, random_unit(&mut rng, embedder.dims()), i)
             })
             .collect();
         left -= batch.len();
@@ -252,11 +254,16 @@ pub(crate) fn big_store(n: usize, embedder: &Embedder) -> MemoryStore {
     store
 }
 
-fn chunk(content: String, vector: Vec<f32>) -> NewChunk {
+/// The first chunk's time; each next one is [`CHUNK_EVERY`] seconds later (100k chunks
+/// span 694 days), so searches within a period have something to filter.
+pub(crate) const FIRST_CHUNK_AT: i64 = 1_600_000_000;
+pub(crate) const CHUNK_EVERY: i64 = 600;
+
+fn chunk(content: String, vector: Vec<f32>, i: usize) -> NewChunk {
     NewChunk {
         content,
         source: "bench".to_string(),
-        created_at: Some(1_700_000_000),
+        created_at: Some(FIRST_CHUNK_AT + i as i64 * CHUNK_EVERY),
         context: None,
         vector,
     }
