@@ -8,6 +8,8 @@ use klaw_tools::ToolRegistry;
 
 use crate::Config;
 use crate::config::ConfigSource;
+#[cfg(feature = "memory")]
+use klaw_tools::tools::memory::{EmbedError, EmbedderConfig};
 
 /// How a check went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +114,12 @@ pub fn doctor() -> Vec<Check> {
     );
     out.push(sandbox_check(&config));
     #[cfg(feature = "memory")]
-    out.push(memory_check(&config));
-    #[cfg(feature = "memory")]
-    out.push(memory_index_check(&config));
+    {
+        // klaw-model.json, read once for both checks
+        let model = config.memory().embedder_config();
+        out.push(memory_check(&model));
+        out.push(memory_index_check(&config, model.as_ref().ok()));
+    }
     #[cfg(feature = "docs")]
     out.push(docs_index_check(&config));
     out.push(tools_check());
@@ -126,37 +131,41 @@ pub fn doctor() -> Vec<Check> {
 /// seconds and hundreds of MB). Only a warning when missing: the engine runs without
 /// memory.
 #[cfg(feature = "memory")]
-fn memory_check(config: &Config) -> Check {
-    let probe = config.memory().embedder_config().and_then(|c| {
-        let version = c.probe_runtime()?;
-        let fingerprint = c.fingerprint.get(..19).unwrap_or(&c.fingerprint);
-        Ok(format!(
-            "ONNX Runtime {version} ({}); model {} ({}), {} dims, {} tokens, {fingerprint}",
-            c.runtime_library.display(),
-            c.name,
-            c.model_dir.display(),
-            c.dims,
-            c.max_tokens,
-        ))
-    });
-    match probe {
-        Ok(detail) => check("memory", Status::Ok, detail, None),
-        Err(e) => {
-            let fix = if e.needs_setup() {
-                "run `make setup` (scripts/setup-models.sh; KLAW_CACHE overrides ~/.cache/klaw), \
-                 or point memory.model / memory.runtimeLibrary in engine.json at installed files"
-            } else {
-                "correct the model's files, or set memory.model in engine.json to another model"
-            };
-            check("memory", Status::Warn, e.to_string(), Some(fix.into()))
+fn memory_check(model: &Result<EmbedderConfig, EmbedError>) -> Check {
+    let warn = |e: &EmbedError| {
+        let fix = if e.needs_setup() {
+            "run `make setup` (scripts/setup-models.sh; KLAW_CACHE overrides ~/.cache/klaw), \
+             or point memory.model / memory.runtimeLibrary in engine.json at installed files"
+        } else {
+            "correct the model's files, or set memory.model in engine.json to another model"
+        };
+        check("memory", Status::Warn, e.to_string(), Some(fix.into()))
+    };
+    let c = match model {
+        Ok(c) => c,
+        Err(e) => return warn(e),
+    };
+    match c.probe_runtime() {
+        Ok(version) => {
+            let fingerprint = c.fingerprint.get(..19).unwrap_or(&c.fingerprint);
+            let detail = format!(
+                "ONNX Runtime {version} ({}); model {} ({}), {} dims, {} tokens, {fingerprint}",
+                c.runtime_library.display(),
+                c.name,
+                c.model_dir.display(),
+                c.dims,
+                c.max_tokens,
+            );
+            check("memory", Status::Ok, detail, None)
         }
+        Err(e) => warn(&e),
     }
 }
 
 /// The memory index in the data directory, looked into read-only (the model is not
 /// loaded): its size and the model that built it.
 #[cfg(feature = "memory")]
-fn memory_index_check(config: &Config) -> Check {
+fn memory_index_check(config: &Config, model: Option<&EmbedderConfig>) -> Check {
     use klaw_tools::tools::memory::{Index, MEMORY_DB};
     let path = config.data_dir.join(MEMORY_DB);
     match Index::inspect(&path) {
@@ -178,8 +187,7 @@ fn memory_index_check(config: &Config) -> Check {
             );
             // Built by another model (the default changed, or memory.model): the first
             // memory call re-embeds it, which takes a while for a big index.
-            let configured = config.memory().embedder_config().ok();
-            match (configured, info.fingerprint.as_deref()) {
+            match (model, info.fingerprint.as_deref()) {
                 (Some(c), Some(built)) if built != c.fingerprint && info.chunks > 0 => check(
                     "memory db",
                     Status::Warn,

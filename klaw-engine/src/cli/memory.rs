@@ -160,36 +160,6 @@ struct Line {
     created_at: Option<Value>,
 }
 
-/// Unix seconds from a number, an RFC 3339 timestamp or a `YYYY-MM-DD` date (UTC).
-fn parse_created_at(v: &Value) -> Result<Option<i64>, String> {
-    match v {
-        Value::Null => Ok(None),
-        Value::Number(n) => n
-            .as_i64()
-            .filter(|s| jiff::Timestamp::from_second(*s).is_ok())
-            .map(Some)
-            .ok_or_else(|| {
-                format!("created_at {n} is not whole unix seconds of years -9999 to 9999")
-            }),
-        Value::String(s) => {
-            if let Ok(ts) = s.parse::<jiff::Timestamp>() {
-                return Ok(Some(ts.as_second()));
-            }
-            if let Ok(d) = s.parse::<jiff::civil::Date>()
-                && let Ok(z) = d.to_zoned(jiff::tz::TimeZone::UTC)
-            {
-                return Ok(Some(z.timestamp().as_second()));
-            }
-            Err(format!(
-                "created_at `{s}` is neither an RFC 3339 time nor a YYYY-MM-DD date"
-            ))
-        }
-        other => Err(format!(
-            "created_at must be unix seconds or a date, not {other}"
-        )),
-    }
-}
-
 /// What the import did so far.
 #[derive(Debug, Default)]
 struct Tally {
@@ -448,14 +418,13 @@ impl Importer<'_> {
                     continue;
                 }
             };
-            let created_at =
-                match parse_created_at(parsed.created_at.as_ref().unwrap_or(&Value::Null)) {
-                    Ok(t) => t,
-                    Err(why) => {
-                        self.bad_line(path, n, &why);
-                        continue;
-                    }
-                };
+            let created_at = match conversation::created_at(parsed.created_at.as_ref()) {
+                Ok(t) => t,
+                Err(why) => {
+                    self.bad_line(path, n, &why);
+                    continue;
+                }
+            };
             if parsed.content.trim().is_empty() {
                 self.bad_line(path, n, "content is empty");
                 continue;

@@ -257,6 +257,7 @@ pub(crate) fn big_store(n: usize, embedder: &Embedder) -> MemoryStore {
 /// The first chunk's time; each next one is [`CHUNK_EVERY`] seconds later (100k chunks
 /// span 694 days), so searches within a period have something to filter.
 pub(crate) const FIRST_CHUNK_AT: i64 = 1_600_000_000;
+/// Seconds between two chunks' times.
 pub(crate) const CHUNK_EVERY: i64 = 600;
 
 fn chunk(content: String, vector: Vec<f32>, i: usize) -> NewChunk {

@@ -55,10 +55,7 @@ impl Turn {
             .or_else(|| field("role"))
             .filter(|s| !s.is_empty())
             .ok_or("the turn has no speaker")?;
-        let created_at = match v.get("created_at").or_else(|| v.get("date")) {
-            None | Some(Value::Null) => None,
-            Some(t) => Some(seconds(t).ok_or_else(|| format!("created_at {t} is not a time"))?),
-        };
+        let created_at = created_at(v.get("created_at").or_else(|| v.get("date")))?;
         let session = match v.get("session").or_else(|| v.get("session_id")) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
@@ -291,12 +288,26 @@ fn telegram_text(v: &Value) -> String {
     }
 }
 
+/// A `created_at` value as Unix seconds ([`seconds`]); `None` when absent or null, an error
+/// naming the forms that work when it is not a time.
+pub fn created_at(v: Option<&Value>) -> Result<Option<i64>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => seconds(v).map(Some).ok_or_else(|| {
+            format!(
+                "created_at {v} is not a time: use unix seconds, an RFC 3339 time or a \
+                 YYYY-MM-DD date, in years -9999 to 9999"
+            )
+        }),
+    }
+}
+
 /// Numbers from this on are milliseconds (as seconds they would be past year 5000).
 const MILLIS_FROM: i64 = 100_000_000_000;
 
 /// Unix seconds from a number (fractions dropped; milliseconds recognised), a string of
-/// digits, an RFC 3339 timestamp, or a date and time without an offset (taken as UTC);
-/// `None` for anything else and for times outside years -9999 to 9999.
+/// digits, an RFC 3339 timestamp, or a date, or a date and time, without an offset (taken
+/// as UTC); `None` for anything else and for times outside years -9999 to 9999.
 pub fn seconds(v: &Value) -> Option<i64> {
     let n = match v {
         Value::Number(n) => n
@@ -584,6 +595,7 @@ mod tests {
         assert_eq!(seconds(&json!(1_709_406_300_123_i64)), Some(1_709_406_300));
         assert_eq!(seconds(&json!("-9223372036854775808")), None);
         assert_eq!(seconds(&json!("soon")), None);
+        assert_eq!(seconds(&json!("2021-03-04")), Some(1_614_816_000));
         assert_eq!(seconds(&json!(null)), None);
         // a broken mapping (a cycle) ends the branch instead of looping
         let cyclic = json!([{"current_node": "a", "mapping": {

@@ -637,7 +637,11 @@ fn run_ragged<'a>(
             ));
         }
         for &id in t {
-            token_ids.push(i32::try_from(id).map_err(|_| fail(format!("token id {id}")))?);
+            token_ids.push(i32::try_from(id).map_err(|_| {
+                fail(format!(
+                    "token id {id} does not fit the model's int32 token_ids"
+                ))
+            })?);
         }
         splits.push(token_ids.len() as i64);
     }

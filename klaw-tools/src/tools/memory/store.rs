@@ -543,30 +543,28 @@ impl MemoryStore {
     /// read for those `k` only (ranking in a subquery): a common word matches tens of
     /// thousands of chunks.
     fn search_fts(&self, m: &str, k: usize, period: Period) -> Result<Vec<Hit>, StoreError> {
-        if period.is_all() {
-            let mut st = self.conn.prepare_cached(&format!(
-                "SELECT {HIT_COLUMNS}, f.s
-                 FROM (SELECT rowid, -bm25(chunks_fts) AS s FROM chunks_fts
-                       WHERE chunks_fts MATCH ?1 ORDER BY s DESC, rowid LIMIT ?2) f
-                 JOIN chunks c ON c.id = f.rowid
-                 ORDER BY f.s DESC, c.id"
-            ))?;
-            let rows = st.query_map(params![m, k as i64], |r| hit(r, FoundBy::Text))?;
-            return Ok(rows.collect::<Result<_, _>>()?);
-        }
         // `+rowid`: not an FTS5 rowid lookup per chunk of the period (one MATCH each,
-        // seconds for a wide period) but a filter on the MATCH's rows.
-        let (from, to) = period.bounds();
+        // seconds for a wide period) but a filter on the MATCH's rows. Without a period,
+        // no filter at all.
+        let within = if period.is_all() {
+            ""
+        } else {
+            "AND +rowid IN (SELECT id FROM chunks WHERE created_at >= ?3 AND created_at < ?4)"
+        };
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT {HIT_COLUMNS}, f.s
              FROM (SELECT rowid, -bm25(chunks_fts) AS s FROM chunks_fts
-                   WHERE chunks_fts MATCH ?1 AND +rowid IN
-                       (SELECT id FROM chunks WHERE created_at >= ?3 AND created_at < ?4)
-                   ORDER BY s DESC, rowid LIMIT ?2) f
+                   WHERE chunks_fts MATCH ?1 {within} ORDER BY s DESC, rowid LIMIT ?2) f
              JOIN chunks c ON c.id = f.rowid
              ORDER BY f.s DESC, c.id"
         ))?;
-        let rows = st.query_map(params![m, k as i64, from, to], |r| hit(r, FoundBy::Text))?;
+        let text = |r: &rusqlite::Row<'_>| hit(r, FoundBy::Text);
+        let rows = if period.is_all() {
+            st.query_map(params![m, k as i64], text)?
+        } else {
+            let (from, to) = period.bounds();
+            st.query_map(params![m, k as i64, from, to], text)?
+        };
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

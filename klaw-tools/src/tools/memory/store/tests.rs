@@ -24,6 +24,14 @@ fn chunk(content: &str, v: Vec<f32>) -> NewChunk {
     }
 }
 
+/// [`chunk`] at Unix second `t`.
+fn at(content: &str, v: Vec<f32>, t: i64) -> NewChunk {
+    NewChunk {
+        created_at: Some(t),
+        ..chunk(content, v)
+    }
+}
+
 fn db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.sqlite");
@@ -558,10 +566,6 @@ fn the_hybrid_text_side_keeps_chunks_with_more_than_half_of_the_words() {
 fn a_period_limits_every_side_of_the_search() {
     let (_d, path) = db();
     let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
-    let at = |content: &str, v: Vec<f32>, t: i64| NewChunk {
-        created_at: Some(t),
-        ..chunk(content, v)
-    };
     // May 2023, June 2023, July 2023 (UTC), all about a trip
     store
         .insert(&[
@@ -693,10 +697,6 @@ fn a_database_made_before_contexts_gets_the_column_and_keeps_its_chunks() {
 fn a_period_keeps_from_and_stops_just_before_to() {
     let (_d, path) = db();
     let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
-    let at = |content: &str, v: Vec<f32>, t: i64| NewChunk {
-        created_at: Some(t),
-        ..chunk(content, v)
-    };
     store
         .insert(&[
             at("edge one", unit(0), 999),
@@ -740,10 +740,7 @@ fn a_time_past_year_9999_is_found_with_an_empty_date_not_an_error() {
     let (_d, path) = db();
     let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
     store
-        .insert(&[NewChunk {
-            created_at: Some(1_709_406_300_000_000),
-            ..chunk("far future", unit(0))
-        }])
+        .insert(&[at("far future", unit(0), 1_709_406_300_000_000)])
         .unwrap();
     let hits = store.search_text("future", 10).unwrap();
     assert_eq!(hits.len(), 1);
