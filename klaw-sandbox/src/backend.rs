@@ -72,8 +72,6 @@ pub struct Bwrap {
     pub(crate) path: PathBuf,
     /// Whether it supports `--disable-userns` (bubblewrap 0.8 and later).
     pub(crate) disable_userns: bool,
-    /// Whether it supports `--size` (a bounded `/tmp`).
-    pub(crate) tmp_size: bool,
 }
 
 /// Picks the backend for `mode`, or says why none may run ([`Error::Unavailable`]).
@@ -184,15 +182,15 @@ fn run_bwrap_probe(helper: &Path) -> Result<Bwrap, String> {
         hidden: vec![],
         network: false,
     };
-    // With `--disable-userns` and `--size` where this bubblewrap has them (0.8), else
-    // without the newer one, else without both.
+    // With `--disable-userns` where this bubblewrap has it (0.8), else without. One
+    // without `--size` (older than 0.5), which could not bound the memory filesystems
+    // of `/tmp` and `/dev/shm`, fails both.
     let mut last = String::new();
-    for (disable_userns, tmp_size) in [(true, true), (false, true), (false, false)] {
+    for disable_userns in [true, false] {
         let bwrap = Bwrap {
             helper: helper.to_path_buf(),
             path: path.clone(),
             disable_userns,
-            tmp_size,
         };
         let (program, args) = wrap(
             &Backend::Bwrap(bwrap.clone()),

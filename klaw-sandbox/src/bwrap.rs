@@ -1,6 +1,8 @@
 //! The bubblewrap backend: a private mount, PID, IPC, UTS and network namespace per
 //! command, built from read-only system directories, the workspace read-write and a
-//! private `/tmp`.
+//! private `/tmp` and `/dev/shm`, both bounded. Everything else is read-only: the root
+//! and `/dev` are memory filesystems that bubblewrap builds, which would otherwise take
+//! writes as large as the host's memory.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -9,6 +11,10 @@ use crate::backend::{Bwrap, Policy, SYSTEM_DIRS};
 
 /// The size of a command's private `/tmp` (a tmpfs, so memory): 512 MiB.
 pub(crate) const TMP_SIZE: u64 = 512 << 20;
+
+/// The size of a command's private `/dev/shm` (POSIX shared memory; a tmpfs): 64 MiB,
+/// as a container runtime gives by default.
+pub(crate) const SHM_SIZE: u64 = 64 << 20;
 
 /// Parts of /proc bound read-only (the ones runc and Docker make read-only).
 const PROC_READ_ONLY: &[&str] = &[
@@ -108,18 +114,22 @@ pub(crate) fn args(
         push(&[&"--ro-bind", &"/dev/null", file]);
     }
     push(&[&"--dev", &"/dev"]);
-    // /tmp is a tmpfs, so in memory: bounded where bubblewrap can bound it.
-    if bwrap.tmp_size {
-        push(&[&"--size", &TMP_SIZE.to_string()]);
+    // /tmp and /dev/shm are tmpfs, so in memory: bounded (a bubblewrap without
+    // `--size` fails the probe, so it is not used).
+    for (dir, size) in [("/tmp", TMP_SIZE), ("/dev/shm", SHM_SIZE)] {
+        push(&[&"--size", &size.to_string(), &"--tmpfs", &dir]);
     }
-    push(&[&"--tmpfs", &"/tmp"]);
     push(&[&"--bind", &policy.workspace, &policy.workspace]);
-    // A data dir inside the workspace is hidden under an empty tmpfs.
+    // A data dir inside the workspace is hidden under an empty tmpfs, read-only.
     for hidden in &policy.hidden {
         if hidden.starts_with(&policy.workspace) && hidden.exists() {
-            push(&[&"--tmpfs", hidden]);
+            push(&[&"--tmpfs", hidden, &"--remount-ro", hidden]);
         }
     }
+    // Last, once every mount point exists: the root and /dev that bubblewrap built are
+    // memory filesystems without a bound, so nothing may be written there (the mounts
+    // on them, /tmp, /dev/shm, the workspace and the devices, stay as they are).
+    push(&[&"--remount-ro", &"/dev", &"--remount-ro", &"/"]);
     push(&[
         &"--setenv",
         &"HOME",
@@ -151,7 +161,6 @@ mod tests {
             helper: PathBuf::from("/klaw"),
             path: PathBuf::from("/usr/bin/bwrap"),
             disable_userns: true,
-            tmp_size: true,
         };
         let a: Vec<String> = args(&bwrap, &policy, &["true".into()], false)
             .into_iter()
@@ -163,7 +172,14 @@ mod tests {
         assert!(!joined.contains("--share-net"), "{joined}");
         assert!(joined.contains("--bind /w /w"), "{joined}");
         assert!(
-            joined.contains(&format!("--size {TMP_SIZE} --tmpfs /tmp")),
+            joined.contains(&format!(
+                "--size {TMP_SIZE} --tmpfs /tmp --size {SHM_SIZE} --tmpfs /dev/shm"
+            )),
+            "{joined}"
+        );
+        // The root and /dev (unbounded memory filesystems) read-only, after every mount.
+        assert!(
+            joined.contains("--remount-ro /dev --remount-ro / --setenv"),
             "{joined}"
         );
         assert!(

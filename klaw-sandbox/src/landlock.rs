@@ -12,7 +12,8 @@
 //! - seccomp: sockets other than UNIX ones denied unless the network is allowed, and
 //!   UNIX ones too where Landlock cannot confine them by path (below ABI 9); the
 //!   calls that reach around the sandbox (ptrace, mount, namespaces, kernel modules,
-//!   BPF, io_uring, keyrings, `open_by_handle_at`) denied.
+//!   BPF, io_uring, keyrings, `open_by_handle_at`) denied; System V IPC, which
+//!   Landlock does not cover and which lives in the host's IPC namespace, absent.
 //! - Capabilities: all dropped, including from the bounding set, so a command started by
 //!   root is not root-capable inside.
 
@@ -48,7 +49,8 @@ pub(crate) fn restrict(policy: &HelperPolicy) -> Result<(), String> {
         (false, false) => &[libc::AF_UNIX],
         (false, true) => &[],
     };
-    seccomp::install(&seccomp::filters(families)?)?;
+    // The command shares the host's IPC namespace: System V IPC looks absent.
+    seccomp::install(&seccomp::filters(families, seccomp::Ipc::Host)?)?;
     drop_capabilities()
 }
 

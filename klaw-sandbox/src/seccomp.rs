@@ -6,9 +6,11 @@
 //! see, with `ENOSYS`, so programs fall back to the calls filtered here); everything
 //! else is allowed: ptrace and other processes' memory, mounts and namespaces, kernel
 //! modules, BPF, perf, userfaultfd, io_uring, keyrings, file handles, terminal input
-//! injection, device nodes, set-user-ID/set-group-ID bits, resource limits of other
-//! processes, and socket families beyond those allowed (UNIX only without a network;
-//! never `AF_VSOCK` or `AF_PACKET`).
+//! injection, device nodes, set-user-ID/set-group-ID bits (by `chmod`, `open` and
+//! `mknod`), resource limits of other processes, and socket families beyond those
+//! allowed (UNIX only without a network; never `AF_VSOCK` or `AF_PACKET`). Where the
+//! command shares the host's IPC namespace (Landlock), System V IPC (`shm*`, `msg*`,
+//! `sem*`) looks absent (`ENOSYS`), as on a kernel built without it.
 
 use std::collections::BTreeMap;
 
@@ -31,10 +33,22 @@ pub const NETWORK_FAMILIES: &[i32] = &[
     libc::AF_NETLINK,
 ];
 
+/// Where a sandboxed command's System V IPC objects (shared memory, message queues,
+/// semaphores) would live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ipc {
+    /// In an IPC namespace of the sandbox's own (bubblewrap): allowed, and gone with it.
+    Private,
+    /// In the host's IPC namespace (Landlock, which does not cover System V IPC): the
+    /// calls look absent, so a command can neither reach the segments of the engine's
+    /// user nor leave segments pinned on the host after its call.
+    Host,
+}
+
 /// The filters, in the order they are to be installed: listed calls fail with `EPERM`,
-/// then `clone3` and `openat2` with `ENOSYS`; everything else is allowed.
-/// `socket(2)` fails for every family not in `families`.
-pub fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
+/// then `clone3` and `openat2` (and, with [`Ipc::Host`], System V IPC) with `ENOSYS`;
+/// everything else is allowed. `socket(2)` fails for every family not in `families`.
+pub fn filters(families: &[i32], ipc: Ipc) -> Result<Vec<BpfProgram>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for call in [
         libc::SYS_ptrace,
@@ -126,10 +140,17 @@ pub fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
         ],
     );
     rules.insert(libc::SYS_kill, vec![arg_is(0, u64::from(u32::MAX))?]);
-    // Device nodes (FIFOs and sockets stay allowed): mknodat(dirfd, path, mode, dev).
-    rules.insert(libc::SYS_mknodat, device_nodes(2)?);
+    // Device nodes (FIFOs and sockets stay allowed), and files made with a set-ID bit
+    // (`mknod("s", S_IFREG | 04755)` makes a set-uid file as `chmod` would):
+    // mknodat(dirfd, path, mode, dev) and mknod(path, mode, dev).
+    let mknod = |mode_arg: u8| -> Result<Vec<SeccompRule>, String> {
+        let mut rules = device_nodes(mode_arg)?;
+        rules.extend(setid_modes(mode_arg)?);
+        Ok(rules)
+    };
+    rules.insert(libc::SYS_mknodat, mknod(2)?);
     #[cfg(target_arch = "x86_64")]
-    rules.insert(libc::SYS_mknod, device_nodes(1)?);
+    rules.insert(libc::SYS_mknod, mknod(1)?);
     // Set-user-ID and set-group-ID bits: a set-uid file made in the workspace would run
     // as its owner for whoever runs it on the host (neither Landlock nor bubblewrap
     // covers chmod). `chmod +x` stays allowed. (Ownership changes need no rule: a
@@ -192,14 +213,36 @@ pub fn filters(families: &[i32]) -> Result<Vec<BpfProgram>, String> {
     // absent (ENOSYS), so the C library falls back to clone(2), filtered above.
     // openat2(2) likewise passes its flags and mode in memory: absent, the C library and
     // programs fall back to openat(2).
+    // System V IPC in the host's namespace: absent, as on a kernel without it.
+    let mut calls = vec![libc::SYS_clone3, libc::SYS_openat2];
+    if ipc == Ipc::Host {
+        calls.extend(SYSV_IPC);
+    }
     let mut absent: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for call in [libc::SYS_clone3, libc::SYS_openat2] {
+    for call in calls {
         absent.insert(call, Vec::new());
         #[cfg(target_arch = "x86_64")]
         absent.insert(call | 0x4000_0000, Vec::new());
     }
     Ok(vec![denied, compile(absent, libc::ENOSYS)?])
 }
+
+/// The System V IPC calls (x86_64 and aarch64 have each under its own number; no
+/// `ipc(2)` multiplexer).
+const SYSV_IPC: [i64; 12] = [
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+];
 
 /// Installs `filters` on the calling thread (and so on every process it starts).
 pub fn install(filters: &[BpfProgram]) -> Result<(), String> {

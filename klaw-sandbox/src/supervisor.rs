@@ -264,8 +264,11 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
     };
     let mut cmd = std::process::Command::new(&bwrap.path);
     // bubblewrap's own namespaces contain the network (its own loopback, unless
-    // `network`) and the host's UNIX sockets.
-    let filters = match crate::seccomp::filters(crate::seccomp::NETWORK_FAMILIES) {
+    // `network`), the host's UNIX sockets and System V IPC.
+    let filters = match crate::seccomp::filters(
+        crate::seccomp::NETWORK_FAMILIES,
+        crate::seccomp::Ipc::Private,
+    ) {
         Ok(f) => f,
         Err(e) => return e,
     };

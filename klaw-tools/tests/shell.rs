@@ -909,8 +909,10 @@ macro_rules! per_mode {
                 the_deny_list_answers_first,
                 the_environment_does_not_leak,
                 inherited_descriptors_do_not_reach_the_command,
-                the_tree_dies_with_the_engine;
-                probes: environment_probe, engine_probe
+                the_tree_dies_with_the_engine,
+                a_locked_temp_dir_is_removed,
+                the_holes_stay_closed_for_an_unprivileged_engine;
+                probes: environment_probe, engine_probe, unprivileged_probe
             );
         }
     )*};
@@ -933,7 +935,10 @@ macro_rules! per_sandbox {
                 kernel_interfaces_are_closed,
                 commands_never_run_as_root,
                 the_command_cannot_end_its_supervisor,
-                a_pid_hopper_is_ended;
+                a_pid_hopper_is_ended,
+                host_sysv_ipc_is_out_of_reach,
+                mknod_makes_no_setid_files,
+                only_bounded_filesystems_take_writes;
                 probes: terminal_probe
             );
             #[tokio::test]
@@ -1538,4 +1543,290 @@ fn the_helper_ends_the_tree_when_the_engine_goes_away() {
         !alive(grandchild) && live_with(&tag).is_empty()
     });
     assert!(gone, "left behind: {:?}", live_with(&tag));
+}
+
+// ---- the second red team (issue 25): each check as the attacker tried it ----
+
+/// A key for System V IPC objects that no other test (or earlier run) uses.
+fn ipc_key(n: u32) -> u32 {
+    let m: u64 = marker()
+        .parse::<u128>()
+        .map_or(1, |m| (m % 0x00ff_ffff) as u64);
+    0x4b00_0000 | ((m as u32 + n * 7919) & 0x00ff_ffff)
+}
+
+/// Whether the host's IPC namespace has an object of `kind` (`shm`, `msg`, `sem`) with
+/// `key` (the first column of `/proc/sysvipc/<kind>`).
+fn host_ipc_has(kind: &str, key: u32) -> bool {
+    let table = std::fs::read_to_string(format!("/proc/sysvipc/{kind}")).unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .any(|l| l.split_whitespace().next() == Some(&key.to_string()))
+}
+
+/// Runs `script` with the system Python outside any sandbox (as the engine's user).
+fn host_python(py: &str, script: &str, args: &[String]) -> String {
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Removes the System V IPC objects with these keys from the host, whatever a failed
+/// run left.
+fn remove_host_ipc(keys: &[(&str, u32)]) {
+    for (kind, key) in keys {
+        let flag = match *kind {
+            "shm" => "-M",
+            "msg" => "-Q",
+            _ => "-S",
+        };
+        let _ = std::process::Command::new("ipcrm")
+            .args([flag, &key.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// (1) Landlock does not cover System V IPC, and a Landlock command lived in the
+/// host's IPC namespace: it read a private (0600) shared-memory segment of the engine's
+/// user and left a 64 MiB segment pinned on the host. Now it sees no host IPC object and
+/// leaves none: bubblewrap gives it an IPC namespace of its own, and under Landlock the
+/// calls look absent.
+async fn host_sysv_ipc_is_out_of_reach(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    let (secret, pinned, queue, sems) = (ipc_key(0), ipc_key(1), ipc_key(2), ipc_key(3));
+    let keys = [
+        ("shm", secret),
+        ("shm", pinned),
+        ("msg", queue),
+        ("sem", sems),
+    ];
+    remove_host_ipc(&keys);
+    // The engine's user holds a private segment with a secret in it.
+    let made = host_python(
+        py,
+        "import ctypes, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.shmat.restype = ctypes.c_void_p\n\
+         i = libc.shmget(int(sys.argv[1]), 4096, 0o1000 | 0o2000 | 0o600)\n\
+         assert i >= 0, ctypes.get_errno()\n\
+         p = libc.shmat(i, None, 0)\n\
+         ctypes.memmove(p, b'klaw-ipc-secret', 15)\nlibc.shmdt(ctypes.c_void_p(p))\nprint('made')\n",
+        &[secret.to_string()],
+    );
+    assert_eq!(made, "made\n");
+    let attack = "import ctypes, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+        libc.shmat.restype = ctypes.c_void_p\n\
+        secret, pinned, queue, sems = (int(a) for a in sys.argv[1:5])\n\
+        i = libc.shmget(secret, 0, 0)\n\
+        if i >= 0:\n\
+        \x20   p = libc.shmat(i, None, 0)\n\
+        \x20   print('READ', ctypes.string_at(p, 15) if p and p != 2**64 - 1 else ctypes.get_errno())\n\
+        \x20   if p and p != 2**64 - 1: ctypes.memmove(p, b'overwritten', 11)\n\
+        else:\n\
+        \x20   print('shm', ctypes.get_errno())\n\
+        print('pin', libc.shmget(pinned, 64 << 20, 0o1000 | 0o600) >= 0)\n\
+        print('msg', libc.msgget(queue, 0o1000 | 0o600) >= 0)\n\
+        print('sem', libc.semget(sems, 1, 0o1000 | 0o600) >= 0)\n";
+    let args: Vec<String> = [secret, pinned, queue, sems]
+        .iter()
+        .map(u32::to_string)
+        .collect();
+    let mut command = vec![py.to_owned(), "-c".into(), attack.into()];
+    command.extend(args);
+    let r = exec(&kit, json!({"command": command})).await;
+    // What the host has after the call, before anything is cleaned up.
+    let left: Vec<_> = keys[1..]
+        .iter()
+        .filter(|(kind, key)| host_ipc_has(kind, *key))
+        .collect();
+    let intact = host_python(
+        py,
+        "import ctypes, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.shmat.restype = ctypes.c_void_p\n\
+         p = libc.shmat(libc.shmget(int(sys.argv[1]), 0, 0), None, 0)\n\
+         print(ctypes.string_at(p, 15).decode())\n",
+        &[secret.to_string()],
+    );
+    remove_host_ipc(&keys);
+    let r = r.unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    assert!(!out.contains("READ"), "the host's segment was reached: {r}");
+    assert!(left.is_empty(), "left on the host: {left:?}; {r}");
+    assert_eq!(intact, "klaw-ipc-secret\n", "{r}");
+    eprintln!("{mode:?}: {}", out.replace('\n', "; "));
+}
+
+/// (2) As root, `mknod` made a root-owned set-uid file in the workspace
+/// (`umask 0; os.mknod("s", 0o104755)`), past the refusal of `chmod` and `open` with
+/// those bits. Now `mknod` with a set-user-ID or set-group-ID bit is refused too,
+/// whatever the file type; plain files and FIFOs are still made.
+async fn mknod_makes_no_setid_files(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    let script = "import os, stat\nos.umask(0)\n\
+        for name, m in [('s', stat.S_IFREG | 0o4755), ('g', stat.S_IFREG | 0o2755),\n\
+        \x20               ('p', stat.S_IFIFO | 0o4644), ('e', 0o6755)]:\n\
+        \x20   try:\n\
+        \x20       os.mknod(name, m)\n\
+        \x20       print(name, 'MADE', oct(os.stat(name).st_mode))\n\
+        \x20   except OSError as e:\n\
+        \x20       print(name, 'refused', e.errno)\n\
+        os.mknod('plain', stat.S_IFREG | 0o755); os.mknod('fifo', stat.S_IFIFO | 0o644)\n\
+        print(oct(os.stat('plain').st_mode), oct(os.stat('fifo').st_mode))\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    assert_eq!(
+        r["stdout"], "s refused 1\ng refused 1\np refused 1\ne refused 1\n0o100755 0o10644\n",
+        "{r}"
+    );
+    for name in ["s", "g", "p", "e"] {
+        assert!(!kit.workspace().join(name).exists(), "{name}: {r}");
+    }
+}
+
+/// (3) bubblewrap builds the root and `/dev` as memory filesystems as large as the
+/// host's memory, and left them writable: 600 MB written to `/x/big` or `/dev/shm/big`
+/// stayed in memory as long as the sandbox lived. Now only the workspace, `/tmp` and a
+/// bounded `/dev/shm` take writes (under Landlock neither `/` nor `/dev` ever did).
+async fn only_bounded_filesystems_take_writes(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let line = "for f in /x /dev/x /usr/x; do (echo x > $f) 2>/dev/null && echo \"WROTE $f\"; done; \
+                mkdir /newdir 2>/dev/null && echo 'MADE /newdir'; \
+                mkdir /x 2>/dev/null && echo 'MADE /x'; \
+                head -c 71303168 /dev/zero > /dev/shm/klaw-big 2>/dev/null && echo 'FILLED /dev/shm'; \
+                rm -f /dev/shm/klaw-big; \
+                if (: > /dev/shm/klaw-probe) 2>/dev/null; then stat -f -c 'shm %b %S' /dev/shm; \
+                rm /dev/shm/klaw-probe; fi; \
+                echo t > $TMPDIR/t && echo tmp-ok; echo w > w && echo ws-ok";
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    for bad in ["WROTE", "MADE", "FILLED"] {
+        assert!(!out.contains(bad), "{r}");
+    }
+    assert!(out.ends_with("tmp-ok\nws-ok\n"), "{r}");
+    if let Some(shm) = out.lines().find_map(|l| l.strip_prefix("shm ")) {
+        let (blocks, size) = shm.split_once(' ').unwrap();
+        let bytes = blocks.parse::<u64>().unwrap() * size.parse::<u64>().unwrap();
+        assert!(bytes > 0 && bytes <= 64 << 20, "{r}");
+    }
+    assert!(!Path::new("/dev/shm/klaw-big").exists());
+}
+
+/// (4) A command's private temporary directory outlived its call when the command
+/// locked a directory in it (`chmod 000`): removal gave up at the first directory it
+/// could not enter. Now permissions are given back first, and a job killed while its
+/// tree was still writing there leaves nothing either. (As root every permission check
+/// passes: the unprivileged engine, `the_holes_stay_closed_for_an_unprivileged_engine`,
+/// is the case that failed.)
+async fn a_locked_temp_dir_is_removed(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let line = "mkdir -p $TMPDIR/k/s && echo x > $TMPDIR/k/s/f && \
+                chmod 000 $TMPDIR/k/s $TMPDIR/k && echo $TMPDIR";
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    let tmp = r["stdout"].as_str().unwrap().trim().to_owned();
+    if r["sandbox"] == "bwrap" {
+        // Its private /tmp is gone with its mount namespace.
+        assert_eq!(tmp, "/tmp", "{r}");
+        return;
+    }
+    assert!(tmp.contains("/klaw-exec-"), "{r}");
+    assert!(
+        eventually(|| !Path::new(&tmp).exists()).await,
+        "{tmp} outlived its command"
+    );
+    // A job whose tree keeps writing there until it is killed.
+    let r = process(
+        &kit,
+        json!({"action": "start", "command": "echo $TMPDIR; for i in 1 2 3; do \
+            (while :; do mkdir -p $TMPDIR/w$i/$RANDOM/d; chmod 000 $TMPDIR/w$i; done) & done; wait"}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    let mut tmp = String::new();
+    for _ in 0..300 {
+        let log = process(&kit, json!({"action": "log", "processId": id}))
+            .await
+            .unwrap();
+        tmp = log["stdout"].as_str().unwrap_or("").trim().to_owned();
+        if !tmp.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(tmp.contains("/klaw-exec-"), "{tmp:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    process(&kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    assert!(
+        eventually(|| !Path::new(&tmp).exists()).await,
+        "{tmp} outlived its killed job"
+    );
+}
+
+/// The holes above tried with the engine as an unprivileged user (as a user runs it on
+/// a desktop): this test binary, started again as `nobody`, runs them in `mode`. When
+/// the tests run as root (as CI runs them), the checks above were root's; this is the
+/// other half. Says why where the machine does not allow it.
+async fn the_holes_stay_closed_for_an_unprivileged_engine(mode: SandboxMode) {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "the tests run unprivileged here: the checks above were the unprivileged engine's"
+        );
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let probe = format!("{}::unprivileged_probe", mode_module(mode));
+    let out = match probe_command(&probe)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .env_clear()
+        .env("PATH", klaw_sandbox::DEFAULT_PATH)
+        .env("KLAW_TEST_UNPRIVILEGED", "1")
+        .current_dir("/")
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("skipping: this test binary cannot run as uid {NOBODY} here: {e}");
+            return;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed")
+            && (stderr.contains("unprivileged probe ran") || stderr.contains("skipping")),
+        "the probe did not run: {stdout}\n{stderr}"
+    );
+    eprintln!("{stderr}");
+}
+
+async fn unprivileged_probe(mode: SandboxMode) {
+    if std::env::var_os("KLAW_TEST_UNPRIVILEGED").is_none() {
+        return; // only meaningful when started by the test above
+    }
+    if matches!(mode, SandboxMode::Bwrap | SandboxMode::Landlock) {
+        host_sysv_ipc_is_out_of_reach(mode).await;
+        mknod_makes_no_setid_files(mode).await;
+        only_bounded_filesystems_take_writes(mode).await;
+    }
+    a_locked_temp_dir_is_removed(mode).await;
+    if works(mode) {
+        eprintln!(
+            "unprivileged probe ran ({mode:?}, uid {})",
+            rustix::process::geteuid().as_raw()
+        );
+    }
 }

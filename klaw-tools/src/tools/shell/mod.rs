@@ -13,6 +13,7 @@ mod output;
 mod process;
 mod run;
 mod sandbox;
+mod scratch;
 mod settings;
 
 pub use exec::{ExecResult, exec};

@@ -16,6 +16,7 @@ use super::output::{self, SharedTail};
 use klaw_sandbox::{Backend, DEFAULT_PATH, Policy};
 
 use super::sandbox::{self, SandboxHelper};
+use super::scratch::CommandTmp;
 use super::settings::ShellSettings;
 use crate::schema::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
@@ -189,7 +190,8 @@ pub(crate) struct Running {
     pub(crate) backend: &'static str,
     /// No sandbox root: the command alone in its own process group.
     direct: bool,
-    _tmp: Option<tempfile::TempDir>,
+    /// Removed when this is dropped, after the tree (see [`CommandTmp`]).
+    _tmp: Option<CommandTmp>,
 }
 
 /// Kills the whole tree when dropped while the command may still run (a cancelled or
@@ -250,23 +252,14 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         hidden,
         network: ShellSettings::of(ctx).network,
     };
+    // bubblewrap gives the command a private /tmp; the others get a directory of its own.
     let tmp = match backend {
         Backend::Bwrap(_) => None,
-        _ => Some(
-            tempfile::Builder::new()
-                .prefix("klaw-exec-")
-                .tempdir()
-                .map_err(|e| {
-                    ToolError::failed("cannot create a temporary directory").with_detail(e)
-                })?,
-        ),
-    };
-    let tmp_path = match &tmp {
-        Some(t) => Some(std::fs::canonicalize(t.path()).map_err(|e| {
+        _ => Some(CommandTmp::new().map_err(|e| {
             ToolError::failed("cannot create a temporary directory").with_detail(e)
         })?),
-        None => None,
     };
+    let tmp_path = tmp.as_ref().map(|t| t.path().to_path_buf());
     let (program, args) = klaw_sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())
         .map_err(sandbox::tool_error)?;
     let mut cmd = tokio::process::Command::new(&program);
