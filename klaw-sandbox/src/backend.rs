@@ -9,27 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::helper::{HELPER_ARG, HelperPolicy, PROBE_OK};
+use crate::policy::{Bwrap, HELPER_ARG, HelperPolicy, PROBE_OK, Policy};
 use crate::{Error, Mode};
-
-/// System directories visible read-only inside every sandbox (those that exist).
-#[cfg(target_os = "linux")]
-pub(crate) const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
-];
-
-/// What a command may touch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policy {
-    /// The workspace, canonical: read-write.
-    pub workspace: PathBuf,
-    /// The working directory, canonical, inside the workspace.
-    pub cwd: PathBuf,
-    /// Directories that must stay invisible even when inside the workspace (the data dir).
-    pub hidden: Vec<PathBuf>,
-    /// Whether the network is allowed.
-    pub network: bool,
-}
 
 /// The backend a command actually runs under, from [`select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,18 +41,6 @@ impl Backend {
             Backend::Supervised(_) | Backend::Direct => "off",
         }
     }
-}
-
-/// A bubblewrap that works here.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Bwrap {
-    /// The helper that starts it with the seccomp filter.
-    pub(crate) helper: PathBuf,
-    /// Its absolute path, found once on the engine's `PATH` (never relative to a
-    /// command's working directory).
-    pub(crate) path: PathBuf,
-    /// Whether it supports `--disable-userns` (bubblewrap 0.8 and later).
-    pub(crate) disable_userns: bool,
 }
 
 /// Picks the backend for `mode`, or says why none may run ([`Error::Unavailable`]).

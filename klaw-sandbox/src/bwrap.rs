@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::backend::{Bwrap, Policy, SYSTEM_DIRS};
+use crate::policy::{Bwrap, Policy, SYSTEM_DIRS};
 
 /// The size of a command's private `/tmp` (a tmpfs, so memory): 512 MiB.
 pub(crate) const TMP_SIZE: u64 = 512 << 20;

@@ -3,48 +3,9 @@
 //! supervises the command (see [`run_helper_if_requested`]).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The first argument that makes a Klaw binary act as the sandbox helper.
-pub const HELPER_ARG: &str = "__klaw-sandbox";
-
-/// What the helper's probe prints when the policy could be applied.
-pub(crate) const PROBE_OK: &str = "klaw-sandbox ok";
-
-/// The supervisor's exit code when the engine ended the command (timeout, kill) but the
-/// tree could not be proven dead.
-pub const UNPROVEN: u8 = 125;
-
-/// What the supervisor says on stderr when it could not prove the tree dead.
-pub const UNPROVEN_NOTE: &str = "could not prove that every process of the command ended";
-
-/// What the helper enforces, as it receives it.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct HelperPolicy {
-    /// Apply Landlock and seccomp (false: only supervise the tree).
-    pub(crate) landlock: bool,
-    /// Allow the network.
-    pub(crate) network: bool,
-    /// Directories with read and write access (the workspace, the private temp dir).
-    pub(crate) write: Vec<PathBuf>,
-    /// The command's working directory.
-    pub(crate) cwd: PathBuf,
-    /// Only check that the policy can be applied, then exit.
-    #[serde(default)]
-    pub(crate) probe: bool,
-    /// This process is the command's stage (started by the supervising helper): apply
-    /// the restrictions to itself and become the command.
-    #[serde(default)]
-    pub(crate) stage: bool,
-    /// Directories to hide inside the workspace (bubblewrap only: the data dir).
-    #[serde(default)]
-    pub(crate) hidden: Vec<PathBuf>,
-    /// Run the command under this bubblewrap, with the seccomp filter, instead of
-    /// under Landlock here.
-    #[serde(default)]
-    pub(crate) bwrap: Option<crate::backend::Bwrap>,
-}
+use crate::policy::HELPER_ARG;
 
 /// The helper's entry point: `args` are what follows [`HELPER_ARG`] (the policy as
 /// JSON, then the command). Applies the policy to this process, starts the command,

@@ -22,8 +22,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
-use crate::backend::SYSTEM_DIRS;
-use crate::helper::HelperPolicy;
+use crate::policy::{HelperPolicy, SYSTEM_DIRS};
 use crate::seccomp;
 
 /// The device files a command may open (read and write); the rest of `/dev` (terminals,

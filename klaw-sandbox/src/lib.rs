@@ -42,6 +42,7 @@
 
 mod backend;
 mod helper;
+mod policy;
 
 #[cfg(target_os = "linux")]
 mod bwrap;
@@ -69,8 +70,9 @@ pub mod tree {
 #[cfg(target_os = "linux")]
 pub mod unprivileged;
 
-pub use backend::{Backend, Bwrap, DEFAULT_PATH, Policy, describe, select, wrap};
-pub use helper::{HELPER_ARG, UNPROVEN, UNPROVEN_NOTE, helper_main, run_helper_if_requested};
+pub use backend::{Backend, DEFAULT_PATH, describe, select, wrap};
+pub use helper::{helper_main, run_helper_if_requested};
+pub use policy::{Bwrap, HELPER_ARG, Policy, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]
 pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
 

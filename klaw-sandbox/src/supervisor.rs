@@ -5,8 +5,7 @@
 use std::ffi::OsString;
 use std::process::Stdio;
 
-use crate::backend::{Bwrap, Policy};
-use crate::helper::{HELPER_ARG, HelperPolicy, PROBE_OK, UNPROVEN, UNPROVEN_NOTE};
+use crate::policy::{Bwrap, HELPER_ARG, HelperPolicy, PROBE_OK, Policy, UNPROVEN, UNPROVEN_NOTE};
 use crate::{bwrap, landlock};
 
 /// Runs the helper with `args` (the policy as JSON, then the command) and returns the

@@ -1,0 +1,77 @@
+//! What the parts of the sandbox share: the policy a caller gives ([`Policy`]), the
+//! policy the helper receives ([`HelperPolicy`]), a bubblewrap that works ([`Bwrap`]),
+//! and the helper's protocol (its argument, its probe's answer, its exit codes). Every
+//! other module imports from here, and this one from none of them.
+
+use std::path::PathBuf;
+
+/// System directories visible read-only inside every sandbox (those that exist).
+#[cfg(target_os = "linux")]
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// What a command may touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// The workspace, canonical: read-write.
+    pub workspace: PathBuf,
+    /// The working directory, canonical, inside the workspace.
+    pub cwd: PathBuf,
+    /// Directories that must stay invisible even when inside the workspace (the data dir).
+    pub hidden: Vec<PathBuf>,
+    /// Whether the network is allowed.
+    pub network: bool,
+}
+
+/// A bubblewrap that works here.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Bwrap {
+    /// The helper that starts it with the seccomp filter.
+    pub(crate) helper: PathBuf,
+    /// Its absolute path, found once on the engine's `PATH` (never relative to a
+    /// command's working directory).
+    pub(crate) path: PathBuf,
+    /// Whether it supports `--disable-userns` (bubblewrap 0.8 and later).
+    pub(crate) disable_userns: bool,
+}
+
+/// The first argument that makes a Klaw binary act as the sandbox helper.
+pub const HELPER_ARG: &str = "__klaw-sandbox";
+
+/// What the helper's probe prints when the policy could be applied.
+pub(crate) const PROBE_OK: &str = "klaw-sandbox ok";
+
+/// The supervisor's exit code when the engine ended the command (timeout, kill) but the
+/// tree could not be proven dead.
+pub const UNPROVEN: u8 = 125;
+
+/// What the supervisor says on stderr when it could not prove the tree dead.
+pub const UNPROVEN_NOTE: &str = "could not prove that every process of the command ended";
+
+/// What the helper enforces, as it receives it.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct HelperPolicy {
+    /// Apply Landlock and seccomp (false: only supervise the tree).
+    pub(crate) landlock: bool,
+    /// Allow the network.
+    pub(crate) network: bool,
+    /// Directories with read and write access (the workspace, the private temp dir).
+    pub(crate) write: Vec<PathBuf>,
+    /// The command's working directory.
+    pub(crate) cwd: PathBuf,
+    /// Only check that the policy can be applied, then exit.
+    #[serde(default)]
+    pub(crate) probe: bool,
+    /// This process is the command's stage (started by the supervising helper): apply
+    /// the restrictions to itself and become the command.
+    #[serde(default)]
+    pub(crate) stage: bool,
+    /// Directories to hide inside the workspace (bubblewrap only: the data dir).
+    #[serde(default)]
+    pub(crate) hidden: Vec<PathBuf>,
+    /// Run the command under this bubblewrap, with the seccomp filter, instead of
+    /// under Landlock here.
+    #[serde(default)]
+    pub(crate) bwrap: Option<Bwrap>,
+}
