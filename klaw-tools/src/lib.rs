@@ -37,6 +37,7 @@ mod listen;
 mod registry;
 mod render;
 mod schema;
+mod similar;
 mod tool;
 mod validate;
 
@@ -54,11 +55,12 @@ pub use error::{ErrorKind, ToolError};
 pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
 pub use listen::{CallListener, Log, LogLevel, LogMessage, Progress, ProgressUpdate};
-pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry, by_similarity};
+pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry};
 pub use render::{Format, definition};
 pub use schema::{
     Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,
 };
+pub use similar::by_similarity;
 pub use tool::{
     Annotations, Attachment, FnTool, Lang, ResourceContent, Text, Tool, ToolOutput, ToolSpec,
 };

@@ -334,7 +334,7 @@ impl Node {
                     Extra::Denied => {
                         let known: Vec<&str> =
                             self.properties.iter().map(|(k, _)| k.as_str()).collect();
-                        let hint = crate::registry::closest(key, known.iter().copied())
+                        let hint = crate::similar::closest(key, known.iter().copied())
                             .map(|c| format!("; did you mean `{c}`?"))
                             .unwrap_or_default();
                         let list = if known.is_empty() {
