@@ -14,6 +14,8 @@ use crate::names::{doc_text, rename};
 #[derive(Default)]
 struct SerdeAttrs {
     rename: Option<String>,
+    /// `#[serde(alias = "...")]`: other names accepted on input (never shown).
+    aliases: Vec<String>,
     rename_all: Option<String>,
     default: bool,
     skip: bool,
@@ -53,6 +55,10 @@ fn serde_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute], level: Level) -> SerdeAt
                 // twice would only add noise.
                 (false, "rename") if meta.input.peek(syn::Token![=]) => {
                     out.rename = lit_str(&meta.value()?.parse()?).map(|s| s.value());
+                }
+                (false, "alias") if meta.input.peek(syn::Token![=]) => {
+                    out.aliases
+                        .extend(lit_str(&meta.value()?.parse()?).map(|s| s.value()));
                 }
                 (false, "rename_all") if meta.input.peek(syn::Token![=]) => {
                     out.rename_all = lit_str(&meta.value()?.parse()?).map(|s| s.value());
@@ -206,10 +212,11 @@ fn struct_schema(
             quote_spanned!(ty.span()=> !<#ty as #p::ToolSchema>::OPTIONAL)
         };
         let schema = quote_spanned!(ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA);
+        let aliases = &a.aliases;
         props.push(quote! {
             #p::Property {
                 name: #name,
-                aliases: &[],
+                aliases: &[#(#aliases),*],
                 schema: #schema,
                 required: #required,
                 description: #p::Description::new(#ru, #en),

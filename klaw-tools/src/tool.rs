@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use crate::schema::{Description, ObjectSchema, Schema};
+use crate::schema::{Description, ObjectSchema, Schema, ToolSchema};
 use crate::{ToolContext, ToolError};
 
 /// The language of descriptions.
@@ -356,6 +356,72 @@ impl<F> FnTool<F> {
         Fut: std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
         Self { spec, f }
+    }
+}
+
+/// The boxed future a typed [`FnTool`] runs.
+type CallFuture = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+impl FnTool<()> {
+    /// A tool whose arguments are the struct `A` (`#[derive(ToolSchema,
+    /// serde::Deserialize)]`): `spec`'s argument schema and aliases are replaced by
+    /// `A`'s, so they cannot drift from the type, and `f` gets the arguments already
+    /// parsed (the registry validated them against that schema first; what still does
+    /// not parse is an `invalid_arguments` error for the model).
+    ///
+    /// ```
+    /// use klaw_tools::{FnTool, ToolOutput, ToolSchema, ToolSpec};
+    ///
+    /// #[derive(ToolSchema, serde::Deserialize)]
+    /// #[serde(rename_all = "camelCase")]
+    /// struct Greet {
+    ///     /// Кого приветствовать
+    ///     #[serde(alias = "who")]
+    ///     user_name: String,
+    /// }
+    ///
+    /// let greet = FnTool::typed(
+    ///     ToolSpec::new("greet", "Приветствует", serde_json::Value::Null),
+    ///     |_ctx, args: Greet| async move { Ok(ToolOutput::plain(format!("hi {}", args.user_name))) },
+    /// );
+    /// # use klaw_tools::Tool;
+    /// assert_eq!(greet.spec().input_schema["required"][0], "userName");
+    /// assert_eq!(greet.spec().aliases, [("who".to_owned(), "userName".to_owned())]);
+    /// ```
+    pub fn typed<A, F, Fut>(
+        mut spec: ToolSpec,
+        f: F,
+    ) -> FnTool<impl Fn(ToolContext, Value) -> CallFuture + Send + Sync + 'static>
+    where
+        A: ToolSchema + serde::de::DeserializeOwned + 'static,
+        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        spec.input_schema = A::SCHEMA.to_json();
+        spec.aliases = match A::SCHEMA {
+            Schema::Object(obj) => obj
+                .properties
+                .iter()
+                .flat_map(|p| {
+                    p.aliases
+                        .iter()
+                        .map(|a| ((*a).to_owned(), p.name.to_owned()))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        FnTool {
+            spec,
+            f: move |ctx: ToolContext, args: Value| -> CallFuture {
+                match serde_json::from_value::<A>(args) {
+                    Ok(args) => Box::pin(f(ctx, args)),
+                    Err(e) => Box::pin(std::future::ready(Err(ToolError::invalid_arguments(
+                        "",
+                        format!("the arguments do not fit the tool: {e}"),
+                    )))),
+                }
+            },
+        }
     }
 }
 
