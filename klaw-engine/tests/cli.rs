@@ -518,3 +518,63 @@ fn docs_index_twice_reindexes_nothing_the_second_time() {
         "{out}"
     );
 }
+
+/// Issue 25, hole 5: a project-local engine.json whose workspace is its own folder put
+/// the keys and the sandbox switch in reach of every command. The engine refuses to
+/// start on it — named relatively or absolutely, or through a symlink — says why and
+/// what to do, and runs nothing.
+#[test]
+fn a_config_file_inside_the_workspace_is_refused_and_nothing_runs() {
+    let env = Env::new();
+    let project = env.home().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let config = project.join("engine.json");
+    std::fs::write(
+        &config,
+        r#"{"workspace": ".", "llm": {"apiKey": "sk-attacker-reads-this"}}"#,
+    )
+    .unwrap();
+    // Elsewhere, a link to it, with the workspace named absolutely.
+    let etc = env.home().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(
+        project.join("linked.json"),
+        serde_json::json!({"workspace": project}).to_string(),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(project.join("linked.json"), etc.join("engine.json")).unwrap();
+    for (named, shown) in [
+        (config.clone(), config.display().to_string()),
+        ("engine.json".into(), config.display().to_string()),
+        (
+            etc.join("engine.json"),
+            etc.join("engine.json").display().to_string(),
+        ),
+    ] {
+        for args in [
+            &["call", "exec", r#"{"command": "touch RAN"}"#][..],
+            &["mcp"],
+            &["config"],
+        ] {
+            let o = engine(env.home(), args)
+                .env("KLAW_CONFIG", &named)
+                .current_dir(&project)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(1), "{named:?} {args:?}: {err}");
+            assert!(
+                err.starts_with(&format!(
+                    "error: configuration: the config file {shown} is inside the workspace"
+                )) && err.contains("could read its secrets (llm.apiKey")
+                    && err.contains("turn the sandbox off")
+                    && err.contains("Move the config file out of the workspace")
+                    && err.contains("or point the workspace elsewhere"),
+                "{named:?} {args:?}: {err}"
+            );
+            assert!(o.stdout.is_empty(), "{args:?}: {}", stdout(&o));
+            assert!(!project.join("RAN").exists());
+        }
+    }
+}
