@@ -258,6 +258,12 @@ fn spec() -> ToolSpec {
          that would not fit in maxToolCallRounds, and for parallel work.",
     )
     .with_title("Запустить субагента", Some("Start a subagent".into()))
+    // It asks the model's provider, and its answer may go to a chat. Its own calls go
+    // through the approval hooks (refused where approval is needed).
+    .with_annotations(klaw_tools::Annotations {
+        open_world: true,
+        ..Default::default()
+    })
     .with_origin("klaw-engine:agent");
     spec.aliases
         .push(("inject_into".into(), "injectInto".into()));
