@@ -578,3 +578,44 @@ fn a_config_file_inside_the_workspace_is_refused_and_nothing_runs() {
         }
     }
 }
+
+/// Issue 25, hole 8: `klaw-engine call` printed what a tool returned as it was. A file
+/// holding escape sequences (U+009B among them, which JSON leaves as it is) and an error
+/// quoting the model's argument reach stdout and stderr without a control character.
+#[test]
+fn call_prints_no_escape_sequence_a_tool_returned() {
+    let env = Env::new();
+    let ws = env.home().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("evil.txt"),
+        "hi\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\x1b[2J\u{9b}31m\u{85}there\n",
+    )
+    .unwrap();
+    let obeyed = |text: &str| -> Vec<char> {
+        text.chars()
+            .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+            .collect()
+    };
+    let o = env
+        .cmd(&["call", "file_read", r#"{"path": "evil.txt"}"#])
+        .env("KLAW_WORKSPACE", &ws)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(obeyed(&stdout(&o)).is_empty(), "{:?}", stdout(&o));
+    assert!(stdout(&o).contains("31mthere"), "{}", stdout(&o));
+    let o = env
+        .cmd(&[
+            "call",
+            "current_time",
+            r#"{"timezone": "Mars\u001b]0;pwned\u0007\u009b2J"}"#,
+        ])
+        .env("KLAW_WORKSPACE", &ws)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("Mars]0;pwned2J"), "{err:?}");
+    assert!(obeyed(&err).is_empty(), "{err:?}");
+}

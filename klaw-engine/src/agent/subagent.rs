@@ -198,7 +198,9 @@ async fn deliver(
                 tracing::error!(target: "klaw::subagent", id, name, "the answer was not delivered to {target}: {e}");
             }
         }
-        _ => tracing::info!(target: "klaw::subagent", id, name, "the subagent answered: {answer}"),
+        _ => {
+            tracing::info!(target: "klaw::subagent", id, name, "the subagent answered: {}", crate::terminal::terminal_safe(&answer))
+        }
     }
 }
 
