@@ -73,6 +73,35 @@ pub trait Approver: Send + Sync + 'static {
     fn approve<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a>;
 }
 
+/// The width [`approval_question`] wraps the arguments at.
+pub const QUESTION_WIDTH: usize = 100;
+
+/// What a person is shown before a call runs: the tool and its whole arguments (pretty
+/// JSON), never a cut preview of what will run. Long lines are wrapped at
+/// [`QUESTION_WIDTH`] characters (a line break inside a string value shows as `\n`, so
+/// a break in the layout is only a wrap), and every character that could hide or
+/// disguise what runs is written out as `\u{…}`: control characters (a carriage return
+/// or ESC in a command), Unicode bidi controls (U+202E would show `exe.txt` for
+/// `txt.exe`) and invisible ones. A channel with a length limit splits the question; it
+/// does not cut it.
+pub fn approval_question(call: &ToolCall, spec: &ToolSpec) -> String {
+    let args = match &call.args {
+        klaw_tools::Args::Json(v) => v.clone(),
+        klaw_tools::Args::Text(t) if t.trim().is_empty() => serde_json::json!({}),
+        klaw_tools::Args::Text(t) => {
+            serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.clone()))
+        }
+    };
+    let pretty = serde_json::to_string_pretty(&args).unwrap_or_else(|_| args.to_string());
+    let shown = crate::terminal::escape_invisible(&pretty);
+    format!(
+        "The agent wants to call `{}` with these arguments (in full; a hidden character \
+         shows as \\u{{…}}):\n{}\n",
+        crate::terminal::escape_invisible(&spec.name),
+        crate::terminal::wrap(&shown, QUESTION_WIDTH)
+    )
+}
+
 /// Whether `spec`'s calls need approval under `policy` (with `extra` tools named).
 pub fn needs_approval(policy: Approval, extra: &[String], spec: &ToolSpec) -> bool {
     match policy {

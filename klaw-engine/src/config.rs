@@ -599,6 +599,27 @@ pub enum ConfigError {
     /// Neither `HOME` nor the XDG variables are set, so no default directory exists.
     #[error("cannot find a default for {0}: HOME is not set; set {1}")]
     NoHome(&'static str, &'static str),
+    /// The config file (or, when there is none, the place it is looked for) is inside the
+    /// workspace, where commands could read its secrets and rewrite it.
+    #[error(
+        "{} {} is inside the workspace {}: commands run in the workspace could read its \
+         secrets (llm.apiKey, mcp.token, gateway.telegramToken) and {} it, e.g. to turn the \
+         sandbox off for the next start. Move the config file out of the workspace (name it \
+         with KLAW_CONFIG; the default is $XDG_CONFIG_HOME/klaw/engine.json), or point the \
+         workspace elsewhere (`workspace` in engine.json, or KLAW_WORKSPACE)",
+        if *.exists { "the config file" } else { "the config file's default path (no file there yet)" },
+        .config.display(),
+        .workspace.display(),
+        if *.exists { "rewrite" } else { "create" }
+    )]
+    ConfigInWorkspace {
+        /// The config file, as named.
+        config: PathBuf,
+        /// The workspace, as configured.
+        workspace: PathBuf,
+        /// Whether the file exists (else built-in defaults are in use).
+        exists: bool,
+    },
 }
 
 /// Where the configuration came from.
@@ -650,7 +671,8 @@ impl Config {
     /// [`Config::load`] with an explicit environment.
     pub fn load_with(env: Env<'_>) -> Result<Self, ConfigError> {
         let (path, explicit) = match env("KLAW_CONFIG") {
-            Some(p) => (PathBuf::from(p), true),
+            // Absolute, so that paths in the file are relative to its real folder.
+            Some(p) => (absolute(Path::new(&p)), true),
             None => (
                 xdg(
                     env,
@@ -707,6 +729,7 @@ impl Config {
             None => data_dir.join("workspace"),
         };
         check_data_dir_outside(&data_dir, &workspace, env)?;
+        check_config_outside(&source, &workspace)?;
         let timezone = match &raw.timezone {
             Some(tz) => match klaw_tools::tools::utilities::time_zone(tz) {
                 Ok(zone) => zone.iana_name().unwrap_or(tz).to_owned(),
@@ -877,6 +900,52 @@ fn check_data_dir_outside(
         });
     }
     Ok(())
+}
+
+/// Refuses a config file inside (or equal to a file in) the workspace: a command run
+/// there could read its secrets and rewrite it, the sandbox switch included, for the next
+/// start. The default path is refused too when it lies in the workspace, though no file
+/// is there yet: a command could create one. Checked on the paths as given and on the
+/// real ones (symlinks resolved, through the longest part that exists), so neither `..`
+/// nor a link in either path dodges it.
+fn check_config_outside(source: &ConfigSource, workspace: &Path) -> Result<(), ConfigError> {
+    let (config, exists) = match source {
+        ConfigSource::File(p) => (p, true),
+        ConfigSource::Defaults(p) => (p, false),
+    };
+    let inside = |c: &Path, w: &Path| lexical(c).starts_with(lexical(w));
+    let (c, w) = (absolute(config), absolute(workspace));
+    if inside(&c, &w) || inside(&real(&c), &real(&w)) {
+        return Err(ConfigError::ConfigInWorkspace {
+            config: config.clone(),
+            workspace: workspace.to_path_buf(),
+            exists,
+        });
+    }
+    Ok(())
+}
+
+/// `path` with every symlink resolved: the longest leading part that exists made
+/// canonical, the rest appended as written.
+fn real(path: &Path) -> PathBuf {
+    let mut base = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut out) = std::fs::canonicalize(&base) {
+            out.extend(rest.iter().rev());
+            return lexical(&out);
+        }
+        match (
+            base.file_name().map(std::ffi::OsStr::to_owned),
+            base.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                base = parent.to_path_buf();
+            }
+            _ => return lexical(path),
+        }
+    }
 }
 
 /// `path` with `.` dropped and each `..` removing the component before it.
@@ -1112,6 +1181,83 @@ mod tests {
         .to_string();
         let err = resolve(&json).unwrap_err();
         assert!(err.to_string().starts_with("dataDir:"), "{err}");
+    }
+
+    /// Issue 25: a config file inside the workspace (a project-local engine.json whose
+    /// workspace is its own folder) let a command read the keys and turn the sandbox off
+    /// for the next start. Refused by name, through `..`, through a symlinked file or
+    /// workspace, and where the default path (no file yet) lies in the workspace.
+    #[test]
+    fn a_config_file_inside_the_workspace_is_refused() {
+        let home = env(&[("HOME", "/home/u")]);
+        let resolve = |config: &Path, json: &str| {
+            let raw = parse(config, json).unwrap();
+            Config::resolve(raw, ConfigSource::File(config.to_path_buf()), &home)
+        };
+        let etc = Path::new("/etc/klaw/engine.json");
+        for json in [
+            r#"{"workspace": "."}"#,
+            r#"{"workspace": "/etc"}"#,
+            r#"{"workspace": "/etc/klaw"}"#,
+            r#"{"workspace": "/x/../etc/klaw"}"#,
+        ] {
+            let err = resolve(etc, json).unwrap_err().to_string();
+            assert!(
+                err.starts_with("the config file /etc/klaw/engine.json is inside the workspace")
+                    && err.contains("llm.apiKey")
+                    && err.contains("Move the config file out of the workspace"),
+                "{json}: {err}"
+            );
+        }
+        resolve(etc, r#"{"workspace": "ws"}"#).unwrap();
+        resolve(etc, r#"{"workspace": "/etc/klaw-ws"}"#).unwrap();
+        resolve(etc, r#"{"workspace": "/etc/klaw/../ws"}"#).unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        // The config file is a link to a file in the workspace.
+        std::fs::write(ws.join("engine.json"), "{}").unwrap();
+        let link = dir.path().join("engine.json");
+        std::os::unix::fs::symlink(ws.join("engine.json"), &link).unwrap();
+        let json = serde_json::json!({"workspace": ws, "dataDir": dir.path().join("d")});
+        let err = resolve(&link, &json.to_string()).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::ConfigInWorkspace { exists: true, .. }),
+            "{err}"
+        );
+        // The workspace is a link to the config file's folder.
+        let conf_dir = dir.path().join("conf");
+        std::fs::create_dir_all(&conf_dir).unwrap();
+        std::fs::write(conf_dir.join("engine.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(&conf_dir, dir.path().join("ws-link")).unwrap();
+        let json = serde_json::json!({
+            "workspace": dir.path().join("ws-link"),
+            "dataDir": dir.path().join("d"),
+        });
+        let err = resolve(&conf_dir.join("engine.json"), &json.to_string()).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::ConfigInWorkspace { .. }),
+            "{err}"
+        );
+        // No file, but the default path is in the workspace: a command could create it.
+        let e = env(&[
+            ("HOME", "/home/u"),
+            ("KLAW_WORKSPACE", "/home/u"),
+            ("KLAW_DATA", "/d"),
+        ]);
+        let err = Config::resolve(
+            EngineConfig::default(),
+            ConfigSource::Defaults("/home/u/.config/klaw/engine.json".into()),
+            &e,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("the config file's default path (no file there yet)")
+                && err.contains("create it"),
+            "{err}"
+        );
     }
 
     #[test]

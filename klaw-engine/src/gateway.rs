@@ -62,7 +62,8 @@ pub trait Channel: Send + Sync + 'static {
     ) -> BoxFuture<'static, ()>;
 }
 
-/// The console: what is sent to it is printed on stdout, `[console <chat>] text`.
+/// The console: what is sent to it is printed on stdout, `[console <chat>] text`, with
+/// the terminal's control characters removed.
 #[derive(Debug, Default)]
 pub struct ConsoleChannel;
 
@@ -72,7 +73,12 @@ impl Channel for ConsoleChannel {
     }
 
     fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
-        println!("[console {chat_id}] {text}");
+        // The model's text: no escape sequence of its reaches the terminal.
+        println!(
+            "[console {}] {}",
+            crate::terminal::terminal_safe(chat_id),
+            crate::terminal::terminal_safe(text)
+        );
         Box::pin(std::future::ready(Ok(())))
     }
 

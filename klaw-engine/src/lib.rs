@@ -30,6 +30,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod llm;
 pub mod mcp;
+mod terminal;
 
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;

@@ -610,3 +610,157 @@ fn a_key_from_the_environment_stays_with_its_provider() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(server.requests()[0].header("authorization"), None);
 }
+
+/// Escape sequences an attacker's answer would use: OSC 52 writes the clipboard, OSC 0
+/// the window title, `ESC [2J` clears the screen, U+009B is a one-character CSI.
+const HOSTILE: &str = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\x1b[2J\u{9b}31m\r";
+
+/// What a terminal would obey in `text`, if anything.
+fn obeyed(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        .collect()
+}
+
+/// Issue 25, hole 8: the model's text (the answer, and through a tool's error and
+/// malformed arguments, the tool lines) reached the terminal raw. Now no control
+/// character of theirs reaches stdout or stderr; the visible text stays.
+#[test]
+fn escape_sequences_from_the_model_never_reach_the_terminal() {
+    let server = ScriptedServer::script(vec![
+        openai_call(&[
+            (
+                "a",
+                "current_time",
+                json!({"timezone": format!("Mars{HOSTILE}")})
+                    .to_string()
+                    .into(),
+            ),
+            (
+                "b",
+                "current_time",
+                json!(format!("{{\"timezone\": \"{HOSTILE}")),
+            ),
+        ]),
+        openai_answer(&format!("Done.{HOSTILE}\r\nSee you.")),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(home.path(), &format!("{}/v1", server.url), &[], "Hi\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(obeyed(&out).is_empty(), "{:?}", obeyed(&out));
+    assert!(obeyed(&err).is_empty(), "{:?}", obeyed(&err));
+    assert_eq!(out, "Done.]52;c;cm0gLXJmIH4K]0;pwned[2J31m\nSee you.\n");
+    assert!(
+        err.contains("✗ current_time") && err.contains("]0;pwned"),
+        "{err}"
+    );
+}
+
+/// `klaw-engine chat` in a terminal (a pseudo-terminal through util-linux `script`):
+/// what the person sees, typing `input`, with a timeout in case the chat hangs.
+fn chat_in_a_terminal(home: &Path, base_url: &str, env: &[(&str, &str)], input: &str) -> String {
+    let bin = env!("CARGO_BIN_EXE_klaw-engine");
+    let mut cmd = Command::new("timeout");
+    cmd.args([
+        "60",
+        "script",
+        "-qec",
+        &format!("'{bin}' chat"),
+        "/dev/null",
+    ])
+    .env_clear()
+    .env("HOME", home)
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("TZ", "UTC")
+    .env("KLAW_LLM_BASE_URL", base_url)
+    .env("KLAW_LLM_MODEL", "test-model")
+    .env("KLAW_LLM_API_KEY", "sk-agent-test-key")
+    .env("KLAW_LOG_LEVEL", "error");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = run_with_stdin(cmd, input);
+    assert!(
+        o.status.success(),
+        "{:?}: {}{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    // The terminal turns each line break into CR LF.
+    stdout(&o).replace("\r\n", "\n")
+}
+
+/// Issue 25, hole 6: the approval question showed 300 characters, so `exec` of 290
+/// harmless ones followed by `; touch PAYLOAD` was approved on the visible part and the
+/// rest ran. Now the question shows the whole arguments (wrapped), a bidi override and
+/// a carriage return or ESC in them written out, and the streamed answer has no escape
+/// sequence left (hole 8, in a terminal).
+#[test]
+fn the_approval_question_shows_everything_that_would_run() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        panic!("util-linux `script` is needed to give the chat a terminal");
+    }
+    let harmless = format!("echo {}", "x".repeat(285));
+    assert_eq!(harmless.len(), 290);
+    let command = format!("{harmless}; touch PAYLOAD");
+    let path = "report\u{202e}hs.txt\r\x1b[2Kinnocent.txt";
+    let server = ScriptedServer::script(vec![
+        openai_call(&[
+            ("e", "exec", json!({"command": command}).to_string().into()),
+            ("d", "file_delete", json!({"path": path}).to_string().into()),
+        ]),
+        openai_answer(&format!("Nothing ran.{HOSTILE}")),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let screen = chat_in_a_terminal(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[("KLAW_WORKSPACE", ws.path().to_str().unwrap())],
+        // The message, `n` to each question, then Ctrl-D.
+        "Clean up\nn\nn\n\x04",
+    );
+    // Every character of the command is on the screen, wrapped but whole.
+    let unwrapped = screen.replace('\n', "");
+    assert!(
+        unwrapped.contains(&format!("\"command\": \"{command}\"")),
+        "{screen}"
+    );
+    assert_eq!(screen.matches("Allow it? [y/N]").count(), 2, "{screen}");
+    let questions: Vec<&str> = screen
+        .split("The agent wants to call")
+        .skip(1)
+        .map(|q| q.split("Allow it?").next().unwrap())
+        .collect();
+    assert!(
+        questions
+            .iter()
+            .flat_map(|q| q.lines())
+            .all(|l| l.chars().count() <= 100),
+        "{screen}"
+    );
+    // The bidi override, the CR and the ESC are shown, not obeyed.
+    assert!(
+        screen.contains(r#""path": "report\u{202e}hs.txt\r\u001b[2Kinnocent.txt""#),
+        "{screen}"
+    );
+    assert!(!screen.contains('\u{202e}'), "{screen}");
+    assert!(
+        obeyed(&screen).is_empty(),
+        "{:?}\n{screen}",
+        obeyed(&screen)
+    );
+    assert!(screen.contains("Nothing ran.]52;c;"), "{screen}");
+    assert!(!ws.path().join("PAYLOAD").exists());
+    let results = tool_messages(&server.requests()[1]);
+    assert!(
+        results.iter().all(|(_, r)| r.contains("the user declined")),
+        "{results:?}"
+    );
+}

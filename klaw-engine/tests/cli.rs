@@ -518,3 +518,104 @@ fn docs_index_twice_reindexes_nothing_the_second_time() {
         "{out}"
     );
 }
+
+/// Issue 25, hole 5: a project-local engine.json whose workspace is its own folder put
+/// the keys and the sandbox switch in reach of every command. The engine refuses to
+/// start on it — named relatively or absolutely, or through a symlink — says why and
+/// what to do, and runs nothing.
+#[test]
+fn a_config_file_inside_the_workspace_is_refused_and_nothing_runs() {
+    let env = Env::new();
+    let project = env.home().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let config = project.join("engine.json");
+    std::fs::write(
+        &config,
+        r#"{"workspace": ".", "llm": {"apiKey": "sk-attacker-reads-this"}}"#,
+    )
+    .unwrap();
+    // Elsewhere, a link to it, with the workspace named absolutely.
+    let etc = env.home().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(
+        project.join("linked.json"),
+        serde_json::json!({"workspace": project}).to_string(),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(project.join("linked.json"), etc.join("engine.json")).unwrap();
+    for (named, shown) in [
+        (config.clone(), config.display().to_string()),
+        ("engine.json".into(), config.display().to_string()),
+        (
+            etc.join("engine.json"),
+            etc.join("engine.json").display().to_string(),
+        ),
+    ] {
+        for args in [
+            &["call", "exec", r#"{"command": "touch RAN"}"#][..],
+            &["mcp"],
+            &["config"],
+        ] {
+            let o = engine(env.home(), args)
+                .env("KLAW_CONFIG", &named)
+                .current_dir(&project)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(1), "{named:?} {args:?}: {err}");
+            assert!(
+                err.starts_with(&format!(
+                    "error: configuration: the config file {shown} is inside the workspace"
+                )) && err.contains("could read its secrets (llm.apiKey")
+                    && err.contains("turn the sandbox off")
+                    && err.contains("Move the config file out of the workspace")
+                    && err.contains("or point the workspace elsewhere"),
+                "{named:?} {args:?}: {err}"
+            );
+            assert!(o.stdout.is_empty(), "{args:?}: {}", stdout(&o));
+            assert!(!project.join("RAN").exists());
+        }
+    }
+}
+
+/// Issue 25, hole 8: `klaw-engine call` printed what a tool returned as it was. A file
+/// holding escape sequences (U+009B among them, which JSON leaves as it is) and an error
+/// quoting the model's argument reach stdout and stderr without a control character.
+#[test]
+fn call_prints_no_escape_sequence_a_tool_returned() {
+    let env = Env::new();
+    let ws = env.home().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("evil.txt"),
+        "hi\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\x1b[2J\u{9b}31m\u{85}there\n",
+    )
+    .unwrap();
+    let obeyed = |text: &str| -> Vec<char> {
+        text.chars()
+            .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+            .collect()
+    };
+    let o = env
+        .cmd(&["call", "file_read", r#"{"path": "evil.txt"}"#])
+        .env("KLAW_WORKSPACE", &ws)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(obeyed(&stdout(&o)).is_empty(), "{:?}", stdout(&o));
+    assert!(stdout(&o).contains("31mthere"), "{}", stdout(&o));
+    let o = env
+        .cmd(&[
+            "call",
+            "current_time",
+            r#"{"timezone": "Mars\u001b]0;pwned\u0007\u009b2J"}"#,
+        ])
+        .env("KLAW_WORKSPACE", &ws)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("Mars]0;pwned2J"), "{err:?}");
+    assert!(obeyed(&err).is_empty(), "{err:?}");
+}

@@ -198,7 +198,9 @@ async fn deliver(
                 tracing::error!(target: "klaw::subagent", id, name, "the answer was not delivered to {target}: {e}");
             }
         }
-        _ => tracing::info!(target: "klaw::subagent", id, name, "the subagent answered: {answer}"),
+        _ => {
+            tracing::info!(target: "klaw::subagent", id, name, "the subagent answered: {}", crate::terminal::terminal_safe(&answer))
+        }
     }
 }
 
@@ -258,6 +260,12 @@ fn spec() -> ToolSpec {
          that would not fit in maxToolCallRounds, and for parallel work.",
     )
     .with_title("Запустить субагента", Some("Start a subagent".into()))
+    // It asks the model's provider, and its answer may go to a chat. Its own calls go
+    // through the approval hooks (refused where approval is needed).
+    .with_annotations(klaw_tools::Annotations {
+        open_world: true,
+        ..Default::default()
+    })
     .with_origin("klaw-engine:agent");
     spec.aliases
         .push(("inject_into".into(), "injectInto".into()));

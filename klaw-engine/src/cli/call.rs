@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use klaw_tools::{CallListener, ProgressUpdate, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
+use crate::terminal::terminal_safe;
 use crate::{Config, Engine, ToolCall};
 
 /// Runs one call and prints its result (stdout) or error (stderr, exit 1).
@@ -28,8 +29,10 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
         let result = engine.execute(ToolCall::new(name, args), sink).await;
         bar.finish();
         match result {
+            // The tool's text, made terminal-safe: a result may hold what a file or a
+            // command wrote, escape sequences included.
             Ok(out) => {
-                let text = out.text();
+                let text = terminal_safe(out.text());
                 let mut stdout = std::io::stdout().lock();
                 let _ = stdout.write_all(text.as_bytes());
                 if !text.ends_with('\n') {
@@ -37,12 +40,12 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
                 }
                 // What the terminal cannot show is described, one line each.
                 for a in out.attachments() {
-                    let _ = writeln!(stdout, "{}", a.summary());
+                    let _ = writeln!(stdout, "{}", terminal_safe(&a.summary()));
                 }
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                let _ = writeln!(std::io::stderr(), "{}", e.to_model_text());
+                let _ = writeln!(std::io::stderr(), "{}", terminal_safe(&e.to_model_text()));
                 ExitCode::FAILURE
             }
         }

@@ -12,9 +12,11 @@ use tokio::io::AsyncBufReadExt;
 use crate::Config;
 use crate::agent::{Agent, TurnObserver};
 use crate::llm::{Model, ToolCallRequest, ToolResult};
+use crate::terminal::{escape_invisible, terminal_safe};
 
 /// Shows a turn: the answer's text on stdout as it comes (interactive), the tool calls
-/// and their outcomes on stderr.
+/// and their outcomes on stderr. Everything the model or a tool wrote is made
+/// [`terminal_safe`] first: no escape sequence of theirs reaches the terminal.
 struct Console {
     interactive: bool,
 }
@@ -23,16 +25,17 @@ impl TurnObserver for Console {
     fn text(&self, piece: &str) {
         if self.interactive {
             let mut out = std::io::stdout().lock();
-            let _ = out.write_all(piece.as_bytes());
+            let _ = out.write_all(terminal_safe(piece).as_bytes());
             let _ = out.flush();
         }
     }
 
+    /// What is about to run: hidden characters written out, as in the approval question.
     fn tool_call(&self, call: &ToolCallRequest) {
         eprintln!(
             "→ {} {}",
-            call.name,
-            crate::llm::preview(&call.arguments.to_wire_string())
+            escape_invisible(&call.name),
+            escape_invisible(&crate::llm::preview(&call.arguments.to_wire_string()))
         );
     }
 
@@ -40,8 +43,8 @@ impl TurnObserver for Console {
         let mark = if result.is_error { "✗" } else { "✓" };
         eprintln!(
             "{mark} {} {}",
-            call.name,
-            crate::llm::preview(&result.content)
+            terminal_safe(&call.name),
+            terminal_safe(&crate::llm::preview(&result.content))
         );
     }
 }
@@ -60,10 +63,7 @@ impl crate::agent::Approver for ConsoleApprover {
         spec: &'a klaw_tools::ToolSpec,
     ) -> crate::HookFuture<'a> {
         let name = spec.name.clone();
-        let args = crate::llm::preview(&match &call.args {
-            klaw_tools::Args::Json(v) => v.to_string(),
-            klaw_tools::Args::Text(t) => t.clone(),
-        });
+        let question = crate::agent::approval_question(call, spec);
         let interactive = self.interactive;
         let turn = Arc::clone(&self.one_at_a_time);
         Box::pin(async move {
@@ -74,7 +74,7 @@ impl crate::agent::Approver for ConsoleApprover {
                 ));
             }
             let _turn = turn.lock().await;
-            let asked = tokio::task::spawn_blocking(move || ask_tty(&name, &args)).await;
+            let asked = tokio::task::spawn_blocking(move || ask_tty(&question)).await;
             match asked {
                 Ok(Ok(true)) => Ok(()),
                 Ok(Ok(false)) => Err("the user declined this call".into()),
@@ -89,15 +89,16 @@ impl crate::agent::Approver for ConsoleApprover {
     }
 }
 
-/// `Run `name` args? [y/N]` on the terminal; true for y or yes.
-fn ask_tty(name: &str, args: &str) -> std::io::Result<bool> {
+/// The [`approval_question`](crate::agent::approval_question) (the whole arguments) and
+/// `Allow it? [y/N]` on the terminal; true for y or yes.
+fn ask_tty(question: &str) -> std::io::Result<bool> {
     use std::io::BufRead;
     let tty = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/tty")?;
     let mut w = &tty;
-    write!(w, "\nRun `{name}` {args}? [y/N] ")?;
+    write!(w, "\n{question}Allow it? [y/N] ")?;
     let mut answer = String::new();
     std::io::BufReader::new(&tty).read_line(&mut answer)?;
     Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
@@ -197,13 +198,13 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
                     if interactive {
                         let _ = writeln!(out);
                     } else {
-                        let _ = writeln!(out, "{}", answer.trim_end());
+                        let _ = writeln!(out, "{}", terminal_safe(answer.trim_end()));
                     }
                     let _ = out.flush();
                 }
                 Err(e) => {
                     // The message is kept in the history; the next line goes on.
-                    eprintln!("klaw-engine: {e}");
+                    eprintln!("klaw-engine: {}", terminal_safe(&e.to_string()));
                     code = ExitCode::FAILURE;
                 }
             }

@@ -136,7 +136,8 @@ fn search(engine: &Engine, args: Value, as_json: bool) -> ExitCode {
             shorten(&s("content"), 200)
         ));
     }
-    out(&lines.join("\n"));
+    // Saved text is the model's or an imported file's: terminal-safe.
+    out(&crate::terminal::terminal_safe(&lines.join("\n")));
     ExitCode::SUCCESS
 }
 

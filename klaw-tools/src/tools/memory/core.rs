@@ -194,6 +194,8 @@ pub async fn memory_core_get(dir: DataDir) -> Result<CoreMemoryView, ToolError> 
     title_en = "Update core memory",
     description_ru = "Записывает один факт в основную память: section = user (о пользователе) или agent (об агенте), key — короткое имя факта (name, timezone, tone), value — его значение. Существующий ключ перезаписывается (в ответе previous — прежнее значение). Основная память мала (8 КиБ на всё): храни здесь только то, что нужно всегда, остальное сохраняй через memory_save.",
     description_en = "Writes one fact to core memory: section = user (about the user) or agent (about the agent), key is the fact's short name (name, timezone, tone), value its value. An existing key is overwritten (previous in the answer holds the old value). Core memory is small (8 KiB in all): keep here only what is always needed and save the rest with memory_save.",
+    // It overwrites a fact every later system prompt carries: approval asks first.
+    destructive,
     idempotent
 )]
 pub async fn memory_core_update(

@@ -49,6 +49,8 @@ pub struct ExecResult {
     description_ru = "Выполняет короткую команду в рабочей области и ждёт её завершения. Строка выполняется через `sh -c`, массив — напрямую, без оболочки. Команда работает в песочнице: запись только в рабочую область и временный каталог, без сети (если не разрешена), с очищенным окружением и пустым stdin. Ненулевой код выхода — обычный результат (success=false), а не ошибка. По истечении таймаута всё дерево процессов завершается. Для долгих задач используй `process`.",
     description_en = "Runs a short command in the workspace and waits for it. A string runs through `sh -c`, an array runs directly, without a shell. The command runs in a sandbox: writes only in the workspace and a temporary directory, no network (unless allowed), a cleared environment and empty stdin. A non-zero exit code is a normal result (success=false), not an error. When the timeout passes the whole process tree is killed. Use `process` for long-running jobs.",
     destructive,
+    // Any program, and the network when `network` allows it.
+    open_world,
     rename_all = "camelCase",
     timeout = "24h"
 )]

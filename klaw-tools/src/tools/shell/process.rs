@@ -251,6 +251,8 @@ fn parse_id(id: &str) -> Option<u64> {
     description_ru = "Управляет долгими фоновыми процессами, не блокируя диалог: start запускает команду (в той же песочнице, что и exec) и возвращает processId; status показывает состояние; log — конец вывода (tail байт); kill завершает процесс со всем деревом; list перечисляет процессы. Число одновременных процессов ограничено; при остановке движка все они завершаются.",
     description_en = "Manages long-running background processes without blocking the dialog: start runs a command (in the same sandbox as exec) and returns a processId; status shows its state; log shows the end of its output (tail bytes); kill ends it with its whole tree; list lists the processes. The number of concurrent processes is capped; all of them end when the engine stops.",
     destructive,
+    // Any program, and the network when `network` allows it (as `exec`).
+    open_world,
     rename_all = "camelCase"
 )]
 pub async fn process(

@@ -1,0 +1,143 @@
+//! Every tool's annotations beside what it does (issue 25, hole 7: `memory_core_update`
+//! overwrote a fact of every later system prompt but was not destructive, so the
+//! default approval policy never asked). The registry is assembled as `chat` assembles
+//! it — the built-in groups, `send_message`, `subagent_spawn` (and the fixtures when
+//! built) — and each tool must be in the table below with exactly its flags, in its
+//! spec and in its MCP definition. A new tool fails here until someone states its flags
+//! and why.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use klaw_engine::agent::{Agent, Approval, needs_approval};
+use klaw_engine::llm::Model;
+use klaw_engine::{Config, Engine};
+use klaw_tools::{Format, Lang};
+
+/// Name, flags as `klaw-engine tools` prints them (r read-only, d destructive,
+/// i idempotent, o open-world), whether it is built in, and why.
+#[rustfmt::skip]
+const TOOLS: &[(&str, &str, bool, &str)] = &[
+    ("current_time", "r---", true, "reads the clock"),
+    ("docs_list", "r-i-", cfg!(feature = "docs"), "lists the embedded docs"),
+    ("docs_read", "r-i-", cfg!(feature = "docs"), "reads an embedded doc"),
+    ("docs_search", "r-i-", cfg!(feature = "docs"), "searches the embedded docs (its index is a cache)"),
+    ("exec", "-d-o", true, "runs any command: it may overwrite or delete workspace files, and reach the network when `network` allows"),
+    ("file", "-d--", true, "legacy: its write and delete actions replace and remove files"),
+    ("file_delete", "-d--", true, "removes a file"),
+    ("file_edit", "-d--", true, "changes a file in place; the same edit again may change it again"),
+    ("file_list", "r---", true, "lists a folder"),
+    ("file_read", "r---", true, "reads a file"),
+    ("file_write", "-d--", true, "overwrite replaces a file; append adds again on each call"),
+    ("memory_core_delete", "-d--", cfg!(feature = "memory"), "removes a fact every later system prompt carried"),
+    ("memory_core_get", "r-i-", cfg!(feature = "memory"), "reads core memory"),
+    ("memory_core_update", "-di-", cfg!(feature = "memory"), "overwrites a fact every later system prompt carries; the same fact twice changes nothing more"),
+    ("memory_save", "--i-", cfg!(feature = "memory"), "adds to memory, never replaces; an exact repeat is not stored again"),
+    ("memory_search", "r-i-", cfg!(feature = "memory"), "reads memory"),
+    ("process", "-d-o", true, "starts any command as exec does, and kills processes"),
+    ("send_message", "---o", true, "sends to a chat (Telegram): people outside read it; nothing is overwritten"),
+    ("subagent_spawn", "---o", true, "asks the model's provider in the background and may answer in a chat; its own calls are approved like any other"),
+    ("echo", "r---", cfg!(feature = "fixtures"), "benchmark fixture: returns its argument"),
+    ("test_simple_text", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: canned text"),
+    ("test_error_handling", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: a canned error"),
+    ("test_tool_with_progress", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: reports progress"),
+    ("test_image_content", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: a canned image"),
+    ("test_audio_content", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: canned audio"),
+    ("test_embedded_resource", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: a canned resource"),
+    ("test_multiple_content_types", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: canned content"),
+    ("test_tool_with_logging", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: logs"),
+];
+
+/// The engine `chat` runs: every tool registered, the model's server never asked.
+fn assembled() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_owned();
+    let env = move |name: &str| match name {
+        "HOME" => Some(home.display().to_string()),
+        "KLAW_CONFIG" => Some(home.join("engine.json").display().to_string()),
+        "KLAW_LLM_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+        "KLAW_LLM_MODEL" => Some("none".to_owned()),
+        _ => None,
+    };
+    std::fs::write(dir.path().join("engine.json"), "{}").unwrap();
+    let config = Config::load_with(&env).unwrap();
+    let engine = Engine::new(config).unwrap();
+    let gateway = klaw_engine::gateway::Gateway::from_config(&engine).unwrap();
+    gateway.register_tools(&engine).unwrap();
+    let model = Model::from_config(&engine.config().raw.llm, None).unwrap();
+    let agent = Agent::new(engine.clone(), model).unwrap();
+    klaw_engine::agent::subagent::register(&agent, Some(gateway)).unwrap();
+    (dir, engine)
+}
+
+#[tokio::test]
+async fn every_tool_has_the_annotations_its_behaviour_calls_for() {
+    let (_dir, engine) = assembled();
+    let registry = engine.registry();
+    let mut wrong = Vec::new();
+    for tool in registry.all() {
+        let spec = tool.spec();
+        let a = spec.annotations;
+        let flags: String = [
+            (a.read_only, 'r'),
+            (a.destructive, 'd'),
+            (a.idempotent, 'i'),
+            (a.open_world, 'o'),
+        ]
+        .iter()
+        .map(|&(on, c)| if on { c } else { '-' })
+        .collect();
+        let Some(&(_, expected, _, why)) = TOOLS.iter().find(|t| t.0 == spec.name) else {
+            wrong.push(format!(
+                "{}: not in the table; add it with its flags ({flags}) and why",
+                spec.name
+            ));
+            continue;
+        };
+        if flags != expected {
+            wrong.push(format!(
+                "{}: flags {flags}, the table says {expected} ({why})",
+                spec.name
+            ));
+        }
+        // What MCP clients are told is the same.
+        let def = klaw_tools::definition(spec, Format::Mcp, Lang::En);
+        let hints = &def["annotations"];
+        for (hint, on) in [
+            ("readOnlyHint", a.read_only),
+            ("destructiveHint", a.destructive),
+            ("idempotentHint", a.idempotent),
+            ("openWorldHint", a.open_world),
+        ] {
+            if hints[hint] != on {
+                wrong.push(format!("{}: MCP {hint} is {}", spec.name, hints[hint]));
+            }
+        }
+        // A tool that changes something is never read-only, and the default policy
+        // asks before every destructive one.
+        assert!(!(a.read_only && a.destructive), "{}", spec.name);
+        assert_eq!(
+            needs_approval(Approval::default(), &[], spec),
+            a.destructive,
+            "{}",
+            spec.name
+        );
+    }
+    for &(name, _, built, _) in TOOLS {
+        if built && registry.by_name(name).is_none() {
+            wrong.push(format!("{name}: in the table but not registered"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The hole itself: under the default policy, overwriting a core fact needs approval.
+#[cfg(feature = "memory")]
+#[tokio::test]
+async fn overwriting_core_memory_needs_approval_by_default() {
+    let (_dir, engine) = assembled();
+    let registry = engine.registry();
+    let spec = registry.by_name("memory_core_update").unwrap().spec();
+    assert!(needs_approval(Approval::Destructive, &[], spec));
+    let def = klaw_tools::definition(spec, Format::Mcp, Lang::En);
+    assert_eq!(def["annotations"]["destructiveHint"], true);
+}
