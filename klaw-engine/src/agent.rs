@@ -229,6 +229,21 @@ pub struct Agent {
     stream: bool,
 }
 
+impl Agent {
+    /// The engine whose tools it calls.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The same agent (history, limits) on another model.
+    pub(crate) fn on_model(&self, model: Model) -> Agent {
+        Agent {
+            model,
+            ..self.clone()
+        }
+    }
+}
+
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")

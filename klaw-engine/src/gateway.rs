@@ -7,8 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use klaw_tools::{FnTool, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::Engine;
@@ -186,75 +184,10 @@ impl Gateway {
 
     /// Registers `send_message` with `engine`.
     pub fn register_tools(&self, engine: &Engine) -> Result<(), String> {
-        let gateway = self.clone();
-        let tool = FnTool::new(send_message_spec(), move |_ctx, args: Value| {
-            let gateway = gateway.clone();
-            async move {
-                let s = |k: &str| {
-                    args.get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let (channel, chat_id, text) = (s("channel"), s("chatId"), s("text"));
-                if text.trim().is_empty() {
-                    return Err(ToolError::invalid_arguments("/text", "the text is empty"));
-                }
-                gateway
-                    .send(&channel, &chat_id, &text)
-                    .await
-                    .map_err(ToolError::failed)?;
-                Ok(ToolOutput::json(json!({
-                    "success": true,
-                    "channel": channel,
-                    "chatId": chat_id,
-                })))
-            }
-        });
         engine
-            .register(Arc::new(tool))
+            .register(crate::tools::send_message::tool(self.clone()))
             .map_err(|e| format!("cannot register send_message: {e}"))
     }
-}
-
-fn send_message_spec() -> ToolSpec {
-    let mut spec = ToolSpec::new(
-        "send_message",
-        "Отправляет сообщение в чат канала (telegram, console). Чат должен быть в белом \
-         списке gateway.allowedChatIds; иначе — ошибка, и ничего не отправляется.",
-        json!({
-            "type": "object",
-            "properties": {
-                "channel": {"type": "string", "description": "Канал: telegram или console"},
-                "chatId": {"type": "string", "description": "Чат: id в канале (123456) или telegram_123456"},
-                "text": {"type": "string", "description": "Текст сообщения"},
-            },
-            "required": ["channel", "chatId", "text"],
-            "additionalProperties": false,
-        }),
-    )
-    .with_description_en(
-        "Send a message to a chat of a channel (telegram, console). The chat must be in \
-         the gateway.allowedChatIds whitelist; otherwise an error, and nothing is sent.",
-    )
-    .with_title("Отправить сообщение", Some("Send a message".into()))
-    .with_annotations(klaw_tools::Annotations {
-        open_world: true,
-        ..Default::default()
-    })
-    .with_origin("klaw-engine:gateway");
-    for (alias, name) in [
-        ("chanId", "channel"),
-        ("chan_id", "channel"),
-        ("channelId", "channel"),
-        ("channel_id", "channel"),
-        ("chat_id", "chatId"),
-        ("content", "text"),
-        ("message", "text"),
-    ] {
-        spec.aliases.push((alias.into(), name.into()));
-    }
-    spec
 }
 
 /// Splits `text` into pieces of at most `max` characters, at a line break (else a

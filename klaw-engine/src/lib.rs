@@ -31,6 +31,7 @@ pub mod gateway;
 pub mod llm;
 pub mod mcp;
 mod terminal;
+mod tools;
 
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
