@@ -177,9 +177,11 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
         }),
         Some(Command::Tools { format, lang }) => with_config(|config| {
             init_logging(config);
-            let registry = match ToolRegistry::collect() {
-                Ok(r) => r,
-                Err(e) => return fail(&e.to_string()),
+            // The tools of an assembled engine: the engine's own (send_message,
+            // subagent_spawn) too.
+            let registry = match crate::App::for_listing(config.clone()) {
+                Ok(app) => app.engine().registry(),
+                Err(e) => return fail(&e),
             };
             let lang = lang.unwrap_or(config.raw.language);
             match format {
@@ -244,7 +246,7 @@ fn with_config(f: impl FnOnce(&Config) -> ExitCode) -> ExitCode {
     }
 }
 
-fn fail(message: &str) -> ExitCode {
+pub(crate) fn fail(message: &str) -> ExitCode {
     let _ = writeln!(std::io::stderr(), "error: {message}");
     ExitCode::FAILURE
 }
@@ -258,7 +260,7 @@ fn pretty(v: &serde_json::Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
-fn init_logging(config: &Config) {
+pub(crate) fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()

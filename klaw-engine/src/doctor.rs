@@ -76,7 +76,7 @@ pub fn doctor() -> Vec<Check> {
                 e.to_string(),
                 Some("correct engine.json (see doc/config/engine-json.md) or the KLAW_* variable named above".into()),
             ));
-            out.push(tools_check());
+            out.push(tools_check(None));
             return out;
         }
     };
@@ -122,7 +122,7 @@ pub fn doctor() -> Vec<Check> {
     }
     #[cfg(feature = "docs")]
     out.push(docs_index_check(&config));
-    out.push(tools_check());
+    out.push(tools_check(Some(&config)));
     out
 }
 
@@ -304,18 +304,23 @@ fn sandbox_check(config: &Config) -> Check {
     }
 }
 
-fn tools_check() -> Check {
-    match ToolRegistry::collect() {
-        Ok(r) => check(
-            "tools",
-            Status::Ok,
-            format!("{} valid", plural(r.len(), "tool")),
-            None,
-        ),
+/// Whether every tool is valid: those of the engine assembled from `config` (the
+/// engine's own tools too), or, without a usable configuration, the linked ones.
+fn tools_check(config: Option<&Config>) -> Check {
+    let count = match config {
+        Some(config) => {
+            crate::App::for_listing(config.clone()).map(|app| app.engine().registry().len())
+        }
+        None => ToolRegistry::collect()
+            .map(|r| r.len())
+            .map_err(|e| e.to_string()),
+    };
+    match count {
+        Ok(n) => check("tools", Status::Ok, format!("{} valid", plural(n, "tool")), None),
         Err(e) => check(
             "tools",
             Status::Fail,
-            e.to_string(),
+            e,
             Some("fix the tool definitions named above; the engine does not start with an invalid tool".into()),
         ),
     }

@@ -21,6 +21,7 @@
 //! thing itself, or its shell commands are refused.
 
 pub mod agent;
+pub mod app;
 mod cli;
 pub mod config;
 mod doctor;
@@ -33,6 +34,7 @@ pub mod mcp;
 mod terminal;
 mod tools;
 
+pub use app::App;
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};

@@ -20,6 +20,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
 
 use crate::{Engine, ToolCall};
 
@@ -556,11 +557,12 @@ impl Forwarder {
     }
 }
 
-/// Serves `engine` over stdin and stdout until the client closes stdin or a SIGINT or
-/// SIGTERM arrives, then shuts the engine down. A line that is not JSON gets a JSON-RPC
+/// Serves `engine` over stdin and stdout until the client closes stdin or `stop` is
+/// cancelled (the app's stop token: SIGINT or SIGTERM); the app then shuts the engine
+/// down. A line that is not JSON gets a JSON-RPC
 /// parse error (-32700) and one that is JSON but not a message (a batch, a wrong shape)
 /// an invalid-request error (-32600); the server keeps serving.
-pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
+pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), String> {
     use rmcp::ServiceExt;
     use rmcp::service::TxJsonRpcMessage;
     let server = McpServer::new(engine.clone()).session();
@@ -618,21 +620,19 @@ pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
             Ok::<_, std::io::Error>(out)
         },
     );
-    let outcome = match server.serve((Box::pin(outgoing), Box::pin(incoming))).await {
+    match server.serve((Box::pin(outgoing), Box::pin(incoming))).await {
         Ok(running) => {
             tokio::select! {
                 r = running.waiting() => r.map(|_| ()).map_err(|e| format!("the MCP session failed: {e}")),
-                s = crate::stop_signal() => {
-                    tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
+                () = stop.cancelled() => {
+                    tracing::info!(target: "klaw::mcp", "stopping");
                     Ok(())
                 }
             }
         }
         // The client left before initializing: nothing to serve.
         Err(e) => Err(format!("the MCP session did not start: {e}")),
-    };
-    engine.shutdown().await;
-    outcome
+    }
 }
 
 /// The longest line read from stdin (a longer one is answered with a parse error).

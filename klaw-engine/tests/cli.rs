@@ -619,3 +619,46 @@ fn call_prints_no_escape_sequence_a_tool_returned() {
     assert!(err.contains("Mars]0;pwned2J"), "{err:?}");
     assert!(obeyed(&err).is_empty(), "{err:?}");
 }
+
+/// `tools`, `doctor` and `call` see the engine as it is assembled for a front end, with
+/// the engine's own tools: `send_message` always, `subagent_spawn` when a model is
+/// configured (before, `call send_message` said "unknown tool").
+#[test]
+fn the_engine_own_tools_are_listed_and_callable() {
+    let env = Env::new();
+    let names = |o: &Output| -> Vec<String> {
+        stdout(o)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect()
+    };
+    let o = env.run(&["tools"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed = names(&o);
+    assert!(listed.iter().any(|n| n == "send_message"), "{listed:?}");
+    assert!(!listed.iter().any(|n| n == "subagent_spawn"), "{listed:?}");
+    let o = env
+        .cmd(&["tools"])
+        .env("KLAW_LLM_MODEL", "some-model")
+        .env("KLAW_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let with_model = names(&o);
+    assert!(
+        with_model.iter().any(|n| n == "subagent_spawn"),
+        "{with_model:?}"
+    );
+    // doctor counts the same tools.
+    let o = env.run(&["doctor"]);
+    let count = format!("{} tools valid", listed.len() - 2); // the header and the footer
+    assert!(stdout(&o).contains(&count), "{count}: {}", stdout(&o));
+    // The tool runs: an unknown channel is its own error, not an unknown tool.
+    let o = env.run(&[
+        "call",
+        "send_message",
+        r#"{"channel": "nowhere", "chat_id": "1", "text": "hi"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("channel not found"), "{}", stderr(&o));
+}

@@ -23,7 +23,8 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
     } else {
         args
     };
-    with_engine(config, |engine| async move {
+    crate::app::run_front(config, None, |app| async move {
+        let engine = app.engine();
         let bar = Bar::new();
         let sink: Option<Arc<dyn CallListener>> = bar.sink();
         let result = engine.execute(ToolCall::new(name, args), sink).await;
@@ -57,7 +58,8 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
 /// "message"}}`), in order, in this one process. A bad line is an error line for its id
 /// (or its line number); the rest go on. Exit 0 unless stdin cannot be read.
 pub(crate) fn jsonl(config: Config) -> ExitCode {
-    with_engine(config, |engine| async move {
+    crate::app::run_front(config, None, |app| async move {
+        let engine = app.engine();
         let mut stdin = std::io::stdin().lock();
         let mut stdout = std::io::stdout().lock();
         let mut line = Vec::new();
@@ -72,7 +74,7 @@ pub(crate) fn jsonl(config: Config) -> ExitCode {
                 continue;
             }
             let answer = match std::str::from_utf8(&line) {
-                Ok(text) => run_line(&engine, n, text).await,
+                Ok(text) => run_line(engine, n, text).await,
                 Err(e) => error_line(
                     json!(n),
                     &ToolError::invalid_arguments("", format!("line {n} is not UTF-8: {e}")),
@@ -154,8 +156,10 @@ fn error_line(id: Value, e: &ToolError) -> Value {
 
 /// `klaw-engine mcp`: serves the engine over stdio until the client leaves.
 pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
-    with_engine(config, |engine| async move {
-        match crate::mcp::serve_stdio(engine).await {
+    crate::app::run_front(config, None, |app| async move {
+        app.watch_signals("stopping");
+        let stop = app.stop_token().child_token();
+        match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e),
         }
@@ -184,42 +188,12 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
     ) {
         return super::fail(&e);
     }
-    with_engine(config, |engine| async move {
-        match crate::mcp::http::serve(engine, bind).await {
+    crate::app::run_front(config, None, |app| async move {
+        match crate::mcp::http::serve(app.engine().clone(), bind).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e),
         }
     })
-}
-
-/// Starts the engine and a runtime, runs `f`, then shuts the engine down (background
-/// processes end, open stores close) whatever `f` returned.
-pub(super) fn with_engine<F, Fut>(config: Config, f: F) -> ExitCode
-where
-    F: FnOnce(Engine) -> Fut,
-    Fut: std::future::Future<Output = ExitCode>,
-{
-    super::init_logging(&config);
-    let engine = match Engine::new(config) {
-        Ok(e) => e,
-        Err(e) => return super::fail(&e.to_string()),
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return super::fail(&format!("cannot start the async runtime: {e}")),
-    };
-    let code = runtime.block_on(async {
-        let code = f(engine.clone()).await;
-        engine.shutdown().await;
-        code
-    });
-    // A read of stdin on a blocking thread cannot be cancelled: do not wait for it.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    code
 }
 
 /// The progress bar of one call: drawn on stderr when it is a terminal, nothing

@@ -110,27 +110,14 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
         Ok(m) => m,
         Err(e) => return super::fail(&e.to_string()),
     };
-    super::call::with_engine(config, |engine| async move {
+    crate::app::run_front(config, Some(model), |app| async move {
         let interactive = std::io::stdin().is_terminal();
-        let agent = match Agent::new(engine.clone(), model) {
-            Ok(a) => a.streaming(interactive),
-            Err(e) => return super::fail(&e.to_string()),
+        let (Some(agent), Some(subagents)) = (app.agent(), app.subagents()) else {
+            return super::fail("the agent was not assembled");
         };
-        // send_message reaches the gateway's channels from the console too.
-        let gateway = match crate::gateway::Gateway::from_config(&engine) {
-            Ok(g) => g,
-            Err(e) => return super::fail(&e),
-        };
-        if let Err(e) = gateway.register_tools(&engine) {
-            return super::fail(&e);
-        }
-        let subagents = match crate::agent::subagent::register(&agent, Some(gateway)) {
-            Ok(s) => s,
-            Err(e) => return super::fail(&e),
-        };
+        let agent = agent.clone().streaming(interactive);
         let observer = Console { interactive };
-        crate::agent::install_approval(
-            &engine,
+        app.approve_on(
             "console",
             Arc::new(ConsoleApprover {
                 interactive,

@@ -13,7 +13,7 @@ use klaw_tools::Caller;
 use tokio_util::sync::CancellationToken;
 
 use crate::Config;
-use crate::agent::{Agent, RefuseApproval, install_approval};
+use crate::agent::Agent;
 use crate::gateway::{Gateway, Incoming};
 use crate::llm::Model;
 
@@ -58,22 +58,9 @@ pub(crate) fn run(config: Config) -> ExitCode {
     } else {
         None
     };
-    super::call::with_engine(config, |engine| async move {
-        let gateway = match Gateway::from_config(&engine) {
-            Ok(g) => g,
-            Err(e) => return super::fail(&e),
-        };
-        if let Err(e) = gateway.register_tools(&engine) {
-            return super::fail(&e);
-        }
-        for channel in gateway.channel_names() {
-            install_approval(
-                &engine,
-                &channel,
-                Arc::new(RefuseApproval("nobody can be asked on this channel yet")),
-            );
-        }
-        let mcp = mcp_bind.map(|b| tokio::spawn(crate::mcp::http::serve(engine.clone(), b)));
+    crate::app::run_front(config, model, |app| async move {
+        let gateway = app.gateway().clone();
+        let mcp = mcp_bind.map(|b| tokio::spawn(crate::mcp::http::serve(app.engine().clone(), b)));
         let stop = CancellationToken::new();
         let (inbox, mut incoming) = tokio::sync::mpsc::channel::<Incoming>(256);
         let mut receivers = Vec::new();
@@ -85,19 +72,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
             }
         }
         drop(inbox);
-        let agent = match model {
-            Some(model) => {
-                let agent = match Agent::new(engine.clone(), model) {
-                    Ok(a) => a,
-                    Err(e) => return super::fail(&e.to_string()),
-                };
-                if let Err(e) = crate::agent::subagent::register(&agent, Some(gateway.clone())) {
-                    return super::fail(&e);
-                }
-                Some(agent)
-            }
-            None => None,
-        };
+        let agent = app.agent().cloned();
         eprintln!(
             "klaw-engine: running (channels: {}{}); SIGINT or SIGTERM to stop",
             gateway.channel_names().join(", "),

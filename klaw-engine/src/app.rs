@@ -1,0 +1,178 @@
+//! The one place the engine is put together for a front end (`call`, `chat`, `run`,
+//! `mcp`, and `tools` and `doctor`, which read the registry of what is assembled here).
+//!
+//! [`App::assemble`] builds the [`Engine`], then the parts every front end shares: the
+//! gateway and `send_message`, and, when a model is given, the agent with its subagents
+//! (`subagent_spawn`) and the approval policy of every channel (refused where nobody can
+//! be asked; a front end that can ask installs its own approver for its channel).
+//! The app owns the one stop token: SIGINT or SIGTERM cancel it, components take a
+//! child of it, and only [`App::shutdown`] shuts the engine down — so a part that
+//! stops (the MCP server over HTTP) never cuts another part's grace period short.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::subagent::Subagents;
+use crate::agent::{Agent, Approvals, Approver, RefuseApproval};
+use crate::gateway::Gateway;
+use crate::llm::Model;
+use crate::{Config, Engine};
+
+/// An engine assembled for one front end.
+pub struct App {
+    engine: Engine,
+    gateway: Gateway,
+    agent: Option<Agent>,
+    subagents: Option<Subagents>,
+    approvals: Arc<Approvals>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("engine", &self.engine)
+            .field("agent", &self.agent.is_some())
+            .field("stopped", &self.stop.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// Builds the engine for `config` and the shared parts: the gateway with
+    /// `send_message`, and with `model` the agent and `subagent_spawn`. Every gateway
+    /// channel and the subagents refuse calls that need approval until a front end
+    /// installs an approver ([`App::approve_on`]). Call it on a runtime (the gateway's
+    /// clients need one).
+    pub fn assemble(config: Config, model: Option<Model>) -> Result<Self, String> {
+        let engine = Engine::new(config).map_err(|e| e.to_string())?;
+        let gateway = Gateway::from_config(&engine)?;
+        gateway.register_tools(&engine)?;
+        let approvals = Approvals::install(&engine);
+        for channel in gateway.channel_names() {
+            approvals.set(
+                &channel,
+                Arc::new(RefuseApproval("nobody can be asked on this channel yet")),
+            );
+        }
+        let (agent, subagents) = match model {
+            Some(model) => {
+                let agent = Agent::new(engine.clone(), model).map_err(|e| e.to_string())?;
+                let subagents = crate::agent::subagent::register(&agent, Some(gateway.clone()))?;
+                (Some(agent), Some(subagents))
+            }
+            None => (None, None),
+        };
+        Ok(Self {
+            engine,
+            gateway,
+            agent,
+            subagents,
+            approvals,
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// The app a command that only looks at the tools sees (`tools`, `doctor`): with the
+    /// agent when a model is configured, so every tool a front end would offer is there.
+    pub fn for_listing(config: Config) -> Result<Self, String> {
+        let model = Model::from_config(&config.raw.llm, None).ok();
+        Self::assemble(config, model)
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The gateway's channels and whitelist.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// The agent, when the app was assembled with a model.
+    pub fn agent(&self) -> Option<&Agent> {
+        self.agent.as_ref()
+    }
+
+    /// The subagents, when the app was assembled with a model.
+    pub fn subagents(&self) -> Option<&Subagents> {
+        self.subagents.as_ref()
+    }
+
+    /// Calls on `channel` that need approval are asked of `approver` (in place of the
+    /// refusal [`assemble`](Self::assemble) installed).
+    pub fn approve_on(&self, channel: &str, approver: Arc<dyn Approver>) {
+        self.approvals.set(channel, approver);
+    }
+
+    /// The stop token: cancelled by SIGINT or SIGTERM (once [`watch_signals`] runs) or
+    /// by [`stop`](Self::stop). Components take a child of it.
+    ///
+    /// [`watch_signals`]: Self::watch_signals
+    pub fn stop_token(&self) -> &CancellationToken {
+        &self.stop
+    }
+
+    /// Asks every part to stop.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Cancels the stop token on the first SIGINT or SIGTERM, saying which on stderr
+    /// (`klaw-engine: SIGTERM: <what>`). Call it on the app's runtime.
+    pub fn watch_signals(&self, what: &'static str) {
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                s = crate::stop_signal() => {
+                    if let Ok(name) = s {
+                        eprintln!("klaw-engine: {name}: {what}");
+                    }
+                    stop.cancel();
+                }
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+
+    /// Stops every part and shuts the engine down (running calls cancelled and waited
+    /// for, background processes ended, open stores closed). The only place the engine
+    /// is shut down.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        self.engine.shutdown().await;
+    }
+}
+
+/// Runs a front end: a runtime, the app assembled with `model`, then `f`; the app is
+/// shut down whatever `f` returned. A failure to assemble is printed and exits 1.
+pub(crate) fn run_front<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
+where
+    F: FnOnce(Arc<App>) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    crate::cli::init_logging(&config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return crate::cli::fail(&format!("cannot start the async runtime: {e}")),
+    };
+    let code = runtime.block_on(async {
+        let app = match App::assemble(config, model) {
+            Ok(app) => Arc::new(app),
+            Err(e) => return crate::cli::fail(&e),
+        };
+        let code = f(Arc::clone(&app)).await;
+        app.shutdown().await;
+        code
+    });
+    // A read of stdin on a blocking thread cannot be cancelled: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
+}
