@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -188,8 +188,28 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(bind: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_limited(bind, env, None)
+    }
+
+    /// [`HttpServer::start`], with at most `open_files` open files when given (the soft
+    /// and hard limit, set by the shell that starts it).
+    fn start_limited(bind: &str, env: &[(&str, &str)], open_files: Option<u32>) -> Self {
         let home = tempfile::tempdir().unwrap();
         let mut cmd = engine(home.path(), &["mcp", "--http", bind]);
+        if let Some(n) = open_files {
+            let mut sh = std::process::Command::new("sh");
+            sh.env_clear()
+                .arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(cmd.get_program())
+                .args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                if let Some(v) = v {
+                    sh.env(k, v);
+                }
+            }
+            cmd = sh;
+        }
         cmd.env("KLAW_CACHE", cache());
         for (k, v) in env {
             cmd.env(k, v);
@@ -230,6 +250,18 @@ impl HttpServer {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> (u16, String) {
+        let (status, _, body) = self.exchange(method, path, headers, body);
+        (status, body)
+    }
+
+    /// A raw HTTP/1.1 request; the status, the head and the body.
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, String) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
@@ -251,11 +283,8 @@ impl HttpServer {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (status, head.to_owned(), body.to_owned())
     }
 
     fn post_mcp(&self, headers: &[(&str, &str)], body: &str) -> (u16, String) {
@@ -381,6 +410,135 @@ fn a_public_bind_needs_and_checks_the_token() {
     assert_eq!(status, 200, "{body}");
     let (status, _) = server.post_mcp(&[("Authorization", &bearer)], INITIALIZE);
     assert_eq!(status, 200);
+}
+
+/// What the server sent on `s` until it closed it (end of stream, or a reset), or `None`
+/// when `s` is still open at `deadline`.
+fn until_closed(s: &mut TcpStream, deadline: Instant) -> Option<String> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None;
+            }
+            Err(_) => break,
+        }
+    }
+    Some(String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// Slowloris, against a server limited to 256 open files: 300 connections that send half
+/// a request's headers and wait, one that trickles its headers a byte at a time, and one
+/// that keeps its connection after a refused request. An authorised client is served
+/// meanwhile, and the server never holds more connections than `mcp.maxConnections`; each
+/// half-sent connection is closed after `mcp.headerTimeoutSeconds` (2 here),
+/// the trickling one too, and the refused one at once.
+#[test]
+fn slowloris_connections_are_closed_and_the_honest_client_served() {
+    let token = "test-token-0123456789abcdef";
+    let server = HttpServer::start_limited(
+        "127.0.0.1:0",
+        &[
+            ("KLAW_MCP_TOKEN", token),
+            ("KLAW_MCP_HEADER_TIMEOUT_SECONDS", "2"),
+        ],
+        Some(256),
+    );
+    let bearer = format!("Bearer {token}");
+    let half = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n",
+        server.addr
+    );
+    let mut attackers: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = TcpStream::connect(&server.addr).unwrap();
+            s.write_all(half.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // The server holds at most mcp.maxConnections (128 by default) of them: the rest wait
+    // in the kernel's queue, and the engine keeps files to open for its own work.
+    if cfg!(target_os = "linux") {
+        let most = (0..20)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                sockets(server.child.id())
+            })
+            .max()
+            .unwrap();
+        assert!(most <= 128 + 8, "the server holds {most} sockets");
+    }
+    let addr = server.addr.clone();
+    // Writes fail once the server has closed the connection.
+    let trickler = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let _ = s.write_all(b"GET /api/v1/tools HTTP/1.1\r\nX-Slow: ");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if s.write_all(b"a").is_err() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    });
+
+    // The honest client waits its turn (no retry needed) and is served.
+    let (status, body) = server.request("GET", "/api/v1/tools", &[("Authorization", &bearer)], b"");
+    assert_eq!(
+        status, 200,
+        "an authorised request behind 300 half-sent ones was not served: {body}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for (i, s) in attackers.iter_mut().enumerate() {
+        assert!(
+            until_closed(s, deadline).is_some(),
+            "half-sent connection {i} is still open"
+        );
+    }
+    assert!(
+        trickler.join().unwrap(),
+        "a connection trickling its headers is still open"
+    );
+
+    // A refused request on a kept-alive connection: 401, then the server hangs up.
+    let mut refused = TcpStream::connect(&server.addr).unwrap();
+    refused
+        .write_all(
+            format!(
+                "GET /api/v1/tools HTTP/1.1\r\nHost: {}\r\n\r\n",
+                server.addr
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let answer = until_closed(&mut refused, Instant::now() + Duration::from_secs(30));
+    let answer = answer.expect("a refused client kept its connection");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+
+    let (status, body) = server.request("GET", "/api/v1/tools", &[("Authorization", &bearer)], b"");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// How many sockets the process `pid` has open (Linux).
+fn sockets(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.flatten()
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .count()
 }
 
 /// Raw lines: a line that is not JSON (or not UTF-8) gets a parse error and the server

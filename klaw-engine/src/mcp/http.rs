@@ -2,6 +2,9 @@
 //! transport, stateful sessions) and `GET /api/v1/tools`, behind one guard that every
 //! request passes first: the `Host` and `Origin` checks (DNS rebinding), the bearer
 //! token, and the body size. Every refusal is a status with a JSON body saying why.
+//! Connections are capped and must send their headers in time ([`connections`]).
+
+mod connections;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -117,32 +120,19 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
     let stopping = stop.clone();
-    // Answers go out at once, not after a delayed ACK (Nagle: 40 ms a round trip).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
-        tokio::select! {
-            s = crate::stop_signal() => {
-                tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
-            }
-            () = stopping.cancelled() => {}
-        }
+    tokio::spawn(async move {
+        let s = crate::stop_signal().await;
+        tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
         stopping.cancel();
     });
-    // Connections get 5 s to finish after the stop; then the server stops anyway.
-    let served = tokio::select! {
-        r = serving => r.map_err(|e| format!("the HTTP server failed: {e}")),
-        () = async {
-            stop.cancelled().await;
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-        } => {
-            tracing::warn!(target: "klaw::mcp", "connections still open 5 s after the stop; closing");
-            Ok(())
-        }
+    let limits = connections::Limits {
+        max_connections: cfg.max_connections,
+        header_timeout: std::time::Duration::from_secs(cfg.header_timeout_seconds),
     };
+    // Connections get 5 s to finish after the stop; then the server stops anyway.
+    connections::serve(listener, app, limits, stop).await;
     engine.shutdown().await;
-    served
+    Ok(())
 }
 
 /// The tool list as `/api/v1/tools` and `klaw-engine tools --format json` give it: each
@@ -164,7 +154,9 @@ pub fn tools_json(
     json!({"tools": tools, "count": tools.len()})
 }
 
-/// The guard every request passes first.
+/// The guard every request passes first. A client refused for who it is (Host, Origin,
+/// token) loses its connection too: it must not keep one of `mcp.maxConnections` by
+/// sending a refused request now and then.
 async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     let host = host_name(headers);
@@ -172,7 +164,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         .as_deref()
         .is_some_and(|h| guard.hosts.iter().any(|a| a == h))
     {
-        return refusal(
+        return closing(refusal(
             StatusCode::FORBIDDEN,
             "forbidden_host",
             &format!(
@@ -180,7 +172,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                  add it to mcp.allowedHosts",
                 host.unwrap_or_default()
             ),
-        );
+        ));
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin
@@ -189,14 +181,14 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             .trim_end_matches('/')
             .to_ascii_lowercase();
         if !(loopback_origin(&origin) || guard.origins.contains(&origin)) {
-            return refusal(
+            return closing(refusal(
                 StatusCode::FORBIDDEN,
                 "forbidden_origin",
                 &format!(
                     "requests from the origin {origin:?} are not allowed; add it to \
                      mcp.allowedOrigins"
                 ),
-            );
+            ));
         }
     }
     if let Some(token) = &guard.token {
@@ -217,7 +209,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             );
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
+            return closing(r);
         }
     }
     let length = headers
@@ -259,6 +251,14 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// `response`, and the connection closed after it.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// A JSON-RPC error for a body that is not one message (HTTP 400).
