@@ -8,6 +8,7 @@ use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -539,6 +540,158 @@ fn sockets(pid: u32) -> usize {
             std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
         })
         .count()
+}
+
+/// The `Mcp-Session-Id` of a response's head.
+fn session_id(head: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    })
+}
+
+/// Session flood: 200 `initialize` calls from 8 threads, past `mcp.maxSessions` (20 here).
+/// Those past the cap get 503 `too_many_sessions` naming the keys; a session opened
+/// before the flood keeps working throughout; the flood's sessions, left idle for
+/// `mcp.sessionIdleSeconds` (3 here), end (404), and a new client gets a session again.
+#[test]
+fn an_initialize_flood_is_capped_and_idle_sessions_end() {
+    let server = HttpServer::start(
+        "127.0.0.1:0",
+        &[
+            ("KLAW_MCP_MAX_SESSIONS", "20"),
+            ("KLAW_MCP_SESSION_IDLE_SECONDS", "3"),
+        ],
+    );
+    let ping = |server: &HttpServer, session: &str| {
+        server.post_mcp(
+            &[
+                ("Mcp-Session-Id", session),
+                ("Mcp-Protocol-Version", "2025-06-18"),
+            ],
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        )
+    };
+    let (status, head, body) = server.exchange(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        INITIALIZE.as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let honest = session_id(&head).expect(&head);
+    let (status, body) = server.post_mcp(
+        &[
+            ("Mcp-Session-Id", &honest),
+            ("Mcp-Protocol-Version", "2025-06-18"),
+        ],
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+
+    // The honest client goes on working, every 300 ms, through the flood and after it.
+    let done = AtomicBool::new(false);
+    let failures = std::thread::scope(|scope| {
+        let pinger = scope.spawn(|| {
+            let mut failures = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let (status, body) = ping(&server, &honest);
+                if status != 200 || !body.contains("\"result\"") {
+                    failures.push(format!("{status} {body}"));
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            failures
+        });
+        // Stops the pinger however this ends (a failed assertion too).
+        let _stop = SetOnDrop(&done);
+
+        let flood: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..25)
+                        .map(|_| {
+                            server.exchange(
+                                "POST",
+                                "/mcp",
+                                &[
+                                    ("Content-Type", "application/json"),
+                                    ("Accept", "application/json, text/event-stream"),
+                                ],
+                                INITIALIZE.as_bytes(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let answers: Vec<_> = flood.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        let flooded: Vec<String> = answers
+            .iter()
+            .filter(|(status, _, _)| *status == 200)
+            .map(|(_, head, _)| session_id(head).expect(head))
+            .collect();
+        let refused: Vec<_> = answers
+            .iter()
+            .filter(|(status, _, _)| *status != 200)
+            .collect();
+        assert!(
+            !refused.is_empty(),
+            "all {} initialize calls made a session",
+            answers.len()
+        );
+        for (status, head, body) in &refused {
+            assert_eq!(*status, 503, "{head}\n{body}");
+            let why: Value = serde_json::from_str(body).expect(body);
+            assert_eq!(why["error"], "too_many_sessions", "{why}");
+            let message = why["message"].as_str().unwrap();
+            assert!(
+                message.contains("mcp.maxSessions") && message.contains("mcp.sessionIdleSeconds"),
+                "{message}"
+            );
+            assert!(
+                head.to_ascii_lowercase().contains("retry-after: 3"),
+                "{head}"
+            );
+        }
+
+        // Idle, the flood's sessions end: a new client gets in, and an ended session's
+        // client gets 404 (each is asked once: a question would keep it alive).
+        assert!(
+            !flooded.is_empty(),
+            "no initialize of the flood made a session"
+        );
+        assert!(
+            eventually(60, || server.post_mcp(&[], INITIALIZE).0 == 200),
+            "no session slot came free"
+        );
+        let statuses: Vec<u16> = flooded.iter().map(|s| ping(&server, s).0).collect();
+        assert!(
+            statuses.contains(&404) && statuses.iter().all(|s| [200, 404].contains(s)),
+            "{statuses:?}"
+        );
+        done.store(true, Ordering::Relaxed);
+        pinger.join().unwrap()
+    });
+    assert!(
+        failures.is_empty(),
+        "the honest session failed: {failures:?}"
+    );
+    let (status, body) = ping(&server, &honest);
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Raw lines: a line that is not JSON (or not UTF-8) gets a parse error and the server

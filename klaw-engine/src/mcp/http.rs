@@ -1,10 +1,13 @@
 //! The MCP server over Streamable HTTP (`klaw-engine mcp --http`): `/mcp` (rmcp's
 //! transport, stateful sessions) and `GET /api/v1/tools`, behind one guard that every
 //! request passes first: the `Host` and `Origin` checks (DNS rebinding), the bearer
-//! token, and the body size. Every refusal is a status with a JSON body saying why.
-//! Connections are capped and must send their headers in time ([`connections`]).
+//! token, the body size, and a free session slot for an `initialize`. Every refusal is a
+//! status with a JSON body saying why. Connections are capped and must send their
+//! headers in time ([`connections`]); sessions are capped and end when idle
+//! ([`sessions`]).
 
 mod connections;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,12 +18,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
 use super::McpServer;
 use crate::Engine;
+use sessions::Sessions;
 
 /// What the guard checks, from the `mcp` section.
 struct Guard {
@@ -30,6 +33,10 @@ struct Guard {
     origins: Vec<String>,
     token: Option<String>,
     max_body: usize,
+    /// Where an `initialize` takes its session's slot.
+    sessions: Arc<Sessions>,
+    /// `mcp.sessionIdleSeconds`, for the refusal when every slot is taken.
+    session_idle: u64,
 }
 
 /// Why the server cannot start on `bind`, checked before it listens: a non-loopback
@@ -68,6 +75,10 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
             None => h,
         }
     }));
+    let sessions = Arc::new(Sessions::new(
+        cfg.max_sessions,
+        std::time::Duration::from_secs(cfg.session_idle_seconds),
+    ));
     let guard = Arc::new(Guard {
         hosts,
         origins: cfg
@@ -77,6 +88,8 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
             .collect(),
         token: cfg.token.as_ref().map(|t| t.expose().to_owned()),
         max_body: cfg.max_body_bytes,
+        sessions: Arc::clone(&sessions),
+        session_idle: cfg.session_idle_seconds,
     });
     let stop = tokio_util::sync::CancellationToken::new();
     let server = McpServer::new(engine.clone());
@@ -86,11 +99,7 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .disable_allowed_hosts()
         .with_max_request_body_bytes(cfg.max_body_bytes)
         .with_cancellation_token(stop.child_token());
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.session()),
-        Arc::new(LocalSessionManager::default()),
-        transport,
-    );
+    let mcp = StreamableHttpService::new(move || Ok(server.session()), sessions, transport);
     let tools_engine = engine.clone();
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
@@ -249,8 +258,38 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 .into(),
         );
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    // An `initialize` without a session is the one request that creates a session: it
+    // needs a free slot, held from here until the session ends.
+    let creates_session = !parts.headers.contains_key("mcp-session-id")
+        && serde_json::from_slice::<MethodOnly>(&bytes)
+            .is_ok_and(|m| m.method.as_deref() == Some("initialize"));
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if !creates_session {
+        return next.run(request).await;
+    }
+    let Some(slot) = guard.sessions.reserve() else {
+        let mut r = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_sessions",
+            &format!(
+                "{} MCP sessions are open, the most this server keeps (mcp.maxSessions); \
+                 end one (DELETE /mcp with its Mcp-Session-Id) or retry later: a session \
+                 without a request for {} s ends (mcp.sessionIdleSeconds)",
+                guard.sessions.max(),
+                guard.session_idle
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(guard.session_idle));
+        return r;
+    };
+    Sessions::with_slot(slot, next.run(request)).await
+}
+
+/// A JSON-RPC message's method, if it has one.
+#[derive(serde::Deserialize)]
+struct MethodOnly {
+    method: Option<String>,
 }
 
 /// `response`, and the connection closed after it.
