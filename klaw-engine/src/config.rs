@@ -11,7 +11,7 @@ use klaw_tools::{Lang, Limits, Settings};
 pub mod keys;
 
 pub use keys::KeyDoc;
-use keys::{Section, at_least, at_least_if_set, section};
+use keys::{Section, at_least, at_least_if_set, between, section};
 
 use crate::agent::Approval;
 use crate::llm::{Protocol, Provider};
@@ -195,6 +195,25 @@ section! {
             page_size: usize = 100;
                 key "pageSize", env "KLAW_MCP_PAGE_SIZE", type "integer ≥ 1",
                 check at_least(1);
+            /// Seconds a connection has to send a request's headers (the first one, and each
+            /// next one on a kept-alive connection); a slower one is closed.
+            header_timeout_seconds: u64 = 10;
+                key "headerTimeoutSeconds", env "KLAW_MCP_HEADER_TIMEOUT_SECONDS",
+                type "integer, 1 to 3600", check between(1, 3600);
+            /// Most HTTP connections open at once; past it new ones wait, in order, until
+            /// one closes. Keep it well under the process's open-file limit.
+            max_connections: usize = 128;
+                key "maxConnections", env "KLAW_MCP_MAX_CONNECTIONS",
+                type "integer, 1 to 65536", check between(1, 65536);
+            /// Most MCP sessions alive at once; past it `initialize` gets 503.
+            max_sessions: usize = 128;
+                key "maxSessions", env "KLAW_MCP_MAX_SESSIONS",
+                type "integer, 1 to 65536", check between(1, 65536);
+            /// Seconds a session may go without a request or notification before it ends
+            /// (its client then gets 404 and initializes again).
+            session_idle_seconds: u64 = 120;
+                key "sessionIdleSeconds", env "KLAW_MCP_SESSION_IDLE_SECONDS",
+                type "integer, 1 to 86400", check between(1, 86400);
         }
     }
 }

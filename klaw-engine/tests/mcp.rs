@@ -4,11 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -188,8 +189,28 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(bind: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_limited(bind, env, None)
+    }
+
+    /// [`HttpServer::start`], with at most `open_files` open files when given (the soft
+    /// and hard limit, set by the shell that starts it).
+    fn start_limited(bind: &str, env: &[(&str, &str)], open_files: Option<u32>) -> Self {
         let home = tempfile::tempdir().unwrap();
         let mut cmd = engine(home.path(), &["mcp", "--http", bind]);
+        if let Some(n) = open_files {
+            let mut sh = std::process::Command::new("sh");
+            sh.env_clear()
+                .arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(cmd.get_program())
+                .args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                if let Some(v) = v {
+                    sh.env(k, v);
+                }
+            }
+            cmd = sh;
+        }
         cmd.env("KLAW_CACHE", cache());
         for (k, v) in env {
             cmd.env(k, v);
@@ -230,6 +251,18 @@ impl HttpServer {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> (u16, String) {
+        let (status, _, body) = self.exchange(method, path, headers, body);
+        (status, body)
+    }
+
+    /// A raw HTTP/1.1 request; the status, the head and the body.
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, String) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
@@ -251,11 +284,8 @@ impl HttpServer {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (status, head.to_owned(), body.to_owned())
     }
 
     fn post_mcp(&self, headers: &[(&str, &str)], body: &str) -> (u16, String) {
@@ -381,6 +411,287 @@ fn a_public_bind_needs_and_checks_the_token() {
     assert_eq!(status, 200, "{body}");
     let (status, _) = server.post_mcp(&[("Authorization", &bearer)], INITIALIZE);
     assert_eq!(status, 200);
+}
+
+/// What the server sent on `s` until it closed it (end of stream, or a reset), or `None`
+/// when `s` is still open at `deadline`.
+fn until_closed(s: &mut TcpStream, deadline: Instant) -> Option<String> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None;
+            }
+            Err(_) => break,
+        }
+    }
+    Some(String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// Slowloris, against a server limited to 256 open files: 300 connections that send half
+/// a request's headers and wait, one that trickles its headers a byte at a time, and one
+/// that keeps its connection after a refused request. An authorised client is served
+/// meanwhile, and the server never holds more connections than `mcp.maxConnections`; each
+/// half-sent connection is closed after `mcp.headerTimeoutSeconds` (2 here),
+/// the trickling one too, and the refused one at once.
+#[test]
+fn slowloris_connections_are_closed_and_the_honest_client_served() {
+    let token = "test-token-0123456789abcdef";
+    let server = HttpServer::start_limited(
+        "127.0.0.1:0",
+        &[
+            ("KLAW_MCP_TOKEN", token),
+            ("KLAW_MCP_HEADER_TIMEOUT_SECONDS", "2"),
+        ],
+        Some(256),
+    );
+    let bearer = format!("Bearer {token}");
+    let half = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n",
+        server.addr
+    );
+    let mut attackers: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = TcpStream::connect(&server.addr).unwrap();
+            s.write_all(half.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // The server holds at most mcp.maxConnections (128 by default) of them: the rest wait
+    // in the kernel's queue, and the engine keeps files to open for its own work.
+    if cfg!(target_os = "linux") {
+        let most = (0..20)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                sockets(server.child.id())
+            })
+            .max()
+            .unwrap();
+        assert!(most <= 128 + 8, "the server holds {most} sockets");
+    }
+    let addr = server.addr.clone();
+    // Writes fail once the server has closed the connection.
+    let trickler = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let _ = s.write_all(b"GET /api/v1/tools HTTP/1.1\r\nX-Slow: ");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if s.write_all(b"a").is_err() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    });
+
+    // The honest client waits its turn (no retry needed) and is served.
+    let (status, body) = server.request("GET", "/api/v1/tools", &[("Authorization", &bearer)], b"");
+    assert_eq!(
+        status, 200,
+        "an authorised request behind 300 half-sent ones was not served: {body}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for (i, s) in attackers.iter_mut().enumerate() {
+        assert!(
+            until_closed(s, deadline).is_some(),
+            "half-sent connection {i} is still open"
+        );
+    }
+    assert!(
+        trickler.join().unwrap(),
+        "a connection trickling its headers is still open"
+    );
+
+    // A refused request on a kept-alive connection: 401, then the server hangs up.
+    let mut refused = TcpStream::connect(&server.addr).unwrap();
+    refused
+        .write_all(
+            format!(
+                "GET /api/v1/tools HTTP/1.1\r\nHost: {}\r\n\r\n",
+                server.addr
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let answer = until_closed(&mut refused, Instant::now() + Duration::from_secs(30));
+    let answer = answer.expect("a refused client kept its connection");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+
+    let (status, body) = server.request("GET", "/api/v1/tools", &[("Authorization", &bearer)], b"");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// How many sockets the process `pid` has open (Linux).
+fn sockets(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.flatten()
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .count()
+}
+
+/// The `Mcp-Session-Id` of a response's head.
+fn session_id(head: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    })
+}
+
+/// Session flood: 200 `initialize` calls from 8 threads, past `mcp.maxSessions` (20 here).
+/// Those past the cap get 503 `too_many_sessions` naming the keys; a session opened
+/// before the flood keeps working throughout; the flood's sessions, left idle for
+/// `mcp.sessionIdleSeconds` (3 here), end (404), and a new client gets a session again.
+#[test]
+fn an_initialize_flood_is_capped_and_idle_sessions_end() {
+    let server = HttpServer::start(
+        "127.0.0.1:0",
+        &[
+            ("KLAW_MCP_MAX_SESSIONS", "20"),
+            ("KLAW_MCP_SESSION_IDLE_SECONDS", "3"),
+        ],
+    );
+    let ping = |server: &HttpServer, session: &str| {
+        server.post_mcp(
+            &[
+                ("Mcp-Session-Id", session),
+                ("Mcp-Protocol-Version", "2025-06-18"),
+            ],
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        )
+    };
+    let (status, head, body) = server.exchange(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        INITIALIZE.as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let honest = session_id(&head).expect(&head);
+    let (status, body) = server.post_mcp(
+        &[
+            ("Mcp-Session-Id", &honest),
+            ("Mcp-Protocol-Version", "2025-06-18"),
+        ],
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+
+    // The honest client goes on working, every 300 ms, through the flood and after it.
+    let done = AtomicBool::new(false);
+    let failures = std::thread::scope(|scope| {
+        let pinger = scope.spawn(|| {
+            let mut failures = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let (status, body) = ping(&server, &honest);
+                if status != 200 || !body.contains("\"result\"") {
+                    failures.push(format!("{status} {body}"));
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            failures
+        });
+        // Stops the pinger however this ends (a failed assertion too).
+        let _stop = SetOnDrop(&done);
+
+        let flood: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..25)
+                        .map(|_| {
+                            server.exchange(
+                                "POST",
+                                "/mcp",
+                                &[
+                                    ("Content-Type", "application/json"),
+                                    ("Accept", "application/json, text/event-stream"),
+                                ],
+                                INITIALIZE.as_bytes(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let answers: Vec<_> = flood.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        let flooded: Vec<String> = answers
+            .iter()
+            .filter(|(status, _, _)| *status == 200)
+            .map(|(_, head, _)| session_id(head).expect(head))
+            .collect();
+        let refused: Vec<_> = answers
+            .iter()
+            .filter(|(status, _, _)| *status != 200)
+            .collect();
+        assert!(
+            !refused.is_empty(),
+            "all {} initialize calls made a session",
+            answers.len()
+        );
+        for (status, head, body) in &refused {
+            assert_eq!(*status, 503, "{head}\n{body}");
+            let why: Value = serde_json::from_str(body).expect(body);
+            assert_eq!(why["error"], "too_many_sessions", "{why}");
+            let message = why["message"].as_str().unwrap();
+            assert!(
+                message.contains("mcp.maxSessions") && message.contains("mcp.sessionIdleSeconds"),
+                "{message}"
+            );
+            assert!(
+                head.to_ascii_lowercase().contains("retry-after: 3"),
+                "{head}"
+            );
+        }
+
+        // Idle, the flood's sessions end: a new client gets in, and an ended session's
+        // client gets 404 (each is asked once: a question would keep it alive).
+        assert!(
+            !flooded.is_empty(),
+            "no initialize of the flood made a session"
+        );
+        assert!(
+            eventually(60, || server.post_mcp(&[], INITIALIZE).0 == 200),
+            "no session slot came free"
+        );
+        let statuses: Vec<u16> = flooded.iter().map(|s| ping(&server, s).0).collect();
+        assert!(
+            statuses.contains(&404) && statuses.iter().all(|s| [200, 404].contains(s)),
+            "{statuses:?}"
+        );
+        done.store(true, Ordering::Relaxed);
+        pinger.join().unwrap()
+    });
+    assert!(
+        failures.is_empty(),
+        "the honest session failed: {failures:?}"
+    );
+    let (status, body) = ping(&server, &honest);
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Raw lines: a line that is not JSON (or not UTF-8) gets a parse error and the server

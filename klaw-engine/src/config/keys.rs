@@ -233,6 +233,20 @@ pub(crate) fn at_least<T: PartialOrd + std::fmt::Display, S>(
     }
 }
 
+/// The check "from `min` to `max`", both included.
+pub(crate) fn between<T: PartialOrd + std::fmt::Display, S>(
+    min: T,
+    max: T,
+) -> impl Fn(&T, &S) -> Result<(), String> {
+    move |v, _| {
+        if *v >= min && *v <= max {
+            Ok(())
+        } else {
+            Err(format!("must be between {min} and {max}"))
+        }
+    }
+}
+
 /// The check "at least `min`", for an optional value (`null` passes).
 pub(crate) fn at_least_if_set<T: PartialOrd + std::fmt::Display + Clone, S>(
     min: T,

@@ -1,7 +1,13 @@
 //! The MCP server over Streamable HTTP (`klaw-engine mcp --http`): `/mcp` (rmcp's
 //! transport, stateful sessions) and `GET /api/v1/tools`, behind one guard that every
 //! request passes first: the `Host` and `Origin` checks (DNS rebinding), the bearer
-//! token, and the body size. Every refusal is a status with a JSON body saying why.
+//! token, the body size, and a free session slot for an `initialize`. Every refusal is a
+//! status with a JSON body saying why. Connections are capped and must send their
+//! headers in time ([`connections`]); sessions are capped and end when idle
+//! ([`sessions`]).
+
+mod connections;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,12 +18,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
 use super::McpServer;
 use crate::Engine;
+use sessions::Sessions;
 
 /// What the guard checks, from the `mcp` section.
 struct Guard {
@@ -27,6 +33,10 @@ struct Guard {
     origins: Vec<String>,
     token: Option<String>,
     max_body: usize,
+    /// Where an `initialize` takes its session's slot.
+    sessions: Arc<Sessions>,
+    /// `mcp.sessionIdleSeconds`, for the refusal when every slot is taken.
+    session_idle: u64,
 }
 
 /// Why the server cannot start on `bind`, checked before it listens: a non-loopback
@@ -65,6 +75,10 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
             None => h,
         }
     }));
+    let sessions = Arc::new(Sessions::new(
+        cfg.max_sessions,
+        std::time::Duration::from_secs(cfg.session_idle_seconds),
+    ));
     let guard = Arc::new(Guard {
         hosts,
         origins: cfg
@@ -74,6 +88,8 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
             .collect(),
         token: cfg.token.as_ref().map(|t| t.expose().to_owned()),
         max_body: cfg.max_body_bytes,
+        sessions: Arc::clone(&sessions),
+        session_idle: cfg.session_idle_seconds,
     });
     let stop = tokio_util::sync::CancellationToken::new();
     let server = McpServer::new(engine.clone());
@@ -83,11 +99,7 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .disable_allowed_hosts()
         .with_max_request_body_bytes(cfg.max_body_bytes)
         .with_cancellation_token(stop.child_token());
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.session()),
-        Arc::new(LocalSessionManager::default()),
-        transport,
-    );
+    let mcp = StreamableHttpService::new(move || Ok(server.session()), sessions, transport);
     let tools_engine = engine.clone();
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
@@ -117,32 +129,19 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
     let stopping = stop.clone();
-    // Answers go out at once, not after a delayed ACK (Nagle: 40 ms a round trip).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
-        tokio::select! {
-            s = crate::stop_signal() => {
-                tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
-            }
-            () = stopping.cancelled() => {}
-        }
+    tokio::spawn(async move {
+        let s = crate::stop_signal().await;
+        tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
         stopping.cancel();
     });
-    // Connections get 5 s to finish after the stop; then the server stops anyway.
-    let served = tokio::select! {
-        r = serving => r.map_err(|e| format!("the HTTP server failed: {e}")),
-        () = async {
-            stop.cancelled().await;
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-        } => {
-            tracing::warn!(target: "klaw::mcp", "connections still open 5 s after the stop; closing");
-            Ok(())
-        }
+    let limits = connections::Limits {
+        max_connections: cfg.max_connections,
+        header_timeout: std::time::Duration::from_secs(cfg.header_timeout_seconds),
     };
+    // Connections get 5 s to finish after the stop; then the server stops anyway.
+    connections::serve(listener, app, limits, stop).await;
     engine.shutdown().await;
-    served
+    Ok(())
 }
 
 /// The tool list as `/api/v1/tools` and `klaw-engine tools --format json` give it: each
@@ -164,7 +163,9 @@ pub fn tools_json(
     json!({"tools": tools, "count": tools.len()})
 }
 
-/// The guard every request passes first.
+/// The guard every request passes first. A client refused for who it is (Host, Origin,
+/// token) loses its connection too: it must not keep one of `mcp.maxConnections` by
+/// sending a refused request now and then.
 async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     let host = host_name(headers);
@@ -172,7 +173,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         .as_deref()
         .is_some_and(|h| guard.hosts.iter().any(|a| a == h))
     {
-        return refusal(
+        return closing(refusal(
             StatusCode::FORBIDDEN,
             "forbidden_host",
             &format!(
@@ -180,7 +181,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                  add it to mcp.allowedHosts",
                 host.unwrap_or_default()
             ),
-        );
+        ));
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin
@@ -189,14 +190,14 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             .trim_end_matches('/')
             .to_ascii_lowercase();
         if !(loopback_origin(&origin) || guard.origins.contains(&origin)) {
-            return refusal(
+            return closing(refusal(
                 StatusCode::FORBIDDEN,
                 "forbidden_origin",
                 &format!(
                     "requests from the origin {origin:?} are not allowed; add it to \
                      mcp.allowedOrigins"
                 ),
-            );
+            ));
         }
     }
     if let Some(token) = &guard.token {
@@ -217,7 +218,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             );
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
+            return closing(r);
         }
     }
     let length = headers
@@ -257,8 +258,46 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 .into(),
         );
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    // An `initialize` without a session is the one request that creates a session: it
+    // needs a free slot, held from here until the session ends.
+    let creates_session = !parts.headers.contains_key("mcp-session-id")
+        && serde_json::from_slice::<MethodOnly>(&bytes)
+            .is_ok_and(|m| m.method.as_deref() == Some("initialize"));
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if !creates_session {
+        return next.run(request).await;
+    }
+    let Some(slot) = guard.sessions.reserve() else {
+        let mut r = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_sessions",
+            &format!(
+                "{} MCP sessions are open, the most this server keeps (mcp.maxSessions); \
+                 end one (DELETE /mcp with its Mcp-Session-Id) or retry later: a session \
+                 without a request for {} s ends (mcp.sessionIdleSeconds)",
+                guard.sessions.max(),
+                guard.session_idle
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(guard.session_idle));
+        return r;
+    };
+    Sessions::with_slot(slot, next.run(request)).await
+}
+
+/// A JSON-RPC message's method, if it has one.
+#[derive(serde::Deserialize)]
+struct MethodOnly {
+    method: Option<String>,
+}
+
+/// `response`, and the connection closed after it.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// A JSON-RPC error for a body that is not one message (HTTP 400).

@@ -1,0 +1,174 @@
+//! Live MCP sessions, capped: rmcp's in-memory session manager behind `mcp.maxSessions`
+//! slots, with sessions that end after `mcp.sessionIdleSeconds` without a message.
+//!
+//! The guard takes a slot for an `initialize` before rmcp sees it ([`Sessions::reserve`])
+//! and answers 503 when there is none; the slot reaches [`SessionManager::create_session`]
+//! through a task-local (rmcp's handler runs inside the guard's future) and is held until
+//! the session closes, however it ends (DELETE, idle, the server's stop).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+tokio::task_local! {
+    /// The slot the guard took for the `initialize` being handled.
+    static RESERVED: Cell<Option<OwnedSemaphorePermit>>;
+}
+
+/// rmcp's [`LocalSessionManager`] with at most `max` live sessions.
+#[derive(Debug)]
+pub(super) struct Sessions {
+    inner: LocalSessionManager,
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// Each live session's slot, given back when it closes.
+    held: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
+}
+
+/// Why a session was not created or reached.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SessionsError {
+    /// Every slot is taken (the guard answers 503 before this; this is the fallback).
+    #[error("{0} MCP sessions are alive, the most mcp.maxSessions allows")]
+    Full(usize),
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+impl Sessions {
+    /// At most `max` sessions (`max` ≥ 1), each ending after `idle` without a message.
+    pub(super) fn new(max: usize, idle: Duration) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle);
+        Self {
+            inner,
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The most sessions alive at once.
+    pub(super) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A free slot for a new session, if there is one.
+    pub(super) fn reserve(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.slots).try_acquire_owned().ok()
+    }
+
+    /// Runs `handling` (the request that will create a session) with `slot` reserved
+    /// for it; a slot the request did not use is given back when it ends.
+    pub(super) async fn with_slot<F: Future>(slot: OwnedSemaphorePermit, handling: F) -> F::Output {
+        RESERVED.scope(Cell::new(Some(slot)), handling).await
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, OwnedSemaphorePermit>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let slot = RESERVED
+            .try_with(Cell::take)
+            .ok()
+            .flatten()
+            .or_else(|| self.reserve())
+            .ok_or(SessionsError::Full(self.max))?;
+        let (id, transport) = self.inner.create_session().await?;
+        self.held().insert(id.clone(), slot);
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let closed = self.inner.close_session(id).await;
+        self.held().remove(id);
+        Ok(closed?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_slot_is_held_while_its_session_lives() {
+        let sessions = Sessions::new(2, Duration::from_secs(60));
+        let slot = sessions.reserve().unwrap();
+        let (a, _ta) = Sessions::with_slot(slot, sessions.create_session())
+            .await
+            .unwrap();
+        let (b, _tb) = sessions.create_session().await.unwrap();
+        assert!(sessions.reserve().is_none());
+        assert!(matches!(
+            sessions.create_session().await,
+            Err(SessionsError::Full(2))
+        ));
+        sessions.close_session(&a).await.unwrap();
+        let slot = sessions.reserve().unwrap();
+        drop(slot);
+        sessions.close_session(&b).await.unwrap();
+        // A slot reserved for a request that made no session comes back.
+        let slot = sessions.reserve().unwrap();
+        Sessions::with_slot(slot, async {}).await;
+        assert_eq!(sessions.slots.available_permits(), 2);
+    }
+}
