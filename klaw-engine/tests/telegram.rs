@@ -240,3 +240,94 @@ fn run_serves_mcp_beside_the_gateway() {
     let status = run.terminate();
     assert!(status.success(), "{status:?}");
 }
+
+/// A stop lets a running turn finish even with the MCP server beside it: the app owns
+/// the one stop signal and shuts the engine down after the turns' grace period. Before,
+/// the MCP server caught SIGTERM itself and shut the engine down at once, so a turn's
+/// running `exec` was killed and the model got an error instead of its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_lets_a_running_turn_finish_with_mcp_beside() {
+    let Some(fake) = FakeTelegram::start(&cache()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "telegram-test-api is missing"
+        );
+        return;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let tg = fake.url.clone();
+    let model = ScriptedServer::respond(|r| {
+        let last = r.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned()
+            .unwrap_or_default();
+        if last["role"] == "tool" {
+            answer("done")
+        } else {
+            Reply::json(json!({
+                "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": [{
+                    "id": "c1", "type": "function",
+                    "function": {"name": "exec", "arguments": "{\"command\": \"sleep 3; echo slept-through\"}"},
+                }]}, "finish_reason": "tool_calls"}],
+            }))
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let mut run = engine(home.path(), &["run"]);
+    run.env("KLAW_TELEGRAM_TOKEN", TOKEN)
+        .env("KLAW_TELEGRAM_BASE_URL", &tg)
+        .env("KLAW_TELEGRAM_POLL_SECONDS", "1")
+        .env("KLAW_ALLOWED_CHAT_IDS", "telegram_42")
+        .env("KLAW_LLM_BASE_URL", format!("{}/v1", model.url))
+        .env("KLAW_LLM_MODEL", "test-model")
+        // exec is destructive: nobody could approve it on Telegram.
+        .env("KLAW_APPROVAL", "never")
+        .env("KLAW_MCP_ENABLED", "true")
+        .env("KLAW_MCP_BIND", "127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut run = Killed(run.spawn().unwrap());
+    let body = json!({
+        "botToken": TOKEN,
+        "from": {"id": 42, "is_bot": false, "first_name": "user42"},
+        "chat": {"id": 42, "type": "private"},
+        "date": 1_700_000_000,
+        "text": "run it",
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{tg}/sendMessage"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    // The model asked for the slow command; stop while it runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while model.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let status = tokio::task::spawn_blocking(move || run.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let requests = model.requests();
+    let result = requests
+        .iter()
+        .filter_map(|r| r.body["messages"].as_array()?.last().cloned())
+        .find(|m| m["role"] == "tool")
+        .expect("the tool's result never reached the model");
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("slept-through"),
+        "the running call was cut short: {result}"
+    );
+}

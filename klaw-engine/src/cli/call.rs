@@ -189,7 +189,9 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
         return super::fail(&e);
     }
     crate::app::run_front(config, None, |app| async move {
-        match crate::mcp::http::serve(app.engine().clone(), bind).await {
+        app.watch_signals("stopping");
+        let stop = app.stop_token().child_token();
+        match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e),
         }

@@ -60,8 +60,13 @@ pub(crate) fn run(config: Config) -> ExitCode {
     };
     crate::app::run_front(config, model, |app| async move {
         let gateway = app.gateway().clone();
-        let mcp = mcp_bind.map(|b| tokio::spawn(crate::mcp::http::serve(app.engine().clone(), b)));
-        let stop = CancellationToken::new();
+        app.watch_signals("stopping");
+        let mcp = mcp_bind.map(|b| {
+            let stop = app.stop_token().child_token();
+            tokio::spawn(crate::mcp::http::serve(app.engine().clone(), b, stop))
+        });
+        // No new turn after the stop; running ones get the grace period below.
+        let stop = app.stop_token().child_token();
         let (inbox, mut incoming) = tokio::sync::mpsc::channel::<Incoming>(256);
         let mut receivers = Vec::new();
         for name in gateway.channel_names() {
@@ -86,17 +91,12 @@ pub(crate) fn run(config: Config) -> ExitCode {
         loop {
             let message = tokio::select! {
                 m = incoming.recv() => m,
-                s = crate::stop_signal() => {
-                    if let Ok(name) = s {
-                        eprintln!("klaw-engine: {name}: stopping");
-                    }
-                    break;
-                }
+                () = stop.cancelled() => break,
             };
             let Some(message) = message else {
                 // Every channel stopped receiving; serve MCP (if any) until a signal.
                 if mcp.is_some() {
-                    let _ = crate::stop_signal().await;
+                    stop.cancelled().await;
                 }
                 break;
             };
@@ -125,7 +125,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
             });
             let _ = worker.send(message);
         }
-        stop.cancel();
+        app.stop();
         drop(chats);
         let all = futures_util::future::join_all(workers);
         if tokio::time::timeout(GRACE, all).await.is_err() {
@@ -137,8 +137,15 @@ pub(crate) fn run(config: Config) -> ExitCode {
         for r in receivers {
             r.abort();
         }
+        // The MCP server stopped with the token (its connections had 5 s to finish).
         if let Some(m) = mcp {
-            m.abort();
+            match tokio::time::timeout(Duration::from_secs(6), m).await {
+                Ok(Ok(Err(e))) => eprintln!("klaw-engine: {e}"),
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!(target: "klaw::mcp", "the MCP server did not stop in time")
+                }
+            }
         }
         ExitCode::SUCCESS
     })

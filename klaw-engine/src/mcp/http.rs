@@ -52,9 +52,15 @@ pub fn check_bind(bind: SocketAddr, token: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// Serves `engine` over HTTP on `bind` until SIGINT or SIGTERM, then shuts the engine
-/// down. Says on stderr where it listens (`bind` may have port 0).
-pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
+/// Serves `engine` over HTTP on `bind` until `stop` is cancelled (the app's stop token:
+/// SIGINT or SIGTERM); open connections then get 5 s to finish. Never shuts the engine
+/// down: the app does, once every part has stopped. Says on stderr where it listens
+/// (`bind` may have port 0).
+pub async fn serve(
+    engine: Engine,
+    bind: SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
     let cfg = engine.config().raw.mcp.clone();
     check_bind(bind, cfg.token.as_ref().map(crate::Secret::expose))?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
@@ -91,7 +97,6 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         sessions: Arc::clone(&sessions),
         session_idle: cfg.session_idle_seconds,
     });
-    let stop = tokio_util::sync::CancellationToken::new();
     let server = McpServer::new(engine.clone());
     // The guard checks Host and Origin for every route; rmcp's own check would apply a
     // second, different list.
@@ -128,19 +133,13 @@ pub async fn serve(engine: Engine, bind: SocketAddr) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
-    let stopping = stop.clone();
-    tokio::spawn(async move {
-        let s = crate::stop_signal().await;
-        tracing::info!(target: "klaw::mcp", "stopping on {}", s.unwrap_or("a signal"));
-        stopping.cancel();
-    });
     let limits = connections::Limits {
         max_connections: cfg.max_connections,
         header_timeout: std::time::Duration::from_secs(cfg.header_timeout_seconds),
     };
     // Connections get 5 s to finish after the stop; then the server stops anyway.
     connections::serve(listener, app, limits, stop).await;
-    engine.shutdown().await;
+    tracing::info!(target: "klaw::mcp", "the MCP server over HTTP stopped");
     Ok(())
 }
 
