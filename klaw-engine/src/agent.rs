@@ -1,6 +1,7 @@
 //! The agent: a model calls the engine's tools in a loop. One [`Agent::turn`] takes a
 //! user's message and returns the answer: the model is asked, the tools it calls run
-//! concurrently through the [`Engine`] (ids, hooks, cancellation), their results or
+//! through the [`Engine`] (ids, hooks, cancellation) — read-only ones side by side, the
+//! others one at a time in the model's order — their results or
 //! errors go back as tool messages, and so on for at most `maxToolCallRounds` rounds.
 //! Every message is saved as it happens in the chat's history (SQLite).
 
@@ -330,21 +331,45 @@ impl Agent {
                 .iter()
                 .map(|c| if repeats { earlier(c) } else { None })
                 .collect();
-            let results = join_all(answer.tool_calls.iter().zip(&previous).map(|(call, prev)| {
-                observer.tool_call(call);
-                async move {
-                    match prev {
-                        Some(content) => ToolResult {
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                            content: format!("{content}\n(The same call was made before in this turn; this is its result.)"),
-                            is_error: false,
-                        },
-                        None => self.run_call(turn_id, call, caller).await,
+            // Read-only calls next to each other run together; any other call runs
+            // alone, in the order the model gave (two edits of one file must not race,
+            // and a read after a write sees it).
+            let registry = self.engine.registry();
+            let read_only = |c: &ToolCallRequest| {
+                registry
+                    .by_name(&c.name)
+                    .is_some_and(|t| t.spec().annotations.read_only)
+            };
+            let calls = &answer.tool_calls;
+            let mut results = Vec::with_capacity(calls.len());
+            let mut start = 0;
+            while start < calls.len() {
+                let mut end = start + 1;
+                if read_only(&calls[start]) {
+                    while end < calls.len() && read_only(&calls[end]) {
+                        end += 1;
                     }
                 }
-            }))
-            .await;
+                let batch = calls[start..end].iter().zip(&previous[start..end]);
+                results.extend(
+                    join_all(batch.map(|(call, prev)| {
+                        observer.tool_call(call);
+                        async move {
+                            match prev {
+                                Some(content) => ToolResult {
+                                    call_id: call.id.clone(),
+                                    name: call.name.clone(),
+                                    content: format!("{content}\n(The same call was made before in this turn; this is its result.)"),
+                                    is_error: false,
+                                },
+                                None => self.run_call(turn_id, call, caller).await,
+                            }
+                        }
+                    }))
+                    .await,
+                );
+                start = end;
+            }
             answer_only = repeats && previous.iter().all(Option::is_some);
             for (call, result) in answer.tool_calls.iter().zip(&results) {
                 if !result.is_error {

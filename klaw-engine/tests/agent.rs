@@ -764,3 +764,48 @@ fn the_approval_question_shows_everything_that_would_run() {
         "{results:?}"
     );
 }
+
+/// A round's calls that change something run one at a time, in the order the model gave
+/// them: a slow write, an edit of what it wrote, and a read of the edit all see the step
+/// before (when every call of a round ran at once, the edit and the read found nothing).
+/// Read-only calls next to each other still run together.
+#[test]
+fn calls_that_change_things_run_in_the_models_order() {
+    let server = ScriptedServer::script(vec![
+        openai_call(&[
+            (
+                "w",
+                "exec",
+                json!("{\"command\": \"sleep 1 && printf alpha > notes.txt\"}"),
+            ),
+            (
+                "e",
+                "file_edit",
+                json!("{\"path\": \"notes.txt\", \"oldText\": \"alpha\", \"newText\": \"beta\"}"),
+            ),
+            ("r1", "file_read", json!("{\"path\": \"notes.txt\"}")),
+            ("r2", "current_time", json!("{\"timezone\": \"UTC\"}")),
+        ]),
+        openai_answer("Edited."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        // Nobody at a piped console could approve exec and file_edit.
+        &[("KLAW_APPROVAL", "never")],
+        "Write, edit, read\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let results = tool_messages(&server.requests()[1]);
+    let by_id = |id: &str| {
+        results
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default()
+    };
+    assert!(!by_id("e").starts_with("Error"), "{results:?}");
+    assert!(by_id("r1").contains("beta"), "{results:?}");
+    assert!(!by_id("r2").starts_with("Error"), "{results:?}");
+}

@@ -50,7 +50,8 @@ impl TurnObserver for Console {
 }
 
 /// Asks the person at the terminal (`/dev/tty`), or refuses when nobody is there.
-/// Questions are asked one at a time (a round's calls run together).
+/// Questions are asked one at a time (a round's read-only calls run together, and a
+/// subagent may ask at the same time).
 struct ConsoleApprover {
     interactive: bool,
     one_at_a_time: Arc<tokio::sync::Mutex<()>>,
