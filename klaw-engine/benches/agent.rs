@@ -93,7 +93,7 @@ fn loop_overhead() {
     rt.block_on(async {
         let config = Config::load_with(&env).unwrap();
         let engine = Engine::new(config).unwrap();
-        let model = Model::from_config(&engine.config().raw.llm, None).unwrap();
+        let model = Model::from_config(engine.config(), None).unwrap();
         let history = Arc::new(History::open(&dir.path().join("agent.db")).unwrap());
         let agent = Agent::with_model(engine.clone(), model, history);
         let caller = klaw_tools::Caller::new("bench", None);

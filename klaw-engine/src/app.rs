@@ -78,7 +78,7 @@ impl App {
     /// The app a command that only looks at the tools sees (`tools`, `doctor`): with the
     /// agent when a model is configured, so every tool a front end would offer is there.
     pub fn for_listing(config: Config) -> Result<Self, String> {
-        let model = Model::from_config(&config.raw.llm, None).ok();
+        let model = Model::from_config(&config, None).ok();
         Self::assemble(config, model)
     }
 

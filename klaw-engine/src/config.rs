@@ -9,12 +9,12 @@ use klaw_tools::tools::shell::{SandboxMode, ShellSettings};
 use klaw_tools::{Lang, Limits, Settings};
 
 pub mod keys;
+mod types;
+
+pub use types::{Approval, Protocol, Provider};
 
 pub use keys::KeyDoc;
 use keys::{Section, at_least, at_least_if_set, between, section};
-
-use crate::agent::Approval;
-use crate::llm::{Protocol, Provider};
 
 section! {
     /// The engine's configuration, as read from `engine.json`. Every key is optional;
@@ -670,6 +670,40 @@ pub struct Config {
     pub memory_runtime_library: Option<PathBuf>,
     /// ONNX Runtime intra-op threads (`memory.threads`, else one per core).
     pub memory_threads: usize,
+    /// The providers' usual key variables, read here with every other variable.
+    pub provider_keys: ProviderKeys,
+}
+
+/// The API keys in the providers' usual variables (`OPENAI_API_KEY`,
+/// `ANTHROPIC_API_KEY`), read when the configuration is; a client sends one only to its
+/// provider's own server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderKeys {
+    openai: Option<Secret>,
+    anthropic: Option<Secret>,
+}
+
+impl ProviderKeys {
+    /// Reads each provider's variable from `env` (an empty one is none).
+    pub fn from_env(env: Env<'_>) -> Self {
+        let read = |p: Provider| {
+            env(p.key_variable())
+                .filter(|k| !k.trim().is_empty())
+                .map(Secret::new)
+        };
+        Self {
+            openai: read(Provider::OpenAi),
+            anthropic: read(Provider::Anthropic),
+        }
+    }
+
+    /// The key in `provider`'s variable.
+    pub fn get(&self, provider: Provider) -> Option<&Secret> {
+        match provider {
+            Provider::OpenAi => self.openai.as_ref(),
+            Provider::Anthropic => self.anthropic.as_ref(),
+        }
+    }
 }
 
 /// Process environment lookup, replaceable in tests.
@@ -788,6 +822,7 @@ impl Config {
             memory_model_dir,
             memory_runtime_library,
             memory_threads,
+            provider_keys: ProviderKeys::from_env(env),
         })
     }
 

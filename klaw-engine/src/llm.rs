@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use klaw_tools::{Lang, ToolSpec};
+
+use crate::Secret;
 use serde_json::Value;
 
 pub mod anthropic;
@@ -20,78 +22,7 @@ pub mod openai;
 pub use http::Transport;
 pub(crate) use http::{MAX_BODY_BYTES, innermost, preview, read_capped};
 
-/// Which wire protocol a model speaks.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    /// OpenAI-compatible chat completions.
-    #[default]
-    OpenAi,
-    /// Anthropic's Messages API.
-    Anthropic,
-}
-
-impl Provider {
-    /// The base URL used when the configuration gives none.
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "https://api.openai.com/v1",
-            Provider::Anthropic => "https://api.anthropic.com",
-        }
-    }
-
-    /// The variable read for the API key when the configuration gives none.
-    pub fn key_variable(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "OPENAI_API_KEY",
-            Provider::Anthropic => "ANTHROPIC_API_KEY",
-        }
-    }
-}
-
-impl std::str::FromStr for Provider {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "openai" => Ok(Provider::OpenAi),
-            "anthropic" => Ok(Provider::Anthropic),
-            other => Err(format!(
-                "unknown provider `{other}`: expected `openai` or `anthropic`"
-            )),
-        }
-    }
-}
-
-/// How a model is asked to call tools.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// The provider's function calling (`tools` in the request).
-    #[default]
-    Native,
-    /// Tools described in the system prompt, calls written as `TOOL:` / `TOOL_PARAMS:`.
-    Text,
-    /// The reply constrained by a JSON Schema to a tool call or a final answer.
-    Json,
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "native" => Ok(Protocol::Native),
-            "text" => Ok(Protocol::Text),
-            "json" => Ok(Protocol::Json),
-            other => Err(format!(
-                "unknown protocol `{other}`: expected `native`, `text` or `json`"
-            )),
-        }
-    }
-}
+pub use crate::config::{Protocol, Provider};
 
 /// One message of a conversation, as the loop keeps it (the system prompt is separate:
 /// [`ChatRequest::system`]).
@@ -357,7 +288,8 @@ impl fmt::Debug for Model {
 impl Model {
     /// The model `name` of `llm.models`, or the section's own with `None`. The API key
     /// falls back to the provider's usual variable (`OPENAI_API_KEY`, ...).
-    pub fn from_config(llm: &crate::LlmSection, name: Option<&str>) -> Result<Self, LlmError> {
+    pub fn from_config(config: &crate::Config, name: Option<&str>) -> Result<Self, LlmError> {
+        let llm = &config.raw.llm;
         let named = match name {
             None => None,
             Some(n) => Some(llm.models.get(n).ok_or_else(|| {
@@ -400,12 +332,13 @@ impl Model {
         let key = named
             .and_then(|m| m.api_key.as_ref())
             .or_else(|| (!own_server).then_some(llm.api_key.as_ref()).flatten())
-            .map(|k| k.expose().to_owned())
             .or_else(|| {
                 (base_url.trim_end_matches('/') == provider.default_base_url())
-                    .then(|| std::env::var(provider.key_variable()).ok())
+                    .then(|| config.provider_keys.get(provider))
                     .flatten()
-            });
+            })
+            .filter(|k| !k.expose().trim().is_empty())
+            .map(|k| Secret::new(k.expose().trim()));
         let protocol = named.and_then(|m| m.protocol).unwrap_or(llm.protocol);
         if provider == Provider::Anthropic && protocol == Protocol::Json {
             return Err(LlmError::Config(
@@ -419,7 +352,7 @@ impl Model {
             Duration::from_secs(llm.connect_timeout_seconds),
             llm.retries,
         )?;
-        let api_key = ApiKey::new(key.as_deref());
+        let api_key = key;
         let client: Arc<dyn LlmClient> = match provider {
             Provider::OpenAi => Arc::new(openai::OpenAiClient::new(&base_url, api_key, transport)),
             Provider::Anthropic => Arc::new(anthropic::AnthropicClient::new(
@@ -437,31 +370,6 @@ impl Model {
             #[allow(clippy::cast_possible_truncation)] // checked to be within 0..=2
             temperature: llm.temperature.map(|t| t as f32),
         })
-    }
-}
-
-/// An API key that is never shown: `Debug` prints `***`.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct ApiKey(Option<Arc<str>>);
-
-impl ApiKey {
-    /// A key (an empty one is none).
-    pub fn new(key: Option<&str>) -> Self {
-        Self(
-            key.filter(|k| !k.trim().is_empty())
-                .map(|k| Arc::from(k.trim())),
-        )
-    }
-
-    /// The key itself, for the request header only.
-    pub(crate) fn expose(&self) -> Option<&str> {
-        self.0.as_deref()
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() { "***" } else { "none" })
     }
 }
 
@@ -490,13 +398,5 @@ mod tests {
         assert!(matches!(&bad, Arguments::Malformed { raw, .. } if raw == "{\"a\":"));
         assert_eq!(bad.to_value(), json!({}));
         assert_eq!(bad.to_wire_string(), "{\"a\":");
-    }
-
-    #[test]
-    fn an_api_key_is_never_printed() {
-        let key = ApiKey::new(Some("sk-secret-123"));
-        assert_eq!(format!("{key:?}"), "***");
-        assert_eq!(key.expose(), Some("sk-secret-123"));
-        assert_eq!(ApiKey::new(Some(" ")), ApiKey::default());
     }
 }

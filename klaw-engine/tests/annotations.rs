@@ -63,7 +63,7 @@ fn assembled() -> (tempfile::TempDir, Engine) {
     let engine = Engine::new(config).unwrap();
     let gateway = klaw_engine::gateway::Gateway::from_config(&engine).unwrap();
     gateway.register_tools(&engine).unwrap();
-    let model = Model::from_config(&engine.config().raw.llm, None).unwrap();
+    let model = Model::from_config(engine.config(), None).unwrap();
     let agent = Agent::new(engine.clone(), model).unwrap();
     klaw_engine::agent::subagent::register(&agent, Some(gateway)).unwrap();
     (dir, engine)

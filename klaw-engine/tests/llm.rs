@@ -7,10 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use klaw_engine::Secret;
 use klaw_engine::llm::anthropic::AnthropicClient;
 use klaw_engine::llm::openai::OpenAiClient;
 use klaw_engine::llm::{
-    ApiKey, Arguments, ChatRequest, LlmClient, LlmError, Message, StopReason, ToolChoice, Transport,
+    Arguments, ChatRequest, LlmClient, LlmError, Message, StopReason, ToolChoice, Transport,
 };
 use klaw_tools::ToolSpec;
 use serde_json::json;
@@ -29,7 +30,7 @@ fn transport(retries: u32) -> Transport {
 fn openai(server: &ScriptedServer, retries: u32) -> OpenAiClient {
     OpenAiClient::new(
         &format!("{}/v1", server.url),
-        ApiKey::new(Some(KEY)),
+        Some(Secret::new(KEY)),
         transport(retries),
     )
 }
@@ -203,7 +204,7 @@ async fn errors_name_the_url_and_status_and_never_the_key() {
         .port();
     let client = OpenAiClient::new(
         &format!("http://127.0.0.1:{port}/v1"),
-        ApiKey::new(Some(KEY)),
+        Some(Secret::new(KEY)),
         transport(1),
     );
     let e = client.chat(&request(), None).await.unwrap_err();
@@ -244,7 +245,7 @@ async fn tool_choice_and_response_schema_go_out_as_openai_wants() {
 }
 
 fn anthropic(server: &ScriptedServer) -> AnthropicClient {
-    AnthropicClient::new(&server.url, ApiKey::new(Some(KEY)), transport(1))
+    AnthropicClient::new(&server.url, Some(Secret::new(KEY)), transport(1))
 }
 
 #[tokio::test]

@@ -10,34 +10,7 @@ use klaw_tools::ToolSpec;
 
 use crate::{Engine, HookFuture, PreCallHook, ToolCall};
 
-/// Which of the agent's tool calls need a person's approval (`agent.approval`).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Approval {
-    /// None.
-    Never,
-    /// Those of tools marked destructive, and those `agent.approvalTools` names.
-    #[default]
-    Destructive,
-    /// All.
-    Always,
-}
-
-impl std::str::FromStr for Approval {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "never" => Ok(Approval::Never),
-            "destructive" => Ok(Approval::Destructive),
-            "always" => Ok(Approval::Always),
-            other => Err(format!(
-                "unknown approval `{other}`: expected `never`, `destructive` or `always`"
-            )),
-        }
-    }
-}
+pub use crate::config::Approval;
 
 /// Refuses every call that needs approval: nobody can be asked (a channel without a
 /// person, a subagent). The reason says where.

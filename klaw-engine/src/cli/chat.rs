@@ -107,7 +107,7 @@ fn ask_tty(question: &str) -> std::io::Result<bool> {
 
 /// Runs the chat `chat` with the configured model (or `model` of `llm.models`).
 pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCode {
-    let model = match Model::from_config(&config.raw.llm, model.as_deref()) {
+    let model = match Model::from_config(&config, model.as_deref()) {
         Ok(m) => m,
         Err(e) => return super::fail(&e.to_string()),
     };

@@ -28,7 +28,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
         .as_ref()
         .map(crate::Secret::expose)
         .is_some_and(|t| !t.is_empty());
-    let model = match Model::from_config(&config.raw.llm, None) {
+    let model = match Model::from_config(&config, None) {
         Ok(m) => Some(m),
         Err(e) if telegram => return super::fail(&e.to_string()),
         Err(_) => None,

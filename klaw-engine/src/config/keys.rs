@@ -176,7 +176,7 @@ impl FromEnv for klaw_tools::tools::shell::SandboxMode {
     }
 }
 
-impl FromEnv for crate::llm::Provider {
+impl FromEnv for super::Provider {
     const EXPECTED: &'static str = "`openai` or `anthropic`";
     fn from_env(value: &str) -> Result<Self, String> {
         value.parse()
@@ -190,14 +190,14 @@ impl FromEnv for super::Secret {
     }
 }
 
-impl FromEnv for crate::agent::Approval {
+impl FromEnv for super::Approval {
     const EXPECTED: &'static str = "`never`, `destructive` or `always`";
     fn from_env(value: &str) -> Result<Self, String> {
         value.parse()
     }
 }
 
-impl FromEnv for crate::llm::Protocol {
+impl FromEnv for super::Protocol {
     const EXPECTED: &'static str = "`native`, `text` or `json`";
     fn from_env(value: &str) -> Result<Self, String> {
         value.parse()

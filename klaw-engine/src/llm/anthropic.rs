@@ -7,9 +7,11 @@ use klaw_tools::Format;
 use serde_json::{Value, json};
 
 use super::http::{Sse, Transport, error_message};
+use crate::Secret;
+
 use super::{
-    ApiKey, Arguments, AssistantMessage, ChatRequest, ChatResponse, LlmClient, LlmError, Message,
-    OnText, StopReason, ToolCallRequest, ToolChoice, Usage,
+    Arguments, AssistantMessage, ChatRequest, ChatResponse, LlmClient, LlmError, Message, OnText,
+    StopReason, ToolCallRequest, ToolChoice, Usage,
 };
 
 /// The API version every request names.
@@ -21,13 +23,13 @@ const DEFAULT_MAX_TOKENS: u32 = 4096;
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
     base_url: String,
-    api_key: ApiKey,
+    api_key: Option<Secret>,
     transport: Transport,
 }
 
 impl AnthropicClient {
     /// A client of the API at `base_url` (`https://api.anthropic.com`).
-    pub fn new(base_url: &str, api_key: ApiKey, transport: Transport) -> Self {
+    pub fn new(base_url: &str, api_key: Option<Secret>, transport: Transport) -> Self {
         Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
@@ -125,7 +127,7 @@ impl AnthropicClient {
     ) -> Result<ChatResponse, LlmError> {
         let url = self.url();
         let mut headers = vec![("anthropic-version", API_VERSION)];
-        if let Some(key) = self.api_key.expose() {
+        if let Some(key) = self.api_key.as_ref().map(Secret::expose) {
             headers.push(("x-api-key", key));
         }
         let decode = |message: String| LlmError::Decode {

@@ -9,23 +9,25 @@ use klaw_tools::Format;
 use serde_json::{Value, json};
 
 use super::http::{Sse, Transport};
+use crate::Secret;
+
 use super::{
-    ApiKey, Arguments, AssistantMessage, ChatRequest, ChatResponse, LlmClient, LlmError, Message,
-    OnText, StopReason, ToolCallRequest, ToolChoice, Usage,
+    Arguments, AssistantMessage, ChatRequest, ChatResponse, LlmClient, LlmError, Message, OnText,
+    StopReason, ToolCallRequest, ToolChoice, Usage,
 };
 
 /// A client of an OpenAI-compatible server.
 #[derive(Debug, Clone)]
 pub struct OpenAiClient {
     base_url: String,
-    api_key: ApiKey,
+    api_key: Option<Secret>,
     transport: Transport,
 }
 
 impl OpenAiClient {
     /// A client of the server at `base_url` (`https://api.openai.com/v1`,
     /// `http://127.0.0.1:11434/v1`, ...).
-    pub fn new(base_url: &str, api_key: ApiKey, transport: Transport) -> Self {
+    pub fn new(base_url: &str, api_key: Option<Secret>, transport: Transport) -> Self {
         Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
@@ -109,7 +111,11 @@ impl OpenAiClient {
         on_text: Option<OnText<'_>>,
     ) -> Result<ChatResponse, LlmError> {
         let url = self.url();
-        let auth = self.api_key.expose().map(|k| format!("Bearer {k}"));
+        let auth = self
+            .api_key
+            .as_ref()
+            .map(Secret::expose)
+            .map(|k| format!("Bearer {k}"));
         let headers: Vec<(&str, &str)> = auth
             .as_deref()
             .map(|a| ("Authorization", a))

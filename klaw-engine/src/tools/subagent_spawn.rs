@@ -90,7 +90,7 @@ impl Spawner {
         let sub = match &args.model {
             None => self.agent.clone(),
             Some(m) => {
-                let model = Model::from_config(&self.agent.engine().config().raw.llm, Some(m))
+                let model = Model::from_config(self.agent.engine().config(), Some(m))
                     .map_err(|e| ToolError::invalid_arguments("/model", e.to_string()))?;
                 self.agent.on_model(model)
             }
