@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use klaw_tools::{
-    Args, CallListener, Caller, EventHook, RegistryError, Tool, ToolContext, ToolError, ToolOutput,
-    ToolRegistry, ToolSpec,
+    Args, CallListener, Caller, EventHook, RegistryError, Tool, ToolContext, ToolContextBuilder,
+    ToolError, ToolOutput, ToolRegistry, ToolSpec,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -126,38 +126,14 @@ impl Engine {
 
     /// Collects and validates every linked tool and prepares the context with each
     /// group's settings as a service; creates the workspace and data directories if they
-    /// do not exist.
+    /// do not exist. The short form of [`EngineBuilder`] with nothing added.
     pub fn new(config: Config) -> Result<Self, EngineError> {
-        let registry = ToolRegistry::collect()?;
-        for dir in [&config.data_dir, &config.workspace] {
-            std::fs::create_dir_all(dir).map_err(|source| EngineError::Dir {
-                path: dir.clone(),
-                source,
-            })?;
-        }
-        let builder = ToolContext::builder()
-            .workspace(&config.workspace)
-            .data_dir(&config.data_dir)
-            .limits(config.limits())
-            .settings(config.settings())
-            // Each group's own settings, which its tools take as extractors.
-            .service(config.shell())
-            .service(config.files())
-            .caller(Caller::new("cli", None));
-        // The memory tools read the model, runtime, weights and chunking from this service.
-        #[cfg(feature = "memory")]
-        let builder = builder.service(config.memory());
-        Ok(Self {
-            inner: Arc::new(Inner {
-                config: Arc::new(config),
-                registry: RwLock::new(Arc::new(registry)),
-                ctx: builder.build(),
-                hooks: RwLock::new(Vec::new()),
-                running: Mutex::new(HashMap::new()),
-                closing: CancellationToken::new(),
-                tools_changed: tokio::sync::watch::Sender::new(0),
-            }),
-        })
+        EngineBuilder::new(config).build()
+    }
+
+    /// A builder: services, tools and hooks added before the engine starts.
+    pub fn builder(config: Config) -> EngineBuilder {
+        EngineBuilder::new(config)
     }
 
     /// The configuration.
@@ -362,6 +338,152 @@ impl Engine {
             self.inner.tools_changed.send_modify(|n| *n += 1);
         }
         Ok(changed)
+    }
+}
+
+/// Builds an [`Engine`]: the configuration, then services for the tools' context,
+/// tools beside the collected ones, and pre-call hooks. Every context also holds a
+/// [`Registrar`], bound to the engine once it is built, so a tool (or a service) made
+/// before the engine exists can register tools at run time.
+pub struct EngineBuilder {
+    config: Config,
+    services: Vec<Box<dyn FnOnce(ToolContextBuilder) -> ToolContextBuilder + Send>>,
+    tools: Vec<Arc<dyn Tool>>,
+    hooks: Vec<Arc<dyn PreCallHook>>,
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("services", &self.services.len())
+            .field("tools", &self.tools.len())
+            .field("hooks", &self.hooks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineBuilder {
+    /// A builder for `config`.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            services: Vec::new(),
+            tools: Vec::new(),
+            hooks: Vec::new(),
+        }
+    }
+
+    /// Adds a service tools reach with `State<T>` (one per type; a later one replaces).
+    #[must_use]
+    pub fn service<T: Send + Sync + 'static>(mut self, service: T) -> Self {
+        self.services.push(Box::new(move |b| b.service(service)));
+        self
+    }
+
+    /// Adds a tool beside the collected ones, validated the same way.
+    #[must_use]
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds a hook that sees every call before it runs and may refuse it.
+    #[must_use]
+    pub fn hook(mut self, hook: impl PreCallHook) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Collects and validates the tools (every invalid one reported at once), creates
+    /// the workspace and data directories, and starts the engine.
+    pub fn build(self) -> Result<Engine, EngineError> {
+        let config = self.config;
+        let mut registry = ToolRegistry::collect()?;
+        let mut errors = Vec::new();
+        for tool in self.tools {
+            if let Err(e) = registry.register(tool) {
+                errors.push(e);
+            }
+        }
+        if !errors.is_empty() {
+            return Err(EngineError::Tools(klaw_tools::RegistryErrors(errors)));
+        }
+        for dir in [&config.data_dir, &config.workspace] {
+            std::fs::create_dir_all(dir).map_err(|source| EngineError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let registrar = Registrar::default();
+        let mut builder = ToolContext::builder()
+            .workspace(&config.workspace)
+            .data_dir(&config.data_dir)
+            .limits(config.limits())
+            .settings(config.settings())
+            // Each group's own settings, which its tools take as extractors.
+            .service(config.shell())
+            .service(config.files())
+            .service(registrar.clone())
+            .caller(Caller::new("cli", None));
+        // The memory tools read the model, runtime, weights and chunking from this service.
+        #[cfg(feature = "memory")]
+        {
+            builder = builder.service(config.memory());
+        }
+        for add in self.services {
+            builder = add(builder);
+        }
+        let inner = Arc::new(Inner {
+            config: Arc::new(config),
+            registry: RwLock::new(Arc::new(registry)),
+            ctx: builder.build(),
+            hooks: RwLock::new(self.hooks),
+            running: Mutex::new(HashMap::new()),
+            closing: CancellationToken::new(),
+            tools_changed: tokio::sync::watch::Sender::new(0),
+        });
+        let _ = registrar.0.set(Arc::downgrade(&inner));
+        Ok(Engine { inner })
+    }
+}
+
+/// Registers tools with the engine at run time, from where the engine itself cannot be
+/// named: every tool context holds one (`State<Registrar>`), bound to its engine once
+/// [`EngineBuilder::build`] made it. Before that, or after the engine is gone, it
+/// registers nothing and says so.
+#[derive(Clone, Default)]
+pub struct Registrar(Arc<OnceLock<Weak<Inner>>>);
+
+impl std::fmt::Debug for Registrar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.engine().is_some() {
+            "Registrar(bound)"
+        } else {
+            "Registrar(unbound)"
+        })
+    }
+}
+
+impl Registrar {
+    fn engine(&self) -> Option<Engine> {
+        let inner = self.0.get()?.upgrade()?;
+        Some(Engine { inner })
+    }
+
+    /// Adds a tool to the engine, as [`Engine::register`] does.
+    pub fn register(&self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
+        let engine = self.engine().ok_or_else(|| {
+            ToolError::unavailable("the engine is not running; no tool can be added")
+        })?;
+        engine
+            .register(tool)
+            .map_err(|e| ToolError::invalid_arguments("", e.to_string()))
+    }
+
+    /// Removes a tool from the engine, as [`Engine::unregister`] does; false when there
+    /// was none by that name or the engine is gone.
+    pub fn unregister(&self, name: &str) -> bool {
+        self.engine().is_some_and(|e| e.unregister(name))
     }
 }
 

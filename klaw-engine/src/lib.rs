@@ -43,7 +43,9 @@ pub use config::{
     MemorySection, MemoryWeights, NamedModel, Secret,
 };
 pub use doctor::{Check, Status, doctor};
-pub use engine::{Engine, HookFuture, PreCallHook, ToolCall, stop_signal};
+pub use engine::{
+    Engine, EngineBuilder, HookFuture, PreCallHook, Registrar, ToolCall, stop_signal,
+};
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]

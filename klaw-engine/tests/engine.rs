@@ -238,3 +238,69 @@ async fn tools_added_at_run_time_are_announced_and_callable() {
     let e = s.engine.call("runtime_echo", "{}").await.unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::UnknownTool);
 }
+
+/// The builder adds services, tools and hooks before the engine starts, and every
+/// context holds a `Registrar` bound to the engine once built: a tool made before the
+/// engine existed registers another one at run time (as `tool_create` will), which is
+/// then called like any other, and subscribers hear of it.
+#[tokio::test]
+async fn the_builder_adds_services_tools_and_a_late_bound_registrar() {
+    #[derive(Debug)]
+    struct Greeting(&'static str);
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_owned();
+    let env = move |name: &str| match name {
+        "HOME" => Some(home.display().to_string()),
+        "KLAW_SANDBOX" => Some("off".to_owned()),
+        "KLAW_CONFIG" => Some(home.join("none.json").display().to_string()),
+        _ => None,
+    };
+    std::fs::write(dir.path().join("none.json"), "{}").unwrap();
+    let config = Config::load_with(&env).unwrap();
+    let maker = FnTool::new(
+        ToolSpec::new("engine_test_make", "Создаёт инструмент", json!({"type": "object"})),
+        |ctx: klaw_tools::ToolContext, _args| async move {
+            let greeting = ctx.service::<Greeting>().unwrap().0;
+            let made = FnTool::new(
+                ToolSpec::new("engine_test_made", "Здоровается", json!({"type": "object"})),
+                move |_ctx, _args| async move { Ok(ToolOutput::plain(greeting)) },
+            );
+            ctx.service::<klaw_engine::Registrar>()
+                .unwrap()
+                .register(Arc::new(made))?;
+            Ok(ToolOutput::plain("made"))
+        },
+    );
+    let engine = Engine::builder(config)
+        .service(Greeting("hello"))
+        .tool(Arc::new(maker))
+        .hook(|call: &ToolCall, _: &ToolSpec| {
+            if call.name == "engine_test_count" {
+                Err("no counting here".to_owned())
+            } else {
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let changed = engine.tools_changed();
+    assert!(engine.registry().by_name("engine_test_made").is_none());
+    assert_eq!(
+        engine.call("engine_test_make", json!({})).await.unwrap().text(),
+        "made"
+    );
+    assert!(changed.has_changed().unwrap());
+    assert_eq!(
+        engine.call("engine_test_made", json!({})).await.unwrap().text(),
+        "hello"
+    );
+    let refused = engine
+        .call("engine_test_count", json!({"to": 1}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), &ErrorKind::Refused, "{refused:?}");
+    // A second maker call: the name is taken, an error the model reads.
+    let again = engine.call("engine_test_make", json!({})).await.unwrap_err();
+    assert!(again.message().contains("engine_test_made"), "{again:?}");
+    engine.shutdown().await;
+}
