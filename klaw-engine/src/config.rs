@@ -639,6 +639,24 @@ pub enum ConfigError {
         /// Whether the file exists (else built-in defaults are in use).
         exists: bool,
     },
+    /// What the engine loads and runs outside the sandbox (the ONNX Runtime library, the
+    /// embedding model) is inside the workspace, where a command could replace it.
+    #[error(
+        "{key} {} is inside the workspace {}: the engine loads it itself, outside the \
+         sandbox, so a command run in the workspace could replace it and have its code \
+         run as the engine at the next start. Keep it outside the workspace (the default \
+         is under ~/.cache/klaw), or point the workspace elsewhere",
+        .path.display(),
+        .workspace.display()
+    )]
+    LoadedFromWorkspace {
+        /// The key that names it.
+        key: &'static str,
+        /// The file or directory, resolved.
+        path: PathBuf,
+        /// The workspace, as configured.
+        workspace: PathBuf,
+    },
 }
 
 /// Where the configuration came from.
@@ -810,6 +828,13 @@ impl Config {
                 .as_ref()
                 .map(|c| c.join("onnxruntime").join(DEFAULT_RUNTIME_LIBRARY)),
         };
+        check_loaded_outside(
+            [
+                ("memory.runtimeLibrary", memory_runtime_library.as_deref()),
+                ("memory.model", memory_model_dir.as_deref()),
+            ],
+            &workspace,
+        )?;
         let memory_threads = m
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -967,14 +992,39 @@ fn check_config_outside(source: &ConfigSource, workspace: &Path) -> Result<(), C
         ConfigSource::File(p) => (p, true),
         ConfigSource::Defaults(p) => (p, false),
     };
-    let inside = |c: &Path, w: &Path| lexical(c).starts_with(lexical(w));
-    let (c, w) = (absolute(config), absolute(workspace));
-    if inside(&c, &w) || inside(&real(&c), &real(&w)) {
+    if is_inside(config, workspace) {
         return Err(ConfigError::ConfigInWorkspace {
             config: config.clone(),
             workspace: workspace.to_path_buf(),
             exists,
         });
+    }
+    Ok(())
+}
+
+/// Whether `path` is `dir` or beneath it, on the paths as given and on the real ones
+/// (symlinks resolved through the longest part that exists), so that neither `..` nor a
+/// link in either path dodges the answer.
+fn is_inside(path: &Path, dir: &Path) -> bool {
+    let inside = |p: &Path, d: &Path| lexical(p).starts_with(lexical(d));
+    let (p, d) = (absolute(path), absolute(dir));
+    inside(&p, &d) || inside(&real(&p), &real(&d))
+}
+
+/// Refuses an ONNX Runtime library or an embedding model inside the workspace: the
+/// engine loads them outside the sandbox.
+fn check_loaded_outside(
+    loaded: [(&'static str, Option<&Path>); 2],
+    workspace: &Path,
+) -> Result<(), ConfigError> {
+    for (key, path) in loaded {
+        if let Some(path) = path.filter(|p| is_inside(p, workspace)) {
+            return Err(ConfigError::LoadedFromWorkspace {
+                key,
+                path: path.to_path_buf(),
+                workspace: workspace.to_path_buf(),
+            });
+        }
     }
     Ok(())
 }
@@ -1235,6 +1285,50 @@ mod tests {
         .to_string();
         let err = resolve(&json).unwrap_err();
         assert!(err.to_string().starts_with("dataDir:"), "{err}");
+    }
+
+    /// What the engine loads outside the sandbox (the ONNX Runtime library, the
+    /// embedding model) may not come from the workspace, where a command could swap it
+    /// for code that runs as the engine at the next start; by name, through `..`, or
+    /// through a cache directory inside the workspace.
+    #[test]
+    fn code_the_engine_loads_is_refused_inside_the_workspace() {
+        let home = env(&[("HOME", "/home/u")]);
+        let etc = Path::new("/etc/klaw/engine.json");
+        let resolve = |json: &str| {
+            let raw = parse(etc, json).unwrap();
+            Config::resolve(raw, ConfigSource::File(etc.to_path_buf()), &home)
+        };
+        for (json, key) in [
+            (
+                r#"{"workspace": "/w", "memory": {"runtimeLibrary": "/w/libonnxruntime.so"}}"#,
+                "memory.runtimeLibrary",
+            ),
+            (
+                r#"{"workspace": "/w", "memory": {"runtimeLibrary": "/x/../w/lib/ort.so"}}"#,
+                "memory.runtimeLibrary",
+            ),
+            (
+                r#"{"workspace": "/w", "memory": {"model": "/w/models/e5"}}"#,
+                "memory.model",
+            ),
+            // The default cache (~/.cache/klaw) inside the workspace.
+            (
+                r#"{"workspace": "/home/u/.cache", "dataDir": "/d"}"#,
+                "memory.runtimeLibrary",
+            ),
+        ] {
+            let err = resolve(json).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::LoadedFromWorkspace { key: k, .. } if *k == key),
+                "{json}: {err}"
+            );
+            assert!(err.to_string().contains("outside the sandbox"), "{err}");
+        }
+        resolve(
+            r#"{"workspace": "/w", "memory": {"runtimeLibrary": "/opt/ort/libonnxruntime.so"}}"#,
+        )
+        .unwrap();
     }
 
     /// Issue 25: a config file inside the workspace (a project-local engine.json whose

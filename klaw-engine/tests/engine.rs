@@ -258,7 +258,11 @@ async fn the_builder_adds_services_tools_and_a_late_bound_registrar() {
     std::fs::write(dir.path().join("none.json"), "{}").unwrap();
     let config = Config::load_with(&env).unwrap();
     let maker = FnTool::new(
-        ToolSpec::new("engine_test_make", "Создаёт инструмент", json!({"type": "object"})),
+        ToolSpec::new(
+            "engine_test_make",
+            "Создаёт инструмент",
+            json!({"type": "object"}),
+        ),
         |ctx: klaw_tools::ToolContext, _args| async move {
             let greeting = ctx.service::<Greeting>().unwrap().0;
             let made = FnTool::new(
@@ -286,12 +290,20 @@ async fn the_builder_adds_services_tools_and_a_late_bound_registrar() {
     let changed = engine.tools_changed();
     assert!(engine.registry().by_name("engine_test_made").is_none());
     assert_eq!(
-        engine.call("engine_test_make", json!({})).await.unwrap().text(),
+        engine
+            .call("engine_test_make", json!({}))
+            .await
+            .unwrap()
+            .text(),
         "made"
     );
     assert!(changed.has_changed().unwrap());
     assert_eq!(
-        engine.call("engine_test_made", json!({})).await.unwrap().text(),
+        engine
+            .call("engine_test_made", json!({}))
+            .await
+            .unwrap()
+            .text(),
         "hello"
     );
     let refused = engine
@@ -300,7 +312,10 @@ async fn the_builder_adds_services_tools_and_a_late_bound_registrar() {
         .unwrap_err();
     assert_eq!(refused.kind(), &ErrorKind::Refused, "{refused:?}");
     // A second maker call: the name is taken, an error the model reads.
-    let again = engine.call("engine_test_make", json!({})).await.unwrap_err();
+    let again = engine
+        .call("engine_test_make", json!({}))
+        .await
+        .unwrap_err();
     assert!(again.message().contains("engine_test_made"), "{again:?}");
     engine.shutdown().await;
 }
