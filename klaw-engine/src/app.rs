@@ -9,6 +9,8 @@
 //! child of it, and only [`App::shutdown`] shuts the engine down — so a part that
 //! stops (the MCP server over HTTP) never cuts another part's grace period short.
 
+mod channels;
+
 use std::process::ExitCode;
 use std::sync::Arc;
 
