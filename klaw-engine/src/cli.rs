@@ -311,16 +311,7 @@ fn print_table(registry: &ToolRegistry, lang: Lang) {
     let _ = writeln!(out, "{:width$}  {:5}  DESCRIPTION", "NAME", "FLAGS");
     for tool in registry.all() {
         let spec = tool.spec();
-        let a = spec.annotations;
-        let flags: String = [
-            (a.read_only, 'r'),
-            (a.destructive, 'd'),
-            (a.idempotent, 'i'),
-            (a.open_world, 'o'),
-        ]
-        .iter()
-        .map(|(on, c)| if *on { *c } else { '-' })
-        .collect();
+        let flags = spec.annotations.flags();
         let desc = spec.description.get(lang);
         // The first sentence: up to ". " or a line break (a dot inside `files.md` is not
         // the end of a sentence).

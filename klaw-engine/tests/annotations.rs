@@ -77,15 +77,7 @@ async fn every_tool_has_the_annotations_its_behaviour_calls_for() {
     for tool in registry.all() {
         let spec = tool.spec();
         let a = spec.annotations;
-        let flags: String = [
-            (a.read_only, 'r'),
-            (a.destructive, 'd'),
-            (a.idempotent, 'i'),
-            (a.open_world, 'o'),
-        ]
-        .iter()
-        .map(|&(on, c)| if on { c } else { '-' })
-        .collect();
+        let flags = a.flags();
         let Some(&(_, expected, _, why)) = TOOLS.iter().find(|t| t.0 == spec.name) else {
             wrong.push(format!(
                 "{}: not in the table; add it with its flags ({flags}) and why",

@@ -34,21 +34,26 @@ struct Setup {
     engine: Engine,
 }
 
-/// An engine on a temporary data dir and workspace, commands unsandboxed (this test
-/// binary cannot play the sandbox helper; the sandbox has its own tests).
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().to_owned();
+/// A configuration on a temporary data dir and workspace (under `dir`), commands
+/// unsandboxed (this test binary cannot play the sandbox helper; the sandbox has its own
+/// tests).
+fn config_in(dir: &std::path::Path) -> Config {
+    let home = dir.to_owned();
     let env = move |name: &str| match name {
         "HOME" => Some(home.display().to_string()),
         "KLAW_SANDBOX" => Some("off".to_owned()),
         "KLAW_CONFIG" => Some(home.join("none.json").display().to_string()),
         _ => None,
     };
-    std::fs::write(dir.path().join("none.json"), "{}").unwrap();
-    let config = Config::load_with(&env).unwrap();
+    std::fs::write(dir.join("none.json"), "{}").unwrap();
+    Config::load_with(&env).unwrap()
+}
+
+/// An engine on a temporary data dir and workspace ([`config_in`]).
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
     Setup {
-        engine: Engine::new(config).unwrap(),
+        engine: Engine::new(config_in(dir.path())).unwrap(),
         _dir: dir,
     }
 }
@@ -248,15 +253,7 @@ async fn the_builder_adds_services_tools_and_a_late_bound_registrar() {
     #[derive(Debug)]
     struct Greeting(&'static str);
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().to_owned();
-    let env = move |name: &str| match name {
-        "HOME" => Some(home.display().to_string()),
-        "KLAW_SANDBOX" => Some("off".to_owned()),
-        "KLAW_CONFIG" => Some(home.join("none.json").display().to_string()),
-        _ => None,
-    };
-    std::fs::write(dir.path().join("none.json"), "{}").unwrap();
-    let config = Config::load_with(&env).unwrap();
+    let config = config_in(dir.path());
     let maker = FnTool::new(
         ToolSpec::new(
             "engine_test_make",

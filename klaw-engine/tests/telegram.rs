@@ -67,16 +67,56 @@ fn last_user(body: &Value) -> String {
         .to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn telegram_chats_on_the_whitelist_get_answers() {
+/// The fake Bot API server, or `None` where `telegram-test-api` is not installed (never
+/// under CI, which installs it).
+fn fake_telegram() -> Option<FakeTelegram> {
     let Some(fake) = FakeTelegram::start(&cache()) else {
         assert!(
             std::env::var_os("CI").is_none(),
             "telegram-test-api is missing"
         );
-        return;
+        return None;
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
+    Some(fake)
+}
+
+/// `klaw-engine run` on `home` with Telegram at `tg` (chat 42 allowed) and the model
+/// at `model`.
+fn run_command(home: &std::path::Path, tg: &str, model: &str, poll_seconds: &str) -> Command {
+    let mut run = engine(home, &["run"]);
+    run.env("KLAW_TELEGRAM_TOKEN", TOKEN)
+        .env("KLAW_TELEGRAM_BASE_URL", tg)
+        .env("KLAW_TELEGRAM_POLL_SECONDS", poll_seconds)
+        .env("KLAW_ALLOWED_CHAT_IDS", "telegram_42")
+        .env("KLAW_LLM_BASE_URL", format!("{model}/v1"))
+        .env("KLAW_LLM_MODEL", "test-model")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    run
+}
+
+/// A user of chat `chat` writes `text` to the bot.
+async fn say(http: &reqwest::Client, tg: &str, chat: i64, text: &str) {
+    let body = json!({
+        "botToken": TOKEN,
+        "from": {"id": chat, "is_bot": false, "first_name": format!("user{chat}")},
+        "chat": {"id": chat, "type": "private"},
+        "date": 1_700_000_000,
+        "text": text,
+    });
+    let r = http
+        .post(format!("{tg}/sendMessage"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_chats_on_the_whitelist_get_answers() {
+    let Some(fake) = fake_telegram() else { return };
     let tg = fake.url.clone();
 
     let model = ScriptedServer::respond(|r| {
@@ -88,16 +128,8 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
         }
     });
     let home = tempfile::tempdir().unwrap();
-    let mut run = engine(home.path(), &["run"]);
-    run.env("KLAW_TELEGRAM_TOKEN", TOKEN)
-        .env("KLAW_TELEGRAM_BASE_URL", &tg)
-        .env("KLAW_TELEGRAM_POLL_SECONDS", "2")
-        .env("KLAW_ALLOWED_CHAT_IDS", "telegram_42")
-        .env("KLAW_LLM_BASE_URL", format!("{}/v1", model.url))
-        .env("KLAW_LLM_MODEL", "test-model")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut run = run_command(home.path(), &tg, &model.url, "2");
+    run.stderr(Stdio::piped());
     let mut child = run.spawn().unwrap();
     let log = Arc::new(Mutex::new(String::new()));
     let sink = Arc::clone(&log);
@@ -112,25 +144,6 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     let mut run = Killed(child);
 
     let http = reqwest::Client::new();
-    let say = |chat: i64, text: &str| {
-        let body = json!({
-            "botToken": TOKEN,
-            "from": {"id": chat, "is_bot": false, "first_name": format!("user{chat}")},
-            "chat": {"id": chat, "type": "private"},
-            "date": 1_700_000_000,
-            "text": text,
-        });
-        let (http, tg) = (http.clone(), tg.clone());
-        async move {
-            let r = http
-                .post(format!("{tg}/sendMessage"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert!(r.status().is_success());
-        }
-    };
     // The bot's messages to `chat` that have arrived, consumed.
     let received = |chat: i64| {
         let (http, tg) = (http.clone(), tg.clone());
@@ -153,8 +166,8 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
         }
     };
 
-    say(7, "hello from 7").await;
-    say(42, "hello from 42").await;
+    say(&http, &tg, 7, "hello from 7").await;
+    say(&http, &tg, 42, "hello from 42").await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut got = Vec::new();
     while got.is_empty() && Instant::now() < deadline {
@@ -164,7 +177,7 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     assert_eq!(got, ["Echo: hello from 42"], "{}", log.lock().unwrap());
 
     // A long answer arrives in parts within Telegram's limit.
-    say(42, "long please").await;
+    say(&http, &tg, 42, "long please").await;
     let mut parts = Vec::new();
     while parts.len() < 2 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -247,14 +260,7 @@ fn run_serves_mcp_beside_the_gateway() {
 /// running `exec` was killed and the model got an error instead of its result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_lets_a_running_turn_finish_with_mcp_beside() {
-    let Some(fake) = FakeTelegram::start(&cache()) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "telegram-test-api is missing"
-        );
-        return;
-    };
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(fake) = fake_telegram() else { return };
     let tg = fake.url.clone();
     let model = ScriptedServer::respond(|r| {
         let last = r.body["messages"]
@@ -274,35 +280,14 @@ async fn a_stop_lets_a_running_turn_finish_with_mcp_beside() {
         }
     });
     let home = tempfile::tempdir().unwrap();
-    let mut run = engine(home.path(), &["run"]);
-    run.env("KLAW_TELEGRAM_TOKEN", TOKEN)
-        .env("KLAW_TELEGRAM_BASE_URL", &tg)
-        .env("KLAW_TELEGRAM_POLL_SECONDS", "1")
-        .env("KLAW_ALLOWED_CHAT_IDS", "telegram_42")
-        .env("KLAW_LLM_BASE_URL", format!("{}/v1", model.url))
-        .env("KLAW_LLM_MODEL", "test-model")
-        // exec is destructive: nobody could approve it on Telegram.
-        .env("KLAW_APPROVAL", "never")
+    let mut run = run_command(home.path(), &tg, &model.url, "1");
+    // exec is destructive: nobody could approve it on Telegram.
+    run.env("KLAW_APPROVAL", "never")
         .env("KLAW_MCP_ENABLED", "true")
         .env("KLAW_MCP_BIND", "127.0.0.1:0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut run = Killed(run.spawn().unwrap());
-    let body = json!({
-        "botToken": TOKEN,
-        "from": {"id": 42, "is_bot": false, "first_name": "user42"},
-        "chat": {"id": 42, "type": "private"},
-        "date": 1_700_000_000,
-        "text": "run it",
-    });
-    let r = reqwest::Client::new()
-        .post(format!("{tg}/sendMessage"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    say(&reqwest::Client::new(), &tg, 42, "run it").await;
     // The model asked for the slow command; stop while it runs.
     let deadline = Instant::now() + Duration::from_secs(60);
     while model.requests().is_empty() {

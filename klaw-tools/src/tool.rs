@@ -45,6 +45,22 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+impl Annotations {
+    /// The four hints as `klaw-engine tools` shows them: `r` read-only, `d` destructive,
+    /// `i` idempotent, `o` open-world, `-` where a hint is off (`r-i-`).
+    pub fn flags(&self) -> String {
+        [
+            (self.read_only, 'r'),
+            (self.destructive, 'd'),
+            (self.idempotent, 'i'),
+            (self.open_world, 'o'),
+        ]
+        .iter()
+        .map(|&(on, c)| if on { c } else { '-' })
+        .collect()
+    }
+}
+
 /// A description owned at run time, in Russian and optionally English.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Text {
