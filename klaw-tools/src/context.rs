@@ -412,6 +412,12 @@ impl FromToolContext for Caller {
 pub struct Workspace(PathBuf);
 
 impl Workspace {
+    /// A workspace rooted at `root` (for paths confined beneath a root that is not the
+    /// context's workspace, such as the data dir's).
+    pub(crate) fn at(root: &Path) -> Self {
+        Self(root.to_path_buf())
+    }
+
     /// The workspace root.
     pub fn root(&self) -> &Path {
         &self.0

@@ -7,6 +7,7 @@
 //! operation cannot redirect it. Overwrites and edits are atomic (temporary file in the
 //! same directory, fsync, rename). Blocking I/O runs on tokio's blocking pool.
 
+mod beneath;
 mod confine;
 mod delete;
 mod edit;
@@ -16,6 +17,7 @@ mod read;
 mod settings;
 mod write;
 
+pub use beneath::{dirs_beneath, read_text_beneath};
 pub use delete::{FileDeleted, file_delete};
 pub use edit::{FileEdited, file_edit};
 pub use legacy::{Operation, file};
