@@ -50,8 +50,8 @@ impl App {
     /// clients need one).
     pub fn assemble(config: Config, model: Option<Model>) -> Result<Self, String> {
         let engine = Engine::new(config).map_err(|e| e.to_string())?;
-        let gateway = Gateway::from_config(&engine)?;
-        gateway.register_tools(&engine)?;
+        let gateway = Gateway::from_config(&engine).map_err(|e| e.to_string())?;
+        gateway.register_tools(&engine).map_err(|e| e.to_string())?;
         let approvals = Approvals::install(&engine);
         for channel in gateway.channel_names() {
             approvals.set(
