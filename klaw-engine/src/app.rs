@@ -62,7 +62,8 @@ impl App {
         let (agent, subagents) = match model {
             Some(model) => {
                 let agent = Agent::new(engine.clone(), model).map_err(|e| e.to_string())?;
-                let subagents = crate::agent::subagent::register(&agent, Some(gateway.clone()))?;
+                let subagents = crate::agent::subagent::register(&agent, Some(gateway.clone()))
+                    .map_err(|e| e.to_string())?;
                 (Some(agent), Some(subagents))
             }
             None => (None, None),
