@@ -25,7 +25,7 @@ pub use approval::{
     Approval, Approvals, Approver, QUESTION_WIDTH, RefuseApproval, approval_question,
     install_approval, needs_approval,
 };
-pub use history::History;
+pub use history::{History, HistoryError, HistoryOp};
 
 /// The most of one tool result the model gets (and the history keeps).
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
@@ -94,7 +94,7 @@ pub enum AgentError {
     Llm(#[from] LlmError),
     /// The history could not be read or written.
     #[error("{0}")]
-    History(String),
+    History(#[from] HistoryError),
 }
 
 /// The agent over an engine and a model.

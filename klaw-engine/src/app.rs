@@ -16,11 +16,37 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::subagent::Subagents;
-use crate::agent::{Agent, Approvals, Approver, RefuseApproval};
-use crate::gateway::Gateway;
+use crate::agent::subagent::{SubagentError, Subagents};
+use crate::agent::{Agent, AgentError, Approvals, Approver, RefuseApproval};
+use crate::gateway::{Gateway, GatewayError};
 use crate::llm::Model;
-use crate::{Config, Engine};
+use crate::{Config, Engine, EngineError};
+
+/// Why an app could not be assembled: the error of the part that failed, shown as it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppError {
+    /// The engine could not start (configuration, tools, directories).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The gateway could not be built, or `send_message` registered.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The agent could not be set up (its history).
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// `subagent_spawn` could not be registered.
+    #[error(transparent)]
+    Subagent(#[from] SubagentError),
+}
+
+impl AppError {
+    /// Whether a tool failed validation (the engine does not start with an invalid
+    /// tool): the tool definitions are to fix, not the system.
+    pub fn is_invalid_tool(&self) -> bool {
+        matches!(self, Self::Engine(EngineError::Tools(_)))
+    }
+}
 
 /// An engine assembled for one front end.
 pub struct App {
@@ -48,8 +74,8 @@ impl App {
     /// channel and the subagents refuse calls that need approval until a front end
     /// installs an approver ([`App::approve_on`]). Call it on a runtime (the gateway's
     /// clients need one).
-    pub fn assemble(config: Config, model: Option<Model>) -> Result<Self, String> {
-        let engine = Engine::new(config).map_err(|e| e.to_string())?;
+    pub fn assemble(config: Config, model: Option<Model>) -> Result<Self, AppError> {
+        let engine = Engine::new(config)?;
         let gateway = Gateway::from_config(&engine)?;
         gateway.register_tools(&engine)?;
         let approvals = Approvals::install(&engine);
@@ -61,7 +87,7 @@ impl App {
         }
         let (agent, subagents) = match model {
             Some(model) => {
-                let agent = Agent::new(engine.clone(), model).map_err(|e| e.to_string())?;
+                let agent = Agent::new(engine.clone(), model)?;
                 let subagents = crate::agent::subagent::register(&agent, Some(gateway.clone()))?;
                 (Some(agent), Some(subagents))
             }
@@ -79,7 +105,7 @@ impl App {
 
     /// The app a command that only looks at the tools sees (`tools`, `doctor`): with the
     /// agent when a model is configured, so every tool a front end would offer is there.
-    pub fn for_listing(config: Config) -> Result<Self, String> {
+    pub fn for_listing(config: Config) -> Result<Self, AppError> {
         let model = Model::from_config(&config, None).ok();
         Self::assemble(config, model)
     }
@@ -168,7 +194,7 @@ where
     let code = runtime.block_on(async {
         let app = match App::assemble(config, model) {
             Ok(app) => Arc::new(app),
-            Err(e) => return crate::cli::fail(&e),
+            Err(e) => return crate::cli::fail(&e.to_string()),
         };
         let code = f(Arc::clone(&app)).await;
         app.shutdown().await;

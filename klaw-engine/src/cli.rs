@@ -181,7 +181,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             // subagent_spawn) too.
             let registry = match crate::App::for_listing(config.clone()) {
                 Ok(app) => app.engine().registry(),
-                Err(e) => return fail(&e),
+                Err(e) => return fail(&e.to_string()),
             };
             let lang = lang.unwrap_or(config.raw.language);
             match format {

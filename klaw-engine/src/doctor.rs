@@ -308,9 +308,9 @@ fn sandbox_check(config: &Config) -> Check {
 /// engine's own tools too), or, without a usable configuration, the linked ones.
 fn tools_check(config: Option<&Config>) -> Check {
     let count = match config {
-        Some(config) => {
-            crate::App::for_listing(config.clone()).map(|app| app.engine().registry().len())
-        }
+        Some(config) => crate::App::for_listing(config.clone())
+            .map(|app| app.engine().registry().len())
+            .map_err(|e| e.to_string()),
         None => ToolRegistry::collect()
             .map(|r| r.len())
             .map_err(|e| e.to_string()),

@@ -43,13 +43,118 @@ pub fn chat_key(channel: &str, chat_id: &str) -> String {
     }
 }
 
+/// Why a channel could not deliver (or fetch) messages. Its text never holds a secret of
+/// the channel: endpoints are shown masked (`https://api.telegram.org/bot***/sendMessage`)
+/// and the sources carry no URL.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChannelError {
+    /// The request did not reach the service, or its answer could not be read.
+    #[error("{endpoint}: {detail}")]
+    Transport {
+        /// The endpoint asked, masked.
+        endpoint: String,
+        /// What happened, from the innermost cause (refused, DNS, TLS, timed out).
+        detail: String,
+        /// The HTTP client's error, without its URL.
+        source: reqwest::Error,
+    },
+    /// The service answered with something that is not JSON.
+    #[error("{endpoint} answered {status} with something that is not JSON ({source}): {body}")]
+    NotJson {
+        /// The endpoint asked, masked.
+        endpoint: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body, on one line.
+        body: String,
+        /// Why it is not JSON.
+        source: serde_json::Error,
+    },
+    /// The service refused the request (`ok: false`).
+    #[error("{endpoint} answered {status}: {description}")]
+    Refused {
+        /// The endpoint asked, masked.
+        endpoint: String,
+        /// The HTTP status.
+        status: u16,
+        /// The service's description of the error.
+        description: String,
+    },
+}
+
+impl ChannelError {
+    /// The HTTP status the service answered with, when it answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Transport { .. } => None,
+            Self::NotJson { status, .. } | Self::Refused { status, .. } => Some(*status),
+        }
+    }
+}
+
+/// Why the gateway could not be built or could not send.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// No channel has that name.
+    #[error("channel not found: `{channel}`; channels: {}", known.join(", "))]
+    UnknownChannel {
+        /// The name asked for.
+        channel: String,
+        /// The channels there are, sorted.
+        known: Vec<String>,
+    },
+    /// The chat is not in `gateway.allowedChatIds`; nothing was sent.
+    #[error("the chat `{chat}` is not in gateway.allowedChatIds; nothing was sent")]
+    ChatNotAllowed {
+        /// The chat's gateway id (`telegram_7`).
+        chat: String,
+    },
+    /// A channel's HTTP client could not be built.
+    #[error("cannot start the HTTP client: {source}")]
+    Client {
+        /// The channel (`telegram`).
+        channel: String,
+        /// The HTTP client's error.
+        source: reqwest::Error,
+    },
+    /// The channel failed to deliver the message.
+    #[error("failed to send the message: {source}")]
+    Send {
+        /// The channel (`telegram`).
+        channel: String,
+        /// Why.
+        source: ChannelError,
+    },
+    /// `send_message` could not be registered with the engine.
+    #[error("cannot register send_message: {0}")]
+    Register(#[source] klaw_tools::RegistryError),
+}
+
+impl GatewayError {
+    /// Whether the message was refused by the whitelist (`gateway.allowedChatIds`).
+    pub fn is_not_allowed(&self) -> bool {
+        matches!(self, Self::ChatNotAllowed { .. })
+    }
+
+    /// Whether no channel has the name asked for.
+    pub fn is_unknown_channel(&self) -> bool {
+        matches!(self, Self::UnknownChannel { .. })
+    }
+}
+
 /// A way to reach people.
 pub trait Channel: Send + Sync + 'static {
     /// Its name (`telegram`, `console`).
     fn name(&self) -> &str;
 
     /// Sends `text` to `chat_id` (split as the channel needs).
-    fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    fn send<'a>(
+        &'a self,
+        chat_id: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), ChannelError>>;
 
     /// Receives messages until `stop`, giving each to `inbox`. A channel that only sends
     /// returns at once.
@@ -70,7 +175,11 @@ impl Channel for ConsoleChannel {
         "console"
     }
 
-    fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn send<'a>(
+        &'a self,
+        chat_id: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), ChannelError>> {
         // The model's text: no escape sequence of its reaches the terminal.
         println!(
             "[console {}] {}",
@@ -124,7 +233,7 @@ impl Gateway {
 
     /// The gateway the configuration describes: the console, and Telegram when
     /// `gateway.telegramToken` is set.
-    pub fn from_config(engine: &Engine) -> Result<Self, String> {
+    pub fn from_config(engine: &Engine) -> Result<Self, GatewayError> {
         let g = &engine.config().raw.gateway;
         let mut channels: Vec<Arc<dyn Channel>> = vec![Arc::new(ConsoleChannel)];
         if let Some(token) = g
@@ -160,33 +269,33 @@ impl Gateway {
     }
 
     /// Sends `text` to `chat_id` on `channel`, if the whitelist lets it.
-    pub async fn send(&self, channel: &str, chat_id: &str, text: &str) -> Result<(), String> {
+    pub async fn send(&self, channel: &str, chat_id: &str, text: &str) -> Result<(), GatewayError> {
         let Some(c) = self.channels.get(channel) else {
-            return Err(format!(
-                "channel not found: `{channel}`; channels: {}",
-                self.channel_names().join(", ")
-            ));
+            return Err(GatewayError::UnknownChannel {
+                channel: channel.to_owned(),
+                known: self.channel_names(),
+            });
         };
         if !self.is_allowed(channel, chat_id) {
             tracing::warn!(target: "klaw::gateway", channel, chat_id, "a message to a chat off the whitelist was not sent");
-            return Err(format!(
-                "the chat `{}` is not in gateway.allowedChatIds; nothing was sent",
-                chat_key(channel, chat_id)
-            ));
+            return Err(GatewayError::ChatNotAllowed {
+                chat: chat_key(channel, chat_id),
+            });
         }
         let id = chat_id
             .strip_prefix(&format!("{channel}_"))
             .unwrap_or(chat_id);
-        c.send(id, text)
-            .await
-            .map_err(|e| format!("failed to send the message: {e}"))
+        c.send(id, text).await.map_err(|source| GatewayError::Send {
+            channel: channel.to_owned(),
+            source,
+        })
     }
 
     /// Registers `send_message` with `engine`.
-    pub fn register_tools(&self, engine: &Engine) -> Result<(), String> {
+    pub fn register_tools(&self, engine: &Engine) -> Result<(), GatewayError> {
         engine
             .register(crate::tools::send_message::tool(self.clone()))
-            .map_err(|e| format!("cannot register send_message: {e}"))
+            .map_err(GatewayError::Register)
     }
 }
 
@@ -246,7 +355,7 @@ mod tests {
     #[tokio::test]
     async fn sending_checks_the_channel_and_the_whitelist() {
         let g = Gateway::new(vec![Arc::new(ConsoleChannel)], vec![]);
-        let e = g.send("sms", "1", "hi").await.unwrap_err();
+        let e = g.send("sms", "1", "hi").await.unwrap_err().to_string();
         assert!(
             e.contains("channel not found: `sms`") && e.contains("console"),
             "{e}"
@@ -258,10 +367,30 @@ mod tests {
             ],
             vec!["telegram_42".into()],
         );
-        let e = g.send("telegram", "7", "hi").await.unwrap_err();
+        let e = g.send("telegram", "7", "hi").await.unwrap_err().to_string();
         assert!(
             e.contains("telegram_7") && e.contains("allowedChatIds"),
             "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_never_shows_the_token() {
+        let t = telegram::Telegram::new("http://127.0.0.1:9", "1:very-secret", 1).unwrap();
+        let g = Gateway::new(vec![Arc::new(t)], vec!["telegram_42".into()]);
+        let e = g.send("telegram", "42", "hi").await.unwrap_err();
+        assert!(matches!(e, GatewayError::Send { .. }), "{e:?}");
+        assert!(!e.is_not_allowed() && !e.is_unknown_channel());
+        let mut texts = vec![format!("{e:?}")];
+        let mut source: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(s) = source {
+            texts.push(s.to_string());
+            source = s.source();
+        }
+        assert!(texts[1].contains("bot***/sendMessage"), "{texts:?}");
+        assert!(
+            texts.iter().all(|t| !t.contains("very-secret")),
+            "{texts:?}"
         );
     }
 }

@@ -34,7 +34,7 @@ pub mod mcp;
 mod terminal;
 mod tools;
 
-pub use app::App;
+pub use app::{App, AppError};
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};

@@ -257,6 +257,27 @@ pub enum LlmError {
     Config(String),
 }
 
+/// A non-streamed answer without the part the protocol requires (`choices[0]`, a
+/// `content` array); [`LlmError::Decode`] gives it with the URL asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no {missing} in {answer}")]
+pub struct MalformedResponse {
+    /// What is missing (`` `choices[0]` ``, `` `content` array ``).
+    pub missing: &'static str,
+    /// The start of the answer, on one line.
+    pub answer: String,
+}
+
+impl MalformedResponse {
+    /// `missing` is not in `v`.
+    pub(crate) fn new(missing: &'static str, v: &serde_json::Value) -> Self {
+        Self {
+            missing,
+            answer: http::preview(&v.to_string()),
+        }
+    }
+}
+
 /// A model ready to be asked: its client, its name at the provider and how it calls
 /// tools.
 #[derive(Clone)]

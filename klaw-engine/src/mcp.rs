@@ -26,6 +26,44 @@ use crate::{Engine, ToolCall};
 
 pub mod http;
 
+/// Why the MCP server could not start or stopped on a failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// A non-loopback address without `mcp.token`: refused before anything listens.
+    #[error(
+        "refusing to serve MCP on {bind} without a token: anyone who can reach that \
+         address could run tools; set mcp.token (KLAW_MCP_TOKEN), or bind a loopback \
+         address such as 127.0.0.1:8765"
+    )]
+    NoToken {
+        /// The address asked for.
+        bind: std::net::SocketAddr,
+    },
+    /// The address could not be listened on (taken, not ours, no permission).
+    #[error("cannot listen on {bind}: {source}")]
+    Listen {
+        /// The address asked for.
+        bind: std::net::SocketAddr,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The client left (or spoke out of turn) before the session was initialized.
+    #[error("the MCP session did not start: {0}")]
+    SessionStart(#[source] Box<rmcp::service::ServerInitializeError>),
+    /// The session's task failed (panicked or was cancelled).
+    #[error("the MCP session failed: {0}")]
+    Session(#[source] tokio::task::JoinError),
+}
+
+impl McpError {
+    /// Whether the server was refused for binding a non-loopback address without a
+    /// token (a configuration to fix, not a failure of the system).
+    pub fn is_refused_bind(&self) -> bool {
+        matches!(self, Self::NoToken { .. })
+    }
+}
+
 /// The engine as an MCP server. Cheap to clone; each clone serves one session (its call
 /// ids are prefixed with the session's number).
 #[derive(Clone)]
@@ -562,7 +600,7 @@ impl Forwarder {
 /// down. A line that is not JSON gets a JSON-RPC
 /// parse error (-32700) and one that is JSON but not a message (a batch, a wrong shape)
 /// an invalid-request error (-32600); the server keeps serving.
-pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), String> {
+pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), McpError> {
     use rmcp::ServiceExt;
     use rmcp::service::TxJsonRpcMessage;
     let server = McpServer::new(engine.clone()).session();
@@ -623,7 +661,7 @@ pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), 
     match server.serve((Box::pin(outgoing), Box::pin(incoming))).await {
         Ok(running) => {
             tokio::select! {
-                r = running.waiting() => r.map(|_| ()).map_err(|e| format!("the MCP session failed: {e}")),
+                r = running.waiting() => r.map(|_| ()).map_err(McpError::Session),
                 () = stop.cancelled() => {
                     tracing::info!(target: "klaw::mcp", "stopping");
                     Ok(())
@@ -631,7 +669,7 @@ pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), 
             }
         }
         // The client left before initializing: nothing to serve.
-        Err(e) => Err(format!("the MCP session did not start: {e}")),
+        Err(e) => Err(McpError::SessionStart(Box::new(e))),
     }
 }
 

@@ -2,13 +2,105 @@
 //! stop mid-turn loses nothing), read back bounded (the oldest turns dropped first, and
 //! the model told), with token usage per request.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
 use crate::llm::{Arguments, AssistantMessage, Message, ToolCallRequest, ToolResult, Usage};
+
+/// What the history was doing when SQLite failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HistoryOp {
+    /// Appending a message ([`History::append`]).
+    Save,
+    /// Recording a request's tokens ([`History::record_usage`]).
+    RecordUsage,
+    /// Adding up a chat's tokens ([`History::usage`]).
+    ReadUsage,
+    /// Reading a chat's messages ([`History::load`]).
+    Load,
+    /// Deleting a chat's old messages ([`History::prune`]).
+    Prune,
+}
+
+impl HistoryOp {
+    /// The start of the error message (`cannot save the chat history`).
+    fn failure(self) -> &'static str {
+        match self {
+            Self::Save => "cannot save the chat history",
+            Self::RecordUsage => "cannot record token usage",
+            Self::ReadUsage => "cannot read token usage",
+            Self::Load => "cannot read the chat history",
+            Self::Prune => "cannot prune the chat history",
+        }
+    }
+}
+
+/// Why the chat history could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// The database file could not be opened.
+    #[error("cannot open the chat history {}: {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// The database opened, but its settings or tables could not be set up.
+    #[error("cannot set up the chat history {}: {source}", path.display())]
+    Setup {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A statement on an open history failed.
+    #[error("{}: {source}", op.failure())]
+    Query {
+        /// What was being done.
+        op: HistoryOp,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+}
+
+impl HistoryError {
+    fn query(op: HistoryOp) -> impl FnOnce(rusqlite::Error) -> Self {
+        move |source| Self::Query { op, source }
+    }
+
+    /// The database file, for a failure to open or set it up.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Self::Open { path, .. } | Self::Setup { path, .. } => Some(path),
+            Self::Query { .. } => None,
+        }
+    }
+
+    /// What was being done, for a failed statement on an open history.
+    pub fn op(&self) -> Option<HistoryOp> {
+        match self {
+            Self::Query { op, .. } => Some(*op),
+            Self::Open { .. } | Self::Setup { .. } => None,
+        }
+    }
+
+    /// Whether the database was busy or locked (another process holds it): worth
+    /// another try later, not a broken file.
+    pub fn is_busy(&self) -> bool {
+        let (Self::Open { source, .. } | Self::Setup { source, .. } | Self::Query { source, .. }) =
+            self;
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
 
 /// The history of every chat.
 pub struct History {
@@ -32,9 +124,11 @@ pub struct Loaded {
 
 impl History {
     /// Opens (creating) the database at `path`.
-    pub fn open(path: &Path) -> Result<Self, String> {
-        let conn = Connection::open(path)
-            .map_err(|e| format!("cannot open the chat history {}: {e}", path.display()))?;
+    pub fn open(path: &Path) -> Result<Self, HistoryError> {
+        let conn = Connection::open(path).map_err(|source| HistoryError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -55,7 +149,10 @@ impl History {
                  at TEXT NOT NULL
              );",
         )
-        .map_err(|e| format!("cannot set up the chat history {}: {e}", path.display()))?;
+        .map_err(|source| HistoryError::Setup {
+            path: path.to_owned(),
+            source,
+        })?;
         Ok(Self {
             conn: Mutex::new(conn),
         })
@@ -68,18 +165,18 @@ impl History {
     }
 
     /// Appends `message` to `chat`.
-    pub fn append(&self, chat: &str, message: &Message) -> Result<(), String> {
+    pub fn append(&self, chat: &str, message: &Message) -> Result<(), HistoryError> {
         self.conn()
             .execute(
                 "INSERT INTO messages (chat, body, at) VALUES (?1, ?2, ?3)",
                 params![chat, encode(message).to_string(), now()],
             )
             .map(|_| ())
-            .map_err(|e| format!("cannot save the chat history: {e}"))
+            .map_err(HistoryError::query(HistoryOp::Save))
     }
 
     /// Records the tokens one request used.
-    pub fn record_usage(&self, chat: &str, model: &str, usage: Usage) -> Result<(), String> {
+    pub fn record_usage(&self, chat: &str, model: &str, usage: Usage) -> Result<(), HistoryError> {
         self.conn()
             .execute(
                 "INSERT INTO usage (chat, model, input_tokens, output_tokens, at)
@@ -93,11 +190,11 @@ impl History {
                 ],
             )
             .map(|_| ())
-            .map_err(|e| format!("cannot record token usage: {e}"))
+            .map_err(HistoryError::query(HistoryOp::RecordUsage))
     }
 
     /// The tokens `chat` used in all.
-    pub fn usage(&self, chat: &str) -> Result<Usage, String> {
+    pub fn usage(&self, chat: &str) -> Result<Usage, HistoryError> {
         let row: Option<(i64, i64)> = self
             .conn()
             .query_row(
@@ -107,7 +204,7 @@ impl History {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
-            .map_err(|e| format!("cannot read token usage: {e}"))?;
+            .map_err(HistoryError::query(HistoryOp::ReadUsage))?;
         let (i, o) = row.unwrap_or((0, 0));
         Ok(Usage {
             input_tokens: u64::try_from(i).unwrap_or(0),
@@ -119,16 +216,16 @@ impl History {
     /// message), with every tool call answered: a call left without its result (the
     /// engine stopped mid-turn) gets one saying so. Rows that cannot be read are
     /// skipped with a warning.
-    pub fn load(&self, chat: &str, limit: usize) -> Result<Loaded, String> {
+    pub fn load(&self, chat: &str, limit: usize) -> Result<Loaded, HistoryError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare("SELECT body FROM messages WHERE chat = ?1 ORDER BY id DESC LIMIT ?2")
-            .map_err(|e| format!("cannot read the chat history: {e}"))?;
+            .map_err(HistoryError::query(HistoryOp::Load))?;
         let limit_sql = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let rows: Vec<String> = stmt
             .query_map(params![chat, limit_sql], |r| r.get(0))
             .and_then(Iterator::collect)
-            .map_err(|e| format!("cannot read the chat history: {e}"))?;
+            .map_err(HistoryError::query(HistoryOp::Load))?;
         let mut truncated = rows.len() > limit;
         let mut messages: Vec<Message> = rows
             .iter()
@@ -157,7 +254,7 @@ impl History {
     }
 
     /// Deletes all but the newest `keep` messages of `chat` (bounds the database).
-    pub fn prune(&self, chat: &str, keep: usize) -> Result<(), String> {
+    pub fn prune(&self, chat: &str, keep: usize) -> Result<(), HistoryError> {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         self.conn()
             .execute(
@@ -166,7 +263,7 @@ impl History {
                 params![chat, keep],
             )
             .map(|_| ())
-            .map_err(|e| format!("cannot prune the chat history: {e}"))
+            .map_err(HistoryError::query(HistoryOp::Prune))
     }
 }
 

@@ -36,9 +36,19 @@ impl Subagents {
     }
 }
 
+/// Why the subagents could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubagentError {
+    /// `subagent_spawn` could not be registered with the engine (a tool of that name
+    /// exists, or it failed validation).
+    #[error("cannot register subagent_spawn: {0}")]
+    Register(#[source] klaw_tools::RegistryError),
+}
+
 /// Registers `subagent_spawn` with `agent`'s engine, and the hooks that keep core
 /// memory read-only for subagents and refuse what needs approval.
-pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, String> {
+pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, SubagentError> {
     let engine = agent.engine.clone();
     let cfg = engine.config().raw.agent.clone();
     if cfg.max_subagent_depth == 0 {
@@ -63,9 +73,7 @@ pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, St
         timeout,
         max_depth,
     });
-    engine
-        .register(tool)
-        .map_err(|e| format!("cannot register subagent_spawn: {e}"))?;
+    engine.register(tool).map_err(SubagentError::Register)?;
     engine.before_call(ReadOnlyCore);
     super::install_approval(
         &engine,

@@ -94,7 +94,7 @@ impl App {
     pub(crate) fn spawn_mcp_http(
         &self,
         bind: std::net::SocketAddr,
-    ) -> tokio::task::JoinHandle<Result<(), String>> {
+    ) -> tokio::task::JoinHandle<Result<(), crate::mcp::McpError>> {
         let stop = self.stop_token().child_token();
         tokio::spawn(crate::mcp::http::serve(self.engine().clone(), bind, stop))
     }

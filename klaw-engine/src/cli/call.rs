@@ -161,7 +161,7 @@ pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
         let stop = app.stop_token().child_token();
         match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => super::fail(&e),
+            Err(e) => super::fail(&e.to_string()),
         }
     })
 }
@@ -186,14 +186,14 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
         bind,
         config.raw.mcp.token.as_ref().map(crate::Secret::expose),
     ) {
-        return super::fail(&e);
+        return super::fail(&e.to_string());
     }
     crate::app::run_front(config, None, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
         match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => super::fail(&e),
+            Err(e) => super::fail(&e.to_string()),
         }
     })
 }

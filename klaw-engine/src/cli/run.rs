@@ -36,7 +36,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
                 config.raw.mcp.token.as_ref().map(crate::Secret::expose),
             ) {
                 Ok(()) => Some(b),
-                Err(e) => return super::fail(&e),
+                Err(e) => return super::fail(&e.to_string()),
             },
             Err(_) => {
                 return super::fail(&format!(

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Channel, Incoming, split_message};
+use super::{Channel, ChannelError, GatewayError, Incoming, split_message};
 
 /// Telegram's longest message, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 4096;
@@ -38,13 +38,16 @@ impl std::fmt::Debug for Telegram {
 impl Telegram {
     /// The bot with `token` at `base_url` (`https://api.telegram.org`), long-polling
     /// for `poll_seconds`.
-    pub fn new(base_url: &str, token: &str, poll_seconds: u64) -> Result<Self, String> {
+    pub fn new(base_url: &str, token: &str, poll_seconds: u64) -> Result<Self, GatewayError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let base = base_url.trim_end_matches('/').to_owned();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| format!("cannot start the HTTP client: {e}"))?;
+            .map_err(|source| GatewayError::Client {
+                channel: "telegram".into(),
+                source,
+            })?;
         Ok(Self {
             bot_url: format!("{base}/bot{token}"),
             base,
@@ -60,9 +63,15 @@ impl Telegram {
         method: &str,
         params: &impl serde::Serialize,
         timeout: Duration,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ChannelError> {
         let url = format!("{}/{method}", self.bot_url);
         let shown = format!("{}/bot***/{method}", self.base);
+        // reqwest's own errors carry the URL, and so the token: shown without it.
+        let transport = |e: reqwest::Error| ChannelError::Transport {
+            endpoint: shown.clone(),
+            detail: crate::llm::innermost(&e),
+            source: e.without_url(),
+        };
         let response = self
             .http
             .post(&url)
@@ -70,32 +79,35 @@ impl Telegram {
             .json(params)
             .send()
             .await
-            .map_err(|e| format!("{shown}: {}", crate::llm::innermost(&e)))?;
+            .map_err(transport)?;
         let status = response.status().as_u16();
         // Read and parsed here: reqwest's own errors carry the URL, and so the token.
         let bytes = crate::llm::read_capped(response, crate::llm::MAX_BODY_BYTES)
             .await
-            .map_err(|e| format!("{shown}: {}", crate::llm::innermost(&e)))?;
-        let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            format!(
-                "{shown} answered {status} with something that is not JSON ({e}): {}",
-                crate::llm::preview(&String::from_utf8_lossy(&bytes))
-            )
-        })?;
+            .map_err(transport)?;
+        let body: Value =
+            serde_json::from_slice(&bytes).map_err(|source| ChannelError::NotJson {
+                endpoint: shown.clone(),
+                status,
+                body: crate::llm::preview(&String::from_utf8_lossy(&bytes)),
+                source,
+            })?;
         if body["ok"] == true {
             return Ok(body["result"].clone());
         }
-        Err(format!(
-            "{shown} answered {status}: {}",
-            body["description"]
+        Err(ChannelError::Refused {
+            endpoint: shown,
+            status,
+            description: body["description"]
                 .as_str()
                 .or_else(|| body["message"].as_str())
                 .unwrap_or("no description")
-        ))
+                .to_owned(),
+        })
     }
 
     /// One long poll from `offset`: the messages with text, and the next offset.
-    async fn poll(&self, offset: i64) -> Result<(Vec<Incoming>, i64), String> {
+    async fn poll(&self, offset: i64) -> Result<(Vec<Incoming>, i64), ChannelError> {
         let params = GetUpdatesParams::builder()
             .offset(offset)
             .timeout(u32::try_from(self.poll_seconds).unwrap_or(30))
@@ -147,7 +159,11 @@ impl Channel for Telegram {
         "telegram"
     }
 
-    fn send<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn send<'a>(
+        &'a self,
+        chat_id: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), ChannelError>> {
         Box::pin(async move {
             let chat: ChatId = match chat_id.parse::<i64>() {
                 Ok(n) => ChatId::Integer(n),

@@ -139,7 +139,7 @@ impl AnthropicClient {
                 .transport
                 .post_json(&url, &headers, &Self::body(request, false))
                 .await?;
-            return parse_response(&v).map_err(decode);
+            return parse_response(&v).map_err(|e| decode(e.to_string()));
         };
         let response = self
             .transport
@@ -203,12 +203,9 @@ impl LlmClient for AnthropicClient {
 }
 
 /// Reads a non-streamed answer.
-pub fn parse_response(v: &Value) -> Result<ChatResponse, String> {
+pub fn parse_response(v: &Value) -> Result<ChatResponse, super::MalformedResponse> {
     let Some(Value::Array(blocks)) = v.get("content") else {
-        return Err(format!(
-            "no `content` array in {}",
-            super::http::preview(&v.to_string())
-        ));
+        return Err(super::MalformedResponse::new("`content` array", v));
     };
     let mut message = AssistantMessage::default();
     for (i, b) in blocks.iter().enumerate() {

@@ -160,7 +160,7 @@ impl Transport {
         &self,
         url: &str,
         response: reqwest::Response,
-        parse: fn(&Value) -> Result<super::ChatResponse, String>,
+        parse: fn(&Value) -> Result<super::ChatResponse, super::MalformedResponse>,
         on_text: super::OnText<'_>,
     ) -> Result<Result<super::ChatResponse, LlmError>, reqwest::Response> {
         let is_sse = response
@@ -179,7 +179,7 @@ impl Transport {
             };
             let v: Value =
                 serde_json::from_slice(&bytes).map_err(|e| decode(format!("not JSON: {e}")))?;
-            let r = parse(&v).map_err(decode)?;
+            let r = parse(&v).map_err(|e| decode(e.to_string()))?;
             if !r.message.text.is_empty() {
                 on_text(&r.message.text);
             }

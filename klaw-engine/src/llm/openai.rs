@@ -126,7 +126,10 @@ impl OpenAiClient {
                 .transport
                 .post_json(&url, &headers, &Self::body(request, false))
                 .await?;
-            return parse_response(&v).map_err(|message| LlmError::Decode { url, message });
+            return parse_response(&v).map_err(|e| LlmError::Decode {
+                url,
+                message: e.to_string(),
+            });
         };
         let response = self
             .transport
@@ -196,13 +199,11 @@ impl LlmClient for OpenAiClient {
 }
 
 /// Reads a non-streamed answer.
-pub fn parse_response(v: &Value) -> Result<ChatResponse, String> {
-    let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| {
-        format!(
-            "no `choices[0]` in {}",
-            super::http::preview(&v.to_string())
-        )
-    })?;
+pub fn parse_response(v: &Value) -> Result<ChatResponse, super::MalformedResponse> {
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .ok_or_else(|| super::MalformedResponse::new("`choices[0]`", v))?;
     let msg = choice.get("message").unwrap_or(&Value::Null);
     let text = content_text(msg.get("content"));
     let mut tool_calls = Vec::new();
@@ -396,6 +397,7 @@ mod tests {
         assert!(
             parse_response(&json!({"nope": 1}))
                 .unwrap_err()
+                .to_string()
                 .contains("choices")
         );
     }

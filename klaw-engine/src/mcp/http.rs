@@ -21,7 +21,7 @@ use axum::routing::get;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
-use super::McpServer;
+use super::{McpError, McpServer};
 use crate::Engine;
 use sessions::Sessions;
 
@@ -41,13 +41,9 @@ struct Guard {
 
 /// Why the server cannot start on `bind`, checked before it listens: a non-loopback
 /// address without a token would let anyone who reaches it run tools.
-pub fn check_bind(bind: SocketAddr, token: Option<&str>) -> Result<(), String> {
+pub fn check_bind(bind: SocketAddr, token: Option<&str>) -> Result<(), McpError> {
     if !bind.ip().is_loopback() && token.is_none() {
-        return Err(format!(
-            "refusing to serve MCP on {bind} without a token: anyone who can reach that \
-             address could run tools; set mcp.token (KLAW_MCP_TOKEN), or bind a loopback \
-             address such as 127.0.0.1:8765"
-        ));
+        return Err(McpError::NoToken { bind });
     }
     Ok(())
 }
@@ -60,7 +56,7 @@ pub async fn serve(
     engine: Engine,
     bind: SocketAddr,
     stop: tokio_util::sync::CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), McpError> {
     let cfg = engine.config().raw.mcp.clone();
     check_bind(bind, cfg.token.as_ref().map(crate::Secret::expose))?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
@@ -128,10 +124,10 @@ pub async fn serve(
         .layer(middleware::from_fn_with_state(guard, check));
     let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+        .map_err(|source| McpError::Listen { bind, source })?;
     let local = listener
         .local_addr()
-        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+        .map_err(|source| McpError::Listen { bind, source })?;
     eprintln!("klaw-engine: MCP over HTTP at http://{local}/mcp");
     let limits = connections::Limits {
         max_connections: cfg.max_connections,
@@ -389,6 +385,7 @@ mod tests {
         assert!(
             check_bind(any, None)
                 .unwrap_err()
+                .to_string()
                 .contains("without a token")
         );
         assert!(check_bind(any, Some("0123456789abcdef")).is_ok());

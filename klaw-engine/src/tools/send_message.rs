@@ -58,7 +58,7 @@ pub(crate) fn tool(gateway: Gateway) -> Arc<dyn Tool> {
             gateway
                 .send(&args.channel, &args.chat_id, &args.text)
                 .await
-                .map_err(ToolError::failed)?;
+                .map_err(|e| ToolError::failed(e.to_string()))?;
             Ok(ToolOutput::json(json!({
                 "success": true,
                 "channel": args.channel,
