@@ -1,5 +1,6 @@
 //! The one place the engine is put together for a front end (`call`, `chat`, `run`,
-//! `mcp`, and `tools` and `doctor`, which read the registry of what is assembled here).
+//! `mcp`, and `tools` and `doctor`, which read the registry of what is assembled here);
+//! the command line runs each front end on it (`cli::run_front`).
 //!
 //! [`App::assemble`] builds the [`Engine`], then the parts every front end shares: the
 //! gateway and `send_message`, and, when a model is given, the agent with its subagents
@@ -11,7 +12,6 @@
 
 mod channels;
 
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -72,12 +72,13 @@ impl App {
     /// Builds the engine for `config` and the shared parts: the gateway with
     /// `send_message`, and with `model` the agent and `subagent_spawn`. Every gateway
     /// channel and the subagents refuse calls that need approval until a front end
-    /// installs an approver ([`App::approve_on`]). Call it on a runtime (the gateway's
-    /// clients need one).
+    /// installs an approver ([`App::approve_on`]).
     pub fn assemble(config: Config, model: Option<Model>) -> Result<Self, AppError> {
         let engine = Engine::new(config)?;
         let gateway = Gateway::from_config(&engine)?;
-        gateway.register_tools(&engine)?;
+        engine
+            .register(crate::tools::send_message::tool(gateway.clone()))
+            .map_err(crate::gateway::GatewayError::Register)?;
         let approvals = Approvals::install(&engine);
         for channel in gateway.channel_names() {
             approvals.set(
@@ -88,7 +89,7 @@ impl App {
         let (agent, subagents) = match model {
             Some(model) => {
                 let agent = Agent::new(engine.clone(), model)?;
-                let subagents = crate::agent::subagent::register(&agent, Some(gateway.clone()))?;
+                let subagents = crate::tools::subagent_spawn::register(&agent, Some(gateway.clone()))?;
                 (Some(agent), Some(subagents))
             }
             None => (None, None),
@@ -173,34 +174,4 @@ impl App {
         self.stop.cancel();
         self.engine.shutdown().await;
     }
-}
-
-/// Runs a front end: a runtime, the app assembled with `model`, then `f`; the app is
-/// shut down whatever `f` returned. A failure to assemble is printed and exits 1.
-pub(crate) fn run_front<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
-where
-    F: FnOnce(Arc<App>) -> Fut,
-    Fut: std::future::Future<Output = ExitCode>,
-{
-    crate::cli::init_logging(&config);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return crate::cli::fail(&format!("cannot start the async runtime: {e}")),
-    };
-    let code = runtime.block_on(async {
-        let app = match App::assemble(config, model) {
-            Ok(app) => Arc::new(app),
-            Err(e) => return crate::cli::fail(&e.to_string()),
-        };
-        let code = f(Arc::clone(&app)).await;
-        app.shutdown().await;
-        code
-    });
-    // A read of stdin on a blocking thread cannot be cancelled: do not wait for it.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    code
 }

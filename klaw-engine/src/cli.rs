@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use klaw_tools::{Format, Lang, ToolRegistry};
 
+use crate::llm::Model;
 use crate::{Config, Engine};
 
 /// Klaw: tools for LLM agents, served from one engine.
@@ -333,4 +334,34 @@ fn print_table(registry: &ToolRegistry, lang: Lang) {
         "\n{}; flags: r read-only, d destructive, i idempotent, o open-world",
         crate::doctor::plural(registry.len(), "tool")
     );
+}
+
+/// Runs a front end: a runtime, the app assembled with `model`, then `f`; the app is
+/// shut down whatever `f` returned. A failure to assemble is printed and exits 1.
+pub(crate) fn run_front<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
+where
+    F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    init_logging(&config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    let code = runtime.block_on(async {
+        let app = match crate::App::assemble(config, model) {
+            Ok(app) => std::sync::Arc::new(app),
+            Err(e) => return fail(&e.to_string()),
+        };
+        let code = f(std::sync::Arc::clone(&app)).await;
+        app.shutdown().await;
+        code
+    });
+    // A read of stdin on a blocking thread cannot be cancelled: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }

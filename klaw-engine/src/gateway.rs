@@ -290,13 +290,6 @@ impl Gateway {
             source,
         })
     }
-
-    /// Registers `send_message` with `engine`.
-    pub fn register_tools(&self, engine: &Engine) -> Result<(), GatewayError> {
-        engine
-            .register(crate::tools::send_message::tool(self.clone()))
-            .map_err(GatewayError::Register)
-    }
 }
 
 /// Splits `text` into pieces of at most `max` characters, at a line break (else a

@@ -8,8 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use klaw_engine::agent::{Agent, Approval, needs_approval};
-use klaw_engine::llm::Model;
+use klaw_engine::agent::{Approval, needs_approval};
 use klaw_engine::{Config, Engine};
 use klaw_tools::{Format, Lang};
 
@@ -60,12 +59,8 @@ fn assembled() -> (tempfile::TempDir, Engine) {
     };
     std::fs::write(dir.path().join("engine.json"), "{}").unwrap();
     let config = Config::load_with(&env).unwrap();
-    let engine = Engine::new(config).unwrap();
-    let gateway = klaw_engine::gateway::Gateway::from_config(&engine).unwrap();
-    gateway.register_tools(&engine).unwrap();
-    let model = Model::from_config(engine.config(), None).unwrap();
-    let agent = Agent::new(engine.clone(), model).unwrap();
-    klaw_engine::agent::subagent::register(&agent, Some(gateway)).unwrap();
+    let app = klaw_engine::App::for_listing(config).unwrap();
+    let engine = app.engine().clone();
     (dir, engine)
 }
 

@@ -12,7 +12,6 @@ use std::time::Duration;
 use klaw_tools::{Caller, ToolSpec};
 use serde_json::Value;
 
-use super::Agent;
 use crate::gateway::Gateway;
 use crate::{HookFuture, ToolCall};
 
@@ -30,6 +29,19 @@ pub struct Subagents {
 }
 
 impl Subagents {
+    /// Room for `places` subagents at once.
+    pub(crate) fn new(places: u32) -> Self {
+        Self {
+            limit: Arc::new(tokio::sync::Semaphore::new(places as usize)),
+            places,
+        }
+    }
+
+    /// The permits, one per subagent running.
+    pub(crate) fn limit(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.limit
+    }
+
     /// Waits until no subagent runs (each ends by its time limit at the latest).
     pub async fn wait(&self) {
         let _all = self.limit.acquire_many(self.places).await;
@@ -44,43 +56,6 @@ pub enum SubagentError {
     /// exists, or it failed validation).
     #[error("cannot register subagent_spawn: {0}")]
     Register(#[source] klaw_tools::RegistryError),
-}
-
-/// Registers `subagent_spawn` with `agent`'s engine, and the hooks that keep core
-/// memory read-only for subagents and refuse what needs approval.
-pub fn register(agent: &Agent, gateway: Option<Gateway>) -> Result<Subagents, SubagentError> {
-    let engine = agent.engine.clone();
-    let cfg = engine.config().raw.agent.clone();
-    if cfg.max_subagent_depth == 0 {
-        // Off: the tool is not offered at all.
-        return Ok(Subagents {
-            limit: Arc::new(tokio::sync::Semaphore::new(1)),
-            places: 1,
-        });
-    }
-    let places = u32::try_from(cfg.max_subagents.clamp(1, 1024)).unwrap_or(1024);
-    let limit = Arc::new(tokio::sync::Semaphore::new(places as usize));
-    let handle = Subagents {
-        limit: Arc::clone(&limit),
-        places,
-    };
-    let timeout = Duration::from_secs(cfg.subagent_timeout_seconds.max(1));
-    let max_depth = cfg.max_subagent_depth;
-    let tool = crate::tools::subagent_spawn::tool(crate::tools::subagent_spawn::Spawner {
-        agent: agent.clone(),
-        gateway,
-        limit,
-        timeout,
-        max_depth,
-    });
-    engine.register(tool).map_err(SubagentError::Register)?;
-    engine.before_call(ReadOnlyCore);
-    super::install_approval(
-        &engine,
-        CHANNEL,
-        Arc::new(super::RefuseApproval("a subagent has nobody to ask")),
-    );
-    Ok(handle)
 }
 
 /// The depth of the agent that makes a call: 0, or a subagent's.
@@ -150,7 +125,7 @@ fn silent(answer: &str) -> Option<String> {
 }
 
 /// Refuses core-memory changes from subagents.
-struct ReadOnlyCore;
+pub(crate) struct ReadOnlyCore;
 
 impl crate::PreCallHook for ReadOnlyCore {
     fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {

@@ -23,7 +23,7 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
     } else {
         args
     };
-    crate::app::run_front(config, None, |app| async move {
+    super::run_front(config, None, |app| async move {
         let engine = app.engine();
         let bar = Bar::new();
         let sink: Option<Arc<dyn CallListener>> = bar.sink();
@@ -58,7 +58,7 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
 /// "message"}}`), in order, in this one process. A bad line is an error line for its id
 /// (or its line number); the rest go on. Exit 0 unless stdin cannot be read.
 pub(crate) fn jsonl(config: Config) -> ExitCode {
-    crate::app::run_front(config, None, |app| async move {
+    super::run_front(config, None, |app| async move {
         let engine = app.engine();
         let mut stdin = std::io::stdin().lock();
         let mut stdout = std::io::stdout().lock();
@@ -156,7 +156,7 @@ fn error_line(id: Value, e: &ToolError) -> Value {
 
 /// `klaw-engine mcp`: serves the engine over stdio until the client leaves.
 pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
-    crate::app::run_front(config, None, |app| async move {
+    super::run_front(config, None, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
         match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
@@ -188,7 +188,7 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
     ) {
         return super::fail(&e.to_string());
     }
-    crate::app::run_front(config, None, |app| async move {
+    super::run_front(config, None, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
         match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {

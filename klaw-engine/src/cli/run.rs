@@ -48,7 +48,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
     } else {
         None
     };
-    crate::app::run_front(config, model, |app| async move {
+    super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
         let mcp = mcp_bind.map(|b| app.spawn_mcp_http(b));
         eprintln!(

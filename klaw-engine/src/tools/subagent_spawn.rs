@@ -1,5 +1,6 @@
 //! `subagent_spawn`: a task handed to a subagent that runs in the background with its
-//! own history (the runtime around it, its limits and hooks, is `agent::subagent`).
+//! own history; [`register`] adds it with the hooks it needs (the runtime around it,
+//! delivery and depth, is `agent::subagent`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +12,10 @@ use klaw_tools::{
 use serde_json::json;
 
 use crate::agent::Agent;
-use crate::agent::subagent::{CHANNEL, deliver, depth_of, split_target};
+use crate::agent::subagent::{
+    CHANNEL, ReadOnlyCore, SubagentError, Subagents, deliver, depth_of, split_target,
+};
+use crate::agent::{RefuseApproval, install_approval};
 use crate::gateway::Gateway;
 use crate::llm::Model;
 
@@ -47,6 +51,40 @@ pub(crate) struct Spawner {
     pub(crate) timeout: Duration,
     /// How deep subagents may nest (`agent.maxSubagentDepth`).
     pub(crate) max_depth: u32,
+}
+
+/// Registers `subagent_spawn` with `agent`'s engine, and the hooks that keep core
+/// memory read-only for subagents and refuse what needs approval.
+pub(crate) fn register(
+    agent: &Agent,
+    gateway: Option<Gateway>,
+) -> Result<Subagents, SubagentError> {
+    let engine = agent.engine().clone();
+    let cfg = engine.config().raw.agent.clone();
+    if cfg.max_subagent_depth == 0 {
+        // Off: the tool is not offered at all.
+        return Ok(Subagents::new(1));
+    }
+    let places = u32::try_from(cfg.max_subagents.clamp(1, 1024)).unwrap_or(1024);
+    let handle = Subagents::new(places);
+    let limit = Arc::clone(handle.limit());
+    let timeout = Duration::from_secs(cfg.subagent_timeout_seconds.max(1));
+    let max_depth = cfg.max_subagent_depth;
+    let tool = tool(Spawner {
+        agent: agent.clone(),
+        gateway,
+        limit,
+        timeout,
+        max_depth,
+    });
+    engine.register(tool).map_err(SubagentError::Register)?;
+    engine.before_call(ReadOnlyCore);
+    install_approval(
+        &engine,
+        CHANNEL,
+        Arc::new(RefuseApproval("a subagent has nobody to ask")),
+    );
+    Ok(handle)
 }
 
 /// `subagent_spawn` with `spawner`.
