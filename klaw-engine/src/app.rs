@@ -89,7 +89,8 @@ impl App {
         let (agent, subagents) = match model {
             Some(model) => {
                 let agent = Agent::new(engine.clone(), model)?;
-                let subagents = crate::tools::subagent_spawn::register(&agent, Some(gateway.clone()))?;
+                let subagents =
+                    crate::tools::subagent_spawn::register(&agent, Some(gateway.clone()))?;
                 (Some(agent), Some(subagents))
             }
             None => (None, None),
