@@ -152,7 +152,7 @@ fn run_bwrap_probe(helper: &Path) -> Result<Bwrap, String> {
         network: false,
     };
     // With `--disable-userns` where this bubblewrap has it (0.8), else without. One
-    // without `--size` (older than 0.5), which could not bound the memory filesystems
+    // without `--size` (an older release), which could not bound the memory filesystems
     // of `/tmp` and `/dev/shm`, fails both.
     let mut last = String::new();
     for disable_userns in [true, false] {
