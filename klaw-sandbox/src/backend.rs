@@ -150,6 +150,7 @@ fn run_bwrap_probe(helper: &Path) -> Result<Bwrap, String> {
         cwd: ws,
         hidden: vec![],
         network: false,
+        stdin: None,
     };
     // With `--disable-userns` where this bubblewrap has it (0.8), else without. One
     // without `--size` (an older release), which could not bound the memory filesystems
@@ -268,6 +269,7 @@ pub fn wrap(
             probe: false,
             stage: false,
             hidden: policy.hidden.clone(),
+            stdin: policy.stdin.clone(),
             bwrap: bwrap.cloned(),
         };
         let json = serde_json::to_string(&p).map_err(|e| Error::Policy(e.to_string()))?;

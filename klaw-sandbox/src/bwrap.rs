@@ -156,6 +156,7 @@ mod tests {
             cwd: PathBuf::from("/w/sub"),
             hidden: vec![],
             network: false,
+            stdin: None,
         };
         let bwrap = Bwrap {
             helper: PathBuf::from("/klaw"),

@@ -20,6 +20,10 @@ pub struct Policy {
     pub cwd: PathBuf,
     /// Directories that must stay invisible even when inside the workspace (the data dir).
     pub hidden: Vec<PathBuf>,
+    /// A file the helper gives the command as its standard input (else it reads
+    /// nothing). Only the helper's backends use it: the helper's own stdin is the
+    /// engine's lifeline. A caller of bubblewrap or a direct command pipes the input.
+    pub stdin: Option<PathBuf>,
     /// Whether the network is allowed.
     pub network: bool,
 }
@@ -70,6 +74,9 @@ pub(crate) struct HelperPolicy {
     /// Directories to hide inside the workspace (bubblewrap only: the data dir).
     #[serde(default)]
     pub(crate) hidden: Vec<PathBuf>,
+    /// The file the command reads as its stdin (see [`Policy::stdin`]).
+    #[serde(default)]
+    pub(crate) stdin: Option<PathBuf>,
     /// Run the command under this bubblewrap, with the seccomp filter, instead of
     /// under Landlock here.
     #[serde(default)]

@@ -96,10 +96,19 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     if policy.landlock && root {
         let _ = crate::children_in_new_pid_namespace();
     }
+    // The command's input: the file the engine wrote, opened here (before any
+    // restriction, so the stage and the command need no right to it), or nothing.
+    let stdin = match &policy.stdin {
+        Some(path) => Stdio::from(
+            std::fs::File::open(path)
+                .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?,
+        ),
+        None => Stdio::null(),
+    };
     let status = std::process::Command::new(&program)
         .args(args)
         .current_dir(&policy.cwd)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .status();
     let code = match status {
         Ok(s) => match (s.code(), s.signal()) {
@@ -289,6 +298,7 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
         cwd: policy.cwd.clone(),
         hidden: policy.hidden.clone(),
         network: policy.network,
+        stdin: None,
     };
     let argv: Vec<String> = argv
         .into_iter()

@@ -911,6 +911,7 @@ macro_rules! per_mode {
                 inherited_descriptors_do_not_reach_the_command,
                 the_tree_dies_with_the_engine,
                 a_locked_temp_dir_is_removed,
+                run_sandboxed_feeds_stdin,
                 the_holes_stay_closed_for_an_unprivileged_engine;
                 probes: environment_probe, engine_probe, unprivileged_probe
             );
@@ -1829,4 +1830,58 @@ async fn unprivileged_probe(mode: SandboxMode) {
             rustix::process::geteuid().as_raw()
         );
     }
+}
+
+/// The shell group's one runner, as a tool whose implementation is a program calls it:
+/// the arguments arrive on the command's stdin (here JSON, and 1 MiB that the command
+/// must read whole while it writes), in every mode. Under the helper's backends, whose
+/// own stdin is the engine's lifeline, the input is a file the helper opens for the
+/// command; bubblewrap and a direct command get a pipe.
+async fn run_sandboxed_feeds_stdin(mode: SandboxMode) {
+    use klaw_tools::tools::shell::{SandboxedCommand, run_sandboxed};
+    let Some(kit) = kit(mode) else { return };
+    let ctx = kit.context();
+    let run = |argv: &[&str], stdin: Vec<u8>| SandboxedCommand {
+        argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        working_dir: None,
+        stdin: Some(stdin),
+        timeout: Duration::from_secs(30),
+    };
+    let args = r#"{"city": "Москва", "days": 3}"#.as_bytes().to_vec();
+    let out = run_sandboxed(ctx, run(&["sh", "-c", "cat; echo; echo done"], args))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout, "{\"city\": \"Москва\", \"days\": 3}\ndone\n",
+        "{out:?}"
+    );
+    // A big input, echoed line by line while it is read: neither side stalls.
+    let big = "x".repeat(1023) + "\n";
+    let out = run_sandboxed(
+        ctx,
+        run(
+            &["sh", "-c", "while read l; do echo \"$l\"; done | wc -c"],
+            big.repeat(1024).into_bytes(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.stdout.trim(), "1048576", "{out:?}");
+    // No input: an empty stdin, as exec's commands have.
+    let out = run_sandboxed(
+        ctx,
+        SandboxedCommand {
+            stdin: None,
+            ..run(&["sh", "-c", "cat | wc -c"], Vec::new())
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.stdout.trim(), "0", "{out:?}");
+    // An empty program is refused before anything runs.
+    let e = run_sandboxed(ctx, run(&[""], Vec::new()))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("program is empty"), "{e:?}");
 }

@@ -1,10 +1,10 @@
 //! `exec`: run a short command and wait for it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
-use super::run::{self, CommandLine, Job};
+use super::run::{self, CommandLine, SandboxedCommand};
 use super::settings::ShellSettings;
 use crate::{ToolContext, ToolError, ToolSchema, tool};
 
@@ -74,47 +74,26 @@ pub async fn exec(
     let argv = command.argv()?;
     let shell = ShellSettings::of(&ctx);
     let limit = clamp_timeout(timeout, shell.timeout, shell.max_timeout);
-    let cwd = run::resolve_dir(ctx.workspace(), working_dir.as_deref())?;
-    let backend = run::backend(&ctx).await?;
-    let started = Instant::now();
-    let mut running = run::spawn(
+    let out = run::run_sandboxed(
         &ctx,
-        &backend,
-        &Job {
+        SandboxedCommand {
             argv,
-            cwd: cwd.clone(),
+            working_dir,
+            stdin: None,
+            timeout: limit,
         },
-    )?;
-    let exit = running.wait(Some(limit)).await;
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let (stdout, stderr, truncated) = {
-        let out = super::output::lock(&running.stdout);
-        let err = super::output::lock(&running.stderr);
-        (out.text(), err.text(), out.truncated() || err.truncated())
-    };
-    if exit.timed_out {
-        let ended = if exit.unproven {
-            "the command was killed, but the sandbox could not prove that every process it \
-             started ended (some kept moving to new process ids)"
-        } else {
-            "the command and every process it started were killed"
-        };
-        return Err(ToolError::timeout(format!(
-            "command timeout after {} s; {ended}{}",
-            limit.as_secs(),
-            last_words(&stdout, &stderr)
-        )));
-    }
+    )
+    .await?;
     Ok(ExecResult {
-        success: exit.code == 0,
+        success: out.exit_code == 0,
         command: command.display(),
-        exit_code: exit.code,
-        stdout,
-        stderr,
-        working_dir: cwd.display().to_string(),
-        duration_ms,
-        truncated,
-        sandbox: running.backend.to_owned(),
+        exit_code: out.exit_code,
+        stdout: out.stdout,
+        stderr: out.stderr,
+        working_dir: out.working_dir.display().to_string(),
+        duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+        truncated: out.truncated,
+        sandbox: out.sandbox.to_owned(),
     })
 }
 
@@ -122,27 +101,6 @@ pub async fn exec(
 pub(crate) fn clamp_timeout(requested: Option<u64>, default: Duration, max: Duration) -> Duration {
     let want = requested.map_or(default, Duration::from_secs);
     want.clamp(Duration::from_secs(1), max.max(Duration::from_secs(1)))
-}
-
-/// The end of the output of a command that timed out, for the error message.
-fn last_words(stdout: &str, stderr: &str) -> String {
-    const KEEP: usize = 2000;
-    let tail = |s: &str| {
-        let start = s
-            .char_indices()
-            .map(|(i, _)| i)
-            .find(|&i| s.len() - i <= KEEP)
-            .unwrap_or(s.len());
-        s[start..].to_owned()
-    };
-    let mut out = String::new();
-    if !stdout.is_empty() {
-        out.push_str(&format!("\nlast stdout:\n{}", tail(stdout)));
-    }
-    if !stderr.is_empty() {
-        out.push_str(&format!("\nlast stderr:\n{}", tail(stderr)));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -158,13 +116,5 @@ mod tests {
         assert_eq!(clamp_timeout(Some(100_000), d, m), m);
         assert_eq!(clamp_timeout(Some(0), d, m), Duration::from_secs(1));
         assert_eq!(clamp_timeout(Some(u64::MAX), d, m), m);
-    }
-
-    #[test]
-    fn last_words_keep_the_end() {
-        let long = "x".repeat(5000) + "END";
-        let s = last_words(&long, "");
-        assert!(s.ends_with("END"));
-        assert!(s.len() < 2100);
     }
 }

@@ -19,6 +19,6 @@ mod settings;
 pub use exec::{ExecResult, exec};
 pub use klaw_sandbox::{HELPER_ARG, run_helper_if_requested};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};
-pub use run::CommandLine;
+pub use run::{CommandLine, CommandOutput, SandboxedCommand, run_sandboxed};
 pub use sandbox::SandboxHelper;
 pub use settings::{SandboxMode, ShellSettings};

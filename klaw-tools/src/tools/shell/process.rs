@@ -374,6 +374,7 @@ async fn start(
         &Job {
             argv,
             cwd: cwd.clone(),
+            stdin: None,
         },
     )?;
     t.next += 1;

@@ -173,6 +173,8 @@ const ENV_ALLOW: &[&str] = &[
 pub(crate) struct Job {
     pub(crate) argv: Vec<String>,
     pub(crate) cwd: PathBuf,
+    /// What the command reads on stdin (nothing when `None`).
+    pub(crate) stdin: Option<Vec<u8>>,
 }
 
 /// A started command: its root process, its output buffers and its private temp dir.
@@ -245,13 +247,6 @@ pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
 pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
     let workspace = std::fs::canonicalize(ctx.workspace())
         .map_err(|e| ToolError::unavailable("the workspace is not usable").with_detail(e))?;
-    let hidden = std::fs::canonicalize(ctx.data_dir()).into_iter().collect();
-    let policy = Policy {
-        workspace,
-        cwd: job.cwd.clone(),
-        hidden,
-        network: ShellSettings::of(ctx).network,
-    };
     // bubblewrap gives the command a private /tmp; the others get a directory of its own.
     let tmp = match backend {
         Backend::Bwrap(_) => None,
@@ -260,16 +255,37 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         })?),
     };
     let tmp_path = tmp.as_ref().map(|t| t.path().to_path_buf());
+    // The command's input. The helper's own stdin is the engine's lifeline, so it gets
+    // the input as a file in the command's private temporary directory, which it opens
+    // for the command; bubblewrap and a direct command get a pipe.
+    let lifeline = backend.has_lifeline();
+    let stdin_file = match (&job.stdin, &tmp_path, lifeline) {
+        (Some(data), Some(dir), true) => {
+            let path = dir.join(".klaw-stdin");
+            std::fs::write(&path, data).map_err(|e| {
+                ToolError::failed("cannot write the command's input").with_detail(e)
+            })?;
+            Some(path)
+        }
+        _ => None,
+    };
+    let policy = Policy {
+        workspace,
+        cwd: job.cwd.clone(),
+        hidden: std::fs::canonicalize(ctx.data_dir()).into_iter().collect(),
+        network: ShellSettings::of(ctx).network,
+        stdin: stdin_file,
+    };
     let (program, args) = klaw_sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())
         .map_err(sandbox::tool_error)?;
     let mut cmd = tokio::process::Command::new(&program);
     // The helper watches its stdin: the engine keeps it open for the command's life, so
-    // the helper ends the tree if the engine dies. Everyone else gets an empty stdin.
-    let lifeline = backend.has_lifeline();
+    // the helper ends the tree if the engine dies. Anyone else gets the input through a
+    // pipe, or an empty stdin.
     cmd.args(&args)
         .env_clear()
         .current_dir(&job.cwd)
-        .stdin(if lifeline {
+        .stdin(if lifeline || job.stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -312,7 +328,19 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         ))
         .with_detail(e),
     })?;
-    let lifeline = child.stdin.take();
+    let pipe = child.stdin.take();
+    let lifeline = if lifeline {
+        pipe
+    } else {
+        // Written beside the output readers, so a command that writes before it has
+        // read all of it cannot stall either side.
+        if let (Some(mut pipe), Some(data)) = (pipe, job.stdin.clone()) {
+            tokio::spawn(async move {
+                let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &data).await;
+            });
+        }
+        None
+    };
     let pid = child.id().and_then(|p| i32::try_from(p).ok());
     let cap = ShellSettings::of(ctx).max_output_bytes;
     let stdout = output::shared(cap);
@@ -413,9 +441,121 @@ impl Running {
     }
 }
 
+/// A command for [`run_sandboxed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxedCommand {
+    /// The program and its arguments (run directly: no shell).
+    pub argv: Vec<String>,
+    /// The working directory, relative to the workspace (its root when `None`).
+    pub working_dir: Option<String>,
+    /// What the command reads on stdin (nothing when `None`).
+    pub stdin: Option<Vec<u8>>,
+    /// The time limit; past it the whole process tree is killed.
+    pub timeout: Duration,
+}
+
+/// How a command run by [`run_sandboxed`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// The exit code (`128 + signal` for a signal).
+    pub exit_code: i32,
+    /// Its standard output (the tail kept within `execMaxOutputBytes`).
+    pub stdout: String,
+    /// Its standard error, likewise.
+    pub stderr: String,
+    /// Whether either stream was cut to its tail.
+    pub truncated: bool,
+    /// The working directory it ran in (canonical).
+    pub working_dir: PathBuf,
+    /// How long it ran.
+    pub duration: Duration,
+    /// The sandbox it ran under: `bwrap`, `landlock` or `off`.
+    pub sandbox: &'static str,
+}
+
+/// Runs `command` as `exec` runs its commands: in the context's sandbox (the working
+/// directory resolved beneath the workspace by the kernel, a clean environment, bounded
+/// output), its whole process tree killed past the time limit or when the call is
+/// cancelled. The one runner of the shell group, for every tool that starts a command
+/// (`exec`, and tools whose implementation is a program). A time limit reached is a
+/// `timeout` error with the end of the output.
+pub async fn run_sandboxed(
+    ctx: &ToolContext,
+    command: SandboxedCommand,
+) -> Result<CommandOutput, ToolError> {
+    let argv = CommandLine::Argv(command.argv).argv()?;
+    let cwd = resolve_dir(ctx.workspace(), command.working_dir.as_deref())?;
+    let backend = backend(ctx).await?;
+    let started = std::time::Instant::now();
+    let job = Job {
+        argv,
+        cwd: cwd.clone(),
+        stdin: command.stdin,
+    };
+    let mut running = spawn(ctx, &backend, &job)?;
+    let exit = running.wait(Some(command.timeout)).await;
+    let duration = started.elapsed();
+    let (stdout, stderr, truncated) = {
+        let out = output::lock(&running.stdout);
+        let err = output::lock(&running.stderr);
+        (out.text(), err.text(), out.truncated() || err.truncated())
+    };
+    if exit.timed_out {
+        let ended = if exit.unproven {
+            "the command was killed, but the sandbox could not prove that every process it \
+             started ended (some kept moving to new process ids)"
+        } else {
+            "the command and every process it started were killed"
+        };
+        return Err(ToolError::timeout(format!(
+            "command timeout after {} s; {ended}{}",
+            command.timeout.as_secs(),
+            last_words(&stdout, &stderr)
+        )));
+    }
+    Ok(CommandOutput {
+        exit_code: exit.code,
+        stdout,
+        stderr,
+        truncated,
+        working_dir: cwd,
+        duration,
+        sandbox: running.backend,
+    })
+}
+
+/// The end of the output of a command that timed out, for the error message.
+fn last_words(stdout: &str, stderr: &str) -> String {
+    const KEEP: usize = 2000;
+    let tail = |s: &str| {
+        let start = s
+            .char_indices()
+            .map(|(i, _)| i)
+            .find(|&i| s.len() - i <= KEEP)
+            .unwrap_or(s.len());
+        s[start..].to_owned()
+    };
+    let mut out = String::new();
+    if !stdout.is_empty() {
+        out.push_str(&format!("\nlast stdout:\n{}", tail(stdout)));
+    }
+    if !stderr.is_empty() {
+        out.push_str(&format!("\nlast stderr:\n{}", tail(stderr)));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn last_words_keep_the_end() {
+        let long = "x".repeat(5000) + "END";
+        let s = last_words(&long, "");
+        assert!(s.ends_with("END"));
+        assert!(s.len() < 2100);
+    }
 
     #[test]
     fn command_lines_become_argument_vectors() {
