@@ -1,0 +1,334 @@
+//! The MCP handler over the engine: initialize, `tools/list` (paged), `tools/call`
+//! (validated, with its id, progress and log messages, cancellable), logging levels, and
+//! each result as MCP content blocks.
+
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use base64::Engine as _;
+use klaw_tools::{
+    Attachment, Caller, ErrorKind, Format, Lang, LogLevel, ResourceContent, ToolOutput,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::{Engine, ToolCall};
+
+use super::forward::forwarder;
+use super::{level_from_u8, log_level, specs_by_name};
+
+/// The engine as an MCP server. Cheap to clone; each clone serves one session (its call
+/// ids are prefixed with the session's number).
+#[derive(Clone)]
+pub struct McpServer {
+    engine: Engine,
+    lang: Lang,
+    page_size: usize,
+    /// Bounds the calls running at once, across sessions (`mcp.maxConcurrentCalls`).
+    calls: Arc<tokio::sync::Semaphore>,
+    session: u64,
+    /// The least serious level of the log messages this session receives, as a
+    /// `LogLevel` (`logging/setLevel`; `info` until set).
+    log_level: Arc<AtomicU8>,
+    /// The clients to tell when the tool list changes.
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+}
+
+impl McpServer {
+    /// A server over `engine`, with descriptions in the configured language. Starts
+    /// the task that turns tool-list changes into `notifications/tools/list_changed`
+    /// (call it inside a Tokio runtime).
+    pub fn new(engine: Engine) -> Self {
+        let lang = engine.config().raw.language;
+        let mcp = &engine.config().raw.mcp;
+        let (page_size, max_calls) = (mcp.page_size.max(1), mcp.max_concurrent_calls.max(1));
+        let server = Self {
+            engine,
+            lang,
+            page_size,
+            calls: Arc::new(tokio::sync::Semaphore::new(max_calls)),
+            session: 0,
+            log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
+            peers: Arc::new(Mutex::new(Vec::new())),
+        };
+        let mut changes = server.engine.tools_changed();
+        let peers = Arc::clone(&server.peers);
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let live: Vec<Peer<RoleServer>> = {
+                    let mut p = peers.lock().unwrap_or_else(PoisonError::into_inner);
+                    p.retain(|peer| !peer.is_transport_closed());
+                    p.clone()
+                };
+                for peer in live {
+                    let _ = peer.notify_tool_list_changed().await;
+                }
+            }
+        });
+        server
+    }
+
+    /// A clone for a new session (its own prefix of call ids).
+    pub fn session(&self) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self {
+            session: NEXT.fetch_add(1, Ordering::Relaxed),
+            log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
+            ..self.clone()
+        }
+    }
+
+    /// Every tool as MCP describes it, in name order.
+    pub fn tools(&self) -> Vec<Tool> {
+        let registry = self.engine.registry();
+        specs_by_name(&registry)
+            .into_iter()
+            .filter_map(|spec| {
+                let def = klaw_tools::definition(spec, Format::Mcp, self.lang);
+                match serde_json::from_value::<Tool>(def) {
+                    Ok(tool) => Some(tool),
+                    Err(e) => {
+                        tracing::error!(target: "klaw::mcp", tool = spec.name, "cannot describe the tool for MCP: {e}");
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+impl ServerHandler for McpServer {
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        let mut info = Implementation::new("klaw-engine", env!("CARGO_PKG_VERSION"));
+        info.title = Some("Klaw".into());
+        ServerConfig::new(capabilities)
+            .with_server_info(info)
+            .with_instructions(
+                "Klaw's tools: files in a confined workspace, sandboxed shell commands, \
+                 memory with hybrid search, the project's docs, utilities.",
+            )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer.clone());
+        drop(peers);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.tools();
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n <= tools.len())
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        format!("invalid cursor {c:?}: use the nextCursor of the previous page"),
+                        None,
+                    )
+                })?,
+        };
+        let end = start.saturating_add(self.page_size).min(tools.len());
+        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        result.next_cursor = (end < tools.len()).then(|| end.to_string());
+        Ok(result)
+    }
+
+    /// A request rmcp could not read as the method it names (e.g. `tools/call` without
+    /// `name`) arrives here: invalid params for a method we serve, else not found.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        let known = [
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "logging/setLevel",
+        ];
+        if known.contains(&request.method.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "the params of {} do not fit its schema{}",
+                    request.method,
+                    if request.method == "tools/call" {
+                        ": expected {\"name\": string, \"arguments\": object}"
+                    } else {
+                        ""
+                    }
+                ),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {}", request.method),
+            None,
+        ))
+    }
+
+    /// The least serious level of log messages the session's calls send from now on.
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level
+            .store(log_level(request.level) as u8, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// One tool's description (rmcp asks for it on every HTTP `tools/call`, to check
+    /// `Mcp-Param-*` headers): only that tool is rendered.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let registry = self.engine.registry();
+        let spec = registry.by_name(name)?.spec();
+        serde_json::from_value(klaw_tools::definition(spec, Format::Mcp, self.lang)).ok()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let id = format!(
+            "mcp-{}-{}",
+            self.session,
+            serde_json::to_string(&context.id).unwrap_or_default()
+        );
+        // A 2026-07-28 request carries its own level; older ones use the session's.
+        #[allow(deprecated)]
+        let min_level = context.meta.log_level().map_or_else(
+            || level_from_u8(self.log_level.load(Ordering::Relaxed)),
+            log_level,
+        );
+        let (listener, forwarding) = forwarder(
+            context.meta.get_progress_token(),
+            min_level,
+            name.clone(),
+            context.peer.clone(),
+        );
+        let call = ToolCall::new(name, args)
+            .with_id(id)
+            .with_caller(Caller::new("mcp", None));
+        // A cancelled request drops the call: its tool stops (an `exec` has its process
+        // tree killed) and rmcp sends no response.
+        let outcome = tokio::select! {
+            r = async {
+                // Waits for a free place among `mcp.maxConcurrentCalls`.
+                let _place = self.calls.acquire().await;
+                self.engine.execute(call, Some(listener)).await
+            } => r,
+            () = context.ct.cancelled() => {
+                forwarding.stop();
+                return Err(ErrorData::internal_error("the call was cancelled", None));
+            }
+        };
+        // Every progress report and log message goes out before the result (a client
+        // drops progress that comes after it), and none after it.
+        forwarding.finish().await;
+        match outcome {
+            // An unknown tool is a protocol error, not a tool result (the spec's rule).
+            Err(e) if e.kind() == &ErrorKind::UnknownTool => {
+                Err(ErrorData::invalid_params(e.message().to_owned(), None))
+            }
+            outcome => Ok(result(outcome).into()),
+        }
+    }
+}
+
+/// A call's outcome as MCP's result: structured content with a text copy (and the
+/// attachments after it), or `isError: true` with the message the CLI prints.
+fn result(outcome: Result<ToolOutput, klaw_tools::ToolError>) -> CallToolResult {
+    match outcome {
+        Ok(out) => {
+            let mut content = Vec::with_capacity(1 + out.attachments().len());
+            // A tool that returns only attachments has no empty text block before them.
+            if !out.text().is_empty() || out.attachments().is_empty() {
+                content.push(ContentBlock::text(out.text()));
+            }
+            content.extend(out.attachments().iter().filter_map(content_block));
+            match out.structured() {
+                Some(v) => {
+                    let mut r = CallToolResult::structured(v.clone());
+                    r.content = content;
+                    r
+                }
+                None => CallToolResult::success(content),
+            }
+        }
+        Err(e) => {
+            if e.kind() == &ErrorKind::Failed {
+                tracing::warn!(target: "klaw::mcp", "tool failed: {}", e.message());
+            }
+            CallToolResult::error(vec![ContentBlock::text(e.to_model_text())])
+        }
+    }
+}
+
+/// An attachment as MCP's content block (bytes in base64).
+fn content_block(a: &Attachment) -> Option<ContentBlock> {
+    let b64 = |data: &[u8]| base64::engine::general_purpose::STANDARD.encode(data);
+    Some(match a {
+        Attachment::Image { mime_type, data } => ContentBlock::image(b64(data), mime_type),
+        Attachment::Audio { mime_type, data } => ContentBlock::audio(b64(data), mime_type),
+        Attachment::Resource {
+            uri,
+            mime_type,
+            content,
+        } => {
+            let (uri, mime_type) = (uri.clone(), Some(mime_type.clone()));
+            ContentBlock::resource(match content {
+                ResourceContent::Text(text) => {
+                    rmcp::model::ResourceContents::TextResourceContents {
+                        uri,
+                        mime_type,
+                        text: text.clone(),
+                        meta: None,
+                    }
+                }
+                ResourceContent::Bytes(bytes) => {
+                    rmcp::model::ResourceContents::BlobResourceContents {
+                        uri,
+                        mime_type,
+                        blob: b64(bytes),
+                        meta: None,
+                    }
+                }
+            })
+        }
+        // A kind added later and not yet described to MCP clients.
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
