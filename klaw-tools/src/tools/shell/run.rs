@@ -237,10 +237,14 @@ pub(crate) struct Exit {
 pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
     let mode = ShellSettings::of(ctx).sandbox;
     let helper = SandboxHelper::for_context(ctx);
-    tokio::task::spawn_blocking(move || klaw_sandbox::select(mode, helper.as_deref()))
-        .await
-        .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
-        .map_err(sandbox::tool_error)
+    tokio::task::spawn_blocking(move || {
+        // Once per process, off the async threads: what killed engines left in /tmp.
+        super::scratch::sweep_once();
+        klaw_sandbox::select(mode, helper.as_deref())
+    })
+    .await
+    .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
+    .map_err(sandbox::tool_error)
 }
 
 /// Starts `job` under `backend` with the context's policy.

@@ -2,7 +2,7 @@
 //! bubblewrap, which gives the command a `/tmp` of its own): made for one command and
 //! removed when it ends, however it ends and whatever it did to the permissions inside
 //! (`chmod 000` on a directory it filled). What an engine that was killed left behind
-//! is removed at the next start of the shell tools, and what cannot be removed is
+//! is removed when the next engine first chooses its sandbox, and what cannot be removed is
 //! logged, never left silently.
 //!
 //! Each directory is named after the engine that made it, `klaw-exec-<pid>.<start>-*`
@@ -31,15 +31,11 @@ pub(crate) struct CommandTmp {
 }
 
 impl CommandTmp {
-    /// Makes a new directory in the system's temporary directory, after removing what
-    /// engines that are gone left there (once per process).
+    /// Makes a new directory in the system's temporary directory.
     pub(crate) fn new() -> io::Result<Self> {
-        static SWEPT: OnceLock<()> = OnceLock::new();
-        let parent = std::env::temp_dir();
-        SWEPT.get_or_init(|| sweep(&parent));
         let dir = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}{}-", this_engine()))
-            .tempdir_in(&parent)?;
+            .tempdir_in(std::env::temp_dir())?;
         let path = std::fs::canonicalize(dir.path())?;
         // Removed by `Drop` below, which restores permissions first (TempDir's drop
         // would give up on the first directory the command locked).
@@ -195,6 +191,13 @@ fn still_running(tag: &str) -> bool {
         Err(_) => true,
         Ok(_) => start_time(pid).is_none_or(|s| s == start),
     }
+}
+
+/// Removes what engines that are gone left in the system's temporary directory, once
+/// per process (blocking: call it off the async threads).
+pub(crate) fn sweep_once() {
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(|| sweep(&std::env::temp_dir()));
 }
 
 /// Removes from `parent` the command directories of engines that no longer run (this
