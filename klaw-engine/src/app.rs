@@ -79,13 +79,6 @@ impl App {
         engine
             .register(crate::tools::send_message::tool(gateway.clone()))
             .map_err(crate::gateway::GatewayError::Register)?;
-        let approvals = Approvals::install(&engine);
-        for channel in gateway.channel_names() {
-            approvals.set(
-                &channel,
-                Arc::new(RefuseApproval("nobody can be asked on this channel yet")),
-            );
-        }
         let (agent, subagents) = match model {
             Some(model) => {
                 let agent = Agent::new(engine.clone(), model)?;
@@ -95,6 +88,20 @@ impl App {
             }
             None => (None, None),
         };
+        // After the subagents' own hook (core memory read-only), which answers first.
+        let approvals = Approvals::install(&engine);
+        for channel in gateway.channel_names() {
+            approvals.set(
+                &channel,
+                Arc::new(RefuseApproval("nobody can be asked on this channel yet")),
+            );
+        }
+        if subagents.is_some() {
+            approvals.set(
+                crate::agent::subagent::CHANNEL,
+                Arc::new(RefuseApproval("a subagent has nobody to ask")),
+            );
+        }
         Ok(Self {
             engine,
             gateway,

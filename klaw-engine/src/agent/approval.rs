@@ -75,36 +75,10 @@ pub fn needs_approval(policy: Approval, extra: &[String], spec: &ToolSpec) -> bo
 
 /// Installs the approval policy of `engine`'s `agent` section for the calls made on
 /// `channel`: those that need approval go to `approver` first. Calls on other channels
-/// (MCP, the command line) are not affected.
+/// (MCP, the command line) are not affected. A hook of its own; an engine with several
+/// channels keeps one [`Approvals`] and sets an approver per channel instead.
 pub fn install_approval(engine: &Engine, channel: &str, approver: Arc<dyn Approver>) {
-    let agent = &engine.config().raw.agent;
-    let (policy, extra) = (agent.approval, agent.approval_tools.clone());
-    if policy == Approval::Never {
-        return;
-    }
-    warn_unknown(engine, &extra);
-    engine.before_call(ApprovalHook {
-        channel: channel.to_owned(),
-        policy,
-        extra,
-        approver,
-    });
-}
-
-struct ApprovalHook {
-    channel: String,
-    policy: Approval,
-    extra: Vec<String>,
-    approver: Arc<dyn Approver>,
-}
-
-impl PreCallHook for ApprovalHook {
-    fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
-        if call.caller.channel != self.channel || !needs_approval(self.policy, &self.extra, spec) {
-            return Box::pin(std::future::ready(Ok(())));
-        }
-        self.approver.approve(call, spec)
-    }
+    Approvals::install(engine).set(channel, approver);
 }
 
 /// The approval policy of one engine: one pre-call hook, and an approver per channel

@@ -15,7 +15,6 @@ use crate::agent::Agent;
 use crate::agent::subagent::{
     CHANNEL, ReadOnlyCore, SubagentError, Subagents, deliver, depth_of, split_target,
 };
-use crate::agent::{RefuseApproval, install_approval};
 use crate::gateway::Gateway;
 use crate::llm::Model;
 
@@ -53,8 +52,9 @@ pub(crate) struct Spawner {
     pub(crate) max_depth: u32,
 }
 
-/// Registers `subagent_spawn` with `agent`'s engine, and the hooks that keep core
-/// memory read-only for subagents and refuse what needs approval.
+/// Registers `subagent_spawn` with `agent`'s engine and the hook that keeps core memory
+/// read-only for subagents (the App refuses what needs approval on their channel:
+/// nobody can be asked there).
 pub(crate) fn register(
     agent: &Agent,
     gateway: Option<Gateway>,
@@ -79,11 +79,6 @@ pub(crate) fn register(
     });
     engine.register(tool).map_err(SubagentError::Register)?;
     engine.before_call(ReadOnlyCore);
-    install_approval(
-        &engine,
-        CHANNEL,
-        Arc::new(RefuseApproval("a subagent has nobody to ask")),
-    );
     Ok(handle)
 }
 

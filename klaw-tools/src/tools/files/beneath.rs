@@ -36,15 +36,12 @@ pub fn read_text_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<Stri
             c.shown
         )));
     }
+    let not_text =
+        || ToolError::failed(format!("{} is not text (UTF-8 without NUL bytes)", c.shown));
     if looks_binary(&bytes) {
-        return Err(ToolError::failed(format!(
-            "{} is not text (UTF-8 without NUL bytes)",
-            c.shown
-        )));
+        return Err(not_text());
     }
-    String::from_utf8(bytes).map_err(|_| {
-        ToolError::failed(format!("{} is not text (UTF-8 without NUL bytes)", c.shown))
-    })
+    String::from_utf8(bytes).map_err(|_| not_text())
 }
 
 /// The names of the directories directly in `path` beneath `root` (`""` or `"."` for
