@@ -11,7 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Engine;
 
+pub mod inbox;
 pub mod telegram;
+
+pub use inbox::{InboxError, InboxStore};
 
 /// A message that arrived on a channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +27,9 @@ pub struct Incoming {
     pub from: String,
     /// What they wrote.
     pub text: String,
+    /// The channel's id of the message when the channel keeps it until it is handled
+    /// (Telegram's `update_id`); see [`Channel::handled`].
+    pub receipt: Option<i64>,
 }
 
 impl Incoming {
@@ -81,13 +87,16 @@ pub enum ChannelError {
         /// The service's description of the error.
         description: String,
     },
+    /// What was received could not be kept in the gateway's inbox.
+    #[error(transparent)]
+    Inbox(#[from] InboxError),
 }
 
 impl ChannelError {
     /// The HTTP status the service answered with, when it answered.
     pub fn status(&self) -> Option<u16> {
         match self {
-            Self::Transport { .. } => None,
+            Self::Transport { .. } | Self::Inbox(_) => None,
             Self::NotJson { status, .. } | Self::Refused { status, .. } => Some(*status),
         }
     }
@@ -163,6 +172,13 @@ pub trait Channel: Send + Sync + 'static {
         inbox: tokio::sync::mpsc::Sender<Incoming>,
         stop: CancellationToken,
     ) -> BoxFuture<'static, ()>;
+
+    /// `message`, which this channel received, is handled: answered, or dropped (off
+    /// the whitelist, no agent). A channel that keeps what it received until then
+    /// ([`InboxStore`]) forgets it; what is never handled is given again after a restart.
+    fn handled(&self, message: &Incoming) {
+        let _ = message;
+    }
 }
 
 /// The console: what is sent to it is printed on stdout, `[console <chat>] text`, with
@@ -242,11 +258,10 @@ impl Gateway {
             .map(crate::Secret::expose)
             .filter(|t| !t.is_empty())
         {
-            channels.push(Arc::new(telegram::Telegram::new(
-                &g.telegram_base_url,
-                token,
-                g.telegram_poll_seconds,
-            )?));
+            channels.push(Arc::new(
+                telegram::Telegram::new(&g.telegram_base_url, token, g.telegram_poll_seconds)?
+                    .keeping_inbox(engine.config().data_dir.join("gateway.db")),
+            ));
         }
         Ok(Self::new(channels, g.allowed_chat_ids.clone()))
     }
@@ -266,6 +281,13 @@ impl Gateway {
     /// Whether the chat `<channel>_<chat id>` may be talked to.
     pub fn is_allowed(&self, channel: &str, chat_id: &str) -> bool {
         channel == "console" || self.allowed.contains(&chat_key(channel, chat_id))
+    }
+
+    /// Tells `message`'s channel that it is handled ([`Channel::handled`]).
+    pub fn handled(&self, message: &Incoming) {
+        if let Some(c) = self.channels.get(&message.channel) {
+            c.handled(message);
+        }
     }
 
     /// Sends `text` to `chat_id` on `channel`, if the whitelist lets it.

@@ -316,3 +316,106 @@ async fn a_stop_lets_a_running_turn_finish_with_mcp_beside() {
         "the running call was cut short: {result}"
     );
 }
+
+/// What the bot sent to `chat` since the last look.
+async fn bot_said(http: &reqwest::Client, tg: &str, chat: i64) -> Vec<String> {
+    let v: Value = http
+        .post(format!("{tg}/getUpdates"))
+        .json(&json!({"token": TOKEN, "chatId": chat}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["message"]["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Collects what the bot sends to chat 42 into `answers` until `want` is among them.
+async fn wait_for_answer(http: &reqwest::Client, tg: &str, want: &str, answers: &mut Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !answers.iter().any(|a| a == want) {
+        assert!(Instant::now() < deadline, "no {want:?}; got {answers:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        answers.extend(bot_said(http, tg, 42).await);
+    }
+}
+
+/// A restart answers each Telegram message once: one answered before a clean stop is
+/// not answered again, and one whose turn was running when the engine was killed
+/// (`kill -9`, after Telegram had been told it arrived) is answered after the restart.
+/// The fake server confirms updates by offset as Telegram does. Before, the offset
+/// lived in memory and moved on as soon as a batch arrived: the killed turn's message
+/// was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_answers_each_telegram_message_once() {
+    let Some(fake) = fake_telegram() else { return };
+    let tg = fake.url.clone();
+    let model = ScriptedServer::respond(|r| answer(&format!("Echo: {}", last_user(&r.body))));
+    // A model that takes each request and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&asked);
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().map_while(Result::ok) {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(s);
+        }
+    });
+    let http = reqwest::Client::new();
+    let home = tempfile::tempdir().unwrap();
+    let start = |model: &str| {
+        let mut run = run_command(home.path(), &tg, model, "1");
+        run.stderr(Stdio::null());
+        Killed(run.spawn().unwrap())
+    };
+    let mut answers = Vec::new();
+
+    // Answered, then a clean stop.
+    let mut first = start(&model.url);
+    say(&http, &tg, 42, "one").await;
+    wait_for_answer(&http, &tg, "Echo: one", &mut answers).await;
+    assert!(first.terminate().success());
+
+    // Received, its turn running, the engine killed.
+    let second = start(&silent_url);
+    say(&http, &tg, 42, "two").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while asked.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Long enough for the next poll to tell Telegram that "two" arrived.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(second); // SIGKILL
+
+    // After the restart: "two" answered, "one" not again, and new messages as usual.
+    let mut third = start(&model.url);
+    wait_for_answer(&http, &tg, "Echo: two", &mut answers).await;
+    say(&http, &tg, 42, "three").await;
+    wait_for_answer(&http, &tg, "Echo: three", &mut answers).await;
+    assert!(third.terminate().success());
+    answers.extend(bot_said(&http, &tg, 42).await);
+    assert_eq!(answers, ["Echo: one", "Echo: two", "Echo: three"]);
+    let asked_about = |text: &str| {
+        model
+            .requests()
+            .iter()
+            .filter(|r| last_user(&r.body) == text)
+            .count()
+    };
+    assert_eq!(
+        (asked_about("one"), asked_about("two"), asked_about("three")),
+        (1, 1, 1)
+    );
+}

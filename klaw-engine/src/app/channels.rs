@@ -1,6 +1,8 @@
 //! Serving the gateway's channels: each allowed chat's messages go to the agent in
 //! order, one conversation per chat, and each answer goes back through the gateway.
-//! After the stop no new turn starts; running ones get a grace period.
+//! After the stop no new turn starts; running ones get a grace period. A message is
+//! marked handled ([`Gateway::handled`]) once answered or dropped: what a stop or a
+//! crash leaves unhandled, the channel gives again at the next start.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,9 +61,13 @@ impl App {
                     from = message.from,
                     "a message from a chat off gateway.allowedChatIds was ignored"
                 );
+                gateway.handled(&message);
                 continue;
             }
-            let Some(agent) = agent.clone() else { continue };
+            let Some(agent) = agent.clone() else {
+                gateway.handled(&message);
+                continue;
+            };
             let key = message.key();
             let worker = chats.entry(key.clone()).or_insert_with(|| {
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -137,5 +143,7 @@ async fn converse(
                     .await;
             }
         }
+        // Answered (or told why not): not to be answered again after a restart.
+        gateway.handled(&m);
     }
 }

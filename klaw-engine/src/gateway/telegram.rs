@@ -2,8 +2,13 @@
 //! for answers out (split at Telegram's 4096 characters), over our reqwest client with
 //! the `frankenstein` crate's types (not its client). The base URL is configurable (a
 //! Bot API server of your own, or a test server).
+//!
+//! An update is confirmed to Telegram (the next poll's offset) only once it is kept in
+//! the gateway's inbox ([`InboxStore`]), and leaves the inbox once it is handled: after a
+//! restart nothing is answered twice and nothing is lost.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use frankenstein::methods::{GetUpdatesParams, SendMessageParams};
@@ -13,7 +18,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Channel, ChannelError, GatewayError, Incoming, split_message};
+use super::{Channel, ChannelError, GatewayError, InboxStore, Incoming, split_message};
 
 /// Telegram's longest message, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 4096;
@@ -25,6 +30,11 @@ pub struct Telegram {
     bot_url: String,
     poll_seconds: u64,
     http: reqwest::Client,
+    /// Where the inbox is kept (`<dataDir>/gateway.db`); without one, the offset lives in
+    /// memory only.
+    inbox_path: Option<PathBuf>,
+    /// The inbox, opened when receiving starts.
+    inbox: OnceLock<InboxStore>,
 }
 
 impl std::fmt::Debug for Telegram {
@@ -53,7 +63,31 @@ impl Telegram {
             base,
             poll_seconds,
             http,
+            inbox_path: None,
+            inbox: OnceLock::new(),
         })
+    }
+
+    /// The same bot, keeping what it receives in the inbox at `path` until it is handled.
+    #[must_use]
+    pub fn keeping_inbox(mut self, path: PathBuf) -> Self {
+        self.inbox_path = Some(path);
+        self
+    }
+
+    /// Opens the inbox (once): where to start polling and what a previous run left
+    /// unhandled. `Err` when an inbox is configured and cannot be opened.
+    fn open_inbox(&self) -> Result<(i64, Vec<Incoming>), super::InboxError> {
+        let Some(path) = &self.inbox_path else {
+            return Ok((0, Vec::new()));
+        };
+        if self.inbox.get().is_none() {
+            let _ = self.inbox.set(InboxStore::open(path)?);
+        }
+        let Some(inbox) = self.inbox.get() else {
+            return Ok((0, Vec::new()));
+        };
+        Ok((inbox.cursor("telegram")?, inbox.pending("telegram")?))
     }
 
     /// Calls `method` with `params`; its `result`, or the error Telegram gave (the
@@ -147,6 +181,7 @@ impl Telegram {
                     chat_id: m.chat.id.to_string(),
                     from,
                     text,
+                    receipt: Some(update.update_id.into()),
                 });
             }
         }
@@ -181,19 +216,50 @@ impl Channel for Telegram {
         })
     }
 
+    fn handled(&self, message: &Incoming) {
+        if let (Some(store), Some(receipt)) = (self.inbox.get(), message.receipt)
+            && let Err(e) = store.done("telegram", receipt)
+        {
+            tracing::error!(target: "klaw::telegram", "{e}; the message may be answered again after a restart");
+        }
+    }
+
     fn receive(
         self: Arc<Self>,
         inbox: tokio::sync::mpsc::Sender<Incoming>,
         stop: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            let mut offset = 0;
+            let (mut offset, unhandled) = match self.open_inbox() {
+                Ok(start) => start,
+                Err(e) => {
+                    tracing::error!(target: "klaw::telegram", "{e}; Telegram is not served");
+                    return;
+                }
+            };
+            if !unhandled.is_empty() {
+                tracing::info!(target: "klaw::telegram", "{} message(s) received before the restart and not answered yet are answered now", unhandled.len());
+            }
+            for m in unhandled {
+                if inbox.send(m).await.is_err() {
+                    return;
+                }
+            }
             let mut backoff = Duration::from_secs(1);
             loop {
                 let polled = tokio::select! {
                     () = stop.cancelled() => return,
                     p = self.poll(offset) => p,
                 };
+                // Kept before Telegram hears of the new offset (the next poll confirms them).
+                let polled = polled.and_then(|(messages, next)| {
+                    match self.inbox.get() {
+                        Some(store) => store.accept("telegram", &messages, next),
+                        None => Ok(()),
+                    }
+                    .map_err(ChannelError::Inbox)?;
+                    Ok((messages, next))
+                });
                 match polled {
                     Ok((messages, next)) => {
                         backoff = Duration::from_secs(1);
@@ -205,7 +271,7 @@ impl Channel for Telegram {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(target: "klaw::telegram", "getUpdates failed: {e}; retrying in {}s", backoff.as_secs());
+                        tracing::warn!(target: "klaw::telegram", "receiving failed: {e}; retrying in {}s", backoff.as_secs());
                         tokio::select! {
                             () = stop.cancelled() => return,
                             () = tokio::time::sleep(backoff) => {}

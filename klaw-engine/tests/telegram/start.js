@@ -4,8 +4,11 @@
 // (port 0 = let the OS pick; host defaults to 127.0.0.1)
 // Prints exactly one line "listening <port>" on stdout when ready; exits when stdin closes
 // (or on SIGTERM/SIGINT). Set LONGPOLL=0 to get the library's stock behaviour, where
-// /bot<T>/getUpdates always answers at once; by default a getUpdates with timeout>0 and
-// nothing pending waits (up to the timeout) for a user message, like Telegram does.
+// /bot<T>/getUpdates always answers at once and marks what it returns as read. By default
+// /bot<T>/getUpdates behaves like Telegram's: `offset` confirms every update below it, an
+// update is sent again until it is confirmed (so a bot that restarts before confirming
+// gets it again), and with timeout>0 and nothing to send it waits (up to the timeout) for
+// a user message.
 'use strict';
 const path = require('path');
 const TelegramServer = require('telegram-test-api');
@@ -33,12 +36,24 @@ if (process.env.LONGPOLL !== '0') {
   const outer = express();
   outer.use(express.json());
   outer.use(express.urlencoded({ extended: true }));
-  outer.all('/bot:token/getUpdates', (req, res, next) => {
-    const raw = req.body && req.body.timeout !== undefined ? req.body.timeout : req.query.timeout;
-    const seconds = Math.min(Number(raw) || 0, 50);
+  outer.all('/bot:token/getUpdates', (req, res) => {
+    const param = (name) => {
+      const v = req.body && req.body[name] !== undefined ? req.body[name] : req.query[name];
+      return Number(v) || 0;
+    };
+    const seconds = Math.min(param('timeout'), 50);
+    const offset = param('offset');
     const token = req.params.token;
-    const pending = () => server.storage.userMessages.some((u) => u.botToken === token && !u.isRead);
-    if (seconds <= 0 || pending()) { next(); return; }
+    // Telegram: an offset confirms every update below it; confirmed ones are never sent again.
+    if (offset > 0) {
+      server.storage.userMessages.forEach((u) => {
+        if (u.botToken === token && u.updateId < offset) u.isRead = true;
+      });
+    }
+    const unconfirmed = () => server.storage.userMessages
+      .filter((u) => u.botToken === token && !u.isRead && u.updateId >= offset);
+    const send = () => res.json({ ok: true, result: unconfirmed().map(TelegramServer.formatUpdate) });
+    if (seconds <= 0 || unconfirmed().length > 0) { send(); return; }
     const events = ['AddedUserMessage', 'AddedUserCommand', 'AddedUserCallbackQuery'];
     let settled = false;
     const cleanup = () => {
@@ -46,10 +61,10 @@ if (process.env.LONGPOLL !== '0') {
       clearTimeout(timer);
       events.forEach((e) => server.off(e, check));
     };
-    const check = () => { if (!settled && pending()) { cleanup(); next(); } };
-    const timer = setTimeout(() => { if (!settled) { cleanup(); next(); } }, seconds * 1000);
+    const check = () => { if (!settled && unconfirmed().length > 0) { cleanup(); send(); } };
+    const timer = setTimeout(() => { if (!settled) { cleanup(); send(); } }, seconds * 1000);
     events.forEach((e) => server.on(e, check));
-    // client went away: stop waiting and do NOT consume (mark read) anything
+    // The client went away: stop waiting (nothing is confirmed but by an offset).
     res.on('close', () => { if (!settled) cleanup(); });
   });
   outer.use(inner);
