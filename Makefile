@@ -32,6 +32,7 @@ fmt:
 	$(CARGO) fmt --all
 
 ## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
+## web_fetch of a 1 MB page (extraction vs transfer),
 ## memory search latency (p50/p99, peak RSS) and save throughput; MCP round trips and
 ## cold start beside FastMCP, and batch calls (a bench binary); the agent loop's overhead per
 ## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary).
@@ -42,6 +43,7 @@ bench: setup
 	$(CARGO) bench --locked -p klaw-engine --bench agent
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench files
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
+	$(CARGO) bench --locked -p klaw-tools --all-features --bench web
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_latency
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_recall

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use klaw_tools::tools::files::FilesSettings;
 use klaw_tools::tools::shell::{SandboxMode, ShellSettings};
+use klaw_tools::tools::web::WebSettings;
 use klaw_tools::{Lang, Limits, Settings};
 
 pub mod keys;
@@ -103,6 +104,9 @@ section! {
             /// The channels of `klaw-engine run` and the chat whitelist (see
             /// [The `gateway` section](#the-gateway-section)).
             gateway: GatewaySection; key "gateway";
+            /// The web tools: caps, private services they may reach, search providers
+            /// (see [The `web` section](#the-web-section)).
+            web: WebSection; key "web";
         }
     }
 }
@@ -343,6 +347,66 @@ section! {
                 type "integer, 1 to 50", check poll_range;
         }
     }
+}
+
+section! {
+    /// The `web` section of `engine.json`: what `web_fetch` and `web_search` may reach and
+    /// how much they read. Every key is optional.
+    pub struct WebSection {
+        keys {
+            /// `host:port` pairs `web_fetch` may reach although their addresses are
+            /// private (`["127.0.0.1:8080"]`); every other private, loopback, link-local
+            /// or metadata address is refused, however it is spelled or reached.
+            allowed_private_hosts: Vec<String> = Vec::new();
+                key "allowedPrivateHosts", env "KLAW_WEB_ALLOWED_PRIVATE_HOSTS",
+                type "array of `host:port` strings", check host_ports;
+            /// Most bytes read of one response body; the rest is cut (`truncated`).
+            max_bytes: usize = WebSettings::default().max_bytes;
+                key "maxBytes", env "KLAW_WEB_MAX_BYTES", type "integer ≥ 1",
+                shown "`5242880` (5 MiB)", check at_least(1);
+            /// Time limit of one request, body included, in seconds.
+            timeout_seconds: u64 = WebSettings::default().timeout.as_secs();
+                key "timeoutSeconds", env "KLAW_WEB_TIMEOUT_SECONDS",
+                type "integer, 1 to 2^64−1", check at_least(1);
+            /// The Brave Search API key for `web_search`; when unset, `BRAVE_API_KEY` is
+            /// read. Never printed (`config` shows `"***"`).
+            brave_api_key: Option<Secret> = None;
+                key "braveApiKey", env "KLAW_BRAVE_API_KEY", type "string or `null`";
+            /// The Brave Search endpoint.
+            brave_endpoint: String = klaw_tools::tools::web::BRAVE_ENDPOINT.into();
+                key "braveEndpoint", env "KLAW_BRAVE_ENDPOINT", type "string (URL)",
+                check web_url;
+            /// A SearXNG instance (`http://127.0.0.1:8888`, its JSON format enabled) that
+            /// `web_search` asks when there is no Brave key.
+            searxng_url: Option<String> = None;
+                key "searxngUrl", env "KLAW_SEARXNG_URL", type "string (URL) or `null`",
+                check searxng_url;
+        }
+    }
+}
+
+fn host_ports(hosts: &Vec<String>, _: &WebSection) -> Result<(), String> {
+    for h in hosts {
+        let port = h
+            .rsplit_once(':')
+            .map(|(host, port)| (host, port.parse::<u16>()));
+        if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
+            return Err(format!("{h:?} is not host:port (e.g. \"127.0.0.1:8080\")"));
+        }
+    }
+    Ok(())
+}
+
+fn web_url(url: &String, _: &WebSection) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!("{url:?} is not an http:// or https:// URL"))
+    }
+}
+
+fn searxng_url(url: &Option<String>, s: &WebSection) -> Result<(), String> {
+    url.as_ref().map_or(Ok(()), |u| web_url(u, s))
 }
 
 fn depth_range(n: &u32, _: &AgentSection) -> Result<(), String> {
@@ -699,6 +763,7 @@ pub struct Config {
 pub struct ProviderKeys {
     openai: Option<Secret>,
     anthropic: Option<Secret>,
+    brave: Option<Secret>,
 }
 
 impl ProviderKeys {
@@ -712,7 +777,15 @@ impl ProviderKeys {
         Self {
             openai: read(Provider::OpenAi),
             anthropic: read(Provider::Anthropic),
+            brave: env("BRAVE_API_KEY")
+                .filter(|k| !k.trim().is_empty())
+                .map(Secret::new),
         }
+    }
+
+    /// The Brave Search key in `BRAVE_API_KEY`.
+    pub fn brave(&self) -> Option<&Secret> {
+        self.brave.as_ref()
     }
 
     /// The key in `provider`'s variable.
@@ -873,6 +946,25 @@ impl Config {
             .with_max_processes(r.max_processes)
             .with_sandbox(r.sandbox)
             .with_network(r.network)
+    }
+
+    /// The web tools' settings; the engine registers them as a service.
+    pub fn web(&self) -> WebSettings {
+        let w = &self.raw.web;
+        let mut settings = WebSettings::default()
+            .with_limits(w.max_bytes, Duration::from_secs(w.timeout_seconds))
+            .with_search(
+                w.brave_api_key
+                    .as_ref()
+                    .or(self.provider_keys.brave())
+                    .map(|k| k.expose().to_owned()),
+                w.brave_endpoint.clone(),
+                w.searxng_url.clone(),
+            );
+        for host in &w.allowed_private_hosts {
+            settings = settings.allow_private(host.clone());
+        }
+        settings
     }
 
     /// The file tools' settings; the engine registers them as a service.
@@ -1692,6 +1784,38 @@ mod tests {
              KLAW_UPDATE_DOCS=1 cargo test -p klaw-engine --lib config, then read the diff",
             path.display()
         );
+    }
+
+    /// The web settings: `BRAVE_API_KEY` when `web.braveApiKey` is unset (the key wins),
+    /// the allow-list from its variable, and an entry that is not `host:port` refused.
+    #[test]
+    fn web_settings_come_from_the_section_and_brave_api_key() {
+        let c = resolve_defaults(&env(&[
+            ("HOME", "/h"),
+            ("BRAVE_API_KEY", "from-env"),
+            (
+                "KLAW_WEB_ALLOWED_PRIVATE_HOSTS",
+                "127.0.0.1:8080,wiki.lan:443",
+            ),
+        ]))
+        .unwrap();
+        let w = c.web();
+        assert_eq!(w.brave_api_key.as_deref(), Some("from-env"));
+        assert_eq!(w.allowed_private_hosts, ["127.0.0.1:8080", "wiki.lan:443"]);
+        let c = resolve_defaults(&env(&[
+            ("HOME", "/h"),
+            ("BRAVE_API_KEY", "from-env"),
+            ("KLAW_BRAVE_API_KEY", "from-key"),
+        ]))
+        .unwrap();
+        assert_eq!(c.web().brave_api_key.as_deref(), Some("from-key"));
+        assert_eq!(c.effective()["web"]["braveApiKey"], "***");
+        let e = resolve_defaults(&env(&[
+            ("HOME", "/h"),
+            ("KLAW_WEB_ALLOWED_PRIVATE_HOSTS", "127.0.0.1"),
+        ]))
+        .unwrap_err();
+        assert!(e.to_string().contains("web.allowedPrivateHosts"), "{e}");
     }
 
     /// The doc's full example sets every key, and `klaw-engine config` prints it back

@@ -423,6 +423,7 @@ impl EngineBuilder {
             // Each group's own settings, which its tools take as extractors.
             .service(config.shell())
             .service(config.files())
+            .service(config.web())
             .service(registrar.clone())
             .caller(Caller::new("cli", None));
         // The memory tools read the model, runtime, weights and chunking from this service.

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 mod common;
 use common::{cache, engine, stderr, stdout};
@@ -661,4 +661,61 @@ fn the_engine_own_tools_are_listed_and_callable() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("channel not found"), "{}", stderr(&o));
+}
+
+/// `web_fetch` through the engine: its own MCP port and the metadata address are
+/// refused; `web.allowedPrivateHosts` (here from its variable) opens exactly one
+/// loopback service, whose page is returned.
+#[test]
+fn web_fetch_refuses_the_host_and_reaches_only_allowed_private_services() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut s, &mut buf);
+            let body = "<html><head><title>Wiki</title></head><body><p>internal wiki page</p></body></html>";
+            let _ = std::io::Write::write_all(
+                &mut s,
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes(),
+            );
+        }
+    });
+    let env = Env::new();
+    for url in [
+        "http://127.0.0.1:8765/mcp".to_owned(),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+        format!("http://localhost:{port}/"),
+    ] {
+        let o = env.run(&["call", "web_fetch", &json!({"url": url}).to_string()]);
+        assert_eq!(o.status.code(), Some(1), "{url}");
+        assert!(
+            stderr(&o).contains(
+                "[access_denied]: access to private and internal addresses is not allowed"
+            ),
+            "{url}: {}",
+            stderr(&o)
+        );
+    }
+    let o = env
+        .cmd(&[
+            "call",
+            "web_fetch",
+            &json!({"url": format!("http://127.0.0.1:{port}/")}).to_string(),
+        ])
+        .env(
+            "KLAW_WEB_ALLOWED_PRIVATE_HOSTS",
+            format!("127.0.0.1:{port}"),
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("internal wiki page"),
+        "{v}"
+    );
 }

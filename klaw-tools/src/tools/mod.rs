@@ -15,10 +15,13 @@ pub mod memory;
 #[cfg(feature = "docs")]
 pub mod docs;
 
+#[cfg(feature = "web")]
+pub mod web;
+
 /// Runs blocking work of a tool (file system, SQLite, the embedding model) on tokio's
 /// blocking pool; if it panics, the tool fails with "the {what} operation stopped
 /// unexpectedly" instead of taking the engine down.
-#[cfg(any(feature = "files", feature = "memory"))]
+#[cfg(any(feature = "files", feature = "memory", feature = "web"))]
 pub(crate) async fn run_blocking<T, F>(what: &'static str, f: F) -> Result<T, crate::ToolError>
 where
     T: Send + 'static,

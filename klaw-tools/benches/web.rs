@@ -1,0 +1,101 @@
+//! `web_fetch` of a 1 MB page from a loopback server: as an HTML article (transfer,
+//! decoding and readability extraction to markdown) and as plain text of the same size
+//! (transfer and decoding only). The difference is the time extraction takes.
+//!
+//! Run with: cargo bench -p klaw-tools --features web,testing --bench web
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
+
+use std::io::{Read, Write};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use klaw_tools::testing::Kit;
+use klaw_tools::tools::web::WebSettings;
+use serde_json::json;
+
+/// An article of about `bytes` bytes: paragraphs, headings, a menu, ads and comments.
+fn article(bytes: usize) -> String {
+    let mut page = String::from(
+        "<!doctype html><html><head><title>Bench article</title><script>var x = 1;</script></head><body>\
+         <nav><a href=\"/\">Home</a> <a href=\"/a\">A</a></nav><div class=\"ad\">Buy now</div><article><h1>Bench</h1>",
+    );
+    let mut n = 0;
+    while page.len() < bytes {
+        n += 1;
+        if n % 10 == 0 {
+            page.push_str(&format!("<h2>Section {n}</h2>"));
+        }
+        page.push_str(&format!(
+            "<p>Paragraph {n}: rivers cut into rock over thousands of years, carrying sand and \
+             pebbles that grind the riverbed, and the valley deepens a little every flood season. \
+             <a href=\"/ref/{n}\">reference</a>.</p>"
+        ));
+    }
+    page.push_str("</article><section class=\"comments\">first!</section><footer>footer</footer></body></html>");
+    page
+}
+
+/// Serves `body` as `content_type` to every request; returns the address.
+fn serve(content_type: &'static str, body: String) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes());
+                let _ = s.write_all(body.as_bytes());
+            });
+        }
+    });
+    addr
+}
+
+fn fetch_1mb(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let page = article(1_000_000);
+    let html = serve("text/html; charset=utf-8", page.clone());
+    let text = serve("text/plain; charset=utf-8", page);
+    let kit = Kit::new().unwrap().with_context(|b| {
+        b.service(
+            WebSettings::default()
+                .allow_private(html.to_string())
+                .allow_private(text.to_string()),
+        )
+    });
+    let mut g = c.benchmark_group("web_fetch_1mb");
+    g.sample_size(20);
+    for (name, addr) in [
+        ("html_article_to_markdown", html),
+        ("plain_text_transfer_only", text),
+    ] {
+        let args = json!({"url": format!("http://{addr}/"), "maxChars": 1_000_000});
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let out = rt.block_on(kit.call("web_fetch", args.clone())).unwrap();
+                let page = out.structured().unwrap();
+                assert_eq!(page["status"], 200);
+                // The whole article came through, not a fallback fragment.
+                assert!(
+                    page["length"].as_u64().unwrap() > 500_000,
+                    "{}",
+                    page["length"]
+                );
+            });
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, fetch_1mb);
+criterion_main!(benches);

@@ -1,0 +1,654 @@
+//! `web_fetch` and `web_search` through the registry, as a model calls them, against
+//! servers on loopback: a hostile corpus of URLs that must all be refused (a trap
+//! listener proves not one request reached it), readability on pages written like real
+//! ones, charsets, caps, time limits, redirects, binary content, and search against a
+//! server speaking Brave's and SearXNG's JSON.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use klaw_tools::testing::Kit;
+use klaw_tools::tools::web::WebSettings;
+use klaw_tools::{ErrorKind, ToolError};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What a path answers.
+enum Answer {
+    /// A whole response.
+    Page {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+    },
+    /// `text/plain`, one byte every 200 ms for a minute.
+    Drip,
+    /// `bytes` of text with a Content-Length.
+    Huge(usize),
+}
+
+fn page(content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
+    Answer::Page {
+        status: 200,
+        headers: vec![("Content-Type", content_type.to_owned())],
+        body: body.into(),
+    }
+}
+
+fn redirect(status: u16, to: &str) -> Answer {
+    Answer::Page {
+        status,
+        headers: vec![("Location", to.to_owned())],
+        body: Vec::new(),
+    }
+}
+
+/// A server on loopback: `route(path)` answers each request; counts connections.
+struct Server {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Server {
+    async fn start(route: impl Fn(&str) -> Answer + Send + Sync + 'static) -> Self {
+        Self::start_on("127.0.0.1:0", route).await
+    }
+
+    async fn start_on(bind: &str, route: impl Fn(&str) -> Answer + Send + Sync + 'static) -> Self {
+        let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&hits);
+        let route = Arc::new(route);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let route = Arc::clone(&route);
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head);
+                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let _ = respond(&mut stream, route(&path)).await;
+                });
+            }
+        });
+        Self { addr, hits }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+async fn respond(stream: &mut tokio::net::TcpStream, answer: Answer) -> std::io::Result<()> {
+    match answer {
+        Answer::Page {
+            status,
+            headers,
+            body,
+        } => {
+            let mut out = format!(
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                body.len()
+            );
+            for (k, v) in headers {
+                out.push_str(&format!("{k}: {v}\r\n"));
+            }
+            out.push_str("\r\n");
+            stream.write_all(out.as_bytes()).await?;
+            stream.write_all(&body).await
+        }
+        Answer::Drip => {
+            stream
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n",
+                )
+                .await?;
+            for _ in 0..300 {
+                stream.write_all(b"x").await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok(())
+        }
+        Answer::Huge(bytes) => {
+            stream
+                .write_all(
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n")
+                        .as_bytes(),
+                )
+                .await?;
+            let chunk = vec![b'a'; 65536];
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(chunk.len());
+                stream.write_all(&chunk[..n]).await?;
+                left -= n;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn kit(settings: WebSettings) -> Kit {
+    Kit::new().unwrap().with_context(|b| b.service(settings))
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A listener that must never be reached: counts every connection.
+async fn trap(bind: &str) -> Server {
+    Server::start_on(bind, |_| page("text/plain", "you should not be here")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_spelling_name_or_redirect_reaches_a_private_address() {
+    let t4 = trap("127.0.0.1:0").await;
+    let t6 = trap("[::1]:0").await;
+    let (p, p6) = (t4.addr.port(), t6.addr.port());
+    // The one loopback service the user allowed; its redirects point at the traps.
+    let allowed = Server::start(move |path| {
+        let to = path.strip_prefix("/to/").map(|rest| {
+            rest.replace("%P6", &p6.to_string())
+                .replace("%P", &p.to_string())
+        });
+        match (path, to) {
+            ("/chain/0", _) => page("text/plain", "end of chain"),
+            (chain, _) if chain.starts_with("/chain/") => {
+                let n: u32 = chain[7..].parse().unwrap();
+                redirect(302, &format!("/chain/{}", n - 1))
+            }
+            (_, Some(to)) => redirect(302, &to),
+            _ => page("text/plain", "allowed"),
+        }
+    })
+    .await;
+    let a = allowed.addr.port();
+    let settings = WebSettings::default()
+        .allow_private(format!("127.0.0.1:{a}"))
+        .resolve("evil.test", vec![ip("127.0.0.1")])
+        .resolve("rebind.test", vec![ip("93.184.215.14"), ip("127.0.0.1")])
+        .resolve("v6evil.test", vec![ip("::1")])
+        .resolve("mapped.test", vec![ip("::ffff:127.0.0.1")])
+        .resolve("zero.test", vec![ip("0.0.0.0")])
+        .resolve("meta.test", vec![ip("169.254.169.254")]);
+    let kit = kit(settings);
+
+    let direct = [
+        "http://127.0.0.1:%P/",
+        "https://127.0.0.1:%P/",
+        "HTTP://127.0.0.1:%P/",
+        "http://2130706433:%P/",
+        "http://0x7f000001:%P/",
+        "http://0x7f.1:%P/",
+        "http://0x7f.0.0.1:%P/",
+        "http://0177.0.0.1:%P/",
+        "http://0177.1:%P/",
+        "http://017700000001:%P/",
+        "http://127.1:%P/",
+        "http://127.0.1:%P/",
+        "http://127.0.0.1.:%P/",
+        "http://127.0.0.2:%P/",
+        "http://127.127.127.127:%P/",
+        "http://%31%32%37%2e%30%2e%30%2e%31:%P/",
+        "http://%31%32%37.0.0.1:%P/",
+        "http://１２７.０.０.１:%P/",
+        "http://127。0。0。1:%P/",
+        "http://0:%P/",
+        "http://0.0.0.0:%P/",
+        "http://0x0:%P/",
+        "http://000.000.000.000:%P/",
+        "http://user:pass@127.0.0.1:%P/",
+        "http://example.com@127.0.0.1:%P/",
+        "http://127.0.0.1:%P#@example.com/",
+        "http://127.0.0.1:%P\\@example.com/",
+        "http://127.0.0.1:%P/?@example.com",
+        "http://[::ffff:127.0.0.1]:%P/",
+        "http://[::ffff:7f00:1]:%P/",
+        "http://[0:0:0:0:0:ffff:127.0.0.1]:%P/",
+        "http://[::127.0.0.1]:%P/",
+        "http://[64:ff9b::127.0.0.1]:%P/",
+        "http://[2002:7f00:1::]:%P/",
+        "http://[::1]:%P6/",
+        "http://[0:0:0:0:0:0:0:1]:%P6/",
+        "http://[::]:%P6/",
+        "http://[0000::1]:%P6/",
+        "http://localhost:%P/",
+        "http://LOCALHOST:%P/",
+        "http://localhost.:%P/",
+        "http://evil.test:%P/",
+        "http://EVIL.TEST.:%P/",
+        "http://rebind.test:%P/",
+        "http://v6evil.test:%P6/",
+        "http://mapped.test:%P/",
+        "http://zero.test:%P/",
+        "http://meta.test/latest/meta-data/",
+        "http://127.0.0.1:%P/mcp",
+        "http://127.0.0.1:8765/mcp",
+        "http://10.0.0.1/",
+        "http://172.16.0.1/",
+        "http://192.168.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://100.100.100.200/latest/meta-data/",
+        "http://[fd00:ec2::254]/latest/meta-data/",
+        "http://168.63.129.16/machine",
+        "http://192.0.0.192/",
+        "http://100.64.0.1/",
+        "http://198.18.0.1/",
+        "http://224.0.0.1/",
+        "http://255.255.255.255/",
+        "http://240.0.0.1/",
+        "http://0.1.2.3/",
+        "http://[fe80::1]/",
+        "http://[fc00::1]/",
+        "http://[fec0::1]/",
+        "http://[ff02::1]/",
+        "http://[2001:db8::1]/",
+        "http://127.0.0.1:%A0/", // the allowed host on another port
+    ];
+    let schemes = [
+        "file:///etc/passwd",
+        "ftp://127.0.0.1:%P/",
+        "gopher://127.0.0.1:%P/_GET",
+        "dict://127.0.0.1:%P/",
+        "ws://127.0.0.1:%P/",
+        "data:text/html,<h1>hi</h1>",
+        "javascript:alert(1)",
+    ];
+    let redirects = [
+        "http://127.0.0.1:%P/",
+        "http://2130706433:%P/",
+        "http://0x7f.1:%P/",
+        "http://localhost:%P/",
+        "http://evil.test:%P/",
+        "http://rebind.test:%P/",
+        "http://[::ffff:127.0.0.1]:%P/",
+        "http://[::1]:%P6/",
+        "http://0.0.0.0:%P/",
+        "//127.0.0.1:%P/",
+        "http://169.254.169.254/latest/meta-data/",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:%P/_",
+    ];
+    let fill = |u: &str| {
+        u.replace("%P6", &p6.to_string())
+            .replace("%A0", &(a.wrapping_add(1)).to_string())
+            .replace("%P", &p.to_string())
+    };
+    let mut urls: Vec<String> = direct.iter().chain(&schemes).map(|u| fill(u)).collect();
+    urls.extend(redirects.iter().map(|to| allowed.url(&format!("/to/{to}"))));
+    urls.push(allowed.url("/chain/6")); // one redirect too many
+    assert!(urls.len() >= 80, "{} URLs", urls.len());
+
+    for url in &urls {
+        let e = kit.call_err("web_fetch", json!({"url": url})).await;
+        let expected = if url.ends_with("/chain/6") {
+            matches!(e.kind(), ErrorKind::Failed)
+        } else {
+            matches!(e.kind(), ErrorKind::AccessDenied)
+        };
+        assert!(expected, "{url}: {:?} {}", e.kind(), e.message());
+    }
+    assert_eq!((t4.hits(), t6.hits()), (0, 0), "a request reached the trap");
+
+    // The allowed service itself, and redirects within it, work.
+    let ok = kit
+        .call_ok("web_fetch", json!({"url": allowed.url("/chain/5")}))
+        .await;
+    assert_eq!(ok["url"], allowed.url("/chain/0"));
+    assert!(ok["content"].as_str().unwrap().contains("end of chain"));
+}
+
+const ARTICLE: &str = r#"<!doctype html>
+<html lang="en"><head><title>How rivers shape valleys | Geo Weekly</title>
+<script>window.tracker = "SCRIPT-TEXT-SHOULD-GO";</script>
+<style>.ad { color: red }</style></head>
+<body>
+<nav class="menu"><a href="/">Home</a> <a href="/news">NAV-LINK-NEWS</a> <a href="/about">About</a></nav>
+<div class="ad banner sponsored">AD-TEXT buy now, 50% off!</div>
+<main><article>
+<h1>How rivers shape valleys</h1>
+<p class="byline">By Ann Smith</p>
+<p>Rivers cut into rock over thousands of years. The water carries sand and pebbles that grind the
+riverbed, and the valley deepens a little every flood season. Geologists call this process
+fluvial erosion, and it explains the V shape of young mountain valleys.</p>
+<p>Older valleys widen instead of deepening. The river meanders from side to side, eroding the
+outer bank of each bend and leaving sediment on the inner bank. Over time the valley floor becomes
+a broad flood plain, rich soil that farmers have valued for as long as there have been farms.</p>
+<h2>Glaciers are different</h2>
+<p>A glacier moves slowly but it carries enormous weight. Instead of a V it carves a U: steep walls
+and a flat bottom. Many valleys in the Alps were first cut by rivers and then reshaped by ice during
+the last glacial period, which is why their walls are so steep.</p>
+<ul><li>V-shaped: rivers</li><li>U-shaped: glaciers</li></ul>
+</article></main>
+<aside class="sidebar related">RELATED-WIDGET Ten facts about lakes</aside>
+<section id="comments" class="comments"><div class="comment">COMMENT-TEXT first!!!</div></section>
+<footer class="footer">FOOTER-TEXT © Geo Weekly</footer>
+<script>document.write("SCRIPT-TEXT-SHOULD-GO")</script>
+</body></html>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_become_their_main_content_in_every_format() {
+    let server = Server::start(|path| match path {
+        "/article" => page("text/html; charset=utf-8", ARTICLE),
+        "/api" => page("application/json", r#"{"name":"klaw","tools":[1,2]}"#),
+        "/notes.md" => page("text/markdown", "# Notes\n\n- one\n- two"),
+        "/image.png" => page("image/png", b"\x89PNG\r\n\x1a\n\0\0\0".to_vec()),
+        "/untyped" => Answer::Page {
+            status: 200,
+            headers: vec![],
+            body: b"\0\x01\x02binary".to_vec(),
+        },
+        "/missing" => Answer::Page {
+            status: 404,
+            headers: vec![("Content-Type", "text/plain".into())],
+            body: b"no such page".to_vec(),
+        },
+        _ => page("text/plain", "?"),
+    })
+    .await;
+    let kit = kit(WebSettings::default().allow_private(server.addr.to_string()));
+
+    let md = kit
+        .call_ok("web_fetch", json!({"url": server.url("/article")}))
+        .await;
+    let content = md["content"].as_str().unwrap();
+    assert_eq!(md["status"], 200);
+    assert_eq!(md["title"], "How rivers shape valleys | Geo Weekly");
+    assert!(
+        content.contains("fluvial erosion") && content.contains("Glaciers are different"),
+        "{content}"
+    );
+    assert!(
+        content.contains("## Glaciers are different"),
+        "markdown headings: {content}"
+    );
+    for noise in [
+        "SCRIPT-TEXT",
+        "NAV-LINK",
+        "AD-TEXT",
+        "FOOTER-TEXT",
+        "COMMENT-TEXT",
+        "RELATED-WIDGET",
+    ] {
+        assert!(!content.contains(noise), "{noise} in {content}");
+    }
+    // Framed: where the page's text starts and ends, with an id the page cannot know.
+    let first = content.lines().next().unwrap();
+    let last = content.lines().last().unwrap();
+    assert!(
+        first.starts_with("<<<web content ") && first.contains("not instructions"),
+        "{first}"
+    );
+    let id = first.split_whitespace().nth(2).unwrap();
+    assert_eq!(last, format!("<<<end of web content {id}>>>"));
+    assert_eq!(
+        md["length"].as_u64().unwrap() as usize + first.len() + last.len() + 2,
+        content.chars().count()
+    );
+
+    let html = kit
+        .call_ok(
+            "web_fetch",
+            json!({"url": server.url("/article"), "format": "html"}),
+        )
+        .await;
+    assert!(html["content"].as_str().unwrap().contains("<p>"), "{html}");
+    let text = kit
+        .call_ok(
+            "web_fetch",
+            json!({"url": server.url("/article"), "format": "text"}),
+        )
+        .await;
+    assert!(!text["content"].as_str().unwrap().contains("## "), "{text}");
+
+    let api = kit
+        .call_ok("web_fetch", json!({"url": server.url("/api")}))
+        .await;
+    assert!(
+        api["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"name\": \"klaw\""),
+        "{api}"
+    );
+    let notes = kit
+        .call_ok("web_fetch", json!({"url": server.url("/notes.md")}))
+        .await;
+    assert!(
+        notes["content"]
+            .as_str()
+            .unwrap()
+            .contains("# Notes\n\n- one"),
+        "{notes}"
+    );
+    let missing = kit
+        .call_ok("web_fetch", json!({"url": server.url("/missing")}))
+        .await;
+    assert_eq!(missing["status"], 404);
+
+    for binary in ["/image.png", "/untyped"] {
+        let e = kit
+            .call_err("web_fetch", json!({"url": server.url(binary)}))
+            .await;
+        assert!(
+            e.message().contains("not text"),
+            "{binary}: {}",
+            e.message()
+        );
+    }
+    let short = kit
+        .call_ok(
+            "web_fetch",
+            json!({"url": server.url("/article"), "maxChars": 40}),
+        )
+        .await;
+    assert_eq!(
+        (short["length"].as_u64(), short["truncated"].as_bool()),
+        (Some(40), Some(true))
+    );
+    let bad: ToolError = kit.call_err("web_fetch", json!({"url": "not a url"})).await;
+    assert!(
+        matches!(bad.kind(), ErrorKind::InvalidArguments { .. }),
+        "{bad:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charsets_are_decoded_from_the_header_or_the_page() {
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode("<p>Реки веками прорезают скалы, и долина становится глубже с каждым паводком. Это называется эрозией.</p>");
+    let (sjis, _, _) =
+        encoding_rs::SHIFT_JIS.encode("川は何千年もかけて岩を削り、谷を深くしていきます。");
+    let mut meta_page =
+        b"<html><head><meta charset=\"windows-1251\"><title>t</title></head><body>".to_vec();
+    meta_page.extend_from_slice(&cp1251);
+    meta_page.extend_from_slice(b"</body></html>");
+    let sjis = sjis.into_owned();
+    let cp = cp1251.into_owned();
+    let server = Server::start(move |path| match path {
+        "/meta" => page("text/html", meta_page.clone()),
+        "/header" => page("text/plain; charset=windows-1251", cp.clone()),
+        "/sjis" => page("text/plain; charset=Shift_JIS", sjis.clone()),
+        _ => page("text/plain", "?"),
+    })
+    .await;
+    let kit = kit(WebSettings::default().allow_private(server.addr.to_string()));
+    let meta = kit
+        .call_ok("web_fetch", json!({"url": server.url("/meta")}))
+        .await;
+    assert!(
+        meta["content"].as_str().unwrap().contains("Реки веками"),
+        "{meta}"
+    );
+    let header = kit
+        .call_ok("web_fetch", json!({"url": server.url("/header")}))
+        .await;
+    assert!(
+        header["content"].as_str().unwrap().contains("долина"),
+        "{header}"
+    );
+    let jp = kit
+        .call_ok("web_fetch", json!({"url": server.url("/sjis")}))
+        .await;
+    assert!(
+        jp["content"].as_str().unwrap().contains("川は何千年"),
+        "{jp}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_capped_and_slow_ones_time_out() {
+    let server = Server::start(|path| match path {
+        "/huge" => Answer::Huge(20 * 1024 * 1024),
+        "/drip" => Answer::Drip,
+        _ => page("text/plain", "?"),
+    })
+    .await;
+    let kit = kit(WebSettings::default()
+        .allow_private(server.addr.to_string())
+        .with_limits(1024 * 1024, Duration::from_secs(2)));
+    let huge = kit
+        .call_ok(
+            "web_fetch",
+            json!({"url": server.url("/huge"), "maxChars": 1_000_000}),
+        )
+        .await;
+    assert_eq!(huge["truncated"], true);
+    assert!(
+        huge["length"].as_u64().unwrap() <= 1024 * 1024,
+        "{}",
+        huge["length"]
+    );
+    let slow = kit
+        .call_err("web_fetch", json!({"url": server.url("/drip")}))
+        .await;
+    assert!(matches!(slow.kind(), ErrorKind::Timeout), "{slow:?}");
+    assert!(
+        slow.message().contains("web.timeoutSeconds"),
+        "{}",
+        slow.message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_reads_brave_and_searxng_and_explains_failures() {
+    let asked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&asked);
+    let limited = Arc::new(AtomicUsize::new(0));
+    let once = Arc::clone(&limited);
+    let server = Server::start(move |path| {
+        log.lock().unwrap().push(path.to_owned());
+        let brave = json!({"web": {"results": [
+            {"title": "<strong>Klaw</strong> tools", "url": "https://klaw.example/", "description": "Write a tool as one <b>async fn</b>"},
+            {"title": "Second", "url": "https://two.example/", "description": "two"},
+            {"title": "Third", "url": "https://three.example/", "description": "three"},
+        ]}});
+        if path.starts_with("/brave?") {
+            page("application/json", brave.to_string())
+        } else if path.starts_with("/limited?") {
+            if once.fetch_add(1, Ordering::SeqCst) == 0 {
+                Answer::Page { status: 429, headers: vec![("Retry-After", "1".into())], body: Vec::new() }
+            } else {
+                page("application/json", brave.to_string())
+            }
+        } else if path.starts_with("/denied?") {
+            Answer::Page { status: 401, headers: vec![], body: b"{}".to_vec() }
+        } else if path.starts_with("/down?") {
+            Answer::Page { status: 503, headers: vec![], body: Vec::new() }
+        } else if path.starts_with("/searx/search?") {
+            page("application/json", json!({"results": [{"title": "S1", "url": "https://s1.example/", "content": "from searx"}]}).to_string())
+        } else {
+            page("text/plain", "?")
+        }
+    })
+    .await;
+    let with = |endpoint: &str, key: Option<&str>, searx: Option<String>| {
+        kit(WebSettings::default().with_search(key.map(str::to_owned), server.url(endpoint), searx))
+    };
+
+    let brave = with("/brave", Some("k"), None)
+        .call_ok("web_search", json!({"query": "klaw tools", "count": 2}))
+        .await;
+    assert_eq!(brave["provider"], "brave");
+    assert_eq!(brave["results"].as_array().unwrap().len(), 2);
+    assert_eq!(brave["results"][0]["title"], "Klaw tools");
+    assert_eq!(
+        brave["results"][0]["snippet"],
+        "Write a tool as one async fn"
+    );
+    assert!(
+        asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.contains("q=klaw+tools") && p.contains("count=2"))
+    );
+
+    let retried = with("/limited", Some("k"), None)
+        .call_ok("web_search", json!({"query": "x"}))
+        .await;
+    assert_eq!(retried["results"].as_array().unwrap().len(), 3);
+    assert_eq!(limited.load(Ordering::SeqCst), 2, "429 retried once");
+
+    let denied = with("/denied", Some("bad"), None)
+        .call_err("web_search", json!({"query": "x"}))
+        .await;
+    assert!(
+        matches!(denied.kind(), ErrorKind::AccessDenied)
+            && denied.message().contains("BRAVE_API_KEY"),
+        "{denied:?}"
+    );
+    let down = with("/down", Some("k"), None)
+        .call_err("web_search", json!({"query": "x"}))
+        .await;
+    assert!(
+        matches!(down.kind(), ErrorKind::Unavailable) && down.message().contains("503"),
+        "{down:?}"
+    );
+
+    let searx = with("/unused", None, Some(server.url("/searx")))
+        .call_ok("web_search", json!({"query": "x"}))
+        .await;
+    assert_eq!(
+        (
+            searx["provider"].as_str(),
+            searx["results"][0]["snippet"].as_str()
+        ),
+        (Some("searxng"), Some("from searx"))
+    );
+
+    let none = kit(WebSettings::default())
+        .call_err("web_search", json!({"query": "x"}))
+        .await;
+    assert!(
+        none.message().contains("BRAVE_API_KEY") && none.message().contains("searxngUrl"),
+        "{}",
+        none.message()
+    );
+    let empty = with("/brave", Some("k"), None)
+        .call_err("web_search", json!({"query": "  "}))
+        .await;
+    assert!(matches!(empty.kind(), ErrorKind::InvalidArguments { .. }));
+}
+
+/// The JSON value of an answer, for messages.
+#[allow(dead_code)]
+fn shown(v: &Value) -> String {
+    v.to_string()
+}
