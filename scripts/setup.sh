@@ -36,22 +36,40 @@ if [ ! -f "$stamp" ]; then
     touch "$stamp"
 fi
 
-# bubblewrap: the sandbox of the shell tools (exec, process). Without it they fall back
-# to Landlock + seccomp, or refuse to run. Installed once; skipped when bwrap is on PATH.
-if ! command -v bwrap >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1; then
-        sudo=""
-        if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-        say "installing bubblewrap (the shell tools' sandbox)"
-        stamp="$CACHE/apt-updated"
-        if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440)" ]; then
-            $sudo apt-get update -qq
-            touch "$stamp"
-        fi
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
-    else
-        say "bubblewrap is not installed and apt-get is missing: install it with your package manager (shell commands fall back to Landlock)" >&2
+# Debian packages, installed once (apt-get update at most once a day).
+apt_install() {
+    local why="$1"
+    shift
+    if ! command -v apt-get >/dev/null 2>&1; then
+        say "apt-get is missing: install $* with your package manager ($why)" >&2
+        return 0
     fi
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    say "installing $* ($why)"
+    local stamp="$CACHE/apt-updated"
+    if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440)" ]; then
+        $sudo apt-get update -qq
+        touch "$stamp"
+    fi
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# bubblewrap: the sandbox of the shell tools (exec, process). Without it they fall back
+# to Landlock + seccomp, or refuse to run. Skipped when bwrap is on PATH.
+if ! command -v bwrap >/dev/null 2>&1; then
+    apt_install "the shell tools' sandbox; without it they fall back to Landlock" bubblewrap
+fi
+
+# A headless Chromium for render_js (Debian's, never a download). Without one render_js
+# is not offered. Skipped when a Chromium or Chrome is on PATH.
+browser=""
+for b in chromium-headless-shell chrome-headless-shell chromium chromium-browser \
+    google-chrome google-chrome-stable; do
+    if command -v "$b" >/dev/null 2>&1; then browser="$b"; break; fi
+done
+if [ -z "$browser" ]; then
+    apt_install "render_js's headless browser" chromium-headless-shell
 fi
 
 ./scripts/setup-models.sh

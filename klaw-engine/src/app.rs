@@ -38,6 +38,14 @@ pub enum AppError {
     /// `subagent_spawn` could not be registered.
     #[error(transparent)]
     Subagent(#[from] SubagentError),
+    /// An engine-assembled tool (`render_js`) could not be registered.
+    #[error("cannot register {tool}: {source}")]
+    Register {
+        /// The tool.
+        tool: &'static str,
+        /// Why.
+        source: klaw_tools::RegistryError,
+    },
 }
 
 impl AppError {
@@ -79,6 +87,16 @@ impl App {
         engine
             .register(crate::tools::send_message::tool(gateway.clone()))
             .map_err(crate::gateway::GatewayError::Register)?;
+        // Pages that need JavaScript: only with a browser on the machine.
+        #[cfg(feature = "render")]
+        if let Some(browser) = engine.config().browser() {
+            engine
+                .register(klaw_tools::tools::web::render_js_tool(browser))
+                .map_err(|source| AppError::Register {
+                    tool: "render_js",
+                    source,
+                })?;
+        }
         let (agent, subagents) = match model {
             Some(model) => {
                 let agent = Agent::new(engine.clone(), model)?;

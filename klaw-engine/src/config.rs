@@ -381,6 +381,13 @@ section! {
             searxng_url: Option<String> = None;
                 key "searxngUrl", env "KLAW_SEARXNG_URL", type "string (URL) or `null`",
                 check searxng_url;
+            /// The headless browser `render_js` runs (Chromium or Chrome); when unset, the
+            /// first of `chromium-headless-shell`, `chrome-headless-shell`, `chromium`,
+            /// `chromium-browser`, `google-chrome` on `PATH`. Without one, `render_js` is
+            /// not offered.
+            browser: Option<PathBuf> = None;
+                key "browser", env "KLAW_BROWSER", type "string (path) or `null`",
+                shown "found on `PATH`";
         }
     }
 }
@@ -965,6 +972,12 @@ impl Config {
             settings = settings.allow_private(host.clone());
         }
         settings
+    }
+
+    /// The browser `render_js` runs: `web.browser`, else one found on `PATH`.
+    #[cfg(feature = "render")]
+    pub fn browser(&self) -> Option<PathBuf> {
+        klaw_tools::tools::web::find_browser(self.raw.web.browser.as_deref())
     }
 
     /// The file tools' settings; the engine registers them as a service.

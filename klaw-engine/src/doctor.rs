@@ -113,6 +113,8 @@ pub fn doctor() -> Vec<Check> {
         },
     );
     out.push(sandbox_check(&config));
+    #[cfg(feature = "render")]
+    out.push(browser_check(&config));
     #[cfg(feature = "memory")]
     {
         // klaw-model.json, read once for both checks
@@ -298,6 +300,38 @@ fn sandbox_check(config: &Config) -> Check {
             Some(
                 "install bubblewrap (scripts/setup.sh does), or use a kernel with Landlock; \
                  `sandbox: off` runs commands unconfined"
+                    .into(),
+            ),
+        ),
+    }
+}
+
+/// The browser of `render_js`: without one the tool is not offered.
+#[cfg(feature = "render")]
+fn browser_check(config: &Config) -> Check {
+    match (config.browser(), &config.raw.web.browser) {
+        (Some(path), _) => check(
+            "browser",
+            Status::Ok,
+            format!("render_js runs {}", path.display()),
+            None,
+        ),
+        (None, Some(configured)) => check(
+            "browser",
+            Status::Warn,
+            format!(
+                "web.browser {} is not a file; render_js is not offered",
+                configured.display()
+            ),
+            Some("set web.browser (KLAW_BROWSER) to a Chromium or Chrome executable".into()),
+        ),
+        (None, None) => check(
+            "browser",
+            Status::Warn,
+            "no Chromium or Chrome on PATH; render_js is not offered",
+            Some(
+                "apt-get install chromium-headless-shell (scripts/setup.sh does), or set \
+                 web.browser (KLAW_BROWSER)"
                     .into(),
             ),
         ),

@@ -34,6 +34,7 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("memory_search", "r-i-", cfg!(feature = "memory"), "reads memory"),
     ("process", "-d-o", true, "starts any command as exec does, and kills processes"),
     ("send_message", "---o", true, "sends to a chat (Telegram): people outside read it; nothing is overwritten"),
+    ("render_js", "r--o", false, "reads a public page in a headless browser (registered only when one is found); private addresses are refused"),
     ("web_fetch", "r--o", true, "reads a public web page; private addresses are refused"),
     ("web_search", "r--o", true, "asks a search provider"),
     ("subagent_spawn", "---o", true, "asks the model's provider in the background and may answer in a chat; its own calls are approved like any other"),

@@ -1,8 +1,10 @@
 //! `web_fetch` of a 1 MB page from a loopback server: as an HTML article (transfer,
 //! decoding and readability extraction to markdown) and as plain text of the same size
-//! (transfer and decoding only). The difference is the time extraction takes.
+//! (transfer and decoding only). The difference is the time extraction takes. And
+//! `render_js` of a small page whose text a script writes: cold (the browser started
+//! for the call) and warm (the browser reused), when a Chromium is on `PATH`.
 //!
-//! Run with: cargo bench -p klaw-tools --features web,testing --bench web
+//! Run with: cargo bench -p klaw-tools --features render,testing --bench web
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
 
@@ -97,5 +99,48 @@ fn fetch_1mb(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, fetch_1mb);
+fn render(c: &mut Criterion) {
+    let Some(browser) = klaw_tools::tools::web::find_browser(None) else {
+        eprintln!("skipping render_js: no Chromium on PATH");
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let page = "<!doctype html><html><body><div id=\"app\"></div><script>\
+        document.getElementById('app').innerHTML = '<article><h1>Hi</h1><p>' + \
+        'Written by a script, long enough to be the article of the page. '.repeat(8) + '</p></article>';\
+        </script></body></html>";
+    let addr = serve("text/html", page.to_owned());
+    let kit = || {
+        Kit::new()
+            .unwrap()
+            .with_context(|b| b.service(WebSettings::default().allow_private(addr.to_string())))
+            .with_tool(klaw_tools::tools::web::render_js_tool(browser.clone()))
+            .unwrap()
+    };
+    let args = json!({"url": format!("http://{addr}/")});
+    let mut g = c.benchmark_group("render_js");
+    g.sample_size(10);
+    g.bench_function("cold_browser_started", |b| {
+        b.iter_batched(
+            kit,
+            |k| {
+                rt.block_on(k.call("render_js", args.clone())).unwrap();
+                k
+            },
+            criterion::BatchSize::PerIteration,
+        );
+    });
+    let warm = kit();
+    rt.block_on(warm.call("render_js", args.clone())).unwrap();
+    g.bench_function("warm_browser_reused", |b| {
+        b.iter(|| rt.block_on(warm.call("render_js", args.clone())).unwrap());
+    });
+    g.finish();
+}
+
+criterion_group!(benches, fetch_1mb, render);
 criterion_main!(benches);

@@ -36,6 +36,9 @@ pub enum KitError {
     /// A linked tool is invalid.
     #[error(transparent)]
     Registry(#[from] crate::RegistryErrors),
+    /// A tool added with [`Kit::with_tool`] is invalid or its name is taken.
+    #[error(transparent)]
+    Register(#[from] crate::RegistryError),
 }
 
 impl Kit {
@@ -75,6 +78,12 @@ impl Kit {
     ) -> Self {
         self.ctx = f(self.ctx.to_builder()).build();
         self
+    }
+
+    /// Registers `tool` (one made at run time) beside the linked ones.
+    pub fn with_tool(mut self, tool: std::sync::Arc<dyn crate::Tool>) -> Result<Self, KitError> {
+        self.registry.register(tool)?;
+        Ok(self)
     }
 
     /// The workspace directory.

@@ -157,8 +157,16 @@ async fn trap(bind: &str) -> Server {
     Server::start_on(bind, |_| page("text/plain", "you should not be here")).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_spelling_name_or_redirect_reaches_a_private_address() {
+/// The hostile corpus, its traps and the one allowed loopback service.
+struct Hostile {
+    t4: Server,
+    t6: Server,
+    allowed: Server,
+    settings: WebSettings,
+    urls: Vec<String>,
+}
+
+async fn hostile() -> Hostile {
     let t4 = trap("127.0.0.1:0").await;
     let t6 = trap("[::1]:0").await;
     let (p, p6) = (t4.addr.port(), t6.addr.port());
@@ -188,8 +196,6 @@ async fn no_spelling_name_or_redirect_reaches_a_private_address() {
         .resolve("mapped.test", vec![ip("::ffff:127.0.0.1")])
         .resolve("zero.test", vec![ip("0.0.0.0")])
         .resolve("meta.test", vec![ip("169.254.169.254")]);
-    let kit = kit(settings);
-
     let direct = [
         "http://127.0.0.1:%P/",
         "https://127.0.0.1:%P/",
@@ -296,6 +302,25 @@ async fn no_spelling_name_or_redirect_reaches_a_private_address() {
     urls.push(allowed.url("/chain/6")); // one redirect too many
     assert!(urls.len() >= 80, "{} URLs", urls.len());
 
+    Hostile {
+        t4,
+        t6,
+        allowed,
+        settings,
+        urls,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_spelling_name_or_redirect_reaches_a_private_address() {
+    let Hostile {
+        t4,
+        t6,
+        allowed,
+        settings,
+        urls,
+    } = hostile().await;
+    let kit = kit(settings);
     for url in &urls {
         let e = kit.call_err("web_fetch", json!({"url": url})).await;
         let expected = if url.ends_with("/chain/6") {
@@ -651,4 +676,129 @@ async fn search_reads_brave_and_searxng_and_explains_failures() {
 #[allow(dead_code)]
 fn shown(v: &Value) -> String {
     v.to_string()
+}
+
+/// `render_js` with the machine's browser, or `None` where there is none (never under
+/// CI, whose setup installs one).
+#[cfg(feature = "render")]
+fn render_kit(settings: WebSettings) -> Option<Kit> {
+    let Some(browser) = klaw_tools::tools::web::find_browser(None) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no browser: scripts/setup.sh installs chromium-headless-shell"
+        );
+        eprintln!("no Chromium on PATH; render_js is not tested");
+        return None;
+    };
+    Some(
+        kit(settings)
+            .with_tool(klaw_tools::tools::web::render_js_tool(browser))
+            .unwrap(),
+    )
+}
+
+/// A page whose text only JavaScript writes: `render_js` returns it (`web_fetch` does
+/// not), with a screenshot; the script's requests to loopback, the metadata address
+/// and a name that resolves to loopback are stopped by the proxy (the trap counts none).
+#[cfg(feature = "render")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_js_runs_the_page_script_but_not_its_reach_into_the_host() {
+    let t4 = trap("127.0.0.1:0").await;
+    let p = t4.addr.port();
+    let server = Server::start(move |path| match path {
+        "/app" => page(
+            "text/html",
+            format!(
+                r#"<!doctype html><html><head><title>App</title></head><body><div id="app">Loading…</div>
+<script>
+document.getElementById("app").innerHTML = "<article><h1>Rendered by script</h1><p>" +
+  "This paragraph was written by JavaScript after the page loaded, long enough to be " +
+  "the article that readability keeps when it looks for the main content of the page. " +
+  "It talks about rivers, valleys and the slow work of water on rock.</p></article>";
+fetch("http://127.0.0.1:{p}/steal").catch(() => {{}});
+fetch("http://evil.test:{p}/steal").catch(() => {{}});
+new Image().src = "http://localhost:{p}/pixel.png";
+new Image().src = "http://[::ffff:127.0.0.1]:{p}/pixel.png";
+</script></body></html>"#
+            ),
+        ),
+        _ => page("text/plain", "?"),
+    })
+    .await;
+    let settings = WebSettings::default()
+        .allow_private(server.addr.to_string())
+        .resolve("evil.test", vec![ip("127.0.0.1")]);
+    let Some(kit) = render_kit(settings) else {
+        return;
+    };
+    let plain = kit
+        .call_ok("web_fetch", json!({"url": server.url("/app")}))
+        .await;
+    assert!(
+        !plain["content"]
+            .as_str()
+            .unwrap()
+            .contains("written by JavaScript")
+    );
+    let out = kit
+        .call(
+            "render_js",
+            json!({"url": server.url("/app"), "screenshot": true}),
+        )
+        .await
+        .unwrap();
+    let page = out.structured().unwrap();
+    assert!(
+        page["content"]
+            .as_str()
+            .unwrap()
+            .contains("written by JavaScript"),
+        "{page}"
+    );
+    assert!(matches!(
+        out.attachments(),
+        [klaw_tools::Attachment::Image { mime_type, data }] if mime_type == "image/png" && data.starts_with(b"\x89PNG")
+    ));
+    // The page's own requests had their time; none reached the trap.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(t4.hits(), 0, "a script's request reached the trap");
+}
+
+/// The hostile corpus through `render_js`: the same refusals, the traps never reached.
+#[cfg(feature = "render")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_js_refuses_the_hostile_corpus_too() {
+    let Hostile {
+        t4,
+        t6,
+        allowed,
+        settings,
+        urls,
+    } = hostile().await;
+    // A redirect to another scheme leaves the browser waiting: keep that wait short.
+    let settings = settings.with_limits(5 * 1024 * 1024, Duration::from_secs(5));
+    let Some(kit) = render_kit(settings) else {
+        return;
+    };
+    // The browser follows its own redirect limit (every hop still goes through the proxy).
+    for url in urls.iter().filter(|u| !u.ends_with("/chain/6")) {
+        let e = kit.call_err("render_js", json!({"url": url})).await;
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::AccessDenied | ErrorKind::Failed | ErrorKind::Timeout
+            ),
+            "{url}: {:?} {}",
+            e.kind(),
+            e.message()
+        );
+    }
+    assert_eq!((t4.hits(), t6.hits()), (0, 0), "a request reached the trap");
+    let ok = kit
+        .call_ok("render_js", json!({"url": allowed.url("/chain/2")}))
+        .await;
+    assert!(
+        ok["content"].as_str().unwrap().contains("end of chain"),
+        "{ok}"
+    );
 }

@@ -13,10 +13,13 @@ use encoding_rs::Encoding;
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// Основное содержимое страницы в markdown
+    #[schema(description_en = "The page's main content as markdown")]
     Markdown,
     /// Основное содержимое страницы простым текстом
+    #[schema(description_en = "The page's main content as plain text")]
     Text,
     /// Основное содержимое страницы в HTML
+    #[schema(description_en = "The page's main content as HTML")]
     Html,
 }
 

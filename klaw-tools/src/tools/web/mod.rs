@@ -1,5 +1,6 @@
-//! The web group: `web_fetch` (a page's main content) and `web_search` (Brave Search or
-//! SearXNG).
+//! The web group: `web_fetch` (a page's main content), `web_search` (Brave Search or
+//! SearXNG) and, with a browser on the machine, `render_js` (a page that needs
+//! JavaScript, in headless Chromium behind a guarded proxy; feature `render`).
 //!
 //! No spelling of an address, no name and no redirect reaches a private address: every
 //! URL and every resolved address is checked (`address.rs` says which addresses are
@@ -11,6 +12,10 @@ mod address;
 mod extract;
 mod fetch;
 mod guard;
+#[cfg(feature = "render")]
+mod proxy;
+#[cfg(feature = "render")]
+mod render;
 mod search;
 mod settings;
 
@@ -18,5 +23,7 @@ pub use address::refusal;
 pub use extract::Format;
 pub use fetch::{WebPage, web_fetch};
 pub use guard::{Guard, MAX_REDIRECTS, Refused};
+#[cfg(feature = "render")]
+pub use render::{BROWSERS, find_browser, render_js_tool};
 pub use search::{SearchHit, SearchResults, web_search};
 pub use settings::{BRAVE_ENDPOINT, WebSettings};
