@@ -15,6 +15,9 @@ pub mod memory;
 #[cfg(feature = "docs")]
 pub mod docs;
 
+#[cfg(feature = "skills")]
+pub mod skills;
+
 /// Runs blocking work of a tool (file system, SQLite, the embedding model) on tokio's
 /// blocking pool; if it panics, the tool fails with "the {what} operation stopped
 /// unexpectedly" instead of taking the engine down.
