@@ -33,6 +33,8 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("memory_save", "--i-", cfg!(feature = "memory"), "adds to memory, never replaces; an exact repeat is not stored again"),
     ("memory_search", "r-i-", cfg!(feature = "memory"), "reads memory"),
     ("process", "-d-o", true, "starts any command as exec does, and kills processes"),
+    ("skill_list", "r---", cfg!(feature = "skills"), "lists the skills; what it lists changes with the skills/ folders"),
+    ("skill_load", "r---", cfg!(feature = "skills"), "reads a skill's files; the allowed-tools it records only narrows later calls"),
     ("send_message", "---o", true, "sends to a chat (Telegram): people outside read it; nothing is overwritten"),
     ("subagent_spawn", "---o", true, "asks the model's provider in the background and may answer in a chat; its own calls are approved like any other"),
     ("echo", "r---", cfg!(feature = "fixtures"), "benchmark fixture: returns its argument"),
