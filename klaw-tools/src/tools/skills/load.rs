@@ -112,12 +112,15 @@ fn load(
             read_text_beneath(&skill.root, &skill.skill_md(), MAX_SKILL_MD_BYTES)?,
             shown(skill, super::SKILL_MD),
         ),
-        // Beneath the skill's own folder: nothing else of the root is reachable here.
-        Some(f) => (
-            false,
-            read_text_beneath(&dir, f, max_read)?,
-            shown(skill, f),
-        ),
+        Some(f) => {
+            let f = inside(f)?;
+            let rel = format!("{}/{f}", skill.folder);
+            (
+                false,
+                read_text_beneath(&skill.root, &rel, max_read)?,
+                shown(skill, &f),
+            )
+        }
     };
     let mut files = Vec::new();
     walk(skill, "", 0, &mut files);
@@ -143,6 +146,22 @@ fn load(
     ))
 }
 
+/// `file` as a path inside a skill's folder: relative, no `..`. The kernel keeps every
+/// read beneath the skill's root (the workspace or the data dir) whatever the path or a
+/// link in it; this keeps a `skill_load` of a file to the skill's own folder.
+fn inside(file: &str) -> Result<String, ToolError> {
+    let parts: Vec<&str> = file
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    if file.starts_with('/') || parts.is_empty() || parts.contains(&"..") {
+        return Err(ToolError::access_denied(format!(
+            "`{file}` is not a path inside the skill's folder: give it relative to the folder, without `..` (as skill_load lists the files)"
+        )));
+    }
+    Ok(parts.join("/"))
+}
+
 /// `rel` (inside the skill's folder) as the answer shows it: workspace-relative for a
 /// workspace skill, so file_read takes it; relative to the skill's folder for a system one.
 fn shown(skill: &Skill, rel: &str) -> String {
@@ -155,7 +174,12 @@ fn shown(skill: &Skill, rel: &str) -> String {
 /// The skill's files below `at` (inside its folder), depth first, sorted; `SKILL.md`
 /// itself and hidden entries left out; stops at `MAX_FILES`. Confined like every read.
 fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
-    let dir = skill.dir();
+    // Listed beneath the root, as the files are read.
+    let here = if at.is_empty() {
+        skill.folder.clone()
+    } else {
+        format!("{}/{at}", skill.folder)
+    };
     let under = |name: &str| {
         if at.is_empty() {
             name.to_owned()
@@ -163,7 +187,7 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
             format!("{at}/{name}")
         }
     };
-    for name in files_beneath(&dir, at).unwrap_or_default() {
+    for name in files_beneath(&skill.root, &here).unwrap_or_default() {
         if out.len() >= MAX_FILES {
             return;
         }
@@ -175,7 +199,7 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
     if depth >= MAX_DEPTH {
         return;
     }
-    for name in dirs_beneath(&dir, at).unwrap_or_default() {
+    for name in dirs_beneath(&skill.root, &here).unwrap_or_default() {
         if !name.starts_with('.') {
             walk(skill, &under(&name), depth + 1, out);
         }

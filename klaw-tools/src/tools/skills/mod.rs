@@ -173,6 +173,13 @@ mod tests {
             assert!(e.is_access_denied(), "{outside}: {e:?}");
         }
 
+        // A link in a skill's folder that leads out of the workspace: the kernel refuses.
+        std::os::unix::fs::symlink(dir.path().join("secret"), ws.join("skills/pdf/leak")).unwrap();
+        let e = registry
+            .execute(&ctx, "skill_load", json!({"name": "pdf", "file": "leak"}))
+            .await
+            .unwrap_err();
+        assert!(e.is_access_denied(), "{e:?}");
         let e = registry
             .execute(&ctx, "skill_load", json!({"name": "pfd"}))
             .await
