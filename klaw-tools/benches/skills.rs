@@ -1,7 +1,8 @@
 //! Skills at scale: discovery of 1,000 skills (500 system, 500 workspace) by a new
 //! catalog — every `SKILL.md` read and its frontmatter parsed (target: under 50 ms) —
-//! and `skill_list` through the registry after one skill changed (a directory listing
-//! and a `stat` per skill, one file parsed again).
+//! and, after one skill changed, the scan alone (a directory listing and a `stat` per
+//! skill, one file parsed again) and `skill_list` through the registry (the same scan
+//! and the JSON of 1,000 skills).
 //!
 //! Run with: cargo bench -p klaw-tools --bench skills
 
@@ -56,6 +57,18 @@ fn skills(c: &mut Criterion) {
             let found = catalog.scan(&ws, &data);
             assert_eq!(found.skills.len(), SKILLS);
             black_box(found)
+        });
+    });
+
+    // The scan alone after one change: the listing and a stat per skill, one parse.
+    let warm = SkillCatalog::default();
+    warm.scan(&ws, &data);
+    let mut n = 0u64;
+    g.bench_function("rescan_after_one_change", |b| {
+        b.iter(|| {
+            n += 1;
+            write_skill(&ws, "skill-0003", &format!("Rescanned {n} times."));
+            black_box(warm.scan(&ws, &data))
         });
     });
 

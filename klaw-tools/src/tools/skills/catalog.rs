@@ -140,7 +140,12 @@ struct Stamp {
 
 fn stamp(path: &Path) -> Option<Stamp> {
     let l = std::fs::symlink_metadata(path).ok()?;
-    let f = std::fs::metadata(path).ok()?;
+    // One stat for a plain file; a link's target is looked at too.
+    let f = if l.file_type().is_symlink() {
+        std::fs::metadata(path).ok()?
+    } else {
+        l.clone()
+    };
     Some(Stamp {
         link: (l.dev(), l.ino(), l.mtime(), l.mtime_nsec()),
         file: (
