@@ -1,5 +1,6 @@
 //! Skills through the real binary (issue 26): a skill added, changed and removed while
-//! `klaw-engine mcp` runs is seen without a restart; the agent's system prompt lists the
+//! `klaw-engine mcp` runs is seen without a restart, in `skill_list`, `skill_load` and
+//! the skills' MCP prompts; the agent's system prompt lists the
 //! skills within `skills.promptBudgetChars` and counts the rest, and sees a skill added
 //! between two turns of `chat`; a loaded skill's `allowed-tools` is enforced when
 //! `skills.enforceAllowedTools` is on (the scripted OpenAI-compatible server on loopback
@@ -161,6 +162,36 @@ fn skills_added_changed_and_removed_while_mcp_runs_are_seen_without_a_restart() 
     assert!(
         pdf["shadows"].as_str().unwrap().contains("system skill at"),
         "{pdf}"
+    );
+
+    // Each skill is also an MCP prompt: its SKILL.md as a user message.
+    let prompts = mcp.request("prompts/list", json!({}));
+    let listed: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["notes", "pdf"], "{prompts}");
+    assert_eq!(
+        prompts["result"]["prompts"][1]["description"],
+        "workspace pdf"
+    );
+    let prompt = mcp.request("prompts/get", json!({"name": "pdf"}));
+    assert_eq!(prompt["result"]["messages"][0]["role"], "user", "{prompt}");
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"],
+        md("pdf", "workspace pdf", ""),
+        "{prompt}"
+    );
+    let unknown = mcp.request("prompts/get", json!({"name": "pfd"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the closest: `pdf`"),
+        "{unknown}"
     );
 
     // Changed: the body and the description, at once.
