@@ -203,7 +203,7 @@ impl Agent {
             s.push('\n');
         }
         #[cfg(feature = "skills")]
-        if self.engine.registry().by_name("skill_load").is_some()
+        if self.tools().iter().any(|t| t.name == "skill_load")
             && let Some(skills) =
                 klaw_tools::tools::skills::system_prompt_section(self.engine.context()).await
         {
