@@ -1,6 +1,6 @@
 //! Skills through the real binary (issue 26): a skill added, changed and removed while
 //! `klaw-engine mcp` runs is seen without a restart, in `skill_list`, `skill_load` and
-//! the skills' MCP prompts; the agent's system prompt lists the
+//! the skills' MCP prompts, and while `klaw-engine run` serves MCP over HTTP; the agent's system prompt lists the
 //! skills within `skills.promptBudgetChars` and counts the rest, and sees a skill added
 //! between two turns of `chat`; a loaded skill's `allowed-tools` is enforced when
 //! `skills.enforceAllowedTools` is on (the scripted OpenAI-compatible server on loopback
@@ -239,6 +239,70 @@ fn skills_added_changed_and_removed_while_mcp_runs_are_seen_without_a_restart() 
             .contains("no skill `notes`; the closest: `pdf`"),
         "{e}"
     );
+}
+
+/// A stateless (2026-07-28) MCP `tools/call` of `skill_list` over HTTP at `addr`; the body.
+fn skill_list_over_http(addr: &str) -> String {
+    use std::io::Read;
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"skills-test","version":"1"}}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"skill_list","arguments":{{}},{meta}}}}}"#
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: skill_list\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
+
+#[test]
+fn a_skill_added_while_run_runs_is_seen_without_a_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, ws) = dirs(home.path());
+    write_skill(&ws, "first", &md("first", "There from the start.", ""));
+    let mut child = Running(
+        klaw(home.path(), &["run"])
+            .env("KLAW_MCP_ENABLED", "true")
+            .env("KLAW_MCP_BIND", "127.0.0.1:0")
+            .env("KLAW_LOG_LEVEL", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("run exited before listening").unwrap();
+        if let Some(url) = line.strip_prefix("klaw-engine: MCP over HTTP at http://") {
+            break url.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+
+    let before = skill_list_over_http(&addr);
+    assert!(before.contains("There from the start."), "{before}");
+    assert!(!before.contains("second"), "{before}");
+    write_skill(&ws, "second", &md("second", "Added while running.", ""));
+    let after = skill_list_over_http(&addr);
+    assert!(after.contains("Added while running."), "{after}");
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `klaw-engine chat` with `lines` on stdin, talking to the scripted server.
