@@ -343,19 +343,38 @@ fn skills_check(config: &Config) -> Check {
             names.join(", ")
         )
     };
-    let detail = format!("{} in use{shadowed}", plural(found.skills.len(), "skill"));
-    if found.malformed.is_empty() {
+    let mut detail = format!("{} in use{shadowed}", plural(found.skills.len(), "skill"));
+    // Unknown frontmatter keys: kept, worth knowing.
+    let warnings: Vec<String> = found
+        .skills
+        .iter()
+        .chain(&found.shadowed)
+        .flat_map(|s| {
+            let file = s.root.join(s.skill_md());
+            s.warnings
+                .iter()
+                .map(move |w| format!("{}: {w}", file.display()))
+        })
+        .collect();
+    if found.malformed.is_empty() && warnings.is_empty() {
         return check("skills", Status::Ok, detail, None);
     }
-    let mut detail = format!(
-        "{detail}; {} skipped:",
-        plural(found.malformed.len(), "skill")
-    );
-    for m in &found.malformed {
+    if !found.malformed.is_empty() {
+        detail.push_str(&format!(
+            "; {} skipped:",
+            plural(found.malformed.len(), "skill")
+        ));
+    }
+    for line in found
+        .malformed
+        .iter()
+        .map(ToString::to_string)
+        .chain(warnings)
+    {
         detail.push_str(&format!(
             "\n      {:10}  {}",
             "",
-            crate::terminal::terminal_safe(&m.to_string())
+            crate::terminal::terminal_safe(&line)
         ));
     }
     check(

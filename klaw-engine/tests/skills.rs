@@ -486,6 +486,11 @@ fn doctor_lists_the_malformed_skills() {
     write_skill(&ws, "good", &md("good", "Fine.", ""));
     write_skill(&ws, "Bad", &md("Bad", "Bad name.", ""));
     write_skill(&data, "other", &md("not-other", "Wrong folder.", ""));
+    write_skill(
+        &data,
+        "extra",
+        &md("extra", "Has an extra key.", "version: 2\n"),
+    );
     let o = klaw(home.path(), &["doctor"]).output().unwrap();
     let out = stdout(&o);
     let line = out
@@ -493,7 +498,11 @@ fn doctor_lists_the_malformed_skills() {
         .find(|l| l.contains("skills"))
         .unwrap_or_else(|| panic!("no skills check:\n{out}"));
     assert!(line.starts_with("warn"), "{out}");
-    assert!(line.contains("1 skill in use; 2 skills skipped"), "{out}");
+    assert!(line.contains("2 skills in use; 2 skills skipped"), "{out}");
+    assert!(
+        out.contains("skills/extra/SKILL.md: unknown frontmatter key `version` (kept;"),
+        "{out}"
+    );
     assert!(
         out.contains("skills/Bad/SKILL.md: name `Bad` has `B`"),
         "{out}"
