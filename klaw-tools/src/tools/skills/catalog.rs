@@ -132,7 +132,7 @@ impl Catalog {
 }
 
 /// What a `SKILL.md` was when it was last read: a change of any of these reads it again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Stamp {
     link: (u64, u64, i64, i64),
     file: (u64, u64, u64, i64, i64, i64, i64),
@@ -256,21 +256,16 @@ impl SkillCatalog {
                                 tracing::warn!(target: "klaw::skills", "skill skipped: {}: {problem}", path.display());
                             }
                         }
-                        match stamp {
-                            Some(stamp) => {
-                                cache.insert(
-                                    path.clone(),
-                                    Cached {
-                                        stamp,
-                                        settled: stamp.settled(now),
-                                        result: result.clone(),
-                                    },
-                                );
-                            }
-                            None => {
-                                cache.remove(&path);
-                            }
-                        }
+                        // Without a stamp (no file to stat) it is read again next
+                        // time, and logged again only if the problem changed.
+                        cache.insert(
+                            path.clone(),
+                            Cached {
+                                stamp: stamp.unwrap_or_default(),
+                                settled: stamp.is_some_and(|s| s.settled(now)),
+                                result: result.clone(),
+                            },
+                        );
                         result
                     }
                 };
