@@ -173,7 +173,8 @@ impl Agent {
     }
 
     /// The system prompt: who the agent is, the language, the date, the core memory,
-    /// and (for `text` and `json` models) the tools and how to call them.
+    /// the skills (names and descriptions, within `skills.promptBudgetChars`), and (for
+    /// `text` and `json` models) the tools and how to call them.
     async fn system_prompt(&self, history_truncated: bool) -> String {
         let config = &self.engine.config();
         let lang = config.raw.language;
@@ -200,6 +201,14 @@ impl Agent {
             s.push_str("\nCore memory (what you know about the user and yourself):\n");
             s.push_str(core.text());
             s.push('\n');
+        }
+        #[cfg(feature = "skills")]
+        if self.tools().iter().any(|t| t.name == "skill_load")
+            && let Some(skills) =
+                klaw_tools::tools::skills::system_prompt_section(self.engine.context()).await
+        {
+            s.push('\n');
+            s.push_str(&skills);
         }
         if history_truncated {
             s.push_str("\nOlder messages of this conversation were dropped to keep it short.\n");

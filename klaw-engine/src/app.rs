@@ -106,6 +106,14 @@ impl App {
             }
             None => (None, None),
         };
+        // A loaded skill's allowed-tools (when enforced) refuses before anyone is asked.
+        #[cfg(feature = "skills")]
+        {
+            let ctx = engine.context().clone();
+            engine.before_call(move |call: &crate::ToolCall, spec: &klaw_tools::ToolSpec| {
+                klaw_tools::tools::skills::check_allowed(&ctx, &call.caller, &spec.name)
+            });
+        }
         // After the subagents' own hook (core memory read-only), which answers first.
         let approvals = Approvals::install(&engine);
         for channel in gateway.channel_names() {

@@ -115,6 +115,8 @@ pub fn doctor() -> Vec<Check> {
     out.push(sandbox_check(&config));
     #[cfg(feature = "render")]
     out.push(browser_check(&config));
+    #[cfg(feature = "skills")]
+    out.push(skills_check(&config));
     #[cfg(feature = "memory")]
     {
         // klaw-model.json, read once for both checks
@@ -358,6 +360,66 @@ fn tools_check(config: Option<&Config>) -> Check {
             Some("fix the tool definitions named above; the engine does not start with an invalid tool".into()),
         ),
     }
+}
+
+/// The skills of the data dir and the workspace: how many, and each one skipped with
+/// its file and problem (a warning: the others work).
+#[cfg(feature = "skills")]
+fn skills_check(config: &Config) -> Check {
+    let found = klaw_tools::tools::skills::SkillCatalog::default()
+        .scan(&config.workspace, &config.data_dir);
+    let shadowed = if found.shadowed.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = found.shadowed.iter().map(|s| s.name()).collect();
+        format!(
+            "; workspace skills shadow system ones: {}",
+            names.join(", ")
+        )
+    };
+    let mut detail = format!("{} in use{shadowed}", plural(found.skills.len(), "skill"));
+    // Unknown frontmatter keys: kept, worth knowing.
+    let warnings: Vec<String> = found
+        .skills
+        .iter()
+        .chain(&found.shadowed)
+        .flat_map(|s| {
+            let file = s.root.join(s.skill_md());
+            s.warnings
+                .iter()
+                .map(move |w| format!("{}: {w}", file.display()))
+        })
+        .collect();
+    if found.malformed.is_empty() && warnings.is_empty() {
+        return check("skills", Status::Ok, detail, None);
+    }
+    if !found.malformed.is_empty() {
+        detail.push_str(&format!(
+            "; {} skipped:",
+            plural(found.malformed.len(), "skill")
+        ));
+    }
+    for line in found
+        .malformed
+        .iter()
+        .map(ToString::to_string)
+        .chain(warnings)
+    {
+        detail.push_str(&format!(
+            "\n      {:10}  {}",
+            "",
+            crate::terminal::terminal_safe(&line)
+        ));
+    }
+    check(
+        "skills",
+        Status::Warn,
+        detail,
+        Some(
+            "fix each SKILL.md named above (see doc/tools/skills.md); it is skipped until then"
+                .into(),
+        ),
+    )
 }
 
 /// `1 tool`, `2 tools`.

@@ -431,6 +431,10 @@ impl EngineBuilder {
         {
             builder = builder.service(config.memory());
         }
+        #[cfg(feature = "skills")]
+        {
+            builder = builder.service(config.skills());
+        }
         for add in self.services {
             builder = add(builder);
         }

@@ -33,6 +33,8 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("memory_save", "--i-", cfg!(feature = "memory"), "adds to memory, never replaces; an exact repeat is not stored again"),
     ("memory_search", "r-i-", cfg!(feature = "memory"), "reads memory"),
     ("process", "-d-o", true, "starts any command as exec does, and kills processes"),
+    ("skill_list", "r---", cfg!(feature = "skills"), "lists the skills; what it lists changes with the skills/ folders"),
+    ("skill_load", "r---", cfg!(feature = "skills"), "reads a skill's files; the allowed-tools it records only narrows later calls"),
     ("send_message", "---o", true, "sends to a chat (Telegram): people outside read it; nothing is overwritten"),
     ("render_js", "r--o", false, "reads a public page in a headless browser (registered only when one is found); private addresses are refused"),
     ("web_fetch", "r--o", true, "reads a public web page; private addresses are refused"),

@@ -1,6 +1,6 @@
 //! The MCP handler over the engine: initialize, `tools/list` (paged), `tools/call`
-//! (validated, with its id, progress and log messages, cancellable), logging levels, and
-//! each result as MCP content blocks.
+//! (validated, with its id, progress and log messages, cancellable), logging levels,
+//! each result as MCP content blocks, and the skills as prompts.
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -106,11 +106,17 @@ impl McpServer {
 impl ServerHandler for McpServer {
     #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        #[allow(unused_mut)] // mutated only with the skills feature
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_logging()
             .build();
+        // Each skill is also a prompt (its SKILL.md), for clients that offer prompts.
+        #[cfg(feature = "skills")]
+        {
+            capabilities.prompts = Some(rmcp::model::PromptsCapability::default());
+        }
         let mut info = Implementation::new("klaw-engine", env!("CARGO_PKG_VERSION"));
         info.title = Some("Klaw".into());
         ServerConfig::new(capabilities)
@@ -157,6 +163,56 @@ impl ServerHandler for McpServer {
         let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
         result.next_cursor = (end < tools.len()).then(|| end.to_string());
         Ok(result)
+    }
+
+    /// Every skill in effect as a prompt: its name and description.
+    #[cfg(feature = "skills")]
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        let catalog = klaw_tools::tools::skills::catalog(self.engine.context())
+            .await
+            .map_err(|e| ErrorData::internal_error(e.message().to_owned(), None))?;
+        let prompts = catalog
+            .skills
+            .iter()
+            .map(|s| rmcp::model::Prompt::new(s.name(), Some(s.description()), None))
+            .collect();
+        Ok(rmcp::model::ListPromptsResult::with_all_items(prompts))
+    }
+
+    /// A skill's prompt: its whole SKILL.md as a user message, loaded through the engine
+    /// as `skill_load` (so a loaded skill's allowed-tools count for the MCP caller).
+    #[cfg(feature = "skills")]
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        let call = ToolCall::new("skill_load", serde_json::json!({"name": request.name}))
+            .with_caller(Caller::new("mcp", None));
+        let out = self
+            .engine
+            .execute(call, None)
+            .await
+            .map_err(|e| ErrorData::invalid_params(e.message().to_owned(), None))?;
+        let structured = out.structured();
+        let text = structured
+            .and_then(|v| v.get("content"))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| out.text());
+        let mut result =
+            rmcp::model::GetPromptResult::new(vec![rmcp::model::PromptMessage::new_text(
+                rmcp::model::Role::User,
+                text,
+            )]);
+        result.description = structured
+            .and_then(|v| v.get("name"))
+            .and_then(Value::as_str)
+            .map(|n| format!("The skill `{n}`"));
+        Ok(result.into())
     }
 
     /// A request rmcp could not read as the method it names (e.g. `tools/call` without

@@ -49,12 +49,34 @@ pub fn read_text_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<Stri
 /// directory here, even one that points to a directory beneath the root, and a name that
 /// is not UTF-8 is left out.
 pub fn dirs_beneath(root: &Path, path: &str) -> Result<Vec<String>, ToolError> {
+    names_beneath(root, path, cap_std::fs::FileType::is_dir)
+}
+
+/// The names of the regular files directly in `path` beneath `root`, sorted; resolved
+/// like [`read_text_beneath`]. A symbolic link is not a regular file here, and a name
+/// that is not UTF-8 is left out.
+pub fn files_beneath(root: &Path, path: &str) -> Result<Vec<String>, ToolError> {
+    names_beneath(root, path, cap_std::fs::FileType::is_file)
+}
+
+/// The names of the symbolic links directly in `path` beneath `root`, sorted, never
+/// followed; resolved like [`read_text_beneath`]. Whoever reads through one does so with
+/// [`read_text_beneath`], which refuses a link that leads out of `root`.
+pub fn links_beneath(root: &Path, path: &str) -> Result<Vec<String>, ToolError> {
+    names_beneath(root, path, cap_std::fs::FileType::is_symlink)
+}
+
+fn names_beneath(
+    root: &Path,
+    path: &str,
+    keep: fn(&cap_std::fs::FileType) -> bool,
+) -> Result<Vec<String>, ToolError> {
     let c = confine(&Workspace::at(root), path)?;
     let dir = c.open_dir(&c.rel)?;
     let mut names = Vec::new();
     for entry in dir.entries().map_err(|e| c.err(e))? {
         let entry = entry.map_err(|e| c.err(e))?;
-        if entry.file_type().is_ok_and(|t| t.is_dir())
+        if entry.file_type().is_ok_and(|t| keep(&t))
             && let Ok(name) = entry.file_name().into_string()
         {
             names.push(name);
@@ -112,6 +134,10 @@ mod tests {
 
         assert_eq!(dirs_beneath(&root, "skills").unwrap(), ["a", "b"]);
         assert_eq!(dirs_beneath(&root, "").unwrap(), ["skills"]);
+        assert_eq!(files_beneath(&root, "skills").unwrap(), ["bin"]);
+        assert_eq!(files_beneath(&root, "skills/a").unwrap(), ["SKILL.md"]);
+        assert!(files_beneath(&root, "..").unwrap_err().is_access_denied());
+        assert_eq!(links_beneath(&root, "skills").unwrap(), ["c", "out"]);
         assert!(dirs_beneath(&root, "..").unwrap_err().is_access_denied());
     }
 }

@@ -1,0 +1,516 @@
+//! Skills through the real binary (issue 26): a skill added, changed and removed while
+//! `klaw-engine mcp` runs is seen without a restart, in `skill_list`, `skill_load` and
+//! the skills' MCP prompts, and while `klaw-engine run` serves MCP over HTTP; the agent's system prompt lists the
+//! skills within `skills.promptBudgetChars` and counts the rest, and sees a skill added
+//! between two turns of `chat`; a loaded skill's `allowed-tools` is enforced when
+//! `skills.enforceAllowedTools` is on (the scripted OpenAI-compatible server on loopback
+//! records the prompt and the tool results); `doctor` lists the malformed skills.
+
+#![cfg(feature = "skills")]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+mod common;
+use common::scripted::{Recorded, Reply, ScriptedServer};
+use common::{engine, stderr, stdout};
+
+/// The data dir and the workspace of a test, side by side under `home`.
+fn dirs(home: &Path) -> (PathBuf, PathBuf) {
+    (home.join("data"), home.join("ws"))
+}
+
+/// `klaw-engine ARGS` with its data dir and workspace under `home`.
+fn klaw(home: &Path, args: &[&str]) -> Command {
+    let (data, ws) = dirs(home);
+    let mut cmd = engine(home, args);
+    cmd.env("KLAW_DATA", &data)
+        .env("KLAW_WORKSPACE", &ws)
+        .env("KLAW_LOG_LEVEL", "error");
+    cmd
+}
+
+fn write_skill(root: &Path, folder: &str, text: &str) {
+    let dir = root.join("skills").join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), text).unwrap();
+}
+
+fn md(name: &str, description: &str, extra: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n{extra}---\n# {name}\n\nStep one.\n")
+}
+
+/// `klaw-engine mcp` over stdio, driven line by line.
+struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Mcp {
+    fn start(home: &Path) -> Self {
+        let mut child = klaw(home, &["mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut mcp = Self {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "skills-test", "version": "1"}}),
+        );
+        writeln!(
+            mcp.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        mcp
+    }
+
+    /// Sends a request and waits for its answer (a hung server fails the test rather
+    /// than hanging it; no time is asserted).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("no answer from klaw-engine mcp");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        let v = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        v["result"].clone()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn names(list: &Value) -> Vec<(String, String)> {
+    list["structuredContent"]["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["origin"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn skills_added_changed_and_removed_while_mcp_runs_are_seen_without_a_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = dirs(home.path());
+    write_skill(&data, "pdf", &md("pdf", "system pdf", ""));
+    let mut mcp = Mcp::start(home.path());
+    let list = mcp.call("skill_list", json!({}));
+    assert_eq!(names(&list), [("pdf".into(), "system".into())], "{list}");
+
+    // Added: a workspace skill shadowing the system one, and a new one.
+    write_skill(&ws, "pdf", &md("pdf", "workspace pdf", ""));
+    write_skill(&ws, "notes", &md("notes", "takes notes", ""));
+    let list = mcp.call("skill_list", json!({}));
+    assert_eq!(
+        names(&list),
+        [
+            ("notes".into(), "workspace".into()),
+            ("pdf".into(), "workspace".into())
+        ],
+        "{list}"
+    );
+    let pdf = &list["structuredContent"]["skills"][1];
+    assert!(
+        pdf["shadows"].as_str().unwrap().contains("system skill at"),
+        "{pdf}"
+    );
+
+    // Each skill is also an MCP prompt: its SKILL.md as a user message.
+    let prompts = mcp.request("prompts/list", json!({}));
+    let listed: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["notes", "pdf"], "{prompts}");
+    assert_eq!(
+        prompts["result"]["prompts"][1]["description"],
+        "workspace pdf"
+    );
+    let prompt = mcp.request("prompts/get", json!({"name": "pdf"}));
+    assert_eq!(prompt["result"]["messages"][0]["role"], "user", "{prompt}");
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"],
+        md("pdf", "workspace pdf", ""),
+        "{prompt}"
+    );
+    let unknown = mcp.request("prompts/get", json!({"name": "pfd"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the closest: `pdf`"),
+        "{unknown}"
+    );
+
+    // Changed: the body and the description, at once.
+    write_skill(
+        &ws,
+        "notes",
+        "---\nname: notes\ndescription: takes better notes\n---\nNew steps.\n",
+    );
+    let loaded = mcp.call("skill_load", json!({"name": "notes"}));
+    assert_eq!(
+        loaded["structuredContent"]["content"],
+        "---\nname: notes\ndescription: takes better notes\n---\nNew steps.\n",
+        "{loaded}"
+    );
+    // Broken: skipped with its problem, the others still there.
+    write_skill(&ws, "notes", "no frontmatter here\n");
+    let list = mcp.call("skill_list", json!({}));
+    assert_eq!(names(&list), [("pdf".into(), "workspace".into())], "{list}");
+    let skipped = &list["structuredContent"]["skipped"][0];
+    assert!(
+        skipped["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("skills/notes/SKILL.md"),
+        "{skipped}"
+    );
+    assert!(
+        skipped["problem"]
+            .as_str()
+            .unwrap()
+            .starts_with("no frontmatter"),
+        "{skipped}"
+    );
+
+    // Removed: the system skill is back in effect.
+    std::fs::remove_dir_all(ws.join("skills")).unwrap();
+    let list = mcp.call("skill_list", json!({}));
+    assert_eq!(names(&list), [("pdf".into(), "system".into())], "{list}");
+    let e = mcp.call("skill_load", json!({"name": "notes"}));
+    assert_eq!(e["isError"], true, "{e}");
+    assert!(
+        e["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no skill `notes`; the closest: `pdf`"),
+        "{e}"
+    );
+}
+
+/// A stateless (2026-07-28) MCP `tools/call` of `skill_list` over HTTP at `addr`; the body.
+fn skill_list_over_http(addr: &str) -> String {
+    use std::io::Read;
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"skills-test","version":"1"}}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"skill_list","arguments":{{}},{meta}}}}}"#
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: skill_list\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
+
+#[test]
+fn a_skill_added_while_run_runs_is_seen_without_a_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, ws) = dirs(home.path());
+    write_skill(&ws, "first", &md("first", "There from the start.", ""));
+    let mut child = Running(
+        klaw(home.path(), &["run"])
+            .env("KLAW_MCP_ENABLED", "true")
+            .env("KLAW_MCP_BIND", "127.0.0.1:0")
+            .env("KLAW_LOG_LEVEL", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("run exited before listening").unwrap();
+        if let Some(url) = line.strip_prefix("klaw-engine: MCP over HTTP at http://") {
+            break url.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+
+    let before = skill_list_over_http(&addr);
+    assert!(before.contains("There from the start."), "{before}");
+    assert!(!before.contains("second"), "{before}");
+    write_skill(&ws, "second", &md("second", "Added while running.", ""));
+    let after = skill_list_over_http(&addr);
+    assert!(after.contains("Added while running."), "{after}");
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `klaw-engine chat` with `lines` on stdin, talking to the scripted server.
+fn chat(home: &Path, server: &ScriptedServer, env: &[(&str, &str)], lines: &str) -> Output {
+    let mut cmd = klaw(home, &["chat"]);
+    cmd.env("KLAW_LLM_BASE_URL", format!("{}/v1", server.url))
+        .env("KLAW_LLM_MODEL", "test-model")
+        .env("KLAW_LLM_API_KEY", "sk-skills-test");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn openai_call(calls: &[(&str, &str, Value)]) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": calls.iter().map(|(id, name, args)| json!({
+            "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()},
+        })).collect::<Vec<_>>()}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+    }))
+}
+
+fn openai_answer(text: &str) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 5},
+    }))
+}
+
+/// The system prompt of a request.
+fn system(r: &Recorded) -> String {
+    r.body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The content of the tool message answering call `id`.
+fn result_of(r: &Recorded, id: &str) -> String {
+    r.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id}: {}", r.body))
+        .to_owned()
+}
+
+#[test]
+fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = dirs(home.path());
+    write_skill(&ws, "alpha", &md("alpha", "First skill.", ""));
+    write_skill(&ws, "beta", &md("beta", "Second\n  skill.", ""));
+    write_skill(&data, "gamma", &md("gamma", "Third skill.", ""));
+    write_skill(&ws, "broken", "---\nname: [\n---\n");
+
+    // Every skill fits the default budget; the broken one is not offered.
+    let server = ScriptedServer::script(vec![openai_answer("ok")]);
+    let o = chat(home.path(), &server, &[], "hello\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let prompt = system(&server.requests()[0]);
+    for line in [
+        "- alpha: First skill.\n",
+        "- beta: Second skill.\n",
+        "- gamma: Third skill.\n",
+    ] {
+        assert!(prompt.contains(line), "{line:?} not in:\n{prompt}");
+    }
+    assert!(prompt.contains("call skill_load"), "{prompt}");
+    assert!(!prompt.contains("broken"), "{prompt}");
+    assert!(!prompt.contains("not listed"), "{prompt}");
+
+    // A budget for the first line only: the rest counted, never cut silently.
+    let budget = "- alpha: First skill.\n".len().to_string();
+    let server = ScriptedServer::script(vec![openai_answer("ok")]);
+    let o = chat(
+        home.path(),
+        &server,
+        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", &budget)],
+        "hello\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let prompt = system(&server.requests()[0]);
+    assert!(prompt.contains("- alpha: First skill.\n"), "{prompt}");
+    assert!(!prompt.contains("- beta"), "{prompt}");
+    assert!(
+        prompt.contains(&format!(
+            "2 more skill(s) are not listed here (skills.promptBudgetChars is {budget}); call skill_list to see every skill."
+        )),
+        "{prompt}"
+    );
+
+    // A skill added while chat runs is in the next turn's prompt.
+    let added = ws.clone();
+    let server = ScriptedServer::respond(move |_| {
+        write_skill(&added, "delta", &md("delta", "Added mid-chat.", ""));
+        openai_answer("ok")
+    });
+    let o = chat(home.path(), &server, &[], "one\ntwo\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(!system(&requests[0]).contains("- delta:"));
+    assert!(
+        system(&requests[1]).contains("- delta: Added mid-chat.\n"),
+        "{}",
+        system(&requests[1])
+    );
+}
+
+/// The model loads the skill `reader` (allowed-tools: file_read), then calls file_list
+/// and file_read; returns the second request's results of both.
+fn load_then_call_others(home: &Path, env: &[(&str, &str)]) -> (String, String, String) {
+    let server = ScriptedServer::script(vec![
+        openai_call(&[("l", "skill_load", json!({"name": "reader"}))]),
+        openai_call(&[
+            ("a", "file_list", json!({"path": "."})),
+            ("b", "file_read", json!({"path": "skills/reader/SKILL.md"})),
+        ]),
+        openai_answer("done"),
+    ]);
+    let o = chat(home, &server, env, "read it\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "done\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    (
+        result_of(&requests[1], "l"),
+        result_of(&requests[2], "a"),
+        result_of(&requests[2], "b"),
+    )
+}
+
+/// A home whose workspace has the skill `reader`, which allows `file_read` only.
+fn reader_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    write_skill(
+        &dirs(home.path()).1,
+        "reader",
+        &md("reader", "Reads files.", "allowed-tools: file_read\n"),
+    );
+    home
+}
+
+#[test]
+fn allowed_tools_of_a_loaded_skill_are_enforced_when_asked() {
+    let home = reader_home();
+
+    let (loaded, list, read) = load_then_call_others(
+        home.path(),
+        &[("KLAW_SKILLS_ENFORCE_ALLOWED_TOOLS", "true")],
+    );
+    assert!(loaded.contains("Reads files."), "{loaded}");
+    assert!(
+        list.contains("`file_list` is not in the allowed-tools of the skill(s) loaded in this conversation (reader); use only: file_read"),
+        "{list}"
+    );
+    assert!(read.contains("Step one."), "{read}");
+
+    // Off (the default): the skill's list limits nothing.
+    let home = reader_home();
+    let (_, list, _) = load_then_call_others(home.path(), &[]);
+    assert!(!list.contains("allowed-tools"), "{list}");
+    assert!(list.contains("skills"), "{list}");
+}
+
+#[test]
+fn doctor_lists_the_malformed_skills() {
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = dirs(home.path());
+    write_skill(&ws, "good", &md("good", "Fine.", ""));
+    write_skill(&ws, "Bad", &md("Bad", "Bad name.", ""));
+    write_skill(&data, "other", &md("not-other", "Wrong folder.", ""));
+    write_skill(
+        &data,
+        "extra",
+        &md("extra", "Has an extra key.", "version: 2\n"),
+    );
+    let o = klaw(home.path(), &["doctor"]).output().unwrap();
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| l.contains("skills"))
+        .unwrap_or_else(|| panic!("no skills check:\n{out}"));
+    assert!(line.starts_with("warn"), "{out}");
+    assert!(line.contains("2 skills in use; 2 skills skipped"), "{out}");
+    assert!(
+        out.contains("skills/extra/SKILL.md: unknown frontmatter key `version` (kept;"),
+        "{out}"
+    );
+    assert!(
+        out.contains("skills/Bad/SKILL.md: name `Bad` has `B`"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "skills/other/SKILL.md: name `not-other` differs from its folder's name `other`"
+        ),
+        "{out}"
+    );
+}

@@ -1,0 +1,230 @@
+//! `skill_load`: a skill's whole `SKILL.md` and the list of its supporting files, or one
+//! of those files.
+
+use serde::Serialize;
+
+use super::{LoadedSkills, MAX_SKILL_MD_BYTES, Origin, Skill, catalog};
+use crate::tools::files::{dirs_beneath, files_beneath, read_text_beneath};
+use crate::tools::run_blocking;
+use crate::{Limits, ToolContext, ToolError, ToolSchema, by_similarity, tool};
+
+/// Most supporting files listed, and how deep into a skill's folder.
+const MAX_FILES: usize = 200;
+const MAX_DEPTH: usize = 6;
+
+/// The answer of `skill_load`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToolSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillLoaded {
+    /// Имя навыка
+    #[schema(description_en = "The skill's name")]
+    pub name: String,
+    /// Откуда навык: system или workspace
+    #[schema(description_en = "Where it is from: system or workspace")]
+    pub origin: Origin,
+    /// Прочитанный файл: SKILL.md или запрошенный файл навыка
+    #[schema(description_en = "The file read: SKILL.md or the skill's file asked for")]
+    pub path: String,
+    /// Содержимое файла целиком
+    #[schema(description_en = "The file's whole content")]
+    pub content: String,
+    /// Вспомогательные файлы навыка (scripts/, references/, assets/ ...)
+    #[schema(description_en = "The skill's supporting files (scripts/, references/, assets/ ...)")]
+    pub files: Vec<String>,
+    /// Как прочитать эти файлы
+    #[schema(description_en = "How to read those files")]
+    pub how_to_read_files: String,
+    /// Инструменты, которые навык разрешает (allowed-tools), если он их называет
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(description_en = "The tools the skill allows (allowed-tools), when it names them")]
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+/// Loads a skill.
+#[tool(
+    name = "skill_load",
+    title_ru = "Загрузка навыка",
+    title_en = "Load a skill",
+    description_ru = "Загружает навык (skill) по имени: весь его SKILL.md (инструкции — следуй им в текущей задаче) и список вспомогательных файлов с тем, как их читать. Вызывай, только когда задача подходит под описание навыка; не загружай навыки впрок. file — путь файла внутри папки навыка (например scripts/run.py): тогда возвращается этот файл.",
+    description_en = "Loads a skill by name: its whole SKILL.md (instructions: follow them for the task at hand) and the list of its supporting files with how to read them. Call it only when the task matches the skill's description; do not preload skills. file is a path inside the skill's folder (e.g. scripts/run.py): then that file is returned.",
+    read_only
+)]
+pub async fn skill_load(
+    ctx: ToolContext,
+    limits: Limits,
+    /// Имя навыка из skill_list
+    #[arg(description_en = "The skill's name, as skill_list gives it")]
+    name: String,
+    /// Файл внутри папки навыка, например references/guide.md; без него — SKILL.md
+    #[arg(
+        description_en = "A file inside the skill's folder, e.g. references/guide.md; without it, SKILL.md"
+    )]
+    file: Option<String>,
+) -> Result<SkillLoaded, ToolError> {
+    let catalog = catalog(&ctx).await?;
+    let Some(skill) = catalog.get(&name).cloned() else {
+        return Err(unknown(&name, catalog.skills.iter().map(Skill::name)));
+    };
+    let max_read = limits.max_read_bytes;
+    let caller = ctx.caller().clone();
+    let loaded = run_blocking("skill_load", move || {
+        load(&skill, file.as_deref(), max_read)
+    })
+    .await?;
+    if loaded.0
+        && let Some(tools) = &loaded.1.allowed_tools
+    {
+        ctx.shared_state::<LoadedSkills>()
+            .record(&caller, &loaded.1.name, tools);
+    }
+    Ok(loaded.1)
+}
+
+/// The not-found error for `name`, naming the closest skills.
+fn unknown<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> ToolError {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        return ToolError::not_found(format!(
+            "no skill `{name}`: no skills are installed (a skill is a folder with SKILL.md in <workspace>/skills/ or <dataDir>/skills/)"
+        ));
+    }
+    let closest: Vec<String> = by_similarity(name, names.iter().copied())
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| format!("`{n}`"))
+        .collect();
+    ToolError::not_found(format!(
+        "no skill `{name}`; the closest: {}. skill_list shows every skill",
+        closest.join(", ")
+    ))
+}
+
+/// Reads `SKILL.md` (or `file`) of `skill`; true when it was the skill itself.
+fn load(
+    skill: &Skill,
+    file: Option<&str>,
+    max_read: u64,
+) -> Result<(bool, SkillLoaded), ToolError> {
+    let dir = skill.dir();
+    let (whole, content, path) = match file.map(str::trim).filter(|f| !f.is_empty()) {
+        None => (
+            true,
+            read_text_beneath(&skill.root, &skill.skill_md(), MAX_SKILL_MD_BYTES)?,
+            shown(skill, super::SKILL_MD),
+        ),
+        Some(f) => {
+            let f = inside(f)?;
+            let rel = format!("{}/{f}", skill.folder);
+            (
+                false,
+                read_text_beneath(&skill.root, &rel, max_read)?,
+                shown(skill, &f),
+            )
+        }
+    };
+    let mut files = Vec::new();
+    walk(skill, "", 0, &mut files);
+    let how_to_read_files = match skill.origin {
+        Origin::Workspace => "The paths are relative to the workspace: read a file with file_read and its path, or with skill_load and file (the path inside the skill's folder).".to_owned(),
+        Origin::System => format!(
+            "This is a system skill in the data directory ({}), outside the workspace: file_read cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed.",
+            dir.display(),
+            skill.name()
+        ),
+    };
+    Ok((
+        whole,
+        SkillLoaded {
+            name: skill.name().to_owned(),
+            origin: skill.origin,
+            path,
+            content,
+            files,
+            how_to_read_files,
+            allowed_tools: skill.frontmatter.allowed_tools.clone(),
+        },
+    ))
+}
+
+/// `file` as a path inside a skill's folder: relative, no `..`. The kernel keeps every
+/// read beneath the skill's root (the workspace or the data dir) whatever the path or a
+/// link in it; this keeps a `skill_load` of a file to the skill's own folder.
+fn inside(file: &str) -> Result<String, ToolError> {
+    let parts: Vec<&str> = file
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    if file.starts_with('/') || parts.is_empty() || parts.contains(&"..") {
+        return Err(ToolError::access_denied(format!(
+            "`{file}` is not a path inside the skill's folder: give it relative to the folder, without `..` (as skill_load lists the files)"
+        )));
+    }
+    Ok(parts.join("/"))
+}
+
+/// `rel` (inside the skill's folder) as the answer shows it: workspace-relative for a
+/// workspace skill, so file_read takes it; relative to the skill's folder for a system one.
+fn shown(skill: &Skill, rel: &str) -> String {
+    match skill.origin {
+        Origin::Workspace => format!("{}/{rel}", skill.folder),
+        Origin::System => rel.to_owned(),
+    }
+}
+
+/// The skill's files below `at` (inside its folder), depth first, sorted; `SKILL.md`
+/// itself and hidden entries left out; stops at `MAX_FILES`. Confined like every read.
+fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
+    // Listed beneath the root, as the files are read.
+    let here = if at.is_empty() {
+        skill.folder.clone()
+    } else {
+        format!("{}/{at}", skill.folder)
+    };
+    let under = |name: &str| {
+        if at.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{at}/{name}")
+        }
+    };
+    for name in files_beneath(&skill.root, &here).unwrap_or_default() {
+        if out.len() >= MAX_FILES {
+            return;
+        }
+        if name.starts_with('.') || (at.is_empty() && name == super::SKILL_MD) {
+            continue;
+        }
+        out.push(shown(skill, &under(&name)));
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for name in dirs_beneath(&skill.root, &here).unwrap_or_default() {
+        if !name.starts_with('.') {
+            walk(skill, &under(&name), depth + 1, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_name_names_the_closest() {
+        let e = unknown("pdf-tool", ["csv-tools", "pdf-tools", "notes"].into_iter());
+        assert!(e.is_not_found());
+        assert!(
+            e.message()
+                .starts_with("no skill `pdf-tool`; the closest: `pdf-tools`"),
+            "{}",
+            e.message()
+        );
+        let e = unknown("x", std::iter::empty());
+        assert!(
+            e.message().contains("no skills are installed"),
+            "{}",
+            e.message()
+        );
+    }
+}
