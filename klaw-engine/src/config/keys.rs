@@ -62,7 +62,7 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         }
     }
     let mut tables = vec![("top", table(top))];
-    for name in ["memory", "mcp", "llm", "agent", "gateway"] {
+    for name in ["memory", "mcp", "llm", "agent", "gateway", "scheduler"] {
         tables.push((name, table(section(name))));
     }
     tables.push(("env", env));
