@@ -70,10 +70,7 @@ impl Scheduler {
                             Arc::clone(&limit),
                         );
                         running.spawn(async move {
-                            let Ok(_place) = limit.acquire_owned().await else {
-                                return;
-                            };
-                            let _ = me.fire(claim, &agent, &gateway).await;
+                            let _ = me.fire(claim, &agent, &gateway, Some(limit)).await;
                         });
                     }
                 }
@@ -133,11 +130,18 @@ impl Scheduler {
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?
         };
-        self.fire(claim, agent, gateway).await
+        self.fire(claim, agent, gateway, None).await
     }
 
-    /// Runs one claimed occurrence, renewing its lease meanwhile, and records its end.
-    async fn fire(&self, claim: Claim, agent: &Agent, gateway: &Gateway) -> Result<(), String> {
+    /// Runs one claimed occurrence (once a place of `limit` is free), renewing its
+    /// lease from the start, waiting included, and records its end.
+    async fn fire(
+        &self,
+        claim: Claim,
+        agent: &Agent,
+        gateway: &Gateway,
+        limit: Option<Arc<tokio::sync::Semaphore>>,
+    ) -> Result<(), String> {
         let name = claim.job.name.clone();
         let id = format!("{name}@{}", claim.scheduled);
         let outcome = match self.turn_on(&claim, agent) {
@@ -146,8 +150,13 @@ impl Scheduler {
                 let chat = format!("schedule_{name}_{}", claim.scheduled.as_second());
                 let caller = Caller::new(CHANNEL, Some(name.clone()));
                 let message = prompt(&claim);
-                let turn =
-                    tokio::time::timeout(self.timeout, sub.turn(&chat, caller, &message, &()));
+                let turn = async {
+                    let _place = match limit {
+                        Some(l) => l.acquire_owned().await.ok(),
+                        None => None,
+                    };
+                    tokio::time::timeout(self.timeout, sub.turn(&chat, caller, &message, &())).await
+                };
                 let answer = tokio::select! {
                     a = turn => a,
                     never = self.keep_lease(&claim) => match never {},
