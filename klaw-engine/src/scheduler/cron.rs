@@ -267,6 +267,16 @@ mod tests {
             next("0 0 * * 1#2", "UTC", "2026-03-01T00:00:00Z"),
             "2026-03-09T00:00:00Z"
         );
+        // The last Friday of January 2026.
+        assert_eq!(
+            next("0 0 * * 5#L", "UTC", "2026-01-01T00:00:00Z"),
+            "2026-01-30T00:00:00Z"
+        );
+        // Both day fields: either is enough (the 1st, or a Monday), as in classic cron.
+        assert_eq!(
+            next("0 0 1 * MON", "UTC", "2026-01-01T00:00:01Z"),
+            "2026-01-05T00:00:00Z"
+        );
     }
 
     #[test]
@@ -355,6 +365,29 @@ mod tests {
                 "2026-11-01T05:30:00Z",
                 "2026-11-02T06:30:00Z",
                 "2026-11-03T06:30:00Z"
+            ]
+        );
+    }
+
+    /// Jobs that repeat within the day keep their real interval across the change: an
+    /// hourly job runs in both 02:00 hours of Berlin's fall-back day, and on the
+    /// spring-forward day, when 02:00 does not exist, at 03:00 only once.
+    #[test]
+    fn hourly_jobs_across_the_changes() {
+        assert_eq!(
+            runs("0 * * * *", "Europe/Berlin", "2026-10-24T23:30:00Z", 3),
+            [
+                "2026-10-25T00:00:00Z",
+                "2026-10-25T01:00:00Z",
+                "2026-10-25T02:00:00Z"
+            ]
+        );
+        assert_eq!(
+            runs("0 * * * *", "Europe/Berlin", "2026-03-28T23:30:00Z", 3),
+            [
+                "2026-03-29T00:00:00Z",
+                "2026-03-29T01:00:00Z",
+                "2026-03-29T02:00:00Z"
             ]
         );
     }
