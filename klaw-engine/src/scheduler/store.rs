@@ -18,6 +18,9 @@ use super::cron::{Schedule, ScheduleError};
 /// missed (the engine was down) and follow the misfire policy.
 pub const MISFIRE_GRACE: Duration = Duration::from_secs(60);
 
+/// Runs kept per job (the latest; older finished ones are dropped as runs end).
+pub const RUNS_KEPT: u32 = 1000;
+
 /// Most occurrences looked at when settling one job's missed runs (a per-second job
 /// down for a day): beyond it they are skipped without a row each.
 const MAX_SCAN: usize = 1000;
@@ -720,6 +723,14 @@ impl JobStore for SqliteStore {
                     params![claim.job.name, claim.scheduled.as_second(), status, error],
                 )
                 .map_err(sql("recording a run"))?;
+                // The record stays bounded: a per-second job makes 86,400 runs a day.
+                tx.execute(
+                    "DELETE FROM runs WHERE job = ?1 AND status != 'running' AND scheduled <
+                       (SELECT scheduled FROM runs WHERE job = ?1
+                        ORDER BY scheduled DESC LIMIT 1 OFFSET ?2)",
+                    params![claim.job.name, RUNS_KEPT - 1],
+                )
+                .map_err(sql("dropping old runs"))?;
             } else {
                 tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "the run's lease had passed to another engine; its end was not recorded");
             }
@@ -970,6 +981,30 @@ mod tests {
                 assert_eq!(s.runs("daily").unwrap()[0].status, "running");
             }
         }
+    }
+
+    /// Only the latest RUNS_KEPT runs of a job are kept.
+    #[test]
+    fn old_runs_are_dropped() {
+        let (_d, s) = store();
+        s.add(
+            &job("tick", "* * * * * *", Misfire::Once),
+            at("2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        let start = at("2026-01-01T00:00:00Z");
+        for i in 1..=i64::from(RUNS_KEPT) + 5 {
+            let now = start + jiff::SignedDuration::from_secs(i);
+            for c in s.claim_due(now, "a", LEASE).unwrap() {
+                s.finish(&c, "a", Ok(()), now).unwrap();
+            }
+        }
+        let runs = s.runs("tick").unwrap();
+        assert_eq!(runs.len(), RUNS_KEPT as usize);
+        assert_eq!(
+            runs[0].scheduled,
+            start + jiff::SignedDuration::from_secs(6)
+        );
     }
 
     #[test]
