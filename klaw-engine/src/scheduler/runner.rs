@@ -60,6 +60,7 @@ impl Scheduler {
                 })
                 .await
             };
+            let mut failed = false;
             match claimed {
                 Ok(Ok(claims)) => {
                     for claim in claims {
@@ -75,10 +76,12 @@ impl Scheduler {
                     }
                 }
                 Ok(Err(e)) => {
-                    tracing::error!(target: "klaw::scheduler", "cannot claim due runs: {e}")
+                    failed = true;
+                    tracing::error!(target: "klaw::scheduler", "cannot claim due runs: {e}");
                 }
                 Err(e) => {
-                    tracing::error!(target: "klaw::scheduler", "the claim stopped: {e}")
+                    failed = true;
+                    tracing::error!(target: "klaw::scheduler", "the claim stopped: {e}");
                 }
             }
             // Finished runs are collected so the set does not grow.
@@ -91,7 +94,9 @@ impl Scheduler {
                     .and_then(Result::ok)
                     .flatten()
             };
+            // After a failure, a second before trying again (never a busy loop).
             let wait = next
+                .filter(|_| !failed)
                 .map(|t| {
                     let ms = t.as_millisecond() - Timestamp::now().as_millisecond();
                     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
