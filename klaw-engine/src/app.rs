@@ -20,6 +20,7 @@ use crate::agent::subagent::{SubagentError, Subagents};
 use crate::agent::{Agent, AgentError, Approvals, Approver, RefuseApproval};
 use crate::gateway::{Gateway, GatewayError};
 use crate::llm::Model;
+use crate::scheduler::Scheduler;
 use crate::{Config, Engine, EngineError};
 
 /// Why an app could not be assembled: the error of the part that failed, shown as it.
@@ -46,6 +47,9 @@ pub enum AppError {
         /// Why.
         source: klaw_tools::RegistryError,
     },
+    /// The schedule tools could not be registered.
+    #[error("cannot register the schedule tools: {0}")]
+    Scheduler(#[source] klaw_tools::RegistryError),
 }
 
 impl AppError {
@@ -62,6 +66,7 @@ pub struct App {
     gateway: Gateway,
     agent: Option<Agent>,
     subagents: Option<Subagents>,
+    scheduler: Scheduler,
     approvals: Arc<Approvals>,
     stop: CancellationToken,
 }
@@ -97,6 +102,9 @@ impl App {
                     source,
                 })?;
         }
+        let scheduler = Scheduler::from_config(engine.config());
+        crate::tools::schedule::register(&engine, &scheduler, &gateway)
+            .map_err(AppError::Scheduler)?;
         let (agent, subagents) = match model {
             Some(model) => {
                 let agent = Agent::new(engine.clone(), model)?;
@@ -128,11 +136,18 @@ impl App {
                 Arc::new(RefuseApproval("a subagent has nobody to ask")),
             );
         }
+        approvals.set(
+            crate::scheduler::CHANNEL,
+            Arc::new(RefuseApproval(
+                "a scheduled job runs unattended: nobody to ask",
+            )),
+        );
         Ok(Self {
             engine,
             gateway,
             agent,
             subagents,
+            scheduler,
             approvals,
             stop: CancellationToken::new(),
         })
@@ -163,6 +178,26 @@ impl App {
     /// The subagents, when the app was assembled with a model.
     pub fn subagents(&self) -> Option<&Subagents> {
         self.subagents.as_ref()
+    }
+
+    /// The scheduled jobs (`schedule_*`, fired by `run`).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Starts firing due jobs (with a child of the stop token) when there is an agent and
+    /// `scheduler.enabled`; the task ends after the stop, its running jobs given a grace
+    /// period.
+    pub(crate) fn spawn_scheduler(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let agent = self.agent.clone()?;
+        if !self.scheduler.enabled() {
+            return None;
+        }
+        let (scheduler, gateway) = (self.scheduler.clone(), self.gateway.clone());
+        let stop = self.stop.child_token();
+        Some(tokio::spawn(async move {
+            scheduler.run(agent, gateway, stop).await;
+        }))
     }
 
     /// Calls on `channel` that need approval are asked of `approver` (in place of the

@@ -1,10 +1,12 @@
-//! The command line: `tools`, `call`, `doctor`, `config`, `memory`, `docs index`.
+//! The command line: `tools`, `call`, `doctor`, `config`, `memory`, `docs index`,
+//! `schedule`.
 
 mod call;
 mod chat;
 #[cfg(feature = "memory")]
 mod memory;
 mod run;
+mod schedule;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -73,10 +75,17 @@ pub enum Command {
         model: Option<String>,
     },
     /// Run the engine: the gateway's channels (Telegram with gateway.telegramToken) feed
-    /// the agent, and the MCP server runs over HTTP with mcp.enabled; until SIGINT/SIGTERM.
+    /// the agent, scheduled jobs fire (with a model), and the MCP server runs over HTTP
+    /// with mcp.enabled; until SIGINT/SIGTERM.
     Run,
     /// Check the configuration, directories and every subsystem; say how to fix what is wrong.
     Doctor,
+    /// The scheduled jobs `run` fires: list, add, remove, run one now.
+    Schedule {
+        /// What to do with them.
+        #[command(subcommand)]
+        command: schedule::ScheduleCommand,
+    },
     /// Print the effective configuration (every key, with defaults and overrides applied).
     Config {
         /// Print every key instead (as JSON): its variable, type, default and meaning.
@@ -165,6 +174,9 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
     match cli.command {
         Some(Command::Doctor) => doctor(),
         Some(Command::Run) => with_config(|config| run::run(config.clone())),
+        Some(Command::Schedule { command }) => {
+            with_config(|config| schedule::run(config.clone(), command))
+        }
         Some(Command::Chat { chat, model }) => {
             with_config(|config| chat::run(config.clone(), chat, model))
         }

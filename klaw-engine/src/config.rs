@@ -110,6 +110,9 @@ section! {
             /// The web tools: caps, private services they may reach, search providers
             /// (see [The `web` section](#the-web-section)).
             web: WebSection; key "web";
+            /// Scheduled jobs (`schedule_add`, fired by `klaw-engine run`; see
+            /// [The `scheduler` section](#the-scheduler-section)).
+            scheduler: SchedulerSection; key "scheduler";
         }
     }
 }
@@ -411,6 +414,33 @@ section! {
             browser: Option<PathBuf> = None;
                 key "browser", env "KLAW_BROWSER", type "string (path) or `null`",
                 shown "found on `PATH`";
+        }
+    }
+}
+
+section! {
+    /// The `scheduler` section of `engine.json`: how `klaw-engine run` fires the jobs of
+    /// `schedule_add`. Every key is optional.
+    pub struct SchedulerSection {
+        keys {
+            /// Whether `klaw-engine run` fires due jobs (with a model configured).
+            enabled: bool = true;
+                key "enabled", env "KLAW_SCHEDULER_ENABLED", type "`true` or `false`";
+            /// How long an engine holds a run it claimed, in seconds; renewed while the
+            /// run goes on. The run of an engine that died is settled by the job's misfire
+            /// policy once this has passed.
+            lease_seconds: u64 = 60;
+                key "leaseSeconds", env "KLAW_SCHEDULER_LEASE_SECONDS", type "integer ≥ 3",
+                check at_least(3);
+            /// Time limit of one run (an agent turn), in seconds.
+            run_timeout_seconds: u64 = 600;
+                key "runTimeoutSeconds", env "KLAW_SCHEDULER_RUN_TIMEOUT_SECONDS",
+                type "integer ≥ 1", check at_least(1);
+            /// Most missed runs a job with misfire `all` catches up at once; older ones
+            /// are recorded as skipped.
+            max_catch_up_runs: u32 = 10;
+                key "maxCatchUpRuns", env "KLAW_SCHEDULER_MAX_CATCH_UP_RUNS",
+                type "integer, 1 to 1000", check between(1, 1000);
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod llm;
 pub mod mcp;
+pub mod scheduler;
 mod terminal;
 mod tools;
 
@@ -40,7 +41,7 @@ pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    MemorySection, MemoryWeights, NamedModel, Secret,
+    MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{

@@ -76,7 +76,9 @@ pub(crate) fn split_target(target: &str) -> (&str, &str) {
     target.split_once('_').unwrap_or((target, ""))
 }
 
-/// Sends a subagent's answer where it was asked to go, or logs it.
+/// Sends a subagent's (or a scheduled job's) answer where it was asked to go, or logs
+/// it; `Err` says why nothing was delivered (the turn failed or ran out of time, the
+/// gateway refused), as it was logged.
 pub(crate) async fn deliver(
     id: &str,
     name: &str,
@@ -84,33 +86,35 @@ pub(crate) async fn deliver(
     timeout: Duration,
     inject: Option<&str>,
     gateway: Option<&Gateway>,
-) {
+) -> Result<(), String> {
     let answer = match outcome {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) => {
             tracing::error!(target: "klaw::subagent", id, name, "the subagent failed: {e}");
-            return;
+            return Err(e.to_string());
         }
         Err(_) => {
-            tracing::error!(target: "klaw::subagent", id, name, "the subagent was stopped after {}s (agent.subagentTimeoutSeconds)", timeout.as_secs());
-            return;
+            tracing::error!(target: "klaw::subagent", id, name, "the subagent was stopped after {}s", timeout.as_secs());
+            return Err(format!("stopped after {}s", timeout.as_secs()));
         }
     };
     if let Some(reason) = silent(&answer) {
         tracing::info!(target: "klaw::subagent", id, name, "the subagent has nothing to report: {reason}");
-        return;
+        return Ok(());
     }
     match (inject, gateway) {
         (Some(target), Some(g)) => {
             let (channel, chat) = split_target(target);
             if let Err(e) = g.send(channel, chat, &answer).await {
                 tracing::error!(target: "klaw::subagent", id, name, "the answer was not delivered to {target}: {e}");
+                return Err(format!("the answer was not delivered to {target}: {e}"));
             }
         }
         _ => {
             tracing::info!(target: "klaw::subagent", id, name, "the subagent answered: {}", crate::terminal::terminal_safe(&answer))
         }
     }
+    Ok(())
 }
 
 /// The reason of a `{"silent": true, "reason": ...}` answer.

@@ -1,6 +1,7 @@
 //! `klaw-engine run`: the long-running engine. The gateway's channels (Telegram when a
 //! token is set) feed the agent, one conversation per allowed chat, answers going back
-//! through the gateway; the MCP HTTP server runs beside when `mcp.enabled`. Stops on
+//! through the gateway; the scheduler fires due jobs when a model is configured (also
+//! with no channel); the MCP HTTP server runs beside when `mcp.enabled`. Stops on
 //! SIGINT or SIGTERM: no new turns, running ones get a grace period, the engine shuts
 //! down (the history already holds every message).
 
@@ -23,10 +24,12 @@ pub(crate) fn run(config: Config) -> ExitCode {
         Err(e) if telegram => return super::fail(&e.to_string()),
         Err(_) => None,
     };
-    if !telegram && !config.raw.mcp.enabled {
+    let scheduled = model.is_some() && config.raw.scheduler.enabled;
+    if !telegram && !config.raw.mcp.enabled && !scheduled {
         return super::fail(
             "nothing to run: set gateway.telegramToken (KLAW_TELEGRAM_TOKEN) for Telegram, \
-             or mcp.enabled (KLAW_MCP_ENABLED=true) for the MCP server over HTTP",
+             mcp.enabled (KLAW_MCP_ENABLED=true) for the MCP server over HTTP, \
+             or llm.model (KLAW_LLM_MODEL) for scheduled jobs",
         );
     }
     let mcp_bind = if config.raw.mcp.enabled {
@@ -51,14 +54,29 @@ pub(crate) fn run(config: Config) -> ExitCode {
     super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
         let mcp = mcp_bind.map(|b| app.spawn_mcp_http(b));
+        let scheduler = app.spawn_scheduler();
         eprintln!(
-            "klaw-engine: running (channels: {}{}); SIGINT or SIGTERM to stop",
+            "klaw-engine: running (channels: {}{}{}); SIGINT or SIGTERM to stop",
             app.gateway().channel_names().join(", "),
+            if scheduler.is_some() {
+                "; scheduler"
+            } else {
+                ""
+            },
             mcp_bind
                 .map(|b| format!("; MCP at http://{b}/mcp"))
                 .unwrap_or_default()
         );
-        app.serve_channels(mcp.is_some()).await;
+        app.serve_channels(mcp.is_some() || scheduler.is_some())
+            .await;
+        // The scheduler stopped with the token (its runs had their grace period).
+        if let Some(s) = scheduler
+            && tokio::time::timeout(Duration::from_secs(12), s)
+                .await
+                .is_err()
+        {
+            tracing::warn!(target: "klaw::scheduler", "the scheduler did not stop in time");
+        }
         // The MCP server stopped with the token (its connections had 5 s to finish).
         if let Some(m) = mcp {
             match tokio::time::timeout(Duration::from_secs(6), m).await {

@@ -62,7 +62,16 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         }
     }
     let mut tables = vec![("top", table(top))];
-    for name in ["memory", "mcp", "skills", "llm", "agent", "gateway", "web"] {
+    for name in [
+        "memory",
+        "mcp",
+        "skills",
+        "llm",
+        "agent",
+        "gateway",
+        "web",
+        "scheduler",
+    ] {
         tables.push((name, table(section(name))));
     }
     tables.push(("env", env));

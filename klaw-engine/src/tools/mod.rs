@@ -2,5 +2,6 @@
 //! the agent), so they are registered at run time rather than collected. One file
 //! each, with typed arguments and a derived schema, like every other tool.
 
+pub(crate) mod schedule;
 pub(crate) mod send_message;
 pub(crate) mod subagent_spawn;

@@ -149,7 +149,7 @@ impl Spawner {
             let _place = place;
             let outcome =
                 tokio::time::timeout(timeout, sub.turn(&chat, caller, &message, &())).await;
-            deliver(
+            let _logged = deliver(
                 &task_id,
                 &task_name,
                 outcome,

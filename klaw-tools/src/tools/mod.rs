@@ -15,10 +15,10 @@ pub mod memory;
 #[cfg(feature = "docs")]
 pub mod docs;
 
-#[cfg(feature = "web")]
-pub mod web;
 #[cfg(feature = "skills")]
 pub mod skills;
+#[cfg(feature = "web")]
+pub mod web;
 
 /// Runs blocking work of a tool (file system, SQLite, the embedding model) on tokio's
 /// blocking pool; if it panics, the tool fails with "the {what} operation stopped

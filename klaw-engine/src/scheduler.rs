@@ -1,0 +1,91 @@
+//! The scheduler: jobs added with `schedule_add` (or `klaw-engine schedule add`) run an
+//! agent turn at each occurrence of their cron expression, like a subagent's — isolated
+//! history, the job's model, the answer to its `injectInto` chat through the gateway.
+//!
+//! - [`cron`]: the expression and its time zone (croner on jiff), next runs across DST;
+//! - [`store`]: the jobs and runs in SQLite behind [`JobStore`], an occurrence claimed
+//!   once in one `BEGIN IMMEDIATE` transaction with a lease, missed runs settled by the
+//!   job's [`Misfire`] policy;
+//! - `runner`: the loop of `klaw-engine run` (claim what is due, run it unattended,
+//!   record how it ended).
+//!
+//! How it behaves for a user: `doc/scheduling/how-scheduling-works.md`.
+
+pub mod cron;
+mod runner;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use cron::{Schedule, ScheduleError};
+pub use store::{Claim, Job, JobStore, Misfire, NewJob, RunRecord, SqliteStore, StoreError};
+
+use crate::Config;
+
+/// The caller channel of a job's calls (refused what needs approval: nobody is there);
+/// the chat id is the job's name.
+pub const CHANNEL: &str = "schedule";
+
+/// The database's file name in the data dir.
+pub const DB: &str = "schedule.sqlite";
+
+/// The jobs of one data dir, and how this engine runs them.
+#[derive(Clone)]
+pub struct Scheduler {
+    store: Arc<dyn JobStore>,
+    owner: String,
+    lease: Duration,
+    timeout: Duration,
+    enabled: bool,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("owner", &self.owner)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scheduler {
+    /// The scheduler of `config`: its store `<dataDir>/schedule.sqlite` (opened on first
+    /// use) and the `scheduler` section's settings.
+    pub fn from_config(config: &Config) -> Self {
+        let s = &config.raw.scheduler;
+        let store = SqliteStore::new(config.data_dir.join(DB), s.max_catch_up_runs);
+        Self::with_store(Arc::new(store), config)
+    }
+
+    /// A scheduler over `store` with `config`'s settings.
+    pub fn with_store(store: Arc<dyn JobStore>, config: &Config) -> Self {
+        let s = &config.raw.scheduler;
+        Self {
+            store,
+            owner: format!(
+                "pid{}-{}",
+                std::process::id(),
+                jiff::Timestamp::now().as_millisecond()
+            ),
+            lease: Duration::from_secs(s.lease_seconds.max(3)),
+            timeout: Duration::from_secs(s.run_timeout_seconds.max(1)),
+            enabled: s.enabled,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn JobStore> {
+        &self.store
+    }
+
+    /// This engine's name in run leases.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Whether `run` fires due jobs (`scheduler.enabled`).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+}

@@ -1,0 +1,237 @@
+//! The loop of `klaw-engine run`: claim what is due, run each claimed occurrence as an
+//! unattended agent turn (the subagents' code path: isolated history, the job's model,
+//! the answer delivered through the gateway, `{"silent": true}` sends nothing), keep its
+//! lease while it runs, and record how it ended. A failing run is recorded and the job
+//! runs again at its next occurrence; nothing a run does stops the loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use klaw_tools::Caller;
+use tokio_util::sync::CancellationToken;
+
+use super::{CHANNEL, Claim, Schedule, Scheduler};
+use crate::agent::Agent;
+use crate::agent::subagent::deliver;
+use crate::gateway::Gateway;
+use crate::llm::Model;
+
+/// The longest sleep between two looks at the store: a job another process added is
+/// seen within it.
+const TICK: Duration = Duration::from_secs(1);
+
+/// How long running jobs get to finish after the stop; the others keep their run
+/// `running` and are settled by their misfire policy once the lease passes.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Most runs at once in one engine; the others wait (their lease kept).
+const PARALLEL: usize = 4;
+
+/// What the turn of a run is told: which job and occurrence, then the job's message.
+pub(crate) fn prompt(claim: &Claim) -> String {
+    let when = Schedule::parse(&claim.job.cron, &claim.job.timezone)
+        .ok()
+        .and_then(|s| jiff::tz::TimeZone::get(s.zone()).ok())
+        .map(|tz| claim.scheduled.to_zoned(tz).to_string())
+        .unwrap_or_else(|| claim.scheduled.to_string());
+    format!(
+        "[scheduled job `{}`, run of {when}; nobody is at the keyboard: answer \
+         {{\"silent\": true, \"reason\": \"...\"}} when there is nothing to report]\n{}",
+        claim.job.name, claim.job.message
+    )
+}
+
+impl Scheduler {
+    /// Fires due jobs until `stop`: claims every due occurrence, runs each on `agent`,
+    /// and sleeps until the earliest next run (at most a second, so jobs added by
+    /// another process are seen). A store that fails is logged and tried again.
+    pub(crate) async fn run(&self, agent: Agent, gateway: Gateway, stop: CancellationToken) {
+        let limit = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
+        let mut running = tokio::task::JoinSet::new();
+        loop {
+            if stop.is_cancelled() {
+                break;
+            }
+            let claimed = {
+                let me = self.clone();
+                tokio::task::spawn_blocking(move || {
+                    me.store.claim_due(Timestamp::now(), &me.owner, me.lease)
+                })
+                .await
+            };
+            let mut failed = false;
+            match claimed {
+                Ok(Ok(claims)) => {
+                    for claim in claims {
+                        let (me, agent, gateway, limit) = (
+                            self.clone(),
+                            agent.clone(),
+                            gateway.clone(),
+                            Arc::clone(&limit),
+                        );
+                        running.spawn(async move {
+                            let _ = me.fire(claim, &agent, &gateway, Some(limit)).await;
+                        });
+                    }
+                }
+                Ok(Err(e)) => {
+                    failed = true;
+                    tracing::error!(target: "klaw::scheduler", "cannot claim due runs: {e}");
+                }
+                Err(e) => {
+                    failed = true;
+                    tracing::error!(target: "klaw::scheduler", "the claim stopped: {e}");
+                }
+            }
+            // Finished runs are collected so the set does not grow.
+            while running.try_join_next().is_some() {}
+            let next = {
+                let store = Arc::clone(&self.store);
+                tokio::task::spawn_blocking(move || store.next_due())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+            };
+            // After a failure, a second before trying again (never a busy loop).
+            let wait = next
+                .filter(|_| !failed)
+                .map(|t| {
+                    let ms = t.as_millisecond() - Timestamp::now().as_millisecond();
+                    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+                })
+                .unwrap_or(TICK)
+                .min(TICK);
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        let all = async { while running.join_next().await.is_some() {} };
+        if tokio::time::timeout(GRACE, all).await.is_err() {
+            eprintln!(
+                "klaw-engine: scheduled runs still going after {}s were stopped; their misfire policy settles them",
+                GRACE.as_secs()
+            );
+        }
+    }
+
+    /// Runs `name` once now, off its schedule (`klaw-engine schedule run-now`); `Err`
+    /// says why it failed (it is recorded either way).
+    pub(crate) async fn run_now(
+        &self,
+        name: &str,
+        agent: &Agent,
+        gateway: &Gateway,
+    ) -> Result<(), String> {
+        let claim = {
+            let (me, name) = (self.clone(), name.to_owned());
+            tokio::task::spawn_blocking(move || {
+                me.store
+                    .claim_now(&name, Timestamp::now(), &me.owner, me.lease)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?
+        };
+        self.fire(claim, agent, gateway, None).await
+    }
+
+    /// Runs one claimed occurrence (once a place of `limit` is free), renewing its
+    /// lease from the start, waiting included, and records its end.
+    async fn fire(
+        &self,
+        claim: Claim,
+        agent: &Agent,
+        gateway: &Gateway,
+        limit: Option<Arc<tokio::sync::Semaphore>>,
+    ) -> Result<(), String> {
+        let name = claim.job.name.clone();
+        let id = format!("{name}@{}", claim.scheduled);
+        let outcome = match self.turn_on(&claim, agent) {
+            Err(e) => Err(e),
+            Ok(sub) => {
+                let chat = format!("schedule_{name}_{}", claim.scheduled.as_second());
+                let caller = Caller::new(CHANNEL, Some(name.clone()));
+                let message = prompt(&claim);
+                let turn = async {
+                    let _place = match limit {
+                        Some(l) => l.acquire_owned().await.ok(),
+                        None => None,
+                    };
+                    tokio::time::timeout(self.timeout, sub.turn(&chat, caller, &message, &())).await
+                };
+                let answer = tokio::select! {
+                    a = turn => a,
+                    never = self.keep_lease(&claim) => match never {},
+                };
+                deliver(
+                    &id,
+                    &name,
+                    answer,
+                    self.timeout,
+                    claim.job.inject_into.as_deref(),
+                    Some(gateway),
+                )
+                .await
+            }
+        };
+        if let Err(e) = &outcome {
+            tracing::warn!(target: "klaw::scheduler", job = name, scheduled = %claim.scheduled, "the run failed: {e}");
+        }
+        let (me, recorded) = (self.clone(), outcome.clone());
+        let stored = tokio::task::spawn_blocking(move || {
+            me.store
+                .finish(&claim, &me.owner, recorded, Timestamp::now())
+        })
+        .await;
+        match stored {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(target: "klaw::scheduler", job = name, "the run's end was not recorded: {e}")
+            }
+            Err(e) => {
+                tracing::error!(target: "klaw::scheduler", job = name, "the run's end was not recorded: {e}")
+            }
+        }
+        outcome
+    }
+
+    /// The agent a run uses: on the job's model when it names one.
+    fn turn_on(&self, claim: &Claim, agent: &Agent) -> Result<Agent, String> {
+        match &claim.job.model {
+            None => Ok(agent.clone()),
+            Some(m) => Model::from_config(agent.engine().config(), Some(m))
+                .map(|model| agent.on_model(model))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Renews the lease on `claim` a third of the lease apart, for as long as it is
+    /// polled (never returns).
+    async fn keep_lease(&self, claim: &Claim) -> std::convert::Infallible {
+        let every = self.lease / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            let (me, c) = (self.clone(), claim.clone());
+            let renewed = tokio::task::spawn_blocking(move || {
+                let until = Timestamp::now()
+                    .checked_add(jiff::SignedDuration::try_from(me.lease).unwrap_or_default())
+                    .unwrap_or_else(|_| Timestamp::now());
+                me.store.renew(&c, &me.owner, until)
+            })
+            .await;
+            match renewed {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
+                    tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "the run's lease passed to another engine")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "cannot renew the lease: {e}")
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,1050 @@
+//! Where jobs and their runs are kept: a [`JobStore`], today [`SqliteStore`] over
+//! `<dataDir>/schedule.sqlite` (WAL, a busy timeout), shared by every engine on the data
+//! dir. An occurrence is claimed in one `BEGIN IMMEDIATE` transaction that inserts its
+//! run, keyed by (job, scheduled time) — a second claim of it is a no-op — with a lease
+//! (owner, expiry), and advances the job's next run; missed occurrences and the expired
+//! leases of dead engines are settled by the job's misfire policy there too.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::cron::{Schedule, ScheduleError};
+
+/// How late an occurrence may be claimed and still count as on time; older ones were
+/// missed (the engine was down) and follow the misfire policy.
+pub const MISFIRE_GRACE: Duration = Duration::from_secs(60);
+
+/// Runs kept per job (the latest; older finished ones are dropped as runs end).
+pub const RUNS_KEPT: u32 = 1000;
+
+/// Most occurrences looked at when settling one job's missed runs (a per-second job
+/// down for a day): beyond it they are skipped without a row each.
+const MAX_SCAN: usize = 1000;
+
+/// What happens to the runs a job missed while no engine ran it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Misfire {
+    /// One catch-up run for all that were missed (the latest), the others skipped.
+    #[default]
+    Once,
+    /// None: missed runs are recorded as skipped; the job waits for its next run.
+    Skip,
+    /// Each missed run, up to `scheduler.maxCatchUpRuns` (the latest ones).
+    All,
+}
+
+impl Misfire {
+    /// Its name in the store and in arguments.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Once => "once",
+            Self::Skip => "skip",
+            Self::All => "all",
+        }
+    }
+
+    /// The policy named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "once" => Some(Self::Once),
+            "skip" => Some(Self::Skip),
+            "all" => Some(Self::All),
+            _ => None,
+        }
+    }
+}
+
+/// A job to add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// Its unique name.
+    pub name: String,
+    /// The cron expression.
+    pub cron: String,
+    /// The IANA time zone the expression is read in.
+    pub timezone: String,
+    /// What the agent is told at each run.
+    pub message: String,
+    /// A model of `llm.models`, or the default one.
+    pub model: Option<String>,
+    /// The chat the answer goes to (`telegram_123`), or the log.
+    pub inject_into: Option<String>,
+    /// What happens to missed runs.
+    pub misfire: Misfire,
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Its unique name.
+    pub name: String,
+    /// The cron expression.
+    pub cron: String,
+    /// The IANA time zone.
+    pub timezone: String,
+    /// What the agent is told at each run.
+    pub message: String,
+    /// A model of `llm.models`, or the default one.
+    pub model: Option<String>,
+    /// The chat the answer goes to.
+    pub inject_into: Option<String>,
+    /// What happens to missed runs.
+    pub misfire: Misfire,
+    /// When it was added.
+    pub created: Timestamp,
+    /// Its next occurrence, when it has one.
+    pub next_run: Option<Timestamp>,
+    /// The occurrence of its last finished run.
+    pub last_run: Option<Timestamp>,
+    /// How that run ended: `ok`, `failed`.
+    pub last_status: Option<String>,
+    /// Why it failed.
+    pub last_error: Option<String>,
+}
+
+/// One occurrence this engine claimed and must run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The job, as it was when claimed.
+    pub job: Job,
+    /// The occurrence (the run's key with the job's name).
+    pub scheduled: Timestamp,
+}
+
+/// One run as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The job's name.
+    pub job: String,
+    /// The occurrence.
+    pub scheduled: Timestamp,
+    /// The engine that holds (or held) it.
+    pub owner: String,
+    /// `running`, `ok`, `failed`, `skipped`.
+    pub status: String,
+    /// Why it failed or was skipped.
+    pub error: Option<String>,
+    /// How many times an engine started it (more than 1 after a dead engine's lease).
+    pub attempts: u32,
+}
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database could not be opened or set up.
+    #[error("cannot open the schedule database {path}: {source}")]
+    Open {
+        /// Its path.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A statement failed.
+    #[error("the schedule database failed while {doing}: {source}")]
+    Sql {
+        /// What was being done.
+        doing: &'static str,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A job of that name exists.
+    #[error("a job named `{0}` already exists; remove it first or pick another name")]
+    Duplicate(String),
+    /// No job has that name.
+    #[error("no job named `{name}`; {}", known_jobs(.known))]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The jobs there are, the most similar first.
+        known: Vec<String>,
+    },
+    /// The job's schedule is unusable.
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+}
+
+fn known_jobs(known: &[String]) -> String {
+    if known.is_empty() {
+        "there are no jobs".into()
+    } else {
+        format!("jobs: {}", known.join(", "))
+    }
+}
+
+impl StoreError {
+    /// Whether no job had the name asked for.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+
+    /// Whether a job of that name existed already.
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, Self::Duplicate(_))
+    }
+}
+
+fn sql(doing: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sql { doing, source }
+}
+
+/// Where jobs and runs are kept; shared by every engine on one data dir.
+pub trait JobStore: Send + Sync {
+    /// Adds `job`, its first run the first occurrence after `now`.
+    fn add(&self, job: &NewJob, now: Timestamp) -> Result<Job, StoreError>;
+    /// Removes the job `name` and its runs.
+    fn remove(&self, name: &str) -> Result<(), StoreError>;
+    /// Every job, by name.
+    fn list(&self) -> Result<Vec<Job>, StoreError>;
+    /// The job `name`.
+    fn get(&self, name: &str) -> Result<Job, StoreError>;
+    /// The earliest next run of any job.
+    fn next_due(&self) -> Result<Option<Timestamp>, StoreError>;
+    /// Claims for `owner` every occurrence due at `now` (and runs of dead engines whose
+    /// lease expired), settling missed ones by each job's policy, holding each for
+    /// `lease`; advances each job's next run.
+    fn claim_due(
+        &self,
+        now: Timestamp,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Vec<Claim>, StoreError>;
+    /// Claims a run of `name` now, off its schedule (`schedule run-now`).
+    fn claim_now(
+        &self,
+        name: &str,
+        now: Timestamp,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError>;
+    /// Extends `owner`'s lease on a run to `until`; false when it is no longer its own.
+    fn renew(&self, claim: &Claim, owner: &str, until: Timestamp) -> Result<bool, StoreError>;
+    /// Records how `owner`'s run ended (`Err` with why it failed).
+    fn finish(
+        &self,
+        claim: &Claim,
+        owner: &str,
+        outcome: Result<(), String>,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// The runs of `name`, oldest occurrence first.
+    fn runs(&self, name: &str) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// The SQLite store, opened on first use.
+pub struct SqliteStore {
+    path: PathBuf,
+    max_catch_up: u32,
+    conn: Mutex<Option<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    cron TEXT NOT NULL,
+    timezone TEXT NOT NULL,
+    message TEXT NOT NULL,
+    model TEXT,
+    inject_into TEXT,
+    misfire TEXT NOT NULL DEFAULT 'once',
+    created INTEGER NOT NULL,
+    next_run INTEGER,
+    last_run INTEGER,
+    last_status TEXT,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_next_run ON jobs(next_run);
+CREATE TABLE IF NOT EXISTS runs (
+    job TEXT NOT NULL,
+    scheduled INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    lease_until INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    started INTEGER,
+    finished INTEGER,
+    PRIMARY KEY (job, scheduled)
+);
+CREATE INDEX IF NOT EXISTS runs_running ON runs(status, lease_until);
+";
+
+const JOB_COLUMNS: &str = "name, cron, timezone, message, model, inject_into, misfire, created, \
+                           next_run, last_run, last_status, last_error";
+
+fn ts(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+    let misfire: String = r.get(6)?;
+    Ok(Job {
+        name: r.get(0)?,
+        cron: r.get(1)?,
+        timezone: r.get(2)?,
+        message: r.get(3)?,
+        model: r.get(4)?,
+        inject_into: r.get(5)?,
+        misfire: Misfire::parse(&misfire).unwrap_or_default(),
+        created: ts(r.get(7)?),
+        next_run: r.get::<_, Option<i64>>(8)?.map(ts),
+        last_run: r.get::<_, Option<i64>>(9)?.map(ts),
+        last_status: r.get(10)?,
+        last_error: r.get(11)?,
+    })
+}
+
+fn lease_end(now: Timestamp, lease: Duration) -> i64 {
+    now.as_second()
+        .saturating_add(i64::try_from(lease.as_secs()).unwrap_or(i64::MAX))
+}
+
+impl SqliteStore {
+    /// The store at `path` (created on first use); a job with misfire `all` catches up
+    /// at most `max_catch_up` runs.
+    pub fn new(path: impl Into<PathBuf>, max_catch_up: u32) -> Self {
+        Self {
+            path: path.into(),
+            max_catch_up: max_catch_up.max(1),
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// The database's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn open(path: &Path) -> Result<Connection, StoreError> {
+        let open = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(open)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open)?;
+        conn.execute_batch(SCHEMA).map_err(open)?;
+        Ok(conn)
+    }
+
+    /// Runs `f` on the connection, opening it first when needed.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut guard = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = Some(Self::open(&self.path)?);
+        }
+        match guard.as_mut() {
+            Some(conn) => f(conn),
+            None => Err(StoreError::Sql {
+                doing: "opening",
+                source: rusqlite::Error::InvalidQuery,
+            }),
+        }
+    }
+
+    fn names(conn: &Connection, near: &str) -> Result<Vec<String>, StoreError> {
+        let mut stmt = conn
+            .prepare("SELECT name FROM jobs ORDER BY name")
+            .map_err(sql("listing the jobs"))?;
+        let names: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(sql("listing the jobs"))?
+            .collect::<Result<_, _>>()
+            .map_err(sql("listing the jobs"))?;
+        Ok(
+            klaw_tools::by_similarity(near, names.iter().map(String::as_str))
+                .into_iter()
+                .map(|(_, n)| n.to_owned())
+                .collect(),
+        )
+    }
+
+    fn get_in(conn: &Connection, name: &str) -> Result<Job, StoreError> {
+        let job = conn
+            .query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE name = ?1"),
+                [name],
+                job_from_row,
+            )
+            .optional()
+            .map_err(sql("reading a job"))?;
+        match job {
+            Some(j) => Ok(j),
+            None => Err(StoreError::NotFound {
+                name: name.to_owned(),
+                known: Self::names(conn, name)?,
+            }),
+        }
+    }
+}
+
+/// Inserts a run for `owner`, or does nothing when the occurrence has one; whether it
+/// was inserted.
+fn insert_run(
+    tx: &rusqlite::Transaction<'_>,
+    job: &str,
+    scheduled: i64,
+    owner: &str,
+    (status, error): (&str, Option<&str>),
+    lease_until: i64,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let n = tx
+        .execute(
+            "INSERT OR IGNORE INTO runs (job, scheduled, owner, lease_until, status, error, started)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![job, scheduled, owner, lease_until, status, error, now],
+        )
+        .map_err(sql("claiming a run"))?;
+    Ok(n == 1)
+}
+
+impl JobStore for SqliteStore {
+    fn add(&self, job: &NewJob, now: Timestamp) -> Result<Job, StoreError> {
+        let schedule = Schedule::parse(&job.cron, &job.timezone)?;
+        let next = schedule.next_after(now).map(|t| t.as_second());
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql("adding a job"))?;
+            let n = tx
+                .execute(
+                    "INSERT OR IGNORE INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![
+                        job.name,
+                        job.cron.trim(),
+                        schedule.zone(),
+                        job.message,
+                        job.model,
+                        job.inject_into,
+                        job.misfire.as_str(),
+                        now.as_second(),
+                        next
+                    ],
+                )
+                .map_err(sql("adding a job"))?;
+            if n == 0 {
+                return Err(StoreError::Duplicate(job.name.clone()));
+            }
+            let added = Self::get_in(&tx, &job.name)?;
+            tx.commit().map_err(sql("adding a job"))?;
+            Ok(added)
+        })
+    }
+
+    fn remove(&self, name: &str) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql("removing a job"))?;
+            let n = tx
+                .execute("DELETE FROM jobs WHERE name = ?1", [name])
+                .map_err(sql("removing a job"))?;
+            if n == 0 {
+                return Err(StoreError::NotFound {
+                    name: name.to_owned(),
+                    known: Self::names(&tx, name)?,
+                });
+            }
+            tx.execute("DELETE FROM runs WHERE job = ?1", [name])
+                .map_err(sql("removing a job's runs"))?;
+            tx.commit().map_err(sql("removing a job"))
+        })
+    }
+
+    fn list(&self) -> Result<Vec<Job>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY name"))
+                .map_err(sql("listing the jobs"))?;
+            stmt.query_map([], job_from_row)
+                .map_err(sql("listing the jobs"))?
+                .collect::<Result<_, _>>()
+                .map_err(sql("listing the jobs"))
+        })
+    }
+
+    fn get(&self, name: &str) -> Result<Job, StoreError> {
+        self.with(|conn| Self::get_in(conn, name))
+    }
+
+    fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.with(|conn| {
+            conn.query_row("SELECT MIN(next_run) FROM jobs", [], |r| {
+                r.get::<_, Option<i64>>(0)
+            })
+            .map(|t| t.map(ts))
+            .map_err(sql("reading the next run"))
+        })
+    }
+
+    fn claim_due(
+        &self,
+        now: Timestamp,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let max_catch_up = usize::try_from(self.max_catch_up).unwrap_or(usize::MAX);
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql("claiming due runs"))?;
+            let now_s = now.as_second();
+            let until = lease_end(now, lease);
+            let grace = i64::try_from(MISFIRE_GRACE.as_secs()).unwrap_or(60);
+            let mut claims = Vec::new();
+
+            // Runs of engines that died holding them: settled by the job's policy.
+            let expired: Vec<(Job, i64)> = {
+                let mut stmt = tx
+                    .prepare(&format!(
+                        "SELECT {}, r.scheduled FROM runs r JOIN jobs j ON j.name = r.job
+                         WHERE r.status = 'running' AND r.lease_until < ?1",
+                        JOB_COLUMNS
+                            .split(", ")
+                            .map(|c| format!("j.{c}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .map_err(sql("reading expired leases"))?;
+                stmt.query_map([now_s], |r| Ok((job_from_row(r)?, r.get(12)?)))
+                    .map_err(sql("reading expired leases"))?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql("reading expired leases"))?
+            };
+            for (job, scheduled) in expired {
+                if job.misfire == Misfire::Skip {
+                    tx.execute(
+                        "UPDATE runs SET status = 'failed', finished = ?3,
+                           error = 'the engine running it stopped before it finished (its lease expired); misfire skip: not run again'
+                         WHERE job = ?1 AND scheduled = ?2",
+                        params![job.name, scheduled, now_s],
+                    )
+                    .map_err(sql("settling an expired lease"))?;
+                    continue;
+                }
+                tx.execute(
+                    "UPDATE runs SET owner = ?3, lease_until = ?4, attempts = attempts + 1, started = ?5
+                     WHERE job = ?1 AND scheduled = ?2",
+                    params![job.name, scheduled, owner, until, now_s],
+                )
+                .map_err(sql("taking over an expired lease"))?;
+                claims.push(Claim {
+                    job,
+                    scheduled: ts(scheduled),
+                });
+            }
+
+            // Jobs whose next run has come.
+            let due: Vec<Job> = {
+                let mut stmt = tx
+                    .prepare(&format!(
+                        "SELECT {JOB_COLUMNS} FROM jobs WHERE next_run <= ?1 ORDER BY next_run"
+                    ))
+                    .map_err(sql("reading due jobs"))?;
+                stmt.query_map([now_s], job_from_row)
+                    .map_err(sql("reading due jobs"))?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql("reading due jobs"))?
+            };
+            for job in due {
+                let Some(first) = job.next_run else { continue };
+                let schedule = match Schedule::parse(&job.cron, &job.timezone) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // Stored before a change of rules: it is not run, and says why.
+                        tx.execute(
+                            "UPDATE jobs SET next_run = NULL, last_status = 'failed', last_error = ?2 WHERE name = ?1",
+                            params![job.name, e.to_string()],
+                        )
+                        .map_err(sql("disabling a job"))?;
+                        continue;
+                    }
+                };
+                // Every occurrence from the stored next run up to now.
+                let mut occurrences = vec![first];
+                let mut at = first;
+                let mut more = false;
+                while let Some(n) = schedule.next_after(at) {
+                    if n > now {
+                        break;
+                    }
+                    if occurrences.len() >= MAX_SCAN {
+                        more = true;
+                        break;
+                    }
+                    occurrences.push(n);
+                    at = n;
+                }
+                let next = schedule.next_after(now).map(|t| t.as_second());
+                let on_time = |t: &Timestamp| now_s - t.as_second() <= grace;
+                let run: Vec<Timestamp> = match job.misfire {
+                    Misfire::Once => occurrences.last().copied().into_iter().collect(),
+                    Misfire::Skip => occurrences
+                        .last()
+                        .copied()
+                        .filter(on_time)
+                        .into_iter()
+                        .collect(),
+                    Misfire::All => {
+                        let from = occurrences.len().saturating_sub(max_catch_up);
+                        occurrences[from..].to_vec()
+                    }
+                };
+                for t in &occurrences {
+                    let s = t.as_second();
+                    if run.contains(t) {
+                        if insert_run(&tx, &job.name, s, owner, ("running", None), until, now_s)? {
+                            claims.push(Claim {
+                                job: job.clone(),
+                                scheduled: *t,
+                            });
+                        }
+                    } else {
+                        let why = format!(
+                            "missed while no engine ran (misfire {})",
+                            job.misfire.as_str()
+                        );
+                        insert_run(&tx, &job.name, s, owner, ("skipped", Some(&why)), now_s, now_s)?;
+                    }
+                }
+                if more {
+                    tracing::warn!(target: "klaw::scheduler", job = job.name, "more than {MAX_SCAN} runs were missed; the older ones are skipped without a record");
+                }
+                tx.execute(
+                    "UPDATE jobs SET next_run = ?2 WHERE name = ?1",
+                    params![job.name, next],
+                )
+                .map_err(sql("advancing a job"))?;
+            }
+            tx.commit().map_err(sql("claiming due runs"))?;
+            Ok(claims)
+        })
+    }
+
+    fn claim_now(
+        &self,
+        name: &str,
+        now: Timestamp,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql("claiming a run"))?;
+            let job = Self::get_in(&tx, name)?;
+            // A second run-now in the same second is the next second's.
+            let mut s = now.as_second();
+            while !insert_run(
+                &tx,
+                name,
+                s,
+                owner,
+                ("running", None),
+                lease_end(now, lease),
+                now.as_second(),
+            )? {
+                s += 1;
+            }
+            tx.commit().map_err(sql("claiming a run"))?;
+            Ok(Claim {
+                job,
+                scheduled: ts(s),
+            })
+        })
+    }
+
+    fn renew(&self, claim: &Claim, owner: &str, until: Timestamp) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE runs SET lease_until = ?4 WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
+                params![claim.job.name, claim.scheduled.as_second(), owner, until.as_second()],
+            )
+            .map(|n| n == 1)
+            .map_err(sql("renewing a lease"))
+        })
+    }
+
+    fn finish(
+        &self,
+        claim: &Claim,
+        owner: &str,
+        outcome: Result<(), String>,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (status, error) = match &outcome {
+            Ok(()) => ("ok", None),
+            Err(e) => ("failed", Some(e.as_str())),
+        };
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql("recording a run"))?;
+            let n = tx
+                .execute(
+                    "UPDATE runs SET status = ?4, error = ?5, finished = ?6
+                     WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
+                    params![
+                        claim.job.name,
+                        claim.scheduled.as_second(),
+                        owner,
+                        status,
+                        error,
+                        now.as_second()
+                    ],
+                )
+                .map_err(sql("recording a run"))?;
+            if n == 1 {
+                tx.execute(
+                    "UPDATE jobs SET last_run = ?2, last_status = ?3, last_error = ?4 WHERE name = ?1",
+                    params![claim.job.name, claim.scheduled.as_second(), status, error],
+                )
+                .map_err(sql("recording a run"))?;
+                // The record stays bounded: a per-second job makes 86,400 runs a day.
+                tx.execute(
+                    "DELETE FROM runs WHERE job = ?1 AND status != 'running' AND scheduled <
+                       (SELECT scheduled FROM runs WHERE job = ?1
+                        ORDER BY scheduled DESC LIMIT 1 OFFSET ?2)",
+                    params![claim.job.name, RUNS_KEPT - 1],
+                )
+                .map_err(sql("dropping old runs"))?;
+            } else {
+                tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "the run's lease had passed to another engine; its end was not recorded");
+            }
+            tx.commit().map_err(sql("recording a run"))
+        })
+    }
+
+    fn runs(&self, name: &str) -> Result<Vec<RunRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT job, scheduled, owner, status, error, attempts FROM runs
+                     WHERE job = ?1 ORDER BY scheduled",
+                )
+                .map_err(sql("listing runs"))?;
+            stmt.query_map([name], |r| {
+                Ok(RunRecord {
+                    job: r.get(0)?,
+                    scheduled: ts(r.get(1)?),
+                    owner: r.get(2)?,
+                    status: r.get(3)?,
+                    error: r.get(4)?,
+                    attempts: r.get(5)?,
+                })
+            })
+            .map_err(sql("listing runs"))?
+            .collect::<Result<_, _>>()
+            .map_err(sql("listing runs"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn job(name: &str, cron: &str, misfire: Misfire) -> NewJob {
+        NewJob {
+            name: name.into(),
+            cron: cron.into(),
+            timezone: "UTC".into(),
+            message: "do it".into(),
+            model: None,
+            inject_into: None,
+            misfire,
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::new(dir.path().join("schedule.sqlite"), 3);
+        (dir, s)
+    }
+
+    const LEASE: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn add_list_remove_and_their_errors() {
+        let (_d, s) = store();
+        let j = s
+            .add(
+                &job("report", "0 9 * * *", Misfire::Once),
+                at("2026-01-01T10:00:00Z"),
+            )
+            .unwrap();
+        assert_eq!(j.next_run, Some(at("2026-01-02T09:00:00Z")));
+        let dup = s
+            .add(
+                &job("report", "0 10 * * *", Misfire::Once),
+                at("2026-01-01T10:00:00Z"),
+            )
+            .unwrap_err();
+        assert!(dup.is_duplicate() && dup.to_string().contains("`report` already exists"));
+        let bad = s
+            .add(
+                &job("x", "61 * * * *", Misfire::Once),
+                at("2026-01-01T10:00:00Z"),
+            )
+            .unwrap_err();
+        assert!(
+            bad.to_string().contains("minute 61 is out of range 0-59"),
+            "{bad}"
+        );
+        s.add(
+            &job("backup", "@daily", Misfire::Skip),
+            at("2026-01-01T10:00:00Z"),
+        )
+        .unwrap();
+        let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.name).collect();
+        assert_eq!(names, ["backup", "report"]);
+        let missing = s.remove("reprot").unwrap_err();
+        assert!(missing.is_not_found());
+        assert_eq!(
+            missing.to_string(),
+            "no job named `reprot`; jobs: report, backup"
+        );
+        s.remove("report").unwrap();
+        assert_eq!(s.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_claim_is_made_once_and_advances_the_job() {
+        let (dir, s) = store();
+        s.add(
+            &job("tick", "* * * * * *", Misfire::Once),
+            at("2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        let other = SqliteStore::new(dir.path().join("schedule.sqlite"), 3);
+        let now = at("2026-01-01T00:00:01Z");
+        let mine = s.claim_due(now, "a", LEASE).unwrap();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].scheduled, now);
+        // The other engine, at the same instant: nothing left.
+        assert!(other.claim_due(now, "b", LEASE).unwrap().is_empty());
+        assert_eq!(
+            s.get("tick").unwrap().next_run,
+            Some(at("2026-01-01T00:00:02Z"))
+        );
+        s.finish(&mine[0], "a", Ok(()), now).unwrap();
+        let runs = s.runs("tick").unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!((runs[0].status.as_str(), runs[0].attempts), ("ok", 1));
+        let j = s.get("tick").unwrap();
+        assert_eq!(
+            (j.last_run, j.last_status.as_deref()),
+            (Some(now), Some("ok"))
+        );
+        // A failure is recorded on the job and the run.
+        let next = other
+            .claim_due(at("2026-01-01T00:00:02Z"), "b", LEASE)
+            .unwrap();
+        other
+            .finish(
+                &next[0],
+                "b",
+                Err("the model failed".into()),
+                at("2026-01-01T00:00:02Z"),
+            )
+            .unwrap();
+        let j = s.get("tick").unwrap();
+        assert_eq!(j.last_error.as_deref(), Some("the model failed"));
+        // Someone else's run cannot be finished.
+        s.finish(&next[0], "a", Ok(()), at("2026-01-01T00:00:03Z"))
+            .unwrap();
+        assert_eq!(s.runs("tick").unwrap()[1].status, "failed");
+    }
+
+    /// Down for three days: a daily job's three missed runs under each policy.
+    #[test]
+    fn missed_runs_follow_the_misfire_policy() {
+        for (misfire, ran, skipped) in [
+            (Misfire::Once, vec!["2026-01-04T09:00:00Z"], 2),
+            (Misfire::Skip, vec![], 3),
+            (
+                Misfire::All,
+                vec![
+                    "2026-01-02T09:00:00Z",
+                    "2026-01-03T09:00:00Z",
+                    "2026-01-04T09:00:00Z",
+                ],
+                0,
+            ),
+        ] {
+            let (_d, s) = store();
+            s.add(
+                &job("daily", "0 9 * * *", misfire),
+                at("2026-01-01T10:00:00Z"),
+            )
+            .unwrap();
+            let claims = s.claim_due(at("2026-01-04T12:00:00Z"), "a", LEASE).unwrap();
+            let got: Vec<String> = claims.iter().map(|c| c.scheduled.to_string()).collect();
+            assert_eq!(got, ran, "{misfire:?}");
+            let runs = s.runs("daily").unwrap();
+            assert_eq!(runs.len(), 3, "{misfire:?}");
+            assert_eq!(
+                runs.iter().filter(|r| r.status == "skipped").count(),
+                skipped,
+                "{misfire:?}"
+            );
+            assert_eq!(
+                s.get("daily").unwrap().next_run,
+                Some(at("2026-01-05T09:00:00Z"))
+            );
+        }
+    }
+
+    /// `all` catches up at most maxCatchUpRuns (3 here), the latest ones.
+    #[test]
+    fn all_is_capped() {
+        let (_d, s) = store();
+        s.add(
+            &job("hourly", "0 * * * *", Misfire::All),
+            at("2026-01-01T00:30:00Z"),
+        )
+        .unwrap();
+        let claims = s.claim_due(at("2026-01-01T10:30:00Z"), "a", LEASE).unwrap();
+        let got: Vec<String> = claims.iter().map(|c| c.scheduled.to_string()).collect();
+        assert_eq!(
+            got,
+            [
+                "2026-01-01T08:00:00Z",
+                "2026-01-01T09:00:00Z",
+                "2026-01-01T10:00:00Z"
+            ]
+        );
+        assert_eq!(s.runs("hourly").unwrap().len(), 10);
+    }
+
+    /// A dead engine's run: after its lease it is run again (once, all) by whoever
+    /// claims next, with the same key; under skip it is recorded as failed.
+    #[test]
+    fn an_expired_lease_is_settled_by_the_policy() {
+        for misfire in [Misfire::Once, Misfire::All, Misfire::Skip] {
+            let (_d, s) = store();
+            s.add(
+                &job("daily", "0 9 * * *", misfire),
+                at("2026-01-01T08:00:00Z"),
+            )
+            .unwrap();
+            let t = at("2026-01-01T09:00:00Z");
+            let dead = s.claim_due(t, "dead", LEASE).unwrap();
+            assert_eq!(dead.len(), 1);
+            // Within the lease: nobody takes it.
+            assert!(
+                s.claim_due(at("2026-01-01T09:00:20Z"), "b", LEASE)
+                    .unwrap()
+                    .is_empty()
+            );
+            let after = s.claim_due(at("2026-01-01T09:01:00Z"), "b", LEASE).unwrap();
+            let runs = s.runs("daily").unwrap();
+            assert_eq!(runs.len(), 1);
+            if misfire == Misfire::Skip {
+                assert!(after.is_empty());
+                assert_eq!(runs[0].status, "failed");
+                assert!(runs[0].error.as_deref().unwrap().contains("lease expired"));
+            } else {
+                assert_eq!(after.len(), 1);
+                assert_eq!(after[0].scheduled, t);
+                assert_eq!((runs[0].owner.as_str(), runs[0].attempts), ("b", 2));
+                // The dead engine's finish, were it to come back, changes nothing.
+                s.finish(&dead[0], "dead", Ok(()), at("2026-01-01T09:02:00Z"))
+                    .unwrap();
+                assert_eq!(s.runs("daily").unwrap()[0].status, "running");
+            }
+        }
+    }
+
+    /// Only the latest RUNS_KEPT runs of a job are kept.
+    #[test]
+    fn old_runs_are_dropped() {
+        let (_d, s) = store();
+        s.add(
+            &job("tick", "* * * * * *", Misfire::Once),
+            at("2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        let start = at("2026-01-01T00:00:00Z");
+        for i in 1..=i64::from(RUNS_KEPT) + 5 {
+            let now = start + jiff::SignedDuration::from_secs(i);
+            for c in s.claim_due(now, "a", LEASE).unwrap() {
+                s.finish(&c, "a", Ok(()), now).unwrap();
+            }
+        }
+        let runs = s.runs("tick").unwrap();
+        assert_eq!(runs.len(), RUNS_KEPT as usize);
+        assert_eq!(
+            runs[0].scheduled,
+            start + jiff::SignedDuration::from_secs(6)
+        );
+    }
+
+    #[test]
+    fn renewing_keeps_the_lease() {
+        let (_d, s) = store();
+        s.add(
+            &job("daily", "0 9 * * *", Misfire::Once),
+            at("2026-01-01T08:00:00Z"),
+        )
+        .unwrap();
+        let c = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
+        assert!(s.renew(&c[0], "a", at("2026-01-01T09:10:00Z")).unwrap());
+        assert!(!s.renew(&c[0], "b", at("2026-01-01T09:10:00Z")).unwrap());
+        assert!(
+            s.claim_due(at("2026-01-01T09:05:00Z"), "b", LEASE)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn run_now_claims_a_run_off_the_schedule() {
+        let (_d, s) = store();
+        s.add(
+            &job("daily", "0 9 * * *", Misfire::Once),
+            at("2026-01-01T08:00:00Z"),
+        )
+        .unwrap();
+        let now = at("2026-01-01T08:30:00Z");
+        let a = s.claim_now("daily", now, "a", LEASE).unwrap();
+        let b = s.claim_now("daily", now, "a", LEASE).unwrap();
+        assert_ne!(a.scheduled, b.scheduled);
+        assert_eq!(
+            s.get("daily").unwrap().next_run,
+            Some(at("2026-01-01T09:00:00Z"))
+        );
+        assert!(
+            s.claim_now("nope", now, "a", LEASE)
+                .unwrap_err()
+                .is_not_found()
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! `schedule_add`, `schedule_remove`, `schedule_list`: the jobs `klaw-engine run` fires
+//! (the scheduler itself is `crate::scheduler`). The command line's `schedule add|list|
+//! remove` call these same tools.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use klaw_tools::{Annotations, FnTool, Tool, ToolError, ToolOutput, ToolSchema, ToolSpec};
+use serde_json::{Value, json};
+
+use crate::agent::subagent::split_target;
+use crate::gateway::Gateway;
+use crate::llm::Model;
+use crate::scheduler::{Job, Misfire, NewJob, Schedule, Scheduler, StoreError};
+use crate::{Config, Engine};
+
+/// What happens to runs missed while no engine ran.
+#[derive(Debug, Clone, Copy, ToolSchema, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum MisfireArg {
+    /// Один запуск вместо всех пропущенных (по умолчанию)
+    Once,
+    /// Пропущенные не запускать
+    Skip,
+    /// Каждый пропущенный, до scheduler.maxCatchUpRuns
+    All,
+}
+
+/// The arguments of `schedule_add`.
+#[derive(Debug, ToolSchema, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AddArgs {
+    /// Уникальное имя задания
+    #[schema(description_en = "The job's unique name")]
+    name: String,
+    /// Cron: 5 полей (минута час день месяц день_недели), 6 — с секундами первыми, или @daily, @hourly...
+    #[schema(
+        description_en = "Cron: 5 fields (minute hour day month weekday), 6 with seconds first, or @daily, @hourly..."
+    )]
+    #[serde(alias = "schedule", alias = "expression")]
+    cron: String,
+    /// Что агент получит при каждом запуске: полная инструкция, он не видит этот чат
+    #[schema(
+        description_en = "What the agent is told at each run: the whole instruction, it does not see this chat"
+    )]
+    message: String,
+    /// Модель из llm.models; по умолчанию — основная
+    #[schema(description_en = "A model of llm.models; by default the main one")]
+    model: Option<String>,
+    /// Чат для ответа: <канал>_<id>, например telegram_123456; без него ответ идёт в журнал
+    #[schema(
+        description_en = "The chat for the answer: <channel>_<id>, e.g. telegram_123456; without it the answer goes to the log"
+    )]
+    #[serde(alias = "inject_into")]
+    inject_into: Option<String>,
+    /// Часовой пояс IANA (Europe/Berlin); по умолчанию — пояс пользователя
+    #[schema(description_en = "An IANA time zone (Europe/Berlin); by default the user's")]
+    #[serde(alias = "tz", alias = "time_zone", alias = "timeZone")]
+    timezone: Option<String>,
+    /// Что делать с запусками, пропущенными пока движок не работал
+    #[schema(description_en = "What to do with runs missed while the engine was down")]
+    misfire: Option<MisfireArg>,
+}
+
+/// The arguments of `schedule_remove`.
+#[derive(Debug, ToolSchema, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RemoveArgs {
+    /// Имя задания
+    #[schema(description_en = "The job's name")]
+    name: String,
+}
+
+/// The arguments of `schedule_list` (none).
+#[derive(Debug, ToolSchema, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListArgs {}
+
+/// Registers the three tools over `scheduler`, checking `injectInto` against `gateway`.
+pub(crate) fn register(
+    engine: &Engine,
+    scheduler: &Scheduler,
+    gateway: &Gateway,
+) -> Result<(), klaw_tools::RegistryError> {
+    engine.register(add(scheduler.clone(), gateway.clone(), engine.clone()))?;
+    engine.register(remove(scheduler.clone()))?;
+    engine.register(list(scheduler.clone()))?;
+    Ok(())
+}
+
+fn store_error(e: StoreError) -> ToolError {
+    match e {
+        StoreError::Schedule(crate::scheduler::ScheduleError::Zone { .. }) => {
+            ToolError::invalid_arguments("/timezone", e.to_string())
+        }
+        StoreError::Schedule(_) => ToolError::invalid_arguments("/cron", e.to_string()),
+        StoreError::Duplicate(_) => ToolError::invalid_arguments("/name", e.to_string()),
+        StoreError::NotFound { .. } => ToolError::not_found(e.to_string()),
+        other => ToolError::failed(other.to_string()),
+    }
+}
+
+/// A job as the tools show it: its next three runs and its last one in its zone.
+pub(crate) fn job_json(job: &Job, now: Timestamp) -> Value {
+    let schedule = Schedule::parse(&job.cron, &job.timezone).ok();
+    let in_zone = |t: Timestamp| match jiff::tz::TimeZone::get(&job.timezone) {
+        Ok(tz) => t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        Err(_) => t.to_string(),
+    };
+    let next: Vec<String> = schedule
+        .map(|s| {
+            // Counted from the stored next run, so a run due now is listed.
+            let from = job
+                .next_run
+                .and_then(|t| t.checked_sub(jiff::SignedDuration::from_secs(1)).ok())
+                .unwrap_or(now);
+            s.upcoming(from, 3)
+                .iter()
+                .map(|z| z.strftime("%Y-%m-%d %H:%M:%S %Z").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "name": job.name,
+        "cron": job.cron,
+        "timezone": job.timezone,
+        "message": job.message,
+        "model": job.model,
+        "injectInto": job.inject_into,
+        "misfire": job.misfire.as_str(),
+        "nextRuns": next,
+        "lastRun": job.last_run.map(in_zone),
+        "lastStatus": job.last_status,
+        "lastError": job.last_error,
+    })
+}
+
+fn checked(args: AddArgs, config: &Config, gateway: &Gateway) -> Result<NewJob, ToolError> {
+    let name = args.name.trim();
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        return Err(ToolError::invalid_arguments(
+            "/name",
+            "the name must be 1 to 64 characters, none of them control characters",
+        ));
+    }
+    if args.message.trim().is_empty() {
+        return Err(ToolError::invalid_arguments(
+            "/message",
+            "the message is empty",
+        ));
+    }
+    if let Some(m) = &args.model {
+        Model::from_config(config, Some(m))
+            .map_err(|e| ToolError::invalid_arguments("/model", e.to_string()))?;
+    }
+    if let Some(target) = &args.inject_into {
+        let (channel, id) = split_target(target);
+        if gateway.channel(channel).is_none() || !gateway.is_allowed(channel, id) {
+            return Err(ToolError::invalid_arguments(
+                "/injectInto",
+                format!(
+                    "`{target}` is not a chat the gateway may send to (a channel and gateway.allowedChatIds: telegram_123456, console_me)"
+                ),
+            ));
+        }
+    }
+    Ok(NewJob {
+        name: name.to_owned(),
+        cron: args.cron.trim().to_owned(),
+        timezone: args
+            .timezone
+            .filter(|z| !z.trim().is_empty())
+            .unwrap_or_else(|| config.timezone.clone()),
+        message: args.message,
+        model: args.model,
+        inject_into: args.inject_into,
+        misfire: match args.misfire {
+            None | Some(MisfireArg::Once) => Misfire::Once,
+            Some(MisfireArg::Skip) => Misfire::Skip,
+            Some(MisfireArg::All) => Misfire::All,
+        },
+    })
+}
+
+fn add(scheduler: Scheduler, gateway: Gateway, engine: Engine) -> Arc<dyn Tool> {
+    let spec = ToolSpec::new(
+        "schedule_add",
+        "Добавляет задание по расписанию cron: в каждый срок агент выполняет message без \
+         участия человека (деструктивные вызовы отклоняются) со своей историей и отправляет \
+         ответ в чат injectInto; ответ {\"silent\": true, \"reason\": \"...\"} ничего не \
+         отправляет. Задания хранятся в базе и переживают перезапуск; их выполняет \
+         `klaw-engine run`.",
+        Value::Null,
+    )
+    .with_description_en(
+        "Add a job on a cron schedule: at each run the agent carries out message unattended \
+         (destructive calls are refused) with its own history and sends the answer to the chat \
+         injectInto; an answer {\"silent\": true, \"reason\": \"...\"} sends nothing. Jobs are \
+         stored and survive restarts; `klaw-engine run` fires them.",
+    )
+    .with_title("Добавить задание", Some("Add a scheduled job".into()))
+    // Later runs ask the model's provider and may send to a chat; nothing is replaced
+    // (a name in use is an error).
+    .with_annotations(Annotations {
+        open_world: true,
+        ..Default::default()
+    })
+    .with_origin("klaw-engine:scheduler");
+    Arc::new(FnTool::typed(spec, move |_ctx, args: AddArgs| {
+        let (scheduler, gateway, engine) = (scheduler.clone(), gateway.clone(), engine.clone());
+        async move {
+            let job = checked(args, engine.config(), &gateway)?;
+            let now = Timestamp::now();
+            let store = Arc::clone(scheduler.store());
+            let added = tokio::task::spawn_blocking(move || store.add(&job, now))
+                .await
+                .map_err(|e| ToolError::failed(e.to_string()))?
+                .map_err(store_error)?;
+            Ok(ToolOutput::json(json!({
+                "added": true,
+                "job": job_json(&added, now),
+            })))
+        }
+    }))
+}
+
+fn remove(scheduler: Scheduler) -> Arc<dyn Tool> {
+    let spec = ToolSpec::new(
+        "schedule_remove",
+        "Удаляет задание по имени вместе с историей его запусков. Неизвестное имя — ошибка со \
+         списком заданий.",
+        Value::Null,
+    )
+    .with_description_en(
+        "Remove a job by name, with its record of runs. An unknown name is an error listing \
+         the jobs.",
+    )
+    .with_title("Удалить задание", Some("Remove a scheduled job".into()))
+    // The job and its history are gone.
+    .with_annotations(Annotations {
+        destructive: true,
+        ..Default::default()
+    })
+    .with_origin("klaw-engine:scheduler");
+    Arc::new(FnTool::typed(spec, move |_ctx, args: RemoveArgs| {
+        let scheduler = scheduler.clone();
+        async move {
+            let store = Arc::clone(scheduler.store());
+            let name = args.name.trim().to_owned();
+            let removed = name.clone();
+            tokio::task::spawn_blocking(move || store.remove(&name))
+                .await
+                .map_err(|e| ToolError::failed(e.to_string()))?
+                .map_err(store_error)?;
+            Ok(ToolOutput::json(json!({"removed": removed})))
+        }
+    }))
+}
+
+fn list(scheduler: Scheduler) -> Arc<dyn Tool> {
+    let spec = ToolSpec::new(
+        "schedule_list",
+        "Список заданий: cron, часовой пояс, три следующих запуска в этом поясе, последний \
+         запуск, его статус и ошибка.",
+        Value::Null,
+    )
+    .with_description_en(
+        "List the jobs: cron, time zone, the next three runs in that zone, the last run, its \
+         status and error.",
+    )
+    .with_title("Задания", Some("Scheduled jobs".into()))
+    .with_annotations(Annotations {
+        read_only: true,
+        ..Default::default()
+    })
+    .with_origin("klaw-engine:scheduler");
+    Arc::new(FnTool::typed(spec, move |_ctx, _args: ListArgs| {
+        let scheduler = scheduler.clone();
+        async move {
+            let store = Arc::clone(scheduler.store());
+            let jobs = tokio::task::spawn_blocking(move || store.list())
+                .await
+                .map_err(|e| ToolError::failed(e.to_string()))?
+                .map_err(store_error)?;
+            let now = Timestamp::now();
+            Ok(ToolOutput::json(json!({
+                "count": jobs.len(),
+                "jobs": jobs.iter().map(|j| job_json(j, now)).collect::<Vec<_>>(),
+            })))
+        }
+    }))
+}

@@ -1,0 +1,664 @@
+//! The scheduler through the real binary, real SQLite and real processes, with a
+//! scripted OpenAI-compatible model server on loopback: jobs added, listed and removed
+//! across processes; a per-second job fired by `run` and answered in a console chat
+//! (unattended: a destructive call is refused; a silent answer sends nothing); a failing
+//! run recorded and the next one run; missed runs under each misfire policy; two `run`
+//! processes on one data dir firing every occurrence exactly once; an engine killed with
+//! `kill -9` mid-run, whose occurrence is neither lost nor doubled after a restart.
+//! Nothing here asserts a duration: deadlines only stop a test that would hang.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+mod common;
+use common::scripted::{Recorded, Reply, ScriptedServer};
+use common::{engine, stderr, stdout};
+
+/// A home with its data dir, and the model server's URL the engine is given.
+struct Setup {
+    home: tempfile::TempDir,
+    model_url: String,
+}
+
+impl Setup {
+    fn new(model_url: &str) -> Self {
+        Self {
+            home: tempfile::tempdir().unwrap(),
+            model_url: model_url.to_owned(),
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.home.path().join("data")
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open(self.data().join("schedule.sqlite")).unwrap();
+        c.busy_timeout(Duration::from_secs(10)).unwrap();
+        c
+    }
+
+    /// `klaw-engine ARGS` with this home, data dir and model.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = engine(self.home.path(), args);
+        c.env("KLAW_DATA", self.data())
+            .env("KLAW_LLM_BASE_URL", &self.model_url)
+            .env("KLAW_LLM_MODEL", "test-model")
+            .env("KLAW_LLM_API_KEY", "sk-test")
+            .env("KLAW_LLM_RETRIES", "0")
+            .env("KLAW_LOG_LEVEL", "warn");
+        c
+    }
+
+    fn run_cli(&self, args: &[&str]) -> Output {
+        self.cmd(args).stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// Adds a job through the command line; panics when it fails.
+    fn add(&self, args: &[&str]) {
+        let mut all = vec!["schedule", "add"];
+        all.extend_from_slice(args);
+        let o = self.run_cli(&all);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+
+    /// Starts `klaw-engine run`, its stdout lines collected.
+    fn start(&self, env: &[(&str, &str)]) -> Running {
+        let mut cmd = self.cmd(&["run"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let err = Arc::new(Mutex::new(String::new()));
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let seen = Arc::clone(&out);
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                seen.lock().unwrap().push(l);
+            }
+        });
+        let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let seen = Arc::clone(&err);
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                let mut e = seen.lock().unwrap();
+                e.push_str(&l);
+                e.push('\n');
+            }
+        });
+        Running {
+            child: Some(child),
+            out,
+            err,
+        }
+    }
+
+    /// (scheduled second, status, owner, attempts) of each run of `job`.
+    fn runs(&self, job: &str) -> Vec<(i64, String, String, i64)> {
+        let db = self.db();
+        let mut s = db
+            .prepare(
+                "SELECT scheduled, status, owner, attempts FROM runs WHERE job = ?1 ORDER BY scheduled",
+            )
+            .unwrap();
+        s.query_map([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+}
+
+/// A running `klaw-engine run`; killed when dropped.
+struct Running {
+    child: Option<Child>,
+    out: Arc<Mutex<Vec<String>>>,
+    err: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn lines(&self) -> Vec<String> {
+        self.out.lock().unwrap().clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().unwrap().clone()
+    }
+
+    fn pid(&self) -> String {
+        self.child.as_ref().unwrap().id().to_string()
+    }
+
+    /// SIGTERM, then the exit (a clean stop is a success).
+    fn terminate(&mut self) {
+        let mut child = self.child.take().unwrap();
+        let pid = child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = wait_exit(&mut child);
+        assert!(status.success(), "{status:?}\n{}", self.stderr());
+        // The readers see the end of the pipes.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    /// `kill -9`: no chance to clean up.
+    fn kill_9(&mut self) {
+        let mut child = self.child.take().unwrap();
+        assert!(
+            Command::new("kill")
+                .args(["-KILL", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let _ = wait_exit(&mut child);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "no exit 60 s after the signal");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `f` holds (checked every 100 ms); a test that would hang fails after
+/// `secs` with `what`.
+fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn answer(text: &str) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2},
+    }))
+}
+
+fn call(id: &str, name: &str, args: Value) -> Reply {
+    Reply::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": [{
+            "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()},
+        }]}, "finish_reason": "tool_calls"}],
+    }))
+}
+
+fn messages(r: &Recorded) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// The job's prompt of a request: its first user message.
+fn prompt(r: &Recorded) -> String {
+    messages(r)
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The occurrence a run's prompt names (`run of 2026-...`).
+fn occurrence(prompt: &str) -> String {
+    prompt
+        .split("run of ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// A model that answers each run `RAN <job> <occurrence>` (or silently for a job whose
+/// message is `QUIET`).
+fn ran_model() -> ScriptedServer {
+    ScriptedServer::respond(|r| {
+        let p = prompt(r);
+        if p.ends_with("QUIET") {
+            return answer(r#"{"silent": true, "reason": "nothing new"}"#);
+        }
+        let job = p.split('`').nth(1).unwrap_or("?");
+        answer(&format!("RAN {job} {}", occurrence(&p)))
+    })
+}
+
+/// The console lines `[console me] RAN <job> ...`, by occurrence, with their count.
+fn delivered(lines: &[String], job: &str) -> BTreeMap<String, usize> {
+    let prefix = format!("[console me] RAN {job} ");
+    let mut out = BTreeMap::new();
+    for l in lines {
+        if let Some(occ) = l.strip_prefix(&prefix) {
+            *out.entry(occ.to_owned()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn jobs_are_added_listed_and_removed_across_processes() {
+    let s = Setup::new("http://127.0.0.1:9/v1");
+    s.add(&[
+        "report",
+        "0 9 * * *",
+        "Write the report",
+        "--timezone",
+        "Europe/Berlin",
+        "--inject-into",
+        "console_me",
+    ]);
+    s.add(&["ticks", "*/10 * * * * *", "Tick", "--misfire", "skip"]);
+
+    // Another process sees both, with their next three runs in their zone.
+    let o = s.run_cli(&["schedule", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(list["count"], 2);
+    let report = &list["jobs"][0];
+    assert_eq!(report["name"], "report");
+    assert_eq!(report["timezone"], "Europe/Berlin");
+    assert_eq!(report["injectInto"], "console_me");
+    assert_eq!(report["misfire"], "once");
+    let next = report["nextRuns"].as_array().unwrap();
+    assert_eq!(next.len(), 3);
+    assert!(
+        next.iter()
+            .all(|t| t.as_str().unwrap().contains(" 09:00:00 CE")),
+        "{next:?}"
+    );
+    assert_eq!(list["jobs"][1]["misfire"], "skip");
+
+    // Mistakes, each an error that says what is wrong; nothing is added.
+    for (args, expected) in [
+        (
+            vec!["report", "0 10 * * *", "again"],
+            "a job named `report` already exists",
+        ),
+        (
+            vec!["bad", "61 * * * *", "x"],
+            "minute 61 is out of range 0-59",
+        ),
+        (vec!["bad", "0 0 * *", "x"], "4 fields"),
+        (
+            vec!["bad", "0 9 * * *", "x", "--timezone", "Mars/Olympus"],
+            "unknown time zone `Mars/Olympus`",
+        ),
+        (
+            vec!["bad", "0 9 * * *", "x", "--inject-into", "telegram_42"],
+            "`telegram_42` is not a chat the gateway may send to",
+        ),
+        (
+            vec!["bad", "0 9 * * *", "x", "--model", "nope"],
+            "no model named `nope`",
+        ),
+    ] {
+        let mut all = vec!["schedule", "add"];
+        all.extend(args);
+        let o = s.run_cli(&all);
+        assert!(!o.status.success(), "{all:?}");
+        assert!(stderr(&o).contains(expected), "{all:?}: {}", stderr(&o));
+    }
+
+    // Removing an unknown job names the existing ones.
+    let o = s.run_cli(&["schedule", "remove", "reprot"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no job named `reprot`; jobs: report, ticks"),
+        "{}",
+        stderr(&o)
+    );
+    let o = s.run_cli(&["schedule", "remove", "report"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_json::from_str(&stdout(&s.run_cli(&["schedule", "list"]))).unwrap();
+    assert_eq!(list["count"], 1);
+    assert_eq!(list["jobs"][0]["name"], "ticks");
+}
+
+/// A per-second job: `run` (no channel but the console, no MCP) fires it within
+/// seconds, each answer delivered to the console chat; the run is unattended, so its
+/// destructive call is refused; a silent job sends nothing; `schedule list` shows the
+/// last run.
+#[test]
+fn a_per_second_job_is_answered_in_the_console() {
+    let server = ScriptedServer::respond(|r| {
+        let p = prompt(r);
+        let has_results = messages(r).iter().any(|m| m["role"] == "tool");
+        if p.ends_with("CLEAN UP") && !has_results {
+            return call("w", "file_delete", json!({"path": "notes.md"}));
+        }
+        if p.ends_with("QUIET") {
+            return answer(r#"{"silent": true, "reason": "nothing new"}"#);
+        }
+        answer(&format!("RAN tick {}", occurrence(&p)))
+    });
+    let s = Setup::new(&format!("{}/v1", server.url));
+    s.add(&[
+        "tick",
+        "* * * * * *",
+        "CLEAN UP",
+        "--inject-into",
+        "console_me",
+    ]);
+    s.add(&[
+        "quiet",
+        "* * * * * *",
+        "QUIET",
+        "--inject-into",
+        "console_me",
+    ]);
+    let mut run = s.start(&[]);
+    wait_for(60, "three answers in the console", || {
+        delivered(&run.lines(), "tick").len() >= 3
+    });
+    run.terminate();
+    assert!(run.stderr().contains("scheduler"), "{}", run.stderr());
+    let lines = run.lines();
+    // Each answer once, and only the tick job's.
+    let got = delivered(&lines, "tick");
+    assert!(got.values().all(|&n| n == 1), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("[console me] RAN tick ")),
+        "{lines:?}"
+    );
+    // The runs are recorded, each delivered one ok.
+    let runs = s.runs("tick");
+    let ok = runs.iter().filter(|r| r.1 == "ok").count();
+    assert!(ok >= got.len(), "{runs:?}");
+    assert!(s.runs("quiet").iter().any(|r| r.1 == "ok"));
+    // Unattended: the destructive call was refused, with the reason for the model.
+    let requests = server.requests();
+    let refused = requests
+        .iter()
+        .flat_map(messages)
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .next()
+        .expect("no tool result was sent back");
+    assert!(
+        refused.contains("refused") && refused.contains("unattended"),
+        "{refused}"
+    );
+    // Each run has its own history: one system prompt and its own message only.
+    for r in &requests {
+        let users = messages(r).iter().filter(|m| m["role"] == "user").count();
+        assert_eq!(users, 1, "{:?}", r.body);
+    }
+    let list: Value = serde_json::from_str(&stdout(&s.run_cli(&["schedule", "list"]))).unwrap();
+    let tick = &list["jobs"][1];
+    assert_eq!(tick["name"], "tick");
+    assert_eq!(tick["lastStatus"], "ok");
+    assert!(tick["lastRun"].is_string());
+}
+
+/// A run whose model fails is recorded with the error; the engine goes on and the
+/// next occurrence runs.
+#[test]
+fn a_failing_run_is_recorded_and_the_next_one_runs() {
+    let failed = Arc::new(Mutex::new(false));
+    let first = Arc::clone(&failed);
+    let server = ScriptedServer::respond(move |r| {
+        let mut f = first.lock().unwrap();
+        if !*f {
+            *f = true;
+            return Reply::status(500, r#"{"error": {"message": "the model is down"}}"#);
+        }
+        answer(&format!("RAN tick {}", occurrence(&prompt(r))))
+    });
+    let s = Setup::new(&format!("{}/v1", server.url));
+    s.add(&["tick", "* * * * * *", "go", "--inject-into", "console_me"]);
+    let mut run = s.start(&[]);
+    wait_for(60, "a failed run, then a good one", || {
+        let runs = s.runs("tick");
+        runs.iter().any(|r| r.1 == "failed") && runs.iter().any(|r| r.1 == "ok")
+    });
+    run.terminate();
+    let db = s.db();
+    let error: String = db
+        .query_row(
+            "SELECT error FROM runs WHERE job = 'tick' AND status = 'failed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(error.contains("the model is down"), "{error}");
+    let failed_at: i64 = db
+        .query_row(
+            "SELECT scheduled FROM runs WHERE job = 'tick' AND status = 'failed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let ok_after: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM runs WHERE job = 'tick' AND status = 'ok' AND scheduled > ?1",
+            [failed_at],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(ok_after >= 1);
+}
+
+/// Three daily jobs missed four runs each while no engine ran (their next run moved
+/// four days back in the store, as if the engine had been down): at start, `once`
+/// runs one (the latest) and skips three, `skip` runs none, `all` runs all four; each
+/// job's next run is then in the future.
+#[test]
+fn missed_runs_follow_each_policy_at_start() {
+    let server = ran_model();
+    let s = Setup::new(&format!("{}/v1", server.url));
+    // A time of day twelve hours away: no run of it is due on time while this runs.
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let cron = format!("{} {} * * *", now.minute(), (now.hour() + 12) % 24);
+    for policy in ["once", "skip", "all"] {
+        s.add(&[
+            policy,
+            &cron,
+            "report",
+            "--misfire",
+            policy,
+            "--timezone",
+            "UTC",
+            "--inject-into",
+            "console_me",
+        ]);
+    }
+    s.db()
+        .execute("UPDATE jobs SET next_run = next_run - 4 * 86400", [])
+        .unwrap();
+    let mut run = s.start(&[]);
+    wait_for(60, "every missed run settled", || {
+        ["once", "skip", "all"].iter().all(|j| {
+            let runs = s.runs(j);
+            runs.len() == 4 && runs.iter().all(|r| r.1 != "running")
+        })
+    });
+    run.terminate();
+    let count = |job: &str, status: &str| s.runs(job).iter().filter(|r| r.1 == status).count();
+    assert_eq!((count("once", "ok"), count("once", "skipped")), (1, 3));
+    assert_eq!((count("skip", "ok"), count("skip", "skipped")), (0, 4));
+    assert_eq!((count("all", "ok"), count("all", "skipped")), (4, 0));
+    // `once` ran the latest of them.
+    assert_eq!(s.runs("once")[3].1, "ok");
+    let lines = run.lines();
+    assert_eq!(delivered(&lines, "once").len(), 1, "{lines:?}");
+    assert_eq!(delivered(&lines, "skip").len(), 0, "{lines:?}");
+    assert_eq!(delivered(&lines, "all").len(), 4, "{lines:?}");
+    let now = jiff::Timestamp::now().as_second();
+    let future: i64 = s
+        .db()
+        .query_row(
+            "SELECT COUNT(*) FROM jobs WHERE next_run > ?1",
+            [now],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(future, 3);
+}
+
+/// How long the two engines share a per-second job: long enough for both to claim
+/// many occurrences, short enough for every run of the suite.
+const TWO_ENGINES_SECONDS: u64 = 20;
+
+/// Two `run` processes on one data dir and a per-second job (misfire `all`, so no
+/// occurrence is folded into another): every occurrence from the first to the last has
+/// exactly one run, recorded ok, and its answer was delivered exactly once, by one of
+/// the two engines.
+#[test]
+fn two_engines_fire_each_occurrence_once() {
+    let server = ran_model();
+    let s = Setup::new(&format!("{}/v1", server.url));
+    s.add(&[
+        "tick",
+        "* * * * * *",
+        "go",
+        "--inject-into",
+        "console_me",
+        "--misfire",
+        "all",
+    ]);
+    let mut a = s.start(&[]);
+    let mut b = s.start(&[]);
+    std::thread::sleep(Duration::from_secs(TWO_ENGINES_SECONDS));
+    a.terminate();
+    b.terminate();
+    let runs = s.runs("tick");
+    assert!(runs.len() >= 5, "{runs:?}");
+    // None lost: the occurrences are every second from the first to the last.
+    let first = runs[0].0;
+    for (i, r) in runs.iter().enumerate() {
+        assert_eq!(r.0, first + i64::try_from(i).unwrap(), "{runs:?}");
+        assert!(r.1 == "ok" || r.1 == "skipped", "{r:?}");
+    }
+    // None doubled: each ok run delivered once, across both engines.
+    let mut lines = a.lines();
+    lines.extend(b.lines());
+    let got = delivered(&lines, "tick");
+    let ok = runs.iter().filter(|r| r.1 == "ok").count();
+    assert_eq!(got.len(), ok, "{got:?}\n{runs:?}");
+    assert!(got.values().all(|&n| n == 1), "{got:?}");
+    // Nothing ran twice at the model either.
+    let asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| occurrence(&prompt(r)))
+        .collect();
+    let mut unique = asked.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), asked.len(), "{asked:?}");
+    let owners: std::collections::BTreeSet<&str> = runs.iter().map(|r| r.2.as_str()).collect();
+    eprintln!(
+        "two engines, {TWO_ENGINES_SECONDS} s: {} occurrences, {ok} run, by {} engine(s)",
+        runs.len(),
+        owners.len()
+    );
+}
+
+/// A model server that accepts requests and never answers (the connections are kept
+/// open); counts them.
+fn hanging_server() -> (String, Arc<Mutex<usize>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = Arc::new(Mutex::new(0));
+    let seen = Arc::clone(&count);
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().map_while(Result::ok) {
+            *seen.lock().unwrap() += 1;
+            held.push(stream);
+        }
+    });
+    (url, count)
+}
+
+/// An engine killed with `kill -9` while its run waits on the model: the run stays
+/// claimed until its lease passes, then the restarted engine runs that occurrence
+/// again (misfire `once`): one run row, two attempts, one answer delivered.
+#[test]
+fn a_run_killed_mid_turn_is_neither_lost_nor_doubled() {
+    let (hang_url, asked) = hanging_server();
+    let s = Setup::new(&hang_url);
+    // A daily job made due now.
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let cron = format!("{} {} * * *", now.minute(), (now.hour() + 12) % 24);
+    s.add(&[
+        "daily",
+        &cron,
+        "go",
+        "--inject-into",
+        "console_me",
+        "--timezone",
+        "UTC",
+    ]);
+    let due = jiff::Timestamp::now().as_second();
+    s.db()
+        .execute("UPDATE jobs SET next_run = ?1", [due])
+        .unwrap();
+    let lease = [("KLAW_SCHEDULER_LEASE_SECONDS", "3")];
+    let mut first = s.start(&lease);
+    wait_for(60, "the run waiting on the model", || {
+        *asked.lock().unwrap() >= 1 && s.runs("daily").len() == 1
+    });
+    let runs = s.runs("daily");
+    assert_eq!(runs[0].1, "running");
+    assert_eq!(runs[0].0, due);
+    let dead_owner = runs[0].2.clone();
+    let pid = first.pid();
+    first.kill_9();
+    assert!(first.lines().is_empty(), "{:?}", first.lines());
+    assert!(dead_owner.contains(&pid), "{dead_owner}");
+
+    let server = ran_model();
+    let s = Setup {
+        home: s.home,
+        model_url: format!("{}/v1", server.url),
+    };
+    let mut second = s.start(&lease);
+    wait_for(60, "the occurrence run again after the lease", || {
+        s.runs("daily").iter().any(|r| r.1 == "ok")
+    });
+    second.terminate();
+    let runs = s.runs("daily");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].0, due);
+    assert_eq!(runs[0].3, 2, "{runs:?}");
+    assert_ne!(runs[0].2, dead_owner);
+    let got = delivered(&second.lines(), "daily");
+    assert_eq!(got.len(), 1, "{:?}", second.lines());
+    assert!(got.values().all(|&n| n == 1));
+    assert_eq!(server.requests().len(), 1);
+}
