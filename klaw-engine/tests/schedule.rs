@@ -145,15 +145,7 @@ impl Running {
     /// SIGTERM, then the exit (a clean stop is a success).
     fn terminate(&mut self) {
         let mut child = self.child.take().unwrap();
-        let pid = child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let status = wait_exit(&mut child);
+        let status = common::terminate(&mut child);
         assert!(status.success(), "{status:?}\n{}", self.stderr());
         // The readers see the end of the pipes.
         std::thread::sleep(Duration::from_millis(200));
@@ -169,7 +161,7 @@ impl Running {
                 .unwrap()
                 .success()
         );
-        let _ = wait_exit(&mut child);
+        let _ = common::wait_exit(&mut child);
     }
 }
 
@@ -179,17 +171,6 @@ impl Drop for Running {
             let _ = c.kill();
             let _ = c.wait();
         }
-    }
-}
-
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "no exit 60 s after the signal");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

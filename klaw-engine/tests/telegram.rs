@@ -24,24 +24,9 @@ const TOKEN: &str = "123:ABC";
 struct Killed(Child);
 
 impl Killed {
-    /// Sends SIGTERM and waits (up to 30 s) for the exit.
+    /// Sends SIGTERM and waits for the exit.
     fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        common::terminate(&mut self.0)
     }
 }
 
@@ -144,27 +129,6 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     let mut run = Killed(child);
 
     let http = reqwest::Client::new();
-    // The bot's messages to `chat` that have arrived, consumed.
-    let received = |chat: i64| {
-        let (http, tg) = (http.clone(), tg.clone());
-        async move {
-            let v: Value = http
-                .post(format!("{tg}/getUpdates"))
-                .json(&json!({"token": TOKEN, "chatId": chat}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            v["result"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|r| r["message"]["text"].as_str().map(str::to_owned))
-                .collect::<Vec<String>>()
-        }
-    };
 
     say(&http, &tg, 7, "hello from 7").await;
     say(&http, &tg, 42, "hello from 42").await;
@@ -172,7 +136,7 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     let mut got = Vec::new();
     while got.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        got = received(42).await;
+        got = bot_said(&http, &tg, 42).await;
     }
     assert_eq!(got, ["Echo: hello from 42"], "{}", log.lock().unwrap());
 
@@ -181,12 +145,12 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     let mut parts = Vec::new();
     while parts.len() < 2 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        parts.extend(received(42).await);
+        parts.extend(bot_said(&http, &tg, 42).await);
     }
     assert_eq!(parts, ["x".repeat(3000), "y".repeat(3000)]);
 
     // Chat 7 is off the whitelist: nothing reached the model or the chat; it is logged.
-    assert!(received(7).await.is_empty());
+    assert!(bot_said(&http, &tg, 7).await.is_empty());
     assert!(
         model
             .requests()

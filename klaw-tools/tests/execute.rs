@@ -304,7 +304,7 @@ async fn unknown_tool_suggests_the_closest_names() {
     // Nothing is close: every tool is listed, by name (which ones depends on the features).
     let m = e.message();
     assert!(m.starts_with("unknown tool `zzz`; available tools: count_up, current_time, "));
-    assert!(m.contains(", echo3, ") && m.ends_with(", sleepy"), "{e}");
+    assert!(m.contains(", echo3, ") && m.contains(", sleepy"), "{e}");
 }
 
 #[tokio::test]

@@ -129,10 +129,16 @@ impl History {
             path: path.to_owned(),
             source,
         })?;
+        // Waits for another engine on the same data dir before anything else: setting
+        // the journal mode and creating the tables take its lock too.
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|source| HistoryError::Setup {
+                path: path.to_owned(),
+                source,
+            })?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
-             PRAGMA busy_timeout = 5000;
              CREATE TABLE IF NOT EXISTS messages (
                  id INTEGER PRIMARY KEY,
                  chat TEXT NOT NULL,
@@ -361,6 +367,26 @@ fn decode(body: &str) -> Option<Message> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Engines started together on one data dir open the history at the same moment:
+    /// each waits for the other's lock instead of failing with "database is locked"
+    /// (two `run` processes of the scheduler test hit that).
+    #[test]
+    fn engines_opening_one_history_at_once_wait_for_each_other() {
+        for _ in 0..10 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("agent.db");
+            let opened: Vec<_> = (0..6)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || History::open(&path).map(|_| ()))
+                })
+                .collect();
+            for t in opened {
+                t.join().unwrap().unwrap();
+            }
+        }
+    }
 
     fn call(id: &str) -> ToolCallRequest {
         ToolCallRequest {

@@ -64,10 +64,12 @@ impl InboxStore {
             source,
         };
         let conn = Connection::open(path).map_err(open)?;
+        // Another engine on the same data dir is waited for, the journal mode included.
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
-             PRAGMA busy_timeout = 5000;
              CREATE TABLE IF NOT EXISTS cursors (
                  channel TEXT PRIMARY KEY,
                  next INTEGER NOT NULL

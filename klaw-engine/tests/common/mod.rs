@@ -4,7 +4,8 @@
 #![allow(dead_code)] // each test file uses its own part
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 /// The `klaw-engine` binary with `args`, an empty environment but `PATH`, `HOME = home`
 /// and `TZ = UTC`: nothing of the developer's setup leaks in.
@@ -34,3 +35,28 @@ pub(crate) fn stderr(o: &Output) -> String {
 }
 pub(crate) mod fake_telegram;
 pub(crate) mod scripted;
+
+/// Sends SIGTERM to `child` and waits (up to 60 s) for its exit.
+pub(crate) fn terminate(child: &mut Child) -> ExitStatus {
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    wait_exit(child)
+}
+
+/// Waits (up to 60 s) for `child`'s exit after a signal.
+pub(crate) fn wait_exit(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "no exit 60 s after the signal");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
