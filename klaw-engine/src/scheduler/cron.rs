@@ -60,7 +60,38 @@ const ALIASES: [&str; 7] = [
     "@hourly",
 ];
 
+/// Schedules parsed before, by expression and zone: a tick that claims many due jobs
+/// parses each stored expression once per process, not once per claim. Emptied when it
+/// grows past [`CACHE_LIMIT`] (a store of many distinct jobs, or a long-lived engine).
+static PARSED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<(String, String), Schedule>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Most schedules kept in [`PARSED`].
+const CACHE_LIMIT: usize = 20_000;
+
 impl Schedule {
+    /// [`Schedule::parse`], remembered: the stored jobs' expressions, parsed again and
+    /// again by the runner, come from here after the first time. Errors are not kept.
+    pub fn parse_cached(expr: &str, zone: &str) -> Result<Self, ScheduleError> {
+        let key = (expr.to_owned(), zone.to_owned());
+        let lock = || {
+            PARSED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(s) = lock().get(&key) {
+            return Ok(s.clone());
+        }
+        let parsed = Self::parse(expr, zone)?;
+        let mut cache = lock();
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(key, parsed.clone());
+        Ok(parsed)
+    }
+
     /// Parses `expr` in the zone `zone` (an IANA name).
     pub fn parse(expr: &str, zone: &str) -> Result<Self, ScheduleError> {
         let tz = TimeZone::get(zone.trim()).map_err(|_| ScheduleError::Zone {
@@ -200,6 +231,21 @@ fn croner_detail(e: &croner::errors::CronError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_schedule_is_the_parsed_one_and_errors_are_not_kept() {
+        let t = Timestamp::from_second(1_790_000_000).unwrap();
+        let parsed = Schedule::parse("30 2 * * *", "Europe/Berlin").unwrap();
+        for _ in 0..2 {
+            let cached = Schedule::parse_cached("30 2 * * *", "Europe/Berlin").unwrap();
+            assert_eq!(cached.upcoming(t, 3), parsed.upcoming(t, 3));
+            assert_eq!(cached.zone(), "Europe/Berlin");
+        }
+        for _ in 0..2 {
+            let e = Schedule::parse_cached("61 * * * *", "UTC").unwrap_err();
+            assert!(e.to_string().contains("minute 61"), "{e}");
+        }
+    }
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()

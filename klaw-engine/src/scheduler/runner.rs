@@ -30,7 +30,7 @@ const PARALLEL: usize = 4;
 
 /// What the turn of a run is told: which job and occurrence, then the job's message.
 pub(crate) fn prompt(claim: &Claim) -> String {
-    let when = Schedule::parse(&claim.job.cron, &claim.job.timezone)
+    let when = Schedule::parse_cached(&claim.job.cron, &claim.job.timezone)
         .ok()
         .and_then(|s| jiff::tz::TimeZone::get(s.zone()).ok())
         .map(|tz| claim.scheduled.to_zoned(tz).to_string())

@@ -422,7 +422,7 @@ fn insert_run(
 
 impl JobStore for SqliteStore {
     fn add(&self, job: &NewJob, now: Timestamp) -> Result<Job, StoreError> {
-        let schedule = Schedule::parse(&job.cron, &job.timezone)?;
+        let schedule = Schedule::parse_cached(&job.cron, &job.timezone)?;
         let next = schedule.next_after(now).map(|t| t.as_second());
         self.with(|conn| {
             let tx = conn
@@ -571,7 +571,7 @@ impl JobStore for SqliteStore {
             };
             for job in due {
                 let Some(first) = job.next_run else { continue };
-                let schedule = match Schedule::parse(&job.cron, &job.timezone) {
+                let schedule = match Schedule::parse_cached(&job.cron, &job.timezone) {
                     Ok(s) => s,
                     Err(e) => {
                         // Stored before a change of rules: it is not run, and says why.

@@ -19,10 +19,13 @@ use crate::{Config, Engine};
 #[serde(rename_all = "lowercase")]
 enum MisfireArg {
     /// Один запуск вместо всех пропущенных (по умолчанию)
+    #[schema(description_en = "One run for all the missed ones (the default)")]
     Once,
     /// Пропущенные не запускать
+    #[schema(description_en = "Do not run the missed ones")]
     Skip,
     /// Каждый пропущенный, до scheduler.maxCatchUpRuns
+    #[schema(description_en = "Each missed one, up to scheduler.maxCatchUpRuns")]
     All,
 }
 
@@ -102,7 +105,7 @@ fn store_error(e: StoreError) -> ToolError {
 
 /// A job as the tools show it: its next three runs and its last one in its zone.
 pub(crate) fn job_json(job: &Job, now: Timestamp) -> Value {
-    let schedule = Schedule::parse(&job.cron, &job.timezone).ok();
+    let schedule = Schedule::parse_cached(&job.cron, &job.timezone).ok();
     let in_zone = |t: Timestamp| match jiff::tz::TimeZone::get(&job.timezone) {
         Ok(tz) => t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
         Err(_) => t.to_string(),

@@ -11,12 +11,16 @@ use crate::{Limits, ToolError, ToolOutput, ToolSchema, Workspace, tool};
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
     /// Прочитать файл (как file_read)
+    #[schema(description_en = "Read a file (as file_read)")]
     ReadFile,
     /// Перезаписать файл (как file_write с mode = overwrite)
+    #[schema(description_en = "Overwrite a file (as file_write with mode = overwrite)")]
     WriteFile,
     /// Показать папку (как file_list)
+    #[schema(description_en = "List a folder (as file_list)")]
     ListDir,
     /// Удалить файл (как file_delete)
+    #[schema(description_en = "Delete a file (as file_delete)")]
     DeleteFile,
 }
 

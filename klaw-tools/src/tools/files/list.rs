@@ -18,12 +18,16 @@ const MAX_DEPTH: usize = 64;
 #[serde(rename_all = "lowercase")]
 pub enum EntryType {
     /// Обычный файл
+    #[schema(description_en = "A regular file")]
     File,
     /// Папка
+    #[schema(description_en = "A folder")]
     Directory,
     /// Символическая ссылка (не раскрывается)
+    #[schema(description_en = "A symbolic link (not followed)")]
     Symlink,
     /// Другое: FIFO, сокет, устройство
+    #[schema(description_en = "Something else: a FIFO, a socket, a device")]
     Other,
 }
 

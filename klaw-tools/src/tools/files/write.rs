@@ -16,8 +16,10 @@ use crate::{Limits, ToolError, ToolSchema, Workspace, tool};
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
     /// Заменить файл целиком (атомарно)
+    #[schema(description_en = "Replace the whole file (atomically)")]
     Overwrite,
     /// Дописать в конец файла
+    #[schema(description_en = "Add to the end of the file")]
     Append,
 }
 

@@ -19,14 +19,19 @@ use crate::{ToolContext, ToolError, ToolSchema, tool};
 #[serde(rename_all = "lowercase")]
 pub enum ProcessAction {
     /// Запустить команду в фоне
+    #[schema(description_en = "Start a command in the background")]
     Start,
     /// Состояние процесса
+    #[schema(description_en = "The process's state")]
     Status,
     /// Конец вывода процесса
+    #[schema(description_en = "The end of the process's output")]
     Log,
     /// Завершить процесс и всё его дерево
+    #[schema(description_en = "End the process and its whole tree")]
     Kill,
     /// Все процессы
+    #[schema(description_en = "Every process")]
     List,
 }
 

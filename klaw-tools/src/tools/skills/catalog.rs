@@ -36,8 +36,10 @@ pub const MAX_SKILL_MD_BYTES: u64 = 1024 * 1024;
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
     /// Системный навык: папка skills/ в каталоге данных
+    #[schema(description_en = "A system skill: the skills/ folder of the data dir")]
     System,
     /// Навык рабочей области: папка skills/ рабочей области
+    #[schema(description_en = "A workspace skill: the skills/ folder of the workspace")]
     Workspace,
 }
 
