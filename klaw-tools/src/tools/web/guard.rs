@@ -47,6 +47,19 @@ pub enum Refused {
         /// Which special range it is in.
         why: &'static str,
     },
+    /// A private service on the allow-list, asked on a port it is not allowed on.
+    #[error(
+        "access to private and internal addresses is not allowed: `{host}` may be reached \
+         on port {allowed} only (web.allowedPrivateHosts), not on {port}"
+    )]
+    OtherPort {
+        /// The host.
+        host: String,
+        /// The port asked.
+        port: u16,
+        /// The port allowed (the first, when several are).
+        allowed: u16,
+    },
     /// A name that resolves to nothing.
     #[error("`{host}` resolves to no address")]
     NoAddress {
@@ -175,10 +188,15 @@ impl Guard {
         if self.allows_name(&name) && !self.is_allowed(&name, port) {
             // Resolved as a name on the allow-list, its addresses are not checked: so
             // only its allowed port may be reached.
-            return Err(Refused::Private {
+            let allowed = self
+                .allowed
+                .iter()
+                .find(|(h, _)| *h == name)
+                .map_or(0, |(_, p)| *p);
+            return Err(Refused::OtherPort {
                 host: name,
-                ip: IpAddr::from([0, 0, 0, 0]),
-                why: "a private service allowed on another port only",
+                port,
+                allowed,
             });
         }
         Ok(())
