@@ -32,6 +32,7 @@ pub mod gateway;
 pub mod llm;
 pub mod mcp;
 pub mod scheduler;
+mod sqlite;
 mod terminal;
 mod tools;
 

@@ -129,32 +129,28 @@ impl History {
             path: path.to_owned(),
             source,
         })?;
-        // Waits for another engine on the same data dir before anything else: setting
-        // the journal mode and creating the tables take its lock too.
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|source| HistoryError::Setup {
-                path: path.to_owned(),
-                source,
-            })?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS messages (
-                 id INTEGER PRIMARY KEY,
-                 chat TEXT NOT NULL,
-                 body TEXT NOT NULL,
-                 at TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS messages_chat ON messages (chat, id);
-             CREATE TABLE IF NOT EXISTS usage (
-                 id INTEGER PRIMARY KEY,
-                 chat TEXT NOT NULL,
-                 model TEXT NOT NULL,
-                 input_tokens INTEGER NOT NULL,
-                 output_tokens INTEGER NOT NULL,
-                 at TEXT NOT NULL
-             );",
-        )
+        // Another engine on the same data dir is waited for, the journal mode included.
+        crate::sqlite::set_up(&conn, std::time::Duration::from_secs(5), |conn| {
+            conn.execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 PRAGMA synchronous = NORMAL;
+                 CREATE TABLE IF NOT EXISTS messages (
+                     id INTEGER PRIMARY KEY,
+                     chat TEXT NOT NULL,
+                     body TEXT NOT NULL,
+                     at TEXT NOT NULL
+                 );
+                 CREATE INDEX IF NOT EXISTS messages_chat ON messages (chat, id);
+                 CREATE TABLE IF NOT EXISTS usage (
+                     id INTEGER PRIMARY KEY,
+                     chat TEXT NOT NULL,
+                     model TEXT NOT NULL,
+                     input_tokens INTEGER NOT NULL,
+                     output_tokens INTEGER NOT NULL,
+                     at TEXT NOT NULL
+                 );",
+            )
+        })
         .map_err(|source| HistoryError::Setup {
             path: path.to_owned(),
             source,
@@ -373,7 +369,7 @@ mod tests {
     /// (two `run` processes of the scheduler test hit that).
     #[test]
     fn engines_opening_one_history_at_once_wait_for_each_other() {
-        for _ in 0..10 {
+        for _ in 0..40 {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("agent.db");
             let opened: Vec<_> = (0..6)

@@ -65,24 +65,24 @@ impl InboxStore {
         };
         let conn = Connection::open(path).map_err(open)?;
         // Another engine on the same data dir is waited for, the journal mode included.
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(open)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = FULL;
-             CREATE TABLE IF NOT EXISTS cursors (
-                 channel TEXT PRIMARY KEY,
-                 next INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS pending (
-                 channel TEXT NOT NULL,
-                 receipt INTEGER NOT NULL,
-                 chat_id TEXT NOT NULL,
-                 sender TEXT NOT NULL,
-                 text TEXT NOT NULL,
-                 PRIMARY KEY (channel, receipt)
-             );",
-        )
+        crate::sqlite::set_up(&conn, std::time::Duration::from_secs(5), |conn| {
+            conn.execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 PRAGMA synchronous = FULL;
+                 CREATE TABLE IF NOT EXISTS cursors (
+                     channel TEXT PRIMARY KEY,
+                     next INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS pending (
+                     channel TEXT NOT NULL,
+                     receipt INTEGER NOT NULL,
+                     chat_id TEXT NOT NULL,
+                     sender TEXT NOT NULL,
+                     text TEXT NOT NULL,
+                     PRIMARY KEY (channel, receipt)
+                 );",
+            )
+        })
         .map_err(open)?;
         Ok(Self {
             conn: Mutex::new(conn),

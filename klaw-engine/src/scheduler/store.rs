@@ -333,12 +333,13 @@ impl SqliteStore {
             source,
         };
         let conn = Connection::open(path).map_err(open)?;
-        conn.busy_timeout(Duration::from_secs(10)).map_err(open)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(open)?;
-        conn.execute_batch(SCHEMA).map_err(open)?;
+        // Engines started together on one data dir wait for each other here too.
+        crate::sqlite::set_up(&conn, Duration::from_secs(10), |conn| {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.execute_batch(SCHEMA)
+        })
+        .map_err(open)?;
         Ok(conn)
     }
 
