@@ -457,16 +457,13 @@ fn host_ports(hosts: &Vec<String>, _: &WebSection) -> Result<(), String> {
     Ok(())
 }
 
+#[allow(clippy::ptr_arg)] // a key's check takes the field's own type
 fn web_url(url: &String, _: &WebSection) -> Result<(), String> {
-    if url.starts_with("http://") || url.starts_with("https://") {
-        Ok(())
-    } else {
-        Err(format!("{url:?} is not an http:// or https:// URL"))
-    }
+    http_or_https(url)
 }
 
-fn searxng_url(url: &Option<String>, s: &WebSection) -> Result<(), String> {
-    url.as_ref().map_or(Ok(()), |u| web_url(u, s))
+fn searxng_url(url: &Option<String>, _: &WebSection) -> Result<(), String> {
+    url.as_deref().map_or(Ok(()), http_or_https)
 }
 
 fn depth_range(n: &u32, _: &AgentSection) -> Result<(), String> {
@@ -476,12 +473,18 @@ fn depth_range(n: &u32, _: &AgentSection) -> Result<(), String> {
     Ok(())
 }
 
-fn gateway_url(url: &String, _: &GatewaySection) -> Result<(), String> {
+/// An `http://` or `https://` URL (the checks of the URL keys share it).
+fn http_or_https(url: &str) -> Result<(), String> {
     if url.starts_with("http://") || url.starts_with("https://") {
         Ok(())
     } else {
         Err(format!("{url:?} is not an http:// or https:// URL"))
     }
+}
+
+#[allow(clippy::ptr_arg)] // a key's check takes the field's own type
+fn gateway_url(url: &String, _: &GatewaySection) -> Result<(), String> {
+    http_or_https(url)
 }
 
 fn poll_range(n: &u64, _: &GatewaySection) -> Result<(), String> {
@@ -547,12 +550,7 @@ pub struct NamedModel {
 }
 
 fn http_url(url: &Option<String>, _: &LlmSection) -> Result<(), String> {
-    match url {
-        Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
-            Err(format!("{u:?} is not an http:// or https:// URL"))
-        }
-        _ => Ok(()),
-    }
+    url.as_deref().map_or(Ok(()), http_or_https)
 }
 
 fn temperature_range(t: &Option<f64>, _: &LlmSection) -> Result<(), String> {

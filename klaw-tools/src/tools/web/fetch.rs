@@ -168,19 +168,19 @@ impl Clients {
     fn build(settings: &WebSettings) -> Result<Built, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let guard = Arc::new(Guard::new(settings));
-        let agent = concat!("Klaw/", env!("CARGO_PKG_VERSION"), " (web_fetch)");
-        let pages = reqwest::Client::builder()
-            .no_proxy()
-            .user_agent(agent)
-            .connect_timeout(std::time::Duration::from_secs(10))
+        // Both: no proxy from the environment, one user agent, a connect time limit.
+        let base = || {
+            reqwest::Client::builder()
+                .no_proxy()
+                .user_agent(concat!("Klaw/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
+                .connect_timeout(std::time::Duration::from_secs(10))
+        };
+        let pages = base()
             .dns_resolver(Arc::new(GuardedResolver(Arc::clone(&guard))))
             .redirect(redirect_policy(Arc::clone(&guard)))
             .build()
             .map_err(|e| e.to_string())?;
-        let search = reqwest::Client::builder()
-            .no_proxy()
-            .user_agent(agent)
-            .connect_timeout(std::time::Duration::from_secs(10))
+        let search = base()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
@@ -303,7 +303,7 @@ pub(crate) fn request_error(e: &reqwest::Error, url: &Url, settings: &WebSetting
 }
 
 /// The innermost cause's text.
-fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut last = e;
     while let Some(next) = last.source() {
         last = next;

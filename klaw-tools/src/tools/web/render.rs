@@ -166,7 +166,7 @@ pub(crate) async fn launch(
             "disable-background-networking".to_owned(),
             "no-first-run".to_owned(),
         ]);
-    if running_as_root() {
+    if rustix::process::geteuid().is_root() {
         // Chromium refuses to start as root with its own sandbox on.
         config = config.no_sandbox();
     }
@@ -181,13 +181,6 @@ pub(crate) async fn launch(
         proxy,
         _profile: profile,
     })
-}
-
-/// Whether the engine runs as root (the owner of `/proc/self` is the process's user).
-fn running_as_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
 }
 
 async fn render(

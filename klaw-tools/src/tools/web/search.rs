@@ -211,11 +211,10 @@ fn transport(provider: &str, e: &reqwest::Error) -> ToolError {
     if e.is_timeout() {
         return ToolError::timeout(format!("{provider} did not answer in time"));
     }
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    ToolError::unavailable(format!("cannot reach {provider}: {cause}"))
+    ToolError::unavailable(format!(
+        "cannot reach {provider}: {}",
+        super::fetch::innermost(e)
+    ))
 }
 
 /// At most `count` results of a JSON array (`title`, `url`, and the snippet under
