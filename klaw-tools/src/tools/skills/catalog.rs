@@ -223,6 +223,8 @@ impl SkillCatalog {
             let mut names = match dirs_beneath(root, SKILLS_DIR) {
                 Ok(names) => names,
                 Err(e) if e.is_not_found() => continue,
+                // A data dir or workspace not created yet has no skills either.
+                Err(_) if !root.exists() => continue,
                 Err(e) => {
                     out.malformed.push(Malformed {
                         origin,
@@ -391,6 +393,14 @@ mod tests {
         assert!(c.shadowed("csv").is_none());
         assert!(c.malformed.is_empty(), "{:?}", c.malformed);
         assert_eq!(c.get("pdf").unwrap().skill_md(), "skills/pdf/SKILL.md");
+    }
+
+    #[test]
+    fn roots_that_do_not_exist_yet_have_no_skills() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = SkillCatalog::default()
+            .scan(&dir.path().join("data/workspace"), &dir.path().join("data"));
+        assert!(catalog.skills.is_empty() && catalog.malformed.is_empty());
     }
 
     #[test]
