@@ -516,3 +516,41 @@ pub async fn stop_signal() -> std::io::Result<&'static str> {
         _ = term.recv() => "SIGTERM",
     })
 }
+
+// TEMPORARY stand-in for main's "Failed tools" API (FailedTool, set_failed, failed);
+// this commit is reverted when main is merged.
+/// A tool that failed (stand-in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedTool {
+    /// Name.
+    pub name: String,
+    /// Origin.
+    pub origin: String,
+    /// Problem.
+    pub problem: String,
+    /// Failures.
+    pub failures: u32,
+}
+
+impl FailedTool {
+    /// A load failure.
+    pub fn load(name: impl Into<String>, origin: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self { name: name.into(), origin: origin.into(), problem: problem.into(), failures: 0 }
+    }
+}
+
+static FAILED: Mutex<Vec<(String, FailedTool)>> = Mutex::new(Vec::new());
+
+impl Engine {
+    /// Replaces what `source` reported (stand-in).
+    pub fn set_failed(&self, source: &str, failed: Vec<FailedTool>) {
+        let mut all = FAILED.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|(s, _)| s != source);
+        all.extend(failed.into_iter().map(|f| (source.to_owned(), f)));
+    }
+
+    /// The failed tools (stand-in).
+    pub fn failed(&self) -> Vec<FailedTool> {
+        FAILED.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(_, f)| f.clone()).collect()
+    }
+}
