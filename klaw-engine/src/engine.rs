@@ -534,8 +534,17 @@ pub struct FailedTool {
 
 impl FailedTool {
     /// A load failure.
-    pub fn load(name: impl Into<String>, origin: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self { name: name.into(), origin: origin.into(), problem: problem.into(), failures: 0 }
+    pub fn load(
+        name: impl Into<String>,
+        origin: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            origin: origin.into(),
+            problem: problem.into(),
+            failures: 0,
+        }
     }
 }
 
@@ -551,6 +560,11 @@ impl Engine {
 
     /// The failed tools (stand-in).
     pub fn failed(&self) -> Vec<FailedTool> {
-        FAILED.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(_, f)| f.clone()).collect()
+        FAILED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect()
     }
 }

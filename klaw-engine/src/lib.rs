@@ -29,6 +29,7 @@ mod engine;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod gateway;
+pub mod imports;
 pub mod llm;
 pub mod mcp;
 pub mod scheduler;
@@ -42,11 +43,11 @@ pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
+    McpServer, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{
-    Engine, EngineBuilder, HookFuture, PreCallHook, Registrar, ToolCall, stop_signal,
+    Engine, EngineBuilder, FailedTool, HookFuture, PreCallHook, Registrar, ToolCall, stop_signal,
 };
 
 /// Why the engine cannot start.

@@ -300,6 +300,15 @@ impl ToolOutput {
         }
     }
 
+    /// The same output with `text` as the text the model reads (the structured content
+    /// and attachments kept): for a tool whose text is not its JSON, such as one imported
+    /// from an MCP server that sends both.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = text.into();
+        self
+    }
+
     /// The same output with `attachment` after the text (and any before it).
     #[must_use]
     pub fn with_attachment(mut self, attachment: Attachment) -> Self {
