@@ -25,9 +25,17 @@ def add(a: int, b: int) -> int:
 
 @mcp.tool
 async def slow(ctx: Context, seconds: float = 600) -> str:
-    """Reports progress, then waits `seconds`."""
+    """Reports progress, then waits `seconds`; a cancelled call writes "cancelled" to
+    the file named by KLAW_TEST_CANCELLED (the test's proof that the cancel arrived)."""
     await ctx.report_progress(1, 2, "halfway")
-    await asyncio.sleep(seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        mark = os.environ.get("KLAW_TEST_CANCELLED")
+        if mark:
+            with open(mark, "w") as f:
+                f.write("cancelled")
+        raise
     return "slept"
 
 
@@ -63,7 +71,9 @@ def bad_schema(город: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False, log_level="error")
+    # `--mark=...` arguments only label the process, so a test can find it in /proc.
+    args = [a for a in sys.argv[1:] if not a.startswith("--mark=")]
+    if len(args) == 2 and args[0] == "--http":
+        mcp.run(transport="http", host="127.0.0.1", port=int(args[1]), show_banner=False, log_level="error")
     else:
         mcp.run(show_banner=False)
