@@ -46,7 +46,8 @@ pub use config::{
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{
-    Engine, EngineBuilder, HookFuture, PreCallHook, Registrar, ToolCall, stop_signal,
+    Engine, EngineBuilder, FAILURE_STREAK, FailedTool, HookFuture, PreCallHook, Registrar,
+    ToolCall, stop_signal,
 };
 
 /// Why the engine cannot start.
