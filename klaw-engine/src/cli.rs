@@ -31,7 +31,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every tool: a table, or with --format a JSON array of definitions.
+    #[command(args_conflicts_with_subcommands = true)]
     Tools {
+        /// `reload`: load the manifest tools now and say what loads.
+        #[command(subcommand)]
+        action: Option<ToolsAction>,
         /// Client format of the definitions (openai, openai-loose, anthropic, gemini,
         /// mcp), or json: the list `GET /api/v1/tools` gives (MCP definitions with
         /// origin and loaded).
@@ -111,6 +115,16 @@ pub enum Command {
         #[command(subcommand)]
         command: DocsCommand,
     },
+}
+
+/// A `tools` subcommand.
+#[derive(Debug, Subcommand)]
+pub enum ToolsAction {
+    /// Load the manifest tools (`<workspace>/tools/*/tool.yaml`, `<dataDir>/tools/...`)
+    /// as a starting engine does and print each one loaded and each one that fails, with
+    /// why (exit 1 when one fails). A running `run`, `mcp` or `chat` reloads them by
+    /// itself within 2 s of a change, or at once on SIGHUP.
+    Reload,
 }
 
 /// A `docs` subcommand.
@@ -194,6 +208,17 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             ExitCode::SUCCESS
         }),
         Some(Command::Tools {
+            action: Some(ToolsAction::Reload),
+            ..
+        }) => with_config(|config| {
+            init_logging(config);
+            match crate::App::for_listing(config.clone()) {
+                Ok(app) => print_reload(&app),
+                Err(e) => fail(&e.to_string()),
+            }
+        }),
+        Some(Command::Tools {
+            action: None,
             format,
             lang,
             failed,
@@ -376,6 +401,35 @@ fn print_table(engine: &Engine, lang: Lang) {
     }
 }
 
+/// What `tools reload` found: each manifest tool loaded, then each failure.
+fn print_reload(app: &crate::App) -> ExitCode {
+    let report = app.manifests().sync(app.engine());
+    let mut out = std::io::stdout().lock();
+    for name in &report.loaded {
+        let _ = writeln!(out, "loaded  {name}");
+    }
+    for f in &report.failed {
+        let _ = writeln!(
+            out,
+            "FAILED  {}: {}\n        {}",
+            f.name,
+            crate::terminal::terminal_safe(&f.problem),
+            crate::terminal::terminal_safe(&f.origin)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} loaded, {} failed",
+        crate::doctor::plural(report.loaded.len(), "manifest tool"),
+        report.failed.len()
+    );
+    if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// The failed tools: name, origin and why (what could not be loaded, or the last error
 /// of the failed calls in a row).
 fn print_failed(failed: &[crate::FailedTool]) {
@@ -431,6 +485,7 @@ where
             Ok(app) => std::sync::Arc::new(app),
             Err(e) => return fail(&e.to_string()),
         };
+        app.watch_manifests();
         let code = f(std::sync::Arc::clone(&app)).await;
         app.shutdown().await;
         code

@@ -30,6 +30,7 @@ mod engine;
 pub mod fixtures;
 pub mod gateway;
 pub mod llm;
+pub mod manifests;
 pub mod mcp;
 pub mod scheduler;
 mod sqlite;
@@ -39,7 +40,7 @@ mod tools;
 pub use app::{App, AppError};
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
-pub use cli::{Cli, Command, ToolsFormat, main, run};
+pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
     MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
