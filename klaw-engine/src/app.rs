@@ -21,6 +21,7 @@ use crate::agent::{Agent, AgentError, Approvals, Approver, RefuseApproval};
 use crate::gateway::{Gateway, GatewayError};
 use crate::imports::Imports;
 use crate::llm::Model;
+use crate::manifests::Manifests;
 use crate::scheduler::Scheduler;
 use crate::{Config, Engine, EngineError};
 
@@ -51,6 +52,9 @@ pub enum AppError {
     /// The schedule tools could not be registered.
     #[error("cannot register the schedule tools: {0}")]
     Scheduler(#[source] klaw_tools::RegistryError),
+    /// `tool_create` and `tool_delete` could not be registered.
+    #[error("cannot register tool_create and tool_delete: {0}")]
+    Manifests(#[source] klaw_tools::RegistryError),
 }
 
 impl AppError {
@@ -68,6 +72,7 @@ pub struct App {
     agent: Option<Agent>,
     subagents: Option<Subagents>,
     scheduler: Scheduler,
+    manifests: Arc<Manifests>,
     approvals: Arc<Approvals>,
     imports: Imports,
     stop: CancellationToken,
@@ -116,6 +121,10 @@ impl App {
             }
             None => (None, None),
         };
+        // Manifest tools last: one named like an engine tool fails, never the engine's.
+        let manifests = Arc::new(Manifests::new(engine.config()));
+        crate::tools::tool_create::register(&engine, &manifests).map_err(AppError::Manifests)?;
+        manifests.sync(&engine);
         // A loaded skill's allowed-tools (when enforced) refuses before anyone is asked.
         #[cfg(feature = "skills")]
         {
@@ -151,6 +160,7 @@ impl App {
             agent,
             subagents,
             scheduler,
+            manifests,
             approvals,
             imports,
             stop: CancellationToken::new(),
@@ -219,6 +229,18 @@ impl App {
     /// The scheduled jobs (`schedule_*`, fired by `run`).
     pub fn scheduler(&self) -> &Scheduler {
         &self.scheduler
+    }
+
+    /// The manifest tools (`<workspace>/tools`, `<dataDir>/tools`).
+    pub fn manifests(&self) -> &Arc<Manifests> {
+        &self.manifests
+    }
+
+    /// Keeps the manifest tools in step with their files while the app runs (every
+    /// [`WATCH_INTERVAL`](crate::manifests::WATCH_INTERVAL), and at once on SIGHUP), until
+    /// the stop. Call it on the app's runtime.
+    pub(crate) fn watch_manifests(&self) {
+        Arc::clone(&self.manifests).watch(self.engine.clone(), self.stop.child_token());
     }
 
     /// Starts firing due jobs (with a child of the stop token) when there is an agent and

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use klaw_tools::{Format, Lang, ToolRegistry};
+use klaw_tools::{Format, Lang};
 
 use crate::llm::Model;
 use crate::{Config, Engine};
@@ -31,7 +31,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every tool: a table, or with --format a JSON array of definitions.
+    #[command(args_conflicts_with_subcommands = true)]
     Tools {
+        /// `reload`: load the manifest tools now and say what loads.
+        #[command(subcommand)]
+        action: Option<ToolsAction>,
         /// Client format of the definitions (openai, openai-loose, anthropic, gemini,
         /// mcp), or json: the list `GET /api/v1/tools` gives (MCP definitions with
         /// origin and loaded).
@@ -40,6 +44,11 @@ pub enum Command {
         /// Language of descriptions (default: `language` from engine.json).
         #[arg(long, value_parser = parse_lang)]
         lang: Option<Lang>,
+        /// List only the tools that are not working: manifests and imported tools that
+        /// could not be loaded, and tools whose last calls failed (with --format json,
+        /// the `failed` list of `GET /api/v1/tools`).
+        #[arg(long)]
+        failed: bool,
     },
     /// Call a tool with JSON arguments and print its result (exit 1 on error); with
     /// --jsonl, many calls, one JSON object a line on stdin, one result a line on stdout.
@@ -106,6 +115,16 @@ pub enum Command {
         #[command(subcommand)]
         command: DocsCommand,
     },
+}
+
+/// A `tools` subcommand.
+#[derive(Debug, Subcommand)]
+pub enum ToolsAction {
+    /// Load the manifest tools (`<workspace>/tools/*/tool.yaml`, `<dataDir>/tools/...`)
+    /// as a starting engine does and print each one loaded and each one that fails, with
+    /// why (exit 1 when one fails). A running `run`, `mcp` or `chat` reloads them by
+    /// itself within 2 s of a change, or at once on SIGHUP.
+    Reload,
 }
 
 /// A `docs` subcommand.
@@ -188,23 +207,48 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             out(&pretty(&config.effective()));
             ExitCode::SUCCESS
         }),
-        Some(Command::Tools { format, lang }) => with_config(|config| {
+        Some(Command::Tools {
+            action: Some(ToolsAction::Reload),
+            ..
+        }) => with_config(|config| {
+            init_logging(config);
+            match crate::App::for_listing(config.clone()) {
+                Ok(app) => print_reload(&app),
+                Err(e) => fail(&e.to_string()),
+            }
+        }),
+        Some(Command::Tools {
+            action: None,
+            format,
+            lang,
+            failed,
+        }) => with_config(|config| {
             init_logging(config);
             // The tools of an assembled engine: the engine's own (send_message,
             // subagent_spawn) too.
-            let registry = match crate::App::for_listing(config.clone()) {
-                Ok(app) => app.engine().registry(),
+            let app = match crate::App::for_listing(config.clone()) {
+                Ok(app) => app,
                 Err(e) => return fail(&e.to_string()),
             };
+            let engine = app.engine();
             let lang = lang.unwrap_or(config.raw.language);
-            match format {
-                Some(ToolsFormat::Client(format)) => {
-                    out(&pretty(&registry.definitions(format, lang).into()));
+            match (format, failed) {
+                (Some(ToolsFormat::Json), true) => {
+                    out(&pretty(&serde_json::json!(engine.failed())));
                 }
-                Some(ToolsFormat::Json) => {
-                    out(&pretty(&crate::mcp::http::tools_json(&registry, lang)))
+                (Some(ToolsFormat::Client(_)), true) => {
+                    return fail(
+                        "--failed lists tools, not definitions: use it alone or with --format json",
+                    );
                 }
-                None => print_table(&registry, lang),
+                (None, true) => print_failed(&engine.failed()),
+                (Some(ToolsFormat::Client(format)), false) => {
+                    out(&pretty(&engine.registry().definitions(format, lang).into()));
+                }
+                (Some(ToolsFormat::Json), false) => {
+                    out(&pretty(&crate::mcp::http::tools_json(engine, lang)));
+                }
+                (None, false) => print_table(engine, lang),
             }
             ExitCode::SUCCESS
         }),
@@ -318,7 +362,8 @@ fn docs_index(config: Config, force: bool) -> ExitCode {
     }
 }
 
-fn print_table(registry: &ToolRegistry, lang: Lang) {
+fn print_table(engine: &Engine, lang: Lang) {
+    let registry = engine.registry();
     let width = registry.names().map(str::len).max().unwrap_or(4).max(4);
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{:width$}  {:5}  DESCRIPTION", "NAME", "FLAGS");
@@ -346,6 +391,77 @@ fn print_table(registry: &ToolRegistry, lang: Lang) {
         "\n{}; flags: r read-only, d destructive, i idempotent, o open-world",
         crate::doctor::plural(registry.len(), "tool")
     );
+    let failed = engine.failed();
+    if !failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} not working: `klaw-engine tools --failed` says why",
+            crate::doctor::plural(failed.len(), "tool")
+        );
+    }
+}
+
+/// What `tools reload` found: each manifest tool loaded, then each failure.
+fn print_reload(app: &crate::App) -> ExitCode {
+    let report = app.manifests().sync(app.engine());
+    let mut out = std::io::stdout().lock();
+    for name in &report.loaded {
+        let _ = writeln!(out, "loaded  {name}");
+    }
+    for f in &report.failed {
+        let _ = writeln!(
+            out,
+            "FAILED  {}: {}\n        {}",
+            f.name,
+            crate::terminal::terminal_safe(&f.problem),
+            crate::terminal::terminal_safe(&f.origin)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} loaded, {} failed",
+        crate::doctor::plural(report.loaded.len(), "manifest tool"),
+        report.failed.len()
+    );
+    if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The failed tools: name, origin and why (what could not be loaded, or the last error
+/// of the failed calls in a row).
+fn print_failed(failed: &[crate::FailedTool]) {
+    let mut out = std::io::stdout().lock();
+    if failed.is_empty() {
+        let _ = writeln!(out, "no failed tools");
+        return;
+    }
+    let width = failed
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for f in failed {
+        let what = if f.is_failing_calls() {
+            format!(
+                "{} calls in a row failed, the last: {}",
+                f.failures, f.problem
+            )
+        } else {
+            format!("not loaded: {}", f.problem)
+        };
+        let _ = writeln!(
+            out,
+            "{:width$}  {}\n{:width$}  {}",
+            f.name,
+            crate::terminal::terminal_safe(&what),
+            "",
+            crate::terminal::terminal_safe(&format!("from {}", f.origin))
+        );
+    }
 }
 
 /// Runs a front end: a runtime, the app assembled with `model`, then `f`; the app is
@@ -370,6 +486,7 @@ where
             Err(e) => return fail(&e.to_string()),
         };
         app.start_imports().await;
+        app.watch_manifests();
         let code = f(std::sync::Arc::clone(&app)).await;
         app.shutdown().await;
         code

@@ -345,14 +345,34 @@ fn browser_check(config: &Config) -> Check {
 fn tools_check(config: Option<&Config>) -> Check {
     let count = match config {
         Some(config) => crate::App::for_listing(config.clone())
-            .map(|app| app.engine().registry().len())
+            .map(|app| (app.engine().registry().len(), app.engine().failed()))
             .map_err(|e| e.to_string()),
         None => ToolRegistry::collect()
-            .map(|r| r.len())
+            .map(|r| (r.len(), Vec::new()))
             .map_err(|e| e.to_string()),
     };
     match count {
-        Ok(n) => check("tools", Status::Ok, format!("{} valid", plural(n, "tool")), None),
+        Ok((n, failed)) if failed.is_empty() => {
+            check("tools", Status::Ok, format!("{} valid", plural(n, "tool")), None)
+        }
+        // The others work: a manifest or an imported server that failed is a warning.
+        Ok((n, failed)) => {
+            let each: Vec<String> = failed
+                .iter()
+                .map(|f| format!("{} ({}): {}", f.name, f.origin, f.problem))
+                .collect();
+            check(
+                "tools",
+                Status::Warn,
+                format!(
+                    "{} valid; {} not loaded: {}",
+                    plural(n, "tool"),
+                    failed.len(),
+                    each.join("; ")
+                ),
+                Some("fix or remove what is named (`klaw-engine tools --failed` lists it)".into()),
+            )
+        }
         Err(e) => check(
             "tools",
             Status::Fail,

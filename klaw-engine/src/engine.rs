@@ -3,7 +3,7 @@
 //! context, gives every call an id, lets hooks see and refuse calls, cancels calls by id,
 //! tells subscribers when the tool list changes, and shuts down cleanly.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use klaw_tools::{
-    Args, CallListener, Caller, EventHook, RegistryError, Tool, ToolContext, ToolContextBuilder,
-    ToolError, ToolOutput, ToolRegistry, ToolSpec,
+    Args, CallListener, Caller, ErrorKind, EventHook, RegistryError, Tool, ToolContext,
+    ToolContextBuilder, ToolError, ToolEvent, ToolOutput, ToolRegistry, ToolSpec,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +20,81 @@ use crate::{Config, EngineError};
 
 /// How long [`Engine::shutdown`] waits for cancelled calls to return.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How many failed calls in a row list a tool among the failed ones.
+pub const FAILURE_STREAK: u32 = 3;
+
+/// A tool that is not working as offered: one that could not be loaded (a manifest, an
+/// imported MCP server's tool, a server that did not start), or one whose last
+/// [`FAILURE_STREAK`] or more calls failed on its side (`failed`, `timeout`,
+/// `unavailable`; a model's bad arguments or a refusal do not count). Listed by
+/// `klaw-engine tools --failed`, `doctor` and `GET /api/v1/tools` (`failed`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct FailedTool {
+    /// The tool's name (for a server that did not start: the server's).
+    pub name: String,
+    /// Where it was defined (`manifest:<path>`, `mcp:<server>`, a source file).
+    pub origin: String,
+    /// Why: the load error, or the last call's error.
+    pub problem: String,
+    /// 0 for a tool that could not be loaded; N for N failed calls in a row.
+    pub failures: u32,
+}
+
+impl FailedTool {
+    /// A tool that could not be loaded.
+    pub fn load(
+        name: impl Into<String>,
+        origin: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            origin: origin.into(),
+            problem: problem.into(),
+            failures: 0,
+        }
+    }
+
+    /// Whether the tool is loaded and failing at run time (not a load failure).
+    pub fn is_failing_calls(&self) -> bool {
+        self.failures > 0
+    }
+}
+
+/// Failed calls in a row per tool, with the last error; a success ends a streak.
+#[derive(Default)]
+struct Streaks(Mutex<HashMap<String, (u32, String)>>);
+
+impl Streaks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, String)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn see(&self, event: &ToolEvent) {
+        match event {
+            ToolEvent::Executed { tool, .. } => {
+                self.lock().remove(tool);
+            }
+            ToolEvent::Failed { tool, error, .. }
+                if matches!(
+                    error.kind(),
+                    ErrorKind::Failed | ErrorKind::Timeout | ErrorKind::Unavailable
+                ) =>
+            {
+                let mut streaks = self.lock();
+                let entry = streaks.entry(tool.clone()).or_default();
+                entry.0 = entry.0.saturating_add(1);
+                entry.1 = error.message().to_owned();
+            }
+            ToolEvent::Removed { tool, .. } => {
+                self.lock().remove(tool);
+            }
+            _ => {}
+        }
+    }
+}
 
 /// One tool call as the engine runs it: an id (in events, logs, progress reports, and
 /// what [`Engine::cancel`] takes), the tool's name, its arguments and who is calling.
@@ -106,6 +181,10 @@ struct Inner {
     closing: CancellationToken,
     /// Bumped whenever the tool list changes.
     tools_changed: tokio::sync::watch::Sender<u64>,
+    /// What each loader (`manifests`, `mcp:<server>`) could not load, by loader.
+    load_failures: Mutex<BTreeMap<String, Vec<FailedTool>>>,
+    /// Failed calls in a row, per tool.
+    streaks: Arc<Streaks>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -268,16 +347,78 @@ impl Engine {
     }
 
     /// Adds a tool at run time, validated like those collected at start-up; subscribers
-    /// of [`tools_changed`](Self::tools_changed) are told.
+    /// of [`tools_changed`](Self::tools_changed) are told, event hooks get
+    /// [`ToolEvent::Created`] (or `LoadFailed`).
     pub fn register(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        self.change_registry(|r| r.register(tool).map(|()| true))
-            .map(|_| ())
+        self.change_registry(|r| {
+            let (name, origin) = (tool.spec().name.clone(), tool.spec().origin.clone());
+            r.register(tool)?;
+            r.emit(&ToolEvent::created(name, origin));
+            Ok(true)
+        })
+        .map(|_| ())
     }
 
-    /// Removes a tool at run time; false when there was none by that name.
+    /// Removes a tool at run time (event hooks get [`ToolEvent::Removed`]); false when
+    /// there was none by that name.
     pub fn unregister(&self, name: &str) -> bool {
-        self.change_registry(|r| Ok(r.unregister(name).is_some()))
-            .unwrap_or(false)
+        self.change_registry(|r| {
+            let Some(tool) = r.unregister(name) else {
+                return Ok(false);
+            };
+            r.emit(&ToolEvent::removed(name, tool.spec().origin.clone()));
+            Ok(true)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Replaces what `source` (a loader: `manifests`, `mcp:<server>`) reported as not
+    /// loaded; an empty list clears it. Each new entry is logged and given to the event
+    /// hooks as [`ToolEvent::LoadFailed`] (a failure reported again unchanged is not).
+    pub fn set_failed(&self, source: &str, failed: Vec<FailedTool>) {
+        let mut all = self
+            .inner
+            .load_failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let before = all.remove(source).unwrap_or_default();
+        let registry = self.registry();
+        for f in failed.iter().filter(|f| !before.contains(f)) {
+            registry.emit(&ToolEvent::load_failed(&f.name, &f.origin, &f.problem));
+        }
+        if !failed.is_empty() {
+            all.insert(source.to_owned(), failed);
+        }
+    }
+
+    /// Every tool that is not working as offered, by name: those a loader could not
+    /// load, then those whose last [`FAILURE_STREAK`] calls or more failed.
+    pub fn failed(&self) -> Vec<FailedTool> {
+        let mut out: Vec<FailedTool> = self
+            .inner
+            .load_failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
+        let registry = self.registry();
+        for (name, (failures, problem)) in self.inner.streaks.lock().iter() {
+            if *failures >= FAILURE_STREAK {
+                out.push(FailedTool {
+                    name: name.clone(),
+                    origin: registry
+                        .by_name(name)
+                        .map(|t| t.spec().origin.clone())
+                        .unwrap_or_default(),
+                    problem: problem.clone(),
+                    failures: *failures,
+                });
+            }
+        }
+        out.sort_by(|a, b| (&a.name, a.failures).cmp(&(&b.name, b.failures)));
+        out
     }
 
     /// A receiver that sees a new value whenever tools are added or removed (the MCP
@@ -399,6 +540,11 @@ impl EngineBuilder {
     pub fn build(self) -> Result<Engine, EngineError> {
         let config = self.config;
         let mut registry = ToolRegistry::collect()?;
+        let streaks = Arc::new(Streaks::default());
+        {
+            let streaks = Arc::clone(&streaks);
+            registry.subscribe(move |event: &ToolEvent| streaks.see(event));
+        }
         let mut errors = Vec::new();
         for tool in self.tools {
             if let Err(e) = registry.register(tool) {
@@ -446,6 +592,8 @@ impl EngineBuilder {
             running: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
             tools_changed: tokio::sync::watch::Sender::new(0),
+            load_failures: Mutex::new(BTreeMap::new()),
+            streaks,
         });
         let _ = registrar.0.set(Arc::downgrade(&inner));
         Ok(Engine { inner })

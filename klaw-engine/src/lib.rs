@@ -31,6 +31,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod imports;
 pub mod llm;
+pub mod manifests;
 pub mod mcp;
 pub mod scheduler;
 mod sqlite;
@@ -40,14 +41,15 @@ mod tools;
 pub use app::{App, AppError};
 #[cfg(feature = "docs")]
 pub use cli::DocsCommand;
-pub use cli::{Cli, Command, ToolsFormat, main, run};
+pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
     McpServer, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{
-    Engine, EngineBuilder, FailedTool, HookFuture, PreCallHook, Registrar, ToolCall, stop_signal,
+    Engine, EngineBuilder, FAILURE_STREAK, FailedTool, HookFuture, PreCallHook, Registrar,
+    ToolCall, stop_signal,
 };
 
 /// Why the engine cannot start.

@@ -38,6 +38,8 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("schedule_add", "---o", true, "adds a job whose runs ask the model's provider and may answer in a chat; a name in use is an error, nothing is replaced"),
     ("schedule_list", "r---", true, "lists the jobs"),
     ("schedule_remove", "-d--", true, "removes a job and its record of runs"),
+    ("tool_create", "-d--", true, "writes a script and its manifest into the workspace and offers it as a tool that runs a command, as exec does; replace overwrites"),
+    ("tool_delete", "-d--", true, "removes a tool the agent made and its files"),
     ("send_message", "---o", true, "sends to a chat (Telegram): people outside read it; nothing is overwritten"),
     ("render_js", "r--o", false, "reads a public page in a headless browser (registered only when one is found); private addresses are refused"),
     ("web_fetch", "r--o", true, "reads a public web page; private addresses are refused"),

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use klaw_engine::{Config, Engine, ToolCall};
+use klaw_engine::{Config, Engine, FAILURE_STREAK, FailedTool, ToolCall};
 use klaw_tools::{
     ErrorKind, FnTool, Progress, ProgressUpdate, ToolError, ToolEvent, ToolOutput, ToolSpec, tool,
 };
@@ -242,6 +242,96 @@ async fn tools_added_at_run_time_are_announced_and_callable() {
     assert!(!s.engine.unregister("runtime_echo"));
     let e = s.engine.call("runtime_echo", "{}").await.unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::UnknownTool);
+}
+
+/// Tools added and removed at run time are events; what a loader could not load is
+/// listed until that loader reports again; a tool whose calls fail on its side
+/// [`FAILURE_STREAK`] times in a row is listed with its last error, until a call succeeds
+/// (a model's bad arguments do not count).
+#[tokio::test]
+async fn added_removed_and_failed_tools_are_events_and_listed() {
+    let s = setup();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    {
+        let events = Arc::clone(&events);
+        s.engine.subscribe(move |e: &ToolEvent| {
+            let line = match e {
+                ToolEvent::Created { tool, origin, .. } => format!("created {tool} {origin}"),
+                ToolEvent::Removed { tool, .. } => format!("removed {tool}"),
+                ToolEvent::LoadFailed { tool, problem, .. } => format!("load {tool}: {problem}"),
+                ToolEvent::Failed { tool, .. } => format!("failed {tool}"),
+                _ => return,
+            };
+            events.lock().unwrap().push(line);
+        });
+    }
+    let flaky = FnTool::new(
+        ToolSpec::new(
+            "flaky",
+            "Ломается, когда попросят",
+            json!({"type": "object", "properties": {"fail": {"type": "boolean"}}, "required": ["fail"]}),
+        )
+        .with_origin("test:flaky"),
+        |_ctx, args| async move {
+            if args["fail"] == true {
+                Err(ToolError::failed("broke on purpose"))
+            } else {
+                Ok(ToolOutput::plain("fine"))
+            }
+        },
+    );
+    s.engine.register(Arc::new(flaky)).unwrap();
+    s.engine.set_failed(
+        "manifests",
+        vec![FailedTool::load("broken", "manifest:x", "bad YAML")],
+    );
+    // Reported again unchanged: listed once, announced once.
+    s.engine.set_failed(
+        "manifests",
+        vec![FailedTool::load("broken", "manifest:x", "bad YAML")],
+    );
+    assert_eq!(s.engine.failed().len(), 1);
+    for _ in 0..FAILURE_STREAK + 2 {
+        // Bad arguments are the caller's fault, not the tool's.
+        let _ = s.engine.call("flaky", json!({})).await.unwrap_err();
+    }
+    assert_eq!(s.engine.failed().len(), 1, "{:?}", s.engine.failed());
+    for _ in 0..FAILURE_STREAK {
+        s.engine
+            .call("flaky", json!({"fail": true}))
+            .await
+            .unwrap_err();
+    }
+    let failed = s.engine.failed();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    let flaky = failed.iter().find(|f| f.name == "flaky").unwrap();
+    assert_eq!(
+        (
+            flaky.failures,
+            flaky.origin.as_str(),
+            flaky.problem.as_str()
+        ),
+        (FAILURE_STREAK, "test:flaky", "broke on purpose")
+    );
+    assert!(flaky.is_failing_calls());
+    s.engine
+        .call("flaky", json!({"fail": false}))
+        .await
+        .unwrap();
+    s.engine.set_failed("manifests", Vec::new());
+    assert!(s.engine.failed().is_empty());
+    assert!(s.engine.unregister("flaky"));
+    let events = events.lock().unwrap().clone();
+    assert_eq!(events.first().unwrap(), "created flaky test:flaky");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("load broken"))
+            .count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(events.last().unwrap(), "removed flaky");
 }
 
 /// The builder adds services, tools and hooks before the engine starts, and every

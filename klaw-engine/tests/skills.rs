@@ -12,12 +12,12 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 mod common;
+use common::mcp_client::Mcp;
 use common::scripted::{Recorded, Reply, ScriptedServer};
 use common::{engine, stderr, stdout};
 
@@ -46,83 +46,6 @@ fn md(name: &str, description: &str, extra: &str) -> String {
     format!("---\nname: {name}\ndescription: {description}\n{extra}---\n# {name}\n\nStep one.\n")
 }
 
-/// `klaw-engine mcp` over stdio, driven line by line.
-struct Mcp {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Mcp {
-    fn start(home: &Path) -> Self {
-        let mut child = klaw(home, &["mcp"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut mcp = Self {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        mcp.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "skills-test", "version": "1"}}),
-        );
-        writeln!(
-            mcp.stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .unwrap();
-        mcp
-    }
-
-    /// Sends a request and waits for its answer (a hung server fails the test rather
-    /// than hanging it; no time is asserted).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").unwrap();
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("no answer from klaw-engine mcp");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    }
-
-    fn call(&mut self, tool: &str, args: Value) -> Value {
-        let v = self.request("tools/call", json!({"name": tool, "arguments": args}));
-        v["result"].clone()
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn names(list: &Value) -> Vec<(String, String)> {
     list["structuredContent"]["skills"]
         .as_array()
@@ -142,7 +65,7 @@ fn skills_added_changed_and_removed_while_mcp_runs_are_seen_without_a_restart() 
     let home = tempfile::tempdir().unwrap();
     let (data, ws) = dirs(home.path());
     write_skill(&data, "pdf", &md("pdf", "system pdf", ""));
-    let mut mcp = Mcp::start(home.path());
+    let mut mcp = Mcp::start(klaw(home.path(), &["mcp"]));
     let list = mcp.call("skill_list", json!({}));
     assert_eq!(names(&list), [("pdf".into(), "system".into())], "{list}");
 

@@ -31,6 +31,23 @@ pub enum ToolEvent {
         /// What the caller was told.
         error: ToolError,
     },
+    /// A tool was added while the engine runs (a manifest, `tool_create`, an imported
+    /// MCP server's tool).
+    #[non_exhaustive]
+    Created {
+        /// The tool.
+        tool: String,
+        /// Where it was defined.
+        origin: String,
+    },
+    /// A tool was removed while the engine runs.
+    #[non_exhaustive]
+    Removed {
+        /// The tool.
+        tool: String,
+        /// Where it was defined.
+        origin: String,
+    },
     /// A tool could not be registered.
     #[non_exhaustive]
     LoadFailed {
@@ -44,8 +61,38 @@ pub enum ToolEvent {
 }
 
 impl ToolEvent {
+    /// A tool added while the engine runs.
+    pub fn created(tool: impl Into<String>, origin: impl Into<String>) -> Self {
+        Self::Created {
+            tool: tool.into(),
+            origin: origin.into(),
+        }
+    }
+
+    /// A tool removed while the engine runs.
+    pub fn removed(tool: impl Into<String>, origin: impl Into<String>) -> Self {
+        Self::Removed {
+            tool: tool.into(),
+            origin: origin.into(),
+        }
+    }
+
+    /// A tool that could not be loaded (outside the registry's own checks: a manifest
+    /// that does not parse, an imported server that did not start).
+    pub fn load_failed(
+        tool: impl Into<String>,
+        origin: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Self::LoadFailed {
+            tool: tool.into(),
+            origin: origin.into(),
+            problem: problem.into(),
+        }
+    }
+
     /// Logs the event through `tracing` (target `klaw::tools`).
-    pub(crate) fn trace(&self) {
+    pub fn trace(&self) {
         match self {
             ToolEvent::Executed {
                 tool,
@@ -69,6 +116,12 @@ impl ToolEvent {
                     detail = error.detail().unwrap_or(""),
                     "tool failed: {}", error.message()
                 );
+            }
+            ToolEvent::Created { tool, origin } => {
+                tracing::info!(target: "klaw::tools", tool, origin, "tool added");
+            }
+            ToolEvent::Removed { tool, origin } => {
+                tracing::info!(target: "klaw::tools", tool, origin, "tool removed");
             }
             ToolEvent::LoadFailed {
                 tool,

@@ -321,7 +321,9 @@ impl ToolRegistry {
         ToolError::unknown_tool(format!("unknown tool `{name}`{hint}"))
     }
 
-    fn emit(&self, event: &ToolEvent) {
+    /// Logs `event` and gives it to every subscriber (the engine's run-time additions and
+    /// removals, a loader's failures that never reached [`register`](Self::register)).
+    pub fn emit(&self, event: &ToolEvent) {
         event.trace();
         for hook in &self.hooks {
             hook.on_event(event);

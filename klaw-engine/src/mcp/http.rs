@@ -110,7 +110,7 @@ pub async fn serve(
                 let engine = tools_engine.clone();
                 async move {
                     let lang = engine.config().raw.language;
-                    json_response(StatusCode::OK, &tools_json(&engine.registry(), lang))
+                    json_response(StatusCode::OK, &tools_json(&engine, lang))
                 }
             }),
         )
@@ -140,22 +140,24 @@ pub async fn serve(
 }
 
 /// The tool list as `/api/v1/tools` and `klaw-engine tools --format json` give it: each
-/// tool's MCP definition with its origin, and whether it loaded (every listed tool did:
-/// one that fails validation stops the engine's start).
-pub fn tools_json(
-    registry: &klaw_tools::ToolRegistry,
-    lang: klaw_tools::Lang,
-) -> serde_json::Value {
-    let tools: Vec<_> = super::specs_by_name(registry)
+/// tool's MCP definition with its origin, and `failed`: the tools that could not be
+/// loaded or whose last calls failed ([`Engine::failed`](crate::Engine::failed)).
+pub fn tools_json(engine: &crate::Engine, lang: klaw_tools::Lang) -> serde_json::Value {
+    let registry = engine.registry();
+    let failed = engine.failed();
+    let tools: Vec<_> = super::specs_by_name(&registry)
         .into_iter()
         .map(|spec| {
             let mut def = klaw_tools::definition(spec, klaw_tools::Format::Mcp, lang);
             def["origin"] = json!(spec.origin);
             def["loaded"] = json!(true);
+            if let Some(f) = failed.iter().find(|f| f.name == spec.name) {
+                def["failing"] = json!({"failures": f.failures, "problem": f.problem});
+            }
             def
         })
         .collect();
-    json!({"tools": tools, "count": tools.len()})
+    json!({"tools": tools, "count": tools.len(), "failed": failed})
 }
 
 /// The guard every request passes first. A client refused for who it is (Host, Origin,

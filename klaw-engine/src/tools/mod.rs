@@ -5,3 +5,4 @@
 pub(crate) mod schedule;
 pub(crate) mod send_message;
 pub(crate) mod subagent_spawn;
+pub(crate) mod tool_create;

@@ -34,6 +34,7 @@ pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 pub(crate) mod fake_telegram;
+pub(crate) mod mcp_client;
 pub(crate) mod scripted;
 
 /// Sends SIGTERM to `child` and waits (up to 60 s) for its exit.
