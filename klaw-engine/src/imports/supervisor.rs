@@ -80,6 +80,9 @@ impl Supervisor {
             let why = match attempt {
                 Ok(Ok((conn, tools))) => {
                     tracing::info!(target: "klaw::imports", server = self.name, tools = tools.len(), "started");
+                    // Callable before its tools are registered: a call right after the
+                    // start never finds it still "starting".
+                    self.link.set_up(conn.peer().clone());
                     self.import(tools);
                     if let Some(r) = ready.take() {
                         let _ = r.send(());
@@ -144,7 +147,6 @@ impl Supervisor {
     /// Serves calls until the server dies (why) or the stop (`None`), re-listing the
     /// tools on `tools/list_changed`.
     async fn serve(&mut self, conn: Connection) -> Option<String> {
-        self.link.set_up(conn.peer().clone());
         let peer = conn.peer().clone();
         let mut cancel = Some(conn.cancellation_token());
         let mut waiting = std::pin::pin!(conn.waiting());
