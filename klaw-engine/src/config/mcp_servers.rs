@@ -95,7 +95,7 @@ impl McpServer {
             let Some(url) = &self.url else {
                 return Err("an HTTP server needs `url`".into());
             };
-            if !url.contains("${") && !(url.starts_with("http://") || url.starts_with("https://")) {
+            if !(url.contains("${") || url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(format!("{url:?} is not an http:// or https:// URL"));
             }
             if self.command.is_some() || !self.args.is_empty() || !self.env.is_empty() {
