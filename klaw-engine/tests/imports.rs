@@ -495,3 +495,54 @@ fn the_http_tool_list_has_failed_entries() {
     );
     common::terminate(&mut child);
 }
+
+/// A hostile server (a line that is not UTF-8, 1,504 tools, a 300 KiB schema, a
+/// 200-character name, a recursive `$ref`, an image that is not base64): the engine
+/// stays up, imports the first 1,000 tools it can, and says why not the rest.
+#[test]
+fn a_hostile_server_is_bounded_and_refused_clearly() {
+    let home = home_with(json!({"mcpServers": {
+        "bad": {"command": "python3", "args": [script("hostile.py")]},
+    }}));
+    let run = |args: &[&str]| {
+        engine(home.path(), args)
+            .env("KLAW_CACHE", cache())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["tools", "--failed", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let failed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let problem = |name: &str| {
+        failed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .map(|f| f["problem"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("{name} not failed: {failed:#}"))
+    };
+    assert!(problem("bad").contains("only the first 1000"));
+    assert!(problem("bad__huge").contains("bytes of JSON"));
+    assert!(problem("bad__loop").contains("recursive"));
+    let o = run(&["tools", "--format", "json"]);
+    let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let imported: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["origin"] == "mcp:bad")
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        imported.len(),
+        1000 - 2,
+        "the first 1000 less the 2 refused"
+    );
+    let long = imported.iter().find(|n| n.starts_with("bad__nnn")).unwrap();
+    assert_eq!(long.len(), 64, "{long}");
+    let o = run(&["call", "bad__image", "{}"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("not valid base64"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("still here"), "{}", stdout(&o));
+}
