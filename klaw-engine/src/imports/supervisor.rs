@@ -38,6 +38,9 @@ pub(crate) struct Supervisor {
     /// The tools of the last list that could not be imported (reported again, beside
     /// the server, while it is down).
     tool_failures: Vec<FailedTool>,
+    /// The tools refused, by their name on the server: the definition and why. An
+    /// unchanged definition is not tried again on a new list (one report, one event).
+    refused: BTreeMap<String, (serde_json::Value, FailedTool)>,
 }
 
 impl Supervisor {
@@ -55,6 +58,7 @@ impl Supervisor {
             stop,
             registered: BTreeMap::new(),
             tool_failures: Vec::new(),
+            refused: BTreeMap::new(),
         }
     }
 
@@ -83,6 +87,8 @@ impl Supervisor {
                     // Callable before its tools are registered: a call right after the
                     // start never finds it still "starting".
                     self.link.set_up(conn.peer().clone());
+                    // A new start tries every tool again (a name taken before may be free).
+                    self.refused.clear();
                     self.import(tools);
                     if let Some(r) = ready.take() {
                         let _ = r.send(());
@@ -202,16 +208,29 @@ impl Supervisor {
         }
         let timeout = Duration::from_secs(self.config.call_timeout_seconds);
         let mut wanted = BTreeMap::new();
+        let mut refused = BTreeMap::new();
         for tool in &tools {
+            let remote = tool.name.to_string();
+            let definition = serde_json::to_value(tool).unwrap_or_default();
+            if let Some((old, why)) = self.refused.remove(&remote)
+                && old == definition
+            {
+                failed.push(why.clone());
+                refused.insert(remote, (old, why));
+                continue;
+            }
             match ImportedTool::new(&self.link, tool, timeout) {
                 Ok(imported) => {
-                    let definition = serde_json::to_value(tool).unwrap_or_default();
                     wanted.insert(
                         imported_name_of(&imported),
-                        (Arc::new(imported), definition),
+                        (Arc::new(imported), definition, remote),
                     );
                 }
-                Err((name, problem)) => failed.push(FailedTool::load(name, &source, problem)),
+                Err((name, problem)) => {
+                    let why = FailedTool::load(name, &source, problem);
+                    failed.push(why.clone());
+                    refused.insert(remote, (definition, why));
+                }
             }
         }
         let gone: Vec<String> = self
@@ -224,7 +243,7 @@ impl Supervisor {
             self.engine.unregister(&name);
             self.registered.remove(&name);
         }
-        for (name, (tool, definition)) in wanted {
+        for (name, (tool, definition, remote)) in wanted {
             match self.registered.get(&name) {
                 Some(old) if *old == definition => continue,
                 Some(_) => {
@@ -237,9 +256,14 @@ impl Supervisor {
                 Ok(()) => {
                     self.registered.insert(name, definition);
                 }
-                Err(e) => failed.push(FailedTool::load(e.tool, e.origin, e.problem)),
+                Err(e) => {
+                    let why = FailedTool::load(e.tool, e.origin, e.problem);
+                    failed.push(why.clone());
+                    refused.insert(remote, (definition, why));
+                }
             }
         }
+        self.refused = refused;
         self.tool_failures = failed.clone();
         self.engine.set_failed(&source, failed);
     }

@@ -278,8 +278,8 @@ fn output(result: rmcp::model::CallToolResult) -> Result<ToolOutput, ToolError> 
 }
 
 /// A server's schema as the registry takes it: `$schema` dropped, `$ref`s into
-/// `$defs`/`definitions` inlined (bounded), and not larger than [`MAX_SCHEMA_BYTES`].
-/// The registry's own checks follow when the tool is registered.
+/// `$defs`/`definitions` inlined (bounded), not larger than [`MAX_SCHEMA_BYTES`], and
+/// passing the registry's schema checks.
 fn schema(raw: &Map<String, Value>) -> Result<Value, String> {
     let mut root = raw.clone();
     root.remove("$schema");
@@ -301,6 +301,12 @@ fn schema(raw: &Map<String, Value>) -> Result<Value, String> {
         return Err(format!(
             "{size} bytes of JSON, more than the {MAX_SCHEMA_BYTES} an imported schema may have"
         ));
+    }
+    // The registry's own rules, checked here so a refusal is reported once (the
+    // registry would report it again when the tool is registered).
+    let problems = klaw_tools::check_schema(&value);
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
     }
     Ok(value)
 }
