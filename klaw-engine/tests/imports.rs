@@ -242,11 +242,19 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
     let files = tempfile::tempdir().unwrap();
     std::fs::write(files.path().join("note.txt"), "from server-filesystem").unwrap();
     let dir = files.path().canonicalize().unwrap().display().to_string();
+    let mut everything = node_server(&bin, "mcp-server-everything", &[]);
+    everything["env"] = json!({"GIVEN": "${KLAW_TEST_GIVEN}"});
     let home = home_with(json!({"mcpServers": {
-        "everything": node_server(&bin, "mcp-server-everything", &[]),
+        "everything": everything,
         "fs": node_server(&bin, "mcp-server-filesystem", &[&dir]),
     }}));
-    let mut c = Client::start(home.path(), &[]);
+    let mut c = Client::start(
+        home.path(),
+        &[
+            ("KLAW_TEST_GIVEN", "given-on-purpose"),
+            ("SOME_SECRET", "sk-kept-from-servers"),
+        ],
+    );
     let names = c.tool_names(1);
     for expected in [
         "everything__echo",
@@ -272,6 +280,15 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
     assert_eq!(p["params"]["progressToken"], "p-3", "{p}");
     let r = c.wait_for(|m| m["id"] == 3);
     assert_eq!(r["result"]["isError"], false, "{r}");
+
+    // A server gets HOME, PATH and the like, and its own `env`; not the engine's secrets.
+    let r = c.call(6, "everything__get-env", json!({}));
+    let env = text_of(&r);
+    assert!(
+        env.contains("given-on-purpose") && env.contains("PATH"),
+        "{env}"
+    );
+    assert!(!env.contains("sk-kept-from-servers"), "{env}");
 
     let path = format!("{dir}/note.txt");
     let r = c.call(4, "fs__read_text_file", json!({"path": path}));

@@ -40,7 +40,8 @@ pub struct McpServer {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Variables added to the engine's environment for the program.
+    /// The program's variables (it also gets `HOME`, `PATH` and a few others from the
+    /// engine, never the engine's whole environment).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Its working directory (default: the engine's).

@@ -17,6 +17,13 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::config::McpServer;
 
+/// The engine's variables a stdio server gets (beside its own `env`): those the MCP
+/// SDKs' stdio clients pass on (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`), and
+/// the locale, time zone and temporary directory. Anything else, `${VAR}` in `env`.
+pub(crate) const INHERITED_ENV: [&str; 10] = [
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR",
+];
+
 /// Lines of a server's stderr kept to explain why it stopped.
 const STDERR_LINES: usize = 5;
 /// Longest stderr line kept or logged (the rest is cut).
@@ -204,6 +211,14 @@ async fn connect_stdio(
     use process_wrap::tokio::{CommandWrap, ProcessGroup};
     let program = s.command.as_deref().unwrap_or_default();
     let mut command = tokio::process::Command::new(program);
+    // Not the engine's whole environment (it holds API keys and tokens): the variables
+    // the MCP SDKs pass on, then the server's own `env`.
+    command.env_clear();
+    for name in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
     command.args(&s.args).envs(&s.env).kill_on_drop(true);
     if let Some(cwd) = &s.cwd {
         command.current_dir(cwd);
