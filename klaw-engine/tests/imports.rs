@@ -264,6 +264,31 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
     ] {
         assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
     }
+    // The server's definition carried over: output schema, annotations, description.
+    let list = c.request(7, "tools/list", json!({}));
+    let def = |name: &str| {
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let structured = def("everything__get-structured-content");
+    assert_eq!(structured["outputSchema"]["type"], "object", "{structured}");
+    assert_eq!(
+        structured["annotations"]["readOnlyHint"], true,
+        "{structured}"
+    );
+    assert!(!structured["description"].as_str().unwrap().is_empty());
+    let r = c.call(
+        8,
+        "everything__get-structured-content",
+        json!({"location": "New York"}),
+    );
+    assert!(r["structuredContent"].is_object(), "{r}");
+
     let r = c.call(2, "everything__echo", json!({"message": "привет"}));
     assert_eq!(r["isError"], false, "{r}");
     assert!(text_of(&r).contains("привет"), "{r}");
@@ -562,4 +587,50 @@ fn a_hostile_server_is_bounded_and_refused_clearly() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("not valid base64"), "{}", stdout(&o));
     assert!(stdout(&o).contains("still here"), "{}", stdout(&o));
+}
+
+/// An HTTP server that goes away and comes back: calls fail meanwhile, then work again.
+#[test]
+fn an_http_server_that_restarts_is_used_again() {
+    let Some(py) = python() else { return };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let serve = || {
+        let child = std::process::Command::new(&py)
+            .args([script("server.py"), "--http".into(), port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let up = eventually(60, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "the FastMCP HTTP server did not listen");
+        child
+    };
+    let mut http = serve();
+    let home = home_with(json!({"mcpServers": {
+        "web": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")},
+    }}));
+    let mut c = Client::start(home.path(), &[]);
+    let r = c.call(1, "web__add", json!({"a": 1, "b": 2}));
+    assert_eq!(text_of(&r), "3", "{r}");
+    http.kill().unwrap();
+    http.wait().unwrap();
+    let r = c.call(2, "web__add", json!({"a": 1, "b": 2}));
+    assert_eq!(r["isError"], true, "{r}");
+    let mut http = serve();
+    let mut id = 10;
+    let back = eventually(90, || {
+        id += 1;
+        let r = c.call(id, "web__add", json!({"a": 2, "b": 2}));
+        text_of(&r) == "4"
+    });
+    assert!(back, "the HTTP server was not used again");
+    assert!(c.finish().success());
+    let _ = http.kill();
+    let _ = http.wait();
 }
