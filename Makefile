@@ -44,6 +44,7 @@ bench: setup
 	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench imports
 	$(CARGO) bench --locked -p klaw-engine --bench agent
 	$(CARGO) bench --locked -p klaw-engine --bench scheduler
+	$(CARGO) bench --locked -p klaw-engine --bench manifests
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench files
 	$(CARGO) bench --locked -p klaw-tools --bench skills
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
