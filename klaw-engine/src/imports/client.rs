@@ -35,7 +35,7 @@ pub(crate) struct Link {
     /// The server's name in `mcpServers`.
     pub(crate) server: String,
     peer: RwLock<Option<Peer<RoleClient>>>,
-    progress: Mutex<HashMap<ProgressToken, Progress>>,
+    progress: Mutex<Watches>,
     down: Mutex<String>,
     stderr: Mutex<VecDeque<String>>,
     /// Woken by the server's `notifications/tools/list_changed`.
@@ -47,7 +47,7 @@ impl Link {
         Arc::new(Self {
             server: server.to_owned(),
             peer: RwLock::new(None),
-            progress: Mutex::new(HashMap::new()),
+            progress: Mutex::new(Watches::default()),
             down: Mutex::new("it is starting".into()),
             stderr: Mutex::new(VecDeque::new()),
             list_changed: tokio::sync::Notify::new(),
@@ -91,7 +91,18 @@ impl Link {
         progress: Progress,
     ) -> ProgressGuard {
         if progress.is_listened() {
-            self.lock_progress().insert(token.clone(), progress);
+            let early = {
+                let mut watches = self.lock_progress();
+                watches.by_token.insert(token.clone(), progress.clone());
+                let (mine, others) = std::mem::take(&mut watches.early)
+                    .into_iter()
+                    .partition(|p| p.progress_token == token);
+                watches.early = others;
+                mine
+            };
+            for p in early {
+                report(&progress, p);
+            }
         }
         ProgressGuard {
             link: Arc::clone(self),
@@ -99,7 +110,7 @@ impl Link {
         }
     }
 
-    fn lock_progress(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Progress>> {
+    fn lock_progress(&self) -> std::sync::MutexGuard<'_, Watches> {
         self.progress.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -112,6 +123,24 @@ impl Link {
     }
 }
 
+/// The calls whose progress is watched, and reports for no watched call yet.
+#[derive(Default)]
+struct Watches {
+    by_token: HashMap<ProgressToken, Progress>,
+    early: VecDeque<ProgressNotificationParam>,
+}
+
+/// Reports kept for calls not watched yet (the oldest dropped first).
+const EARLY_REPORTS: usize = 32;
+
+fn report(progress: &Progress, p: ProgressNotificationParam) {
+    progress.report(
+        whole(p.progress),
+        p.total.map(whole),
+        p.message.map(|m| cut(&m, 1000)).unwrap_or_default(),
+    );
+}
+
 /// Stops a call's progress reports when the call ends, however it ends.
 pub(crate) struct ProgressGuard {
     link: Arc<Link>,
@@ -120,7 +149,7 @@ pub(crate) struct ProgressGuard {
 
 impl Drop for ProgressGuard {
     fn drop(&mut self) {
-        self.link.lock_progress().remove(&self.token);
+        self.link.lock_progress().by_token.remove(&self.token);
     }
 }
 
@@ -135,17 +164,23 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _: NotificationContext<RoleClient>,
     ) {
-        let progress = self
-            .link
-            .lock_progress()
-            .get(&params.progress_token)
-            .cloned();
+        let progress = {
+            let mut watches = self.link.lock_progress();
+            match watches.by_token.get(&params.progress_token) {
+                Some(p) => Some(p.clone()),
+                None => {
+                    // A report that arrived before its call was watched (the call is
+                    // sent, then watched): kept a little while for it.
+                    if watches.early.len() == EARLY_REPORTS {
+                        watches.early.pop_front();
+                    }
+                    watches.early.push_back(params.clone());
+                    None
+                }
+            }
+        };
         if let Some(progress) = progress {
-            progress.report(
-                whole(params.progress),
-                params.total.map(whole),
-                params.message.map(|m| cut(&m, 1000)).unwrap_or_default(),
-            );
+            report(&progress, params);
         }
     }
 
