@@ -114,6 +114,14 @@ impl Link {
         self.progress.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Forgets what an earlier run of the server wrote on stderr.
+    pub(crate) fn clear_stderr(&self) {
+        self.stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
     fn keep_stderr(&self, line: String) {
         let mut lines = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
         if lines.len() == STDERR_LINES {

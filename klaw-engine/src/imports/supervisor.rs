@@ -144,6 +144,7 @@ impl Supervisor {
 
     /// Starts the server and lists its tools.
     async fn start(&self) -> Result<(Connection, Vec<rmcp::model::Tool>), String> {
+        self.link.clear_stderr();
         let resolved = Resolved::new(&self.config, &|name| std::env::var(name).ok())?;
         let conn = resolved.connect(&self.link).await?;
         let tools = list(&conn).await?;
