@@ -547,6 +547,13 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn with_text_keeps_the_structured_content() {
+        let out = ToolOutput::json(json!({"sum": 3})).with_text("3");
+        assert_eq!(out.text(), "3");
+        assert_eq!(out.structured(), Some(&json!({"sum": 3})));
+    }
+
+    #[test]
     fn into_parts_gives_the_text_and_the_structured_content() {
         assert_eq!(
             ToolOutput::plain("готово").into_parts(),
