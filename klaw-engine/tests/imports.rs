@@ -445,7 +445,8 @@ fn crash_restart_cancel_and_list_changed() {
     let Some(py) = python() else { return };
     let marks = tempfile::tempdir().unwrap();
     let cancelled = marks.path().join("cancelled");
-    let mut server = py_server(&py, &[]);
+    let mark = format!("--mark=crash-{}", std::process::id());
+    let mut server = py_server(&py, &[&mark]);
     server["env"] = json!({"KLAW_TEST_CANCELLED": cancelled});
     let home = home_with(json!({"mcpServers": {"py": server}}));
     let mut c = Client::start(home.path(), &[]);
@@ -490,6 +491,12 @@ fn crash_restart_cancel_and_list_changed() {
     let r = c.call(4, "py__grown", json!({}));
     assert_eq!(text_of(&r), "grown", "{r}");
     assert!(c.finish().success());
+    // The restarted server is stopped with the engine too.
+    assert!(
+        eventually(10, || processes_with(&mark).is_empty()),
+        "left behind: {:?}",
+        processes_with(&mark)
+    );
 }
 
 /// `GET /api/v1/tools` of `klaw-engine mcp --http` lists the imported tools with their
@@ -633,4 +640,25 @@ fn an_http_server_that_restarts_is_used_again() {
     assert!(c.finish().success());
     let _ = http.kill();
     let _ = http.wait();
+}
+
+/// A server that ignores the end of its stdin and SIGTERM, with a child that does too:
+/// the engine's stop kills its process group, and neither is left behind.
+#[test]
+fn a_server_that_will_not_stop_is_killed_with_its_children() {
+    let mark = format!("--mark=stubborn-{}", std::process::id());
+    let home = home_with(json!({"mcpServers": {
+        "s": {"command": "python3", "args": [script("stubborn.py"), mark]},
+    }}));
+    let o = engine(home.path(), &["call", "s__ping", "{}"])
+        .env("KLAW_CACHE", cache())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "pong");
+    assert!(
+        eventually(10, || processes_with(&mark).is_empty()),
+        "left behind: {:?}",
+        processes_with(&mark)
+    );
 }
