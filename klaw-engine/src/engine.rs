@@ -245,7 +245,51 @@ impl Engine {
     /// cancellation by [`cancel`](Self::cancel) or [`shutdown`](Self::shutdown)), with
     /// its progress reports and log messages going to `listener`. Never panics on what a
     /// caller sends.
+    ///
+    /// Each call is a `tracing` span `execute_tool` (target `klaw::engine`, level info)
+    /// with OpenTelemetry's GenAI attributes: `gen_ai.operation.name`,
+    /// `gen_ai.tool.name`, `gen_ai.tool.call.id`, and `klaw.caller.channel`,
+    /// `klaw.arguments.bytes`, `klaw.outcome` (`ok` or the error's kind), `error.type`.
+    /// Arguments and results are never in it (they may hold secrets), only their size;
+    /// with no subscriber interested the span costs a check.
     pub async fn execute(
+        &self,
+        call: ToolCall,
+        listener: Option<Arc<dyn CallListener>>,
+    ) -> Result<ToolOutput, ToolError> {
+        use tracing::Instrument;
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            target: "klaw::engine",
+            "execute_tool",
+            otel.name = Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = call.name.as_str(),
+            gen_ai.tool.call.id = call.id.as_str(),
+            klaw.caller.channel = call.caller.channel.as_str(),
+            klaw.arguments.bytes = Empty,
+            klaw.outcome = Empty,
+            error.type = Empty,
+        );
+        if span.is_disabled() {
+            return self.run_call(call, listener).await;
+        }
+        span.record("otel.name", format!("execute_tool {}", call.name));
+        span.record("klaw.arguments.bytes", args_size(&call.args));
+        let outcome = self.run_call(call, listener).instrument(span.clone()).await;
+        match &outcome {
+            Ok(_) => {
+                span.record("klaw.outcome", "ok");
+            }
+            Err(e) => {
+                span.record("klaw.outcome", e.kind().code());
+                span.record("error.type", e.kind().code());
+            }
+        }
+        outcome
+    }
+
+    async fn run_call(
         &self,
         mut call: ToolCall,
         listener: Option<Arc<dyn CallListener>>,
@@ -637,6 +681,28 @@ impl Registrar {
     /// was none by that name or the engine is gone.
     pub fn unregister(&self, name: &str) -> bool {
         self.engine().is_some_and(|e| e.unregister(name))
+    }
+}
+
+/// The size of `args` as JSON text, in bytes (counted, not kept).
+fn args_size(args: &Args) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    match args {
+        Args::Text(t) => t.len() as u64,
+        Args::Json(v) => {
+            let mut n = Count(0);
+            let _ = serde_json::to_writer(&mut n, v);
+            n.0
+        }
     }
 }
 

@@ -406,3 +406,107 @@ async fn the_builder_adds_services_tools_and_a_late_bound_registrar() {
     assert!(again.message().contains("engine_test_made"), "{again:?}");
     engine.shutdown().await;
 }
+
+/// Every span's name and fields, by span id: a `tracing` layer for the test.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<std::collections::BTreeMap<u64, (String, Fields)>>>);
+
+type Fields = std::collections::BTreeMap<String, String>;
+
+struct Visit<'a>(&'a mut Fields);
+
+impl tracing::field::Visit for Visit<'_> {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = Fields::new();
+        attrs.record(&mut Visit(&mut fields));
+        self.0
+            .lock()
+            .unwrap()
+            .insert(id.into_u64(), (attrs.metadata().name().to_owned(), fields));
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some((_, fields)) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
+            values.record(&mut Visit(fields));
+        }
+    }
+}
+
+/// Each call is an `execute_tool` span with the GenAI attributes, its caller, the size
+/// of its arguments and its outcome; never the arguments themselves.
+#[tokio::test]
+async fn each_call_is_a_span_with_the_gen_ai_attributes_and_no_arguments() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let s = setup();
+    let spans = Spans::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let args = json!({"timezone": "UTC"});
+    s.engine
+        .execute(
+            ToolCall::new("current_time", args.clone()).with_id("c-1"),
+            None,
+        )
+        .await
+        .unwrap();
+    let secret = json!({"text": "sk-secret-value"});
+    s.engine
+        .execute(
+            ToolCall::new("engine_test_count", secret).with_id("c-2"),
+            None,
+        )
+        .await
+        .unwrap_err();
+    let spans = spans.0.lock().unwrap().clone();
+    let calls: Vec<&Fields> = spans
+        .values()
+        .filter(|(name, _)| name == "execute_tool")
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(calls.len(), 2, "{spans:#?}");
+    let ok = calls
+        .iter()
+        .find(|f| f["gen_ai.tool.call.id"] == "c-1")
+        .unwrap();
+    assert_eq!(ok["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(ok["gen_ai.tool.name"], "current_time");
+    assert_eq!(ok["otel.name"], "execute_tool current_time");
+    assert_eq!(ok["klaw.caller.channel"], "cli");
+    assert_eq!(
+        ok["klaw.arguments.bytes"],
+        args.to_string().len().to_string()
+    );
+    assert_eq!(ok["klaw.outcome"], "ok");
+    assert!(!ok.contains_key("error.type"));
+    let failed = calls
+        .iter()
+        .find(|f| f["gen_ai.tool.call.id"] == "c-2")
+        .unwrap();
+    assert_eq!(failed["klaw.outcome"], "invalid_arguments");
+    assert_eq!(failed["error.type"], "invalid_arguments");
+    let all = format!("{spans:?}");
+    assert!(
+        !all.contains("sk-secret-value"),
+        "an argument leaked into a span: {all}"
+    );
+}
