@@ -159,6 +159,7 @@ pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
     super::run_front(config, None, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
+        crate::mcp::ask_through_clients(&app);
         match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e.to_string()),
@@ -191,6 +192,7 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
     super::run_front(config, None, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
+        crate::mcp::ask_through_clients(&app);
         match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e.to_string()),
