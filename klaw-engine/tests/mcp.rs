@@ -135,6 +135,39 @@ fn the_inspector_cli_lists_and_calls() {
         call["structuredContent"]["timezone"], "Asia/Tokyo",
         "{call}"
     );
+    let resources = inspector(&["--method", "resources/list"]);
+    let uris: Vec<&str> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert!(
+        uris.contains(&"klaw://docs/engine.md") && uris.contains(&"klaw://memory/core"),
+        "{uris:?}"
+    );
+    let read = inspector(&[
+        "--method",
+        "resources/read",
+        "--uri",
+        "klaw://docs/engine.md",
+    ]);
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("## MCP"),
+        "{read}"
+    );
+    let templates = inspector(&["--method", "resources/templates/list"]);
+    assert!(
+        templates
+            .to_string()
+            .contains("klaw://skills/{name}/{file}"),
+        "{templates}"
+    );
+    let prompts = inspector(&["--method", "prompts/list"]);
+    assert!(prompts["prompts"].is_array(), "{prompts}");
 }
 
 /// The official conformance suite against `klaw-engine mcp --http`: every scenario
@@ -160,6 +193,9 @@ fn the_conformance_suite() {
     let text = stdout(&o);
     let summary = text.split("=== SUMMARY ===").nth(1).unwrap_or(&text);
     assert!(o.status.success(), "{summary}\n{}", stderr(&o));
+    // Every scenario passes (the baseline is empty).
+    let total = summary.lines().find(|l| l.starts_with("Total:"));
+    assert!(total.is_some_and(|t| t.ends_with(" 0 failed")), "{summary}");
     for must_pass in [
         "server-initialize",
         "ping",
@@ -178,6 +214,48 @@ fn the_python_sdk_over_stdio() {
     let Some(py) = python() else { return };
     let home = tempfile::tempdir().unwrap();
     sdk_client(&py, home.path(), env!("CARGO_BIN_EXE_klaw-engine"));
+}
+
+/// The protocol beyond tools through the Python SDK: resources (and an attacker's
+/// URIs), a skill as a prompt, completion, core memory's subscription, approval asked
+/// through elicitation (yes, then no) and, with the fixtures, sampling.
+#[test]
+fn the_python_sdk_on_resources_prompts_and_elicitation() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    let skill = ws.join("skills/pdf");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::create_dir_all(skill.join("assets")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: pdf\ndescription: Fills PDF forms\n---\n# PDF\nUse fill.py.\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/fill.py"), "print('fill')\n").unwrap();
+    let png = [
+        0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0xff,
+    ];
+    std::fs::write(skill.join("assets/pixel.png"), png).unwrap();
+    std::fs::write(home.path().join("secret"), "TOP SECRET").unwrap();
+    std::os::unix::fs::symlink(home.path().join("secret"), skill.join("leak")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_protocol.py");
+    let o = std::process::Command::new(py)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_klaw-engine"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("KLAW_CACHE", cache())
+        .env("KLAW_WORKSPACE", &ws)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        o.status.success() && out.contains("ok all"),
+        "stdout:\n{out}\nstderr:\n{}",
+        stderr(&o)
+    );
 }
 
 /// `klaw-engine mcp --http` on a free port, killed when dropped.
