@@ -258,6 +258,31 @@ fn the_python_sdk_on_resources_prompts_and_elicitation() {
     );
 }
 
+/// `llm.provider: "mcp-sampling"`: a subagent spawned through MCP runs on the client's
+/// model (the Python SDK's sampling callback), tools in the text protocol.
+#[test]
+fn a_subagent_runs_on_the_clients_model_through_sampling() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_sampling.py");
+    let o = std::process::Command::new(py)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_klaw-engine"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("KLAW_CACHE", cache())
+        .env("KLAW_LLM_PROVIDER", "mcp-sampling")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        o.status.success() && out.contains("ok all"),
+        "stdout:\n{out}\nstderr:\n{}",
+        stderr(&o)
+    );
+}
+
 /// `klaw-engine mcp --http` on a free port, killed when dropped.
 struct HttpServer {
     child: Child,
