@@ -232,6 +232,7 @@ async fn read_core(engine: &Engine, session: u64) -> Result<ResourceContents, Er
 }
 
 /// A file's bytes as contents: text when it is UTF-8 without NUL bytes, else base64.
+#[cfg_attr(not(feature = "skills"), allow(dead_code))]
 pub(crate) fn contents(uri: &str, file: &str, bytes: Vec<u8>) -> ResourceContents {
     let mime = mime_of(file, Some(&bytes));
     match String::from_utf8(bytes) {
@@ -241,6 +242,7 @@ pub(crate) fn contents(uri: &str, file: &str, bytes: Vec<u8>) -> ResourceContent
     }
 }
 
+#[cfg_attr(not(feature = "skills"), allow(dead_code))]
 fn blob(uri: &str, bytes: &[u8], mime: &str) -> ResourceContents {
     let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
     ResourceContents::blob(b64, uri).with_mime_type(mime)
@@ -248,6 +250,7 @@ fn blob(uri: &str, bytes: &[u8], mime: &str) -> ResourceContents {
 
 /// The MIME type of `file` by its extension; by its bytes when those are known and the
 /// extension says nothing.
+#[cfg_attr(not(feature = "skills"), allow(dead_code))]
 fn mime_of(file: &str, bytes: Option<&[u8]>) -> &'static str {
     let ext = file
         .rsplit_once('.')
