@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::subagent::{SubagentError, Subagents};
 use crate::agent::{Agent, AgentError, Approvals, Approver, RefuseApproval};
 use crate::gateway::{Gateway, GatewayError};
+use crate::imports::Imports;
 use crate::llm::Model;
 use crate::manifests::Manifests;
 use crate::scheduler::Scheduler;
@@ -73,6 +74,7 @@ pub struct App {
     scheduler: Scheduler,
     manifests: Arc<Manifests>,
     approvals: Arc<Approvals>,
+    imports: Imports,
     stop: CancellationToken,
 }
 
@@ -151,6 +153,7 @@ impl App {
                 "a scheduled job runs unattended: nobody to ask",
             )),
         );
+        let imports = Imports::from_config(engine.config());
         Ok(Self {
             engine,
             gateway,
@@ -159,15 +162,48 @@ impl App {
             scheduler,
             manifests,
             approvals,
+            imports,
             stop: CancellationToken::new(),
         })
     }
 
     /// The app a command that only looks at the tools sees (`tools`, `doctor`): with the
     /// agent when a model is configured, so every tool a front end would offer is there.
+    ///
+    /// The imported MCP servers are started (on a runtime of its own, within their
+    /// start-up limits) so their tools and failures are listed, then stopped again: the
+    /// imported tools stay in the registry, answering `unavailable`.
     pub fn for_listing(config: Config) -> Result<Self, AppError> {
         let model = Model::from_config(&config, None).ok();
-        Self::assemble(config, model)
+        let app = Self::assemble(config, model)?;
+        if !app.imports.is_empty() && tokio::runtime::Handle::try_current().is_err() {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(async {
+                    app.start_imports().await;
+                    app.imports.stop().await;
+                }),
+                Err(e) => {
+                    tracing::warn!(target: "klaw::imports", "cannot start the imported MCP servers: {e}")
+                }
+            }
+        }
+        Ok(app)
+    }
+
+    /// Starts the imported MCP servers (`mcpServers`) and registers their tools;
+    /// returns once each has started or used up its start-up limit (those that failed
+    /// are in [`Engine::failed`] and retried in the background). `cli::run_front` calls
+    /// it for every front end; a second call does nothing.
+    pub async fn start_imports(&self) {
+        self.imports.start(&self.engine).await;
+    }
+
+    /// The imported MCP servers.
+    pub fn imports(&self) -> &Imports {
+        &self.imports
     }
 
     /// The engine.
@@ -264,5 +300,7 @@ impl App {
     pub async fn shutdown(&self) {
         self.stop.cancel();
         self.engine.shutdown().await;
+        // After the calls: a cancelled imported call tells its server first.
+        self.imports.stop().await;
     }
 }

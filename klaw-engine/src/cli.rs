@@ -485,6 +485,7 @@ where
             Ok(app) => std::sync::Arc::new(app),
             Err(e) => return fail(&e.to_string()),
         };
+        app.start_imports().await;
         app.watch_manifests();
         let code = f(std::sync::Arc::clone(&app)).await;
         app.shutdown().await;

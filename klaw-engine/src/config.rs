@@ -10,12 +10,15 @@ use klaw_tools::tools::web::WebSettings;
 use klaw_tools::{Lang, Limits, Settings};
 
 pub mod keys;
+mod mcp_servers;
 mod types;
 
 pub use types::{Approval, Protocol, Provider};
 
 pub use keys::KeyDoc;
 use keys::{Section, at_least, at_least_if_set, between, section};
+use mcp_servers::check_servers;
+pub use mcp_servers::{MAX_SERVER_NAME, McpServer, ServerType, valid_server_name};
 
 section! {
     /// The engine's configuration, as read from `engine.json`. Every key is optional;
@@ -88,6 +91,13 @@ section! {
             log_level: String = "warn".into();
                 key "logLevel", env "KLAW_LOG_LEVEL", type "string (log filter)",
                 check valid_log_filter;
+            /// MCP servers whose tools are imported as `<server>__<tool>`: `{"name":
+            /// {"command", "args", "env", "cwd"}}` for stdio, `{"name": {"type": "http",
+            /// "url", "headers"}}` for Streamable HTTP, each with `enabled`,
+            /// `startupTimeoutSeconds` (10) and `callTimeoutSeconds` (60); `${VAR}` is
+            /// expanded (see [mcp-import.md](../mcp-import.md)).
+            mcp_servers: std::collections::BTreeMap<String, McpServer> = Default::default();
+                key "mcpServers", type "object: name → server", check check_servers;
         }
         sections {
             /// Memory: the embedding model, its runtime, search weights, chunking (see

@@ -29,6 +29,7 @@ mod engine;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod gateway;
+pub mod imports;
 pub mod llm;
 pub mod manifests;
 pub mod mcp;
@@ -43,7 +44,7 @@ pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
+    McpServer, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{

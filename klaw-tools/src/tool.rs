@@ -300,6 +300,15 @@ impl ToolOutput {
         }
     }
 
+    /// The same output with `text` as the text the model reads (the structured content
+    /// and attachments kept): for a tool whose text is not its JSON, such as one imported
+    /// from an MCP server that sends both.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = text.into();
+        self
+    }
+
     /// The same output with `attachment` after the text (and any before it).
     #[must_use]
     pub fn with_attachment(mut self, attachment: Attachment) -> Self {
@@ -536,6 +545,13 @@ impl Tool for StaticTool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn with_text_keeps_the_structured_content() {
+        let out = ToolOutput::json(json!({"sum": 3})).with_text("3");
+        assert_eq!(out.text(), "3");
+        assert_eq!(out.structured(), Some(&json!({"sum": 3})));
+    }
 
     #[test]
     fn into_parts_gives_the_text_and_the_structured_content() {

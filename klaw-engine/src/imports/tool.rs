@@ -1,0 +1,446 @@
+//! An imported tool: an ordinary [`Tool`] whose spec comes from the server's
+//! `tools/list` and whose call is forwarded to the server (arguments already validated
+//! by the registry; cancellation, time limit and progress carried over).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures_util::future::BoxFuture;
+use klaw_tools::{
+    Annotations, Attachment, ResourceContent, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    ContentBlock, ResourceContents, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Map, Value};
+
+use super::client::{Link, cut};
+use super::naming::imported_name;
+
+/// Longest description kept (a longer one is cut): a hostile server cannot fill the
+/// model's context with one tool.
+const MAX_DESCRIPTION: usize = 8_000;
+/// Largest schema (its JSON, after `$ref`s are inlined) a tool may have.
+const MAX_SCHEMA_BYTES: usize = 256 * 1024;
+/// How deep `$ref`s are followed, and how many are inlined in one schema.
+const MAX_REF_DEPTH: usize = 16;
+const MAX_REFS: usize = 1_000;
+
+/// A tool of an imported server.
+pub(crate) struct ImportedTool {
+    spec: ToolSpec,
+    /// Its name on the server.
+    remote: String,
+    link: Arc<Link>,
+}
+
+impl ImportedTool {
+    /// The tool `tool` of the server behind `link`, with `timeout` as its time limit;
+    /// an error is why its definition cannot be used (the registry checks the rest).
+    pub(crate) fn new(
+        link: &Arc<Link>,
+        tool: &rmcp::model::Tool,
+        timeout: Duration,
+    ) -> Result<Self, (String, String)> {
+        let server = link.server.as_str();
+        let name = imported_name(server, &tool.name);
+        let fail = |problem: String| (name.clone(), problem);
+        let description = match tool.description.as_deref().map(str::trim) {
+            Some(d) if !d.is_empty() => cut(d, MAX_DESCRIPTION),
+            _ => format!("`{}` of the MCP server `{server}`", cut(&tool.name, 200)),
+        };
+        let input = schema(&tool.input_schema).map_err(|e| fail(format!("input schema: {e}")))?;
+        let mut spec = ToolSpec::new(&name, description.clone(), input)
+            .with_description_en(description)
+            .with_timeout(timeout)
+            .with_origin(format!("mcp:{server}"));
+        if let Some(out) = &tool.output_schema {
+            spec = spec
+                .with_output_schema(schema(out).map_err(|e| fail(format!("output schema: {e}")))?);
+        }
+        let title = tool
+            .title
+            .clone()
+            .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()))
+            .filter(|t| !t.trim().is_empty());
+        if let Some(title) = title {
+            let title = cut(&title, 200);
+            spec = spec.with_title(title.clone(), Some(title));
+        }
+        if let Some(a) = &tool.annotations {
+            // MCP's defaults: not read-only, destructive, not idempotent, open-world.
+            spec = spec.with_annotations(Annotations {
+                read_only: a.read_only_hint.unwrap_or(false),
+                destructive: a.destructive_hint.unwrap_or(true),
+                idempotent: a.idempotent_hint.unwrap_or(false),
+                open_world: a.open_world_hint.unwrap_or(true),
+            });
+        }
+        Ok(Self {
+            spec,
+            remote: tool.name.to_string(),
+            link: Arc::clone(link),
+        })
+    }
+}
+
+impl Tool for ImportedTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(
+        &self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let link = Arc::clone(&self.link);
+        let remote = self.remote.clone();
+        let name = self.spec.name.clone();
+        Box::pin(async move {
+            let peer = link.peer().map_err(|why| {
+                ToolError::unavailable(format!(
+                    "the MCP server `{}` is not running ({why}); it is being restarted, \
+                     try again later",
+                    link.server
+                ))
+                .with_tool(&name)
+            })?;
+            let arguments = match args {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new(remote).with_arguments(arguments),
+            ));
+            let handle = peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(|e| lost(&link.server, &e.to_string()).with_tool(&name))?;
+            let _progress = link.watch_progress(handle.progress_token.clone(), ctx.progress());
+            // The registry drops this future on cancellation and at the time limit: the
+            // guard then tells the server (`notifications/cancelled`).
+            let mut cancel = CancelOnDrop {
+                peer: Some(peer),
+                id: Some(handle.id.clone()),
+            };
+            let answer = handle.rx.await;
+            cancel.id = None;
+            match answer {
+                Ok(Ok(ServerResult::CallToolResult(result))) => {
+                    output(result).map_err(|e| e.with_tool(&name))
+                }
+                Ok(Ok(_)) => Err(ToolError::failed(format!(
+                    "the MCP server `{}` answered the call with something other than a tool result",
+                    link.server
+                ))
+                .with_tool(&name)),
+                Ok(Err(e)) => Err(remote_error(&link.server, e).with_tool(&name)),
+                Err(_) => Err(lost(&link.server, "the connection closed").with_tool(&name)),
+            }
+        })
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller stopped waiting.
+struct CancelOnDrop {
+    peer: Option<rmcp::service::Peer<rmcp::service::RoleClient>>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let (Some(peer), Some(id)) = (self.peer.take(), self.id.take())
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the caller cancelled the call or its time ran out".into()),
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
+fn lost(server: &str, why: &str) -> ToolError {
+    ToolError::unavailable(format!(
+        "the MCP server `{server}` stopped answering ({}); it is being restarted, try again later",
+        cut(why, 300)
+    ))
+}
+
+fn remote_error(server: &str, e: rmcp::ServiceError) -> ToolError {
+    match e {
+        rmcp::ServiceError::McpError(e) => ToolError::failed(format!(
+            "the MCP server `{server}` refused the call: {}",
+            cut(&e.message, 2000)
+        )),
+        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
+            lost(server, &e.to_string())
+        }
+        other => ToolError::failed(format!(
+            "the MCP server `{server}` failed the call: {}",
+            cut(&other.to_string(), 2000)
+        )),
+    }
+}
+
+/// A tool result as Klaw's: `isError` becomes an error the model reads; text blocks
+/// become the text, images, sounds and embedded resources attachments, structured
+/// content the structured result.
+fn output(result: rmcp::model::CallToolResult) -> Result<ToolOutput, ToolError> {
+    let mut texts = Vec::new();
+    let mut attachments = Vec::new();
+    let bytes = |data: &str| base64::engine::general_purpose::STANDARD.decode(data.trim());
+    for block in result.content {
+        match block {
+            ContentBlock::Text(t) => texts.push(t.text),
+            ContentBlock::Image(i) => match bytes(&i.data) {
+                Ok(data) => attachments.push(Attachment::Image {
+                    mime_type: i.mime_type,
+                    data,
+                }),
+                Err(_) => texts.push(format!(
+                    "[an image {} that is not valid base64]",
+                    i.mime_type
+                )),
+            },
+            ContentBlock::Audio(a) => match bytes(&a.data) {
+                Ok(data) => attachments.push(Attachment::Audio {
+                    mime_type: a.mime_type,
+                    data,
+                }),
+                Err(_) => texts.push(format!(
+                    "[a sound {} that is not valid base64]",
+                    a.mime_type
+                )),
+            },
+            ContentBlock::Resource(r) => match r.resource {
+                ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    ..
+                } => attachments.push(Attachment::Resource {
+                    uri,
+                    mime_type: mime_type.unwrap_or_else(|| "text/plain".into()),
+                    content: ResourceContent::Text(text),
+                }),
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => match bytes(&blob) {
+                    Ok(data) => attachments.push(Attachment::Resource {
+                        uri,
+                        mime_type: mime_type.unwrap_or_else(|| "application/octet-stream".into()),
+                        content: ResourceContent::Bytes(data),
+                    }),
+                    Err(_) => texts.push(format!("[a resource {uri} that is not valid base64]")),
+                },
+                _ => texts.push("[a resource of a kind Klaw does not know]".into()),
+            },
+            ContentBlock::ResourceLink(l) => texts.push(format!("[resource {}]", l.uri)),
+            _ => texts.push("[content of a kind Klaw does not know]".into()),
+        }
+    }
+    let text = texts.join("\n");
+    if result.is_error == Some(true) {
+        let message = if text.is_empty() {
+            "the tool reported an error without a message".to_owned()
+        } else {
+            text
+        };
+        return Err(ToolError::failed(message));
+    }
+    let mut out = match result.structured_content {
+        Some(value) if !value.is_null() => {
+            let out = ToolOutput::json(value);
+            if text.is_empty() {
+                out
+            } else {
+                out.with_text(text)
+            }
+        }
+        _ => ToolOutput::plain(text),
+    };
+    for a in attachments {
+        out = out.with_attachment(a);
+    }
+    Ok(out)
+}
+
+/// A server's schema as the registry takes it: `$schema` dropped, `$ref`s into
+/// `$defs`/`definitions` inlined (bounded), not larger than [`MAX_SCHEMA_BYTES`], and
+/// passing the registry's schema checks.
+fn schema(raw: &Map<String, Value>) -> Result<Value, String> {
+    let mut root = raw.clone();
+    root.remove("$schema");
+    let defs = match (root.remove("$defs"), root.remove("definitions")) {
+        (Some(Value::Object(mut a)), Some(Value::Object(b))) => {
+            a.extend(b);
+            a
+        }
+        (Some(Value::Object(a)), _) | (_, Some(Value::Object(a))) => a,
+        _ => Map::new(),
+    };
+    let mut value = Value::Object(root);
+    let mut budget = MAX_REFS;
+    inline(&mut value, &defs, 0, &mut budget)?;
+    let size = serde_json::to_vec(&value)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "{size} bytes of JSON, more than the {MAX_SCHEMA_BYTES} an imported schema may have"
+        ));
+    }
+    // The registry's own rules, checked here so a refusal is reported once (the
+    // registry would report it again when the tool is registered).
+    let problems = klaw_tools::check_schema(&value);
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok(value)
+}
+
+fn inline(
+    v: &mut Value,
+    defs: &Map<String, Value>,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<(), String> {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                let Some(name) = r
+                    .strip_prefix("#/$defs/")
+                    .or_else(|| r.strip_prefix("#/definitions/"))
+                else {
+                    return Err(format!("the reference {:?} cannot be inlined", cut(r, 100)));
+                };
+                let Some(target) = defs.get(name) else {
+                    return Err(format!(
+                        "the reference {:?} names no definition",
+                        cut(r, 100)
+                    ));
+                };
+                if depth >= MAX_REF_DEPTH || *budget == 0 {
+                    return Err("its references are recursive or too many to inline".into());
+                }
+                *budget -= 1;
+                let mut replacement = target.clone();
+                if let Value::Object(t) = &mut replacement {
+                    for (k, val) in m.iter() {
+                        if k != "$ref" {
+                            t.insert(k.clone(), val.clone());
+                        }
+                    }
+                }
+                *v = replacement;
+                return inline(v, defs, depth + 1, budget);
+            }
+            for val in m.values_mut() {
+                inline(val, defs, depth, budget)?;
+            }
+        }
+        Value::Array(a) => {
+            for val in a {
+                inline(val, defs, depth, budget)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn references_are_inlined() {
+        let s = schema(&obj(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"p": {"$ref": "#/$defs/Point", "description": "где"}},
+            "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}}},
+        })))
+        .unwrap();
+        assert_eq!(
+            s,
+            json!({"type": "object", "properties": {"p": {"type": "object", "properties": {"x": {"type": "number"}}, "description": "где"}}})
+        );
+    }
+
+    #[test]
+    fn recursive_or_dangling_references_are_refused() {
+        let e = schema(&obj(json!({
+            "type": "object",
+            "properties": {"n": {"$ref": "#/$defs/Node"}},
+            "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
+        })))
+        .unwrap_err();
+        assert!(e.contains("recursive"), "{e}");
+        let e = schema(&obj(
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/X"}}}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("names no definition"), "{e}");
+        let e = schema(&obj(
+            json!({"type": "object", "properties": {"a": {"$ref": "http://x"}}}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("cannot be inlined"), "{e}");
+    }
+
+    #[test]
+    fn a_huge_schema_is_refused() {
+        let props: Map<String, Value> = (0..20_000)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"type": "string", "description": "x".repeat(20)}),
+                )
+            })
+            .collect();
+        let e = schema(&obj(json!({"type": "object", "properties": props}))).unwrap_err();
+        assert!(e.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn results_map_to_text_attachments_structured_and_errors() {
+        use rmcp::model::CallToolResult;
+        let ok = CallToolResult::success(vec![
+            ContentBlock::text("a"),
+            ContentBlock::image("aGk=", "image/png"),
+            ContentBlock::text("b"),
+        ]);
+        let out = output(ok).unwrap();
+        assert_eq!(out.text(), "a\nb");
+        assert_eq!(out.attachments().len(), 1);
+        let bad = CallToolResult::success(vec![ContentBlock::image("%%%", "image/png")]);
+        assert!(output(bad).unwrap().text().contains("not valid base64"));
+        let err = CallToolResult::error(vec![ContentBlock::text("no such file")]);
+        let e = output(err).unwrap_err();
+        assert_eq!(e.message(), "no such file");
+        let structured = CallToolResult::structured(json!({"sum": 3}));
+        let out = output(structured).unwrap();
+        assert_eq!(out.structured(), Some(&json!({"sum": 3})));
+    }
+}
