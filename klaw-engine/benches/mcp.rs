@@ -8,9 +8,9 @@
 //! - batch: `memory_search` calls per second through `call --jsonl` vs one process a call;
 //! - the protocol beyond tools (stdio, klaw only), each beside `tools/call` of `echo`:
 //!   `resources/read` of a 100 KB file (a skill's reference) and of the largest embedded
-//!   doc, `prompts/get` of a skill, and `memory_core_update` (destructive) with the
-//!   approval asked through elicitation and answered at once, beside the same call from a
-//!   client without elicitation (the difference is the elicitation round trip).
+//!   doc, `prompts/get` of a skill, and `echo` made to need approval
+//!   (`KLAW_APPROVAL_TOOLS=echo`) asked through elicitation and answered at once, beside
+//!   the same call from a client without elicitation (the difference is the round trip).
 //!
 //! Numbers are printed, never asserted: machines differ.
 
@@ -28,6 +28,8 @@ struct Server {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next: u64,
+    /// How many `elicitation/create` requests it sent (each answered "accept").
+    elicited: usize,
 }
 
 impl Server {
@@ -51,6 +53,7 @@ impl Server {
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
             next: 1,
+            elicited: 0,
         }
     }
 
@@ -72,6 +75,7 @@ impl Server {
             let v: serde_json::Value = serde_json::from_str(&buf).unwrap();
             if v["method"] == "elicitation/create" {
                 // The client's user says yes at once.
+                self.elicited += 1;
                 let answer = serde_json::json!({"jsonrpc": "2.0", "id": v["id"], "result": {"action": "accept"}});
                 writeln!(self.stdin, "{answer}").unwrap();
                 self.stdin.flush().unwrap();
@@ -277,9 +281,11 @@ fn protocol(engine: &Path) {
         line.repeat(100 * 1024 / line.len()),
     )
     .unwrap();
-    let env = [("KLAW_WORKSPACE", ws.as_path())];
-    let mut s = Server::spawn_with(engine, &["mcp"], home.path(), &env);
-    s.initialize_with(serde_json::json!({"elicitation": {}}));
+    let echo_needs_approval = Path::new("echo");
+    let env = [
+        ("KLAW_WORKSPACE", ws.as_path()),
+        ("KLAW_APPROVAL_TOOLS", echo_needs_approval),
+    ];
     let result = |r: &serde_json::Value| r["result"].is_object() && r["result"]["isError"] != true;
     let show = |what: &str, (p50, p99): (Duration, Duration)| {
         println!(
@@ -290,10 +296,17 @@ fn protocol(engine: &Path) {
     };
     let n = 1000;
     let echo = serde_json::json!({"name": "echo", "arguments": {"text": "hi"}});
+    // A client without elicitation is not asked: echo as everywhere else.
+    let mut plain = Server::spawn_with(engine, &["mcp"], home.path(), &env);
+    plain.initialize();
     show(
         "tools/call echo",
-        timed(&mut s, n, "tools/call", &echo, result),
+        timed(&mut plain, n, "tools/call", &echo, result),
     );
+    assert_eq!(plain.elicited, 0);
+    drop(plain);
+    let mut s = Server::spawn_with(engine, &["mcp"], home.path(), &env);
+    s.initialize_with(serde_json::json!({"elicitation": {}}));
     let big = serde_json::json!({"uri": "klaw://skills/bench/references/big.md"});
     show(
         "resources/read of a 100 KB file (a skill's)",
@@ -317,18 +330,14 @@ fn protocol(engine: &Path) {
                 .is_some_and(|m| m.len() == 4)
         }),
     );
-    let update = serde_json::json!({"name": "memory_core_update",
-        "arguments": {"section": "user", "key": "name", "value": "Ada"}});
     show(
-        "memory_core_update, approved by elicitation",
-        timed(&mut s, n / 4, "tools/call", &update, result),
+        "tools/call echo, approved by elicitation",
+        timed(&mut s, n, "tools/call", &echo, result),
     );
-    drop(s);
-    let mut plain = Server::spawn_with(engine, &["mcp"], home.path(), &env);
-    plain.initialize();
-    show(
-        "memory_core_update, client without elicitation",
-        timed(&mut plain, n / 4, "tools/call", &update, result),
+    assert!(
+        s.elicited >= n,
+        "the approval was not asked: {}",
+        s.elicited
     );
 }
 

@@ -224,7 +224,11 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         tokio::select! {
-            r = resources::read(&self.engine, &request.uri, self.session) => {
+            r = async {
+                // A read takes a place among `mcp.maxConcurrentCalls`, as a call does.
+                let _place = self.calls.acquire().await;
+                resources::read(&self.engine, &request.uri, self.session).await
+            } => {
                 Ok(ReadResourceResult::new(vec![r?]).into())
             }
             () = context.ct.cancelled() => {
@@ -291,6 +295,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        let _place = self.calls.acquire().await;
         prompts::get(&self.engine, &request.name, &args, self.session)
             .await
             .map(Into::into)
