@@ -216,14 +216,10 @@ fn the_python_sdk_over_stdio() {
     sdk_client(&py, home.path(), env!("CARGO_BIN_EXE_klaw-engine"));
 }
 
-/// The protocol beyond tools through the Python SDK: resources (and an attacker's
-/// URIs), a skill as a prompt, completion, core memory's subscription, approval asked
-/// through elicitation (yes, then no) and, with the fixtures, sampling.
-#[test]
-fn the_python_sdk_on_resources_prompts_and_elicitation() {
-    let Some(py) = python() else { return };
-    let home = tempfile::tempdir().unwrap();
-    let ws = home.path().join("ws");
+/// A workspace with the skill `pdf` (SKILL.md, a script, a PNG, and `leak`: a link to
+/// a secret outside), as `tests/mcp/sdk_protocol.py` expects it; the workspace's path.
+fn protocol_workspace(home: &Path) -> PathBuf {
+    let ws = home.join("ws");
     let skill = ws.join("skills/pdf");
     std::fs::create_dir_all(skill.join("scripts")).unwrap();
     std::fs::create_dir_all(skill.join("assets")).unwrap();
@@ -237,16 +233,21 @@ fn the_python_sdk_on_resources_prompts_and_elicitation() {
         0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0xff,
     ];
     std::fs::write(skill.join("assets/pixel.png"), png).unwrap();
-    std::fs::write(home.path().join("secret"), "TOP SECRET").unwrap();
-    std::os::unix::fs::symlink(home.path().join("secret"), skill.join("leak")).unwrap();
+    std::fs::write(home.join("secret"), "TOP SECRET").unwrap();
+    std::os::unix::fs::symlink(home.join("secret"), skill.join("leak")).unwrap();
+    ws
+}
+
+/// Runs `tests/mcp/sdk_protocol.py` against `target` (the engine: stdio; a URL: HTTP).
+fn sdk_protocol(py: &Path, home: &Path, ws: &Path, target: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_protocol.py");
     let o = std::process::Command::new(py)
         .arg(script)
-        .arg(env!("CARGO_BIN_EXE_klaw-engine"))
+        .arg(target)
         .env_clear()
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("KLAW_CACHE", cache())
-        .env("KLAW_WORKSPACE", &ws)
+        .env("KLAW_WORKSPACE", ws)
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .output()
         .unwrap();
@@ -255,6 +256,33 @@ fn the_python_sdk_on_resources_prompts_and_elicitation() {
         o.status.success() && out.contains("ok all"),
         "stdout:\n{out}\nstderr:\n{}",
         stderr(&o)
+    );
+}
+
+/// The protocol beyond tools through the Python SDK: resources (and an attacker's
+/// URIs), a skill as a prompt, completion, core memory's subscription, approval asked
+/// through elicitation (yes, then no) and, with the fixtures, sampling.
+#[test]
+fn the_python_sdk_on_resources_prompts_and_elicitation() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let ws = protocol_workspace(home.path());
+    sdk_protocol(&py, home.path(), &ws, env!("CARGO_BIN_EXE_klaw-engine"));
+}
+
+/// The same over HTTP: the questions and the update notification travel on the
+/// session's streams.
+#[test]
+fn the_python_sdk_on_resources_prompts_and_elicitation_over_http() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let ws = protocol_workspace(home.path());
+    let server = HttpServer::start("127.0.0.1:0", &[("KLAW_WORKSPACE", ws.to_str().unwrap())]);
+    sdk_protocol(
+        &py,
+        home.path(),
+        &ws,
+        &format!("http://{}/mcp", server.addr),
     );
 }
 

@@ -5,8 +5,10 @@ yes, then no) and, with the fixtures, sampling answered by a scripted model.
 
 Run by klaw-engine/tests/mcp.rs: `python sdk_protocol.py <klaw-engine>` with HOME,
 KLAW_CACHE, PATH and KLAW_WORKSPACE (a workspace with the skill `pdf`: SKILL.md,
-scripts/fill.py, assets/pixel.png, and `leak`, a link to `$HOME/secret`). Prints
-`ok <check>` per check and exits non-zero on the first failure.
+scripts/fill.py, assets/pixel.png, and `leak`, a link to `$HOME/secret`) starts the
+engine over stdio; `python sdk_protocol.py http://127.0.0.1:PORT/mcp` talks to a running
+`klaw-engine mcp --http` started with such a workspace. Prints `ok <check>` per check
+and exits non-zero on the first failure.
 """
 
 import base64
@@ -17,15 +19,21 @@ import time
 import anyio
 from mcp import ClientSession, MCPError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from checks import check, engine_env, text_of
 
 ENGINE = sys.argv[1]
 
 
+def transport():
+    if ENGINE.startswith("http"):
+        return streamable_http_client(ENGINE)
+    return stdio_client(StdioServerParameters(command=ENGINE, args=["mcp"], env=engine_env()))
+
+
 async def main():
-    params = StdioServerParameters(command=ENGINE, args=["mcp"], env=engine_env())
-    async with stdio_client(params) as streams:
+    async with transport() as streams:
         updates = []
         answers = []  # what the elicitation callback answers, in turn
         asked = []
