@@ -125,6 +125,23 @@ pub enum ToolsAction {
     /// why (exit 1 when one fails). A running `run`, `mcp` or `chat` reloads them by
     /// itself within 2 s of a change, or at once on SIGHUP.
     Reload,
+    /// Write the schema lock (`tools.lock.json`: every tool's schemas, annotations and
+    /// description hashes, compiled, manifest and imported tools alike), or compare the
+    /// tools with it: each change in plain words, breaking or compatible.
+    Lock {
+        /// Compare only; exit 1 on a breaking change (a tool or parameter removed or
+        /// renamed, a new required parameter, a narrowed type, an output field removed or
+        /// retyped, a tool turned destructive).
+        #[arg(long, conflicts_with = "update")]
+        check: bool,
+        /// Write the lock when every change is compatible; refuse (exit 1) a breaking
+        /// one (plain `tools lock` writes whatever changed).
+        #[arg(long)]
+        update: bool,
+        /// The lock file.
+        #[arg(long, default_value = "tools.lock.json")]
+        file: std::path::PathBuf,
+    },
 }
 
 /// A `docs` subcommand.
@@ -214,6 +231,21 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             init_logging(config);
             match crate::App::for_listing(config.clone()) {
                 Ok(app) => print_reload(&app),
+                Err(e) => fail(&e.to_string()),
+            }
+        }),
+        Some(Command::Tools {
+            action:
+                Some(ToolsAction::Lock {
+                    check,
+                    update,
+                    file,
+                }),
+            ..
+        }) => with_config(|config| {
+            init_logging(config);
+            match crate::App::for_listing(config.clone()) {
+                Ok(app) => tools_lock(&app.engine().registry(), &file, check, update),
                 Err(e) => fail(&e.to_string()),
             }
         }),
@@ -399,6 +431,68 @@ fn print_table(engine: &Engine, lang: Lang) {
             crate::doctor::plural(failed.len(), "tool")
         );
     }
+}
+
+/// `tools lock`: compare the tools with the lock at `file`, print each change, then
+/// write it (plain), write it unless a change is breaking (`update`), or only say
+/// (`check`).
+fn tools_lock(
+    registry: &klaw_tools::ToolRegistry,
+    file: &std::path::Path,
+    check: bool,
+    update: bool,
+) -> ExitCode {
+    use klaw_tools::lock::{SchemaLock, has_breaking};
+    let now = SchemaLock::of(registry);
+    let locked = match SchemaLock::read(file) {
+        Ok(locked) => locked,
+        Err(e) => return fail(&format!("{}: {e}", file.display())),
+    };
+    let mut out = std::io::stdout().lock();
+    let changes = match &locked {
+        Some(locked) => locked.compare(&now),
+        None if check => {
+            return fail(&format!(
+                "{} does not exist: write it with `klaw-engine tools lock`",
+                file.display()
+            ));
+        }
+        None => Vec::new(),
+    };
+    for c in &changes {
+        let _ = writeln!(out, "{}", crate::terminal::terminal_safe(&c.to_string()));
+    }
+    let breaking = has_breaking(&changes);
+    let n = changes.iter().filter(|c| c.breaking).count();
+    let summary = format!(
+        "{}: {}, {n} breaking",
+        file.display(),
+        crate::doctor::plural(changes.len(), "change")
+    );
+    if check || (update && breaking) {
+        let _ = writeln!(out, "{summary}");
+        if breaking {
+            let _ = writeln!(
+                out,
+                "a breaking change breaks prompts, MCP clients and saved conversations that use \
+                 the tool; if it is meant, accept it with `klaw-engine tools lock`"
+            );
+            return ExitCode::FAILURE;
+        }
+        if !changes.is_empty() {
+            let _ = writeln!(out, "accept them with `klaw-engine tools lock --update`");
+        }
+        return ExitCode::SUCCESS;
+    }
+    if let Err(e) = now.write(file) {
+        return fail(&format!("cannot write {}: {e}", file.display()));
+    }
+    let _ = writeln!(
+        out,
+        "{summary}; written ({})",
+        crate::doctor::plural(now.tools.len(), "tool")
+    );
+    ExitCode::SUCCESS
 }
 
 /// What `tools reload` found: each manifest tool loaded, then each failure.

@@ -9,37 +9,15 @@
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 
 mod common;
-use common::{cache, engine, stderr, stdout};
-
-/// Generous: a loaded CI machine starts Node and Python slowly.
-const WAIT: Duration = Duration::from_secs(60);
-
-/// `path` (under the cache) when `scripts/setup-test-tools.sh` has installed it, else
-/// `None` (said why); under CI (`CI=true`) its absence fails the test instead.
-fn installed(path: PathBuf) -> Option<PathBuf> {
-    if path.exists() {
-        return Some(path);
-    }
-    let why = format!(
-        "{} is missing: run scripts/setup-test-tools.sh",
-        path.display()
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("skipping: {why}");
-    None
-}
-
-/// The test venv's Python (FastMCP).
-fn python() -> Option<PathBuf> {
-    installed(cache().join("venv-test/bin/python"))
-}
+use common::mcp_client::Mcp;
+use common::{
+    cache, engine, eventually, installed, processes_with, stderr, stdout, test_python as python,
+};
 
 /// Node 22's `bin` directory with the reference servers.
 fn node_bin() -> Option<PathBuf> {
@@ -78,115 +56,14 @@ fn node_server(bin: &Path, server: &str, args: &[&str]) -> Value {
     json!({"command": bin.join("node"), "args": a})
 }
 
-/// A raw MCP client of `klaw-engine mcp` over stdio: one JSON-RPC message a line.
-struct Client {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    /// Messages read while waiting for another.
-    seen: Vec<Value>,
-}
-
-impl Client {
-    fn start(home: &Path, env: &[(&str, &str)]) -> Self {
-        let mut cmd = engine(home, &["mcp"]);
-        cmd.env("KLAW_CACHE", cache());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str(&line)
-                    && tx.send(v).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let mut c = Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            seen: Vec::new(),
-        };
-        c.request(
-            0,
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
-        );
-        c.notify("notifications/initialized", json!({}));
-        c
+/// `klaw-engine mcp` with the test tools' cache and `env`, as a client.
+fn client(home: &Path, env: &[(&str, &str)]) -> Mcp {
+    let mut cmd = engine(home, &["mcp"]);
+    cmd.env("KLAW_CACHE", cache());
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-
-    fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Sends a request and waits for its answer.
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
-    }
-
-    fn call(&mut self, id: u64, name: &str, args: Value) -> Value {
-        self.request(id, "tools/call", json!({"name": name, "arguments": args}))["result"].clone()
-    }
-
-    /// The first message (seen before or arriving within [`WAIT`]) that `pred` accepts.
-    fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.seen.iter().position(&pred) {
-            return self.seen.remove(i);
-        }
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let m = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("{e}; messages so far: {:#?}", self.seen));
-            if pred(&m) {
-                return m;
-            }
-            self.seen.push(m);
-        }
-    }
-
-    fn tool_names(&mut self, id: u64) -> Vec<String> {
-        self.request(id, "tools/list", json!({}))["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    /// Closes stdin and waits for the engine to exit.
-    fn finish(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        common::wait_exit(&mut self.child)
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    Mcp::start(cmd)
 }
 
 fn text_of(result: &Value) -> String {
@@ -199,39 +76,6 @@ fn text_of(result: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-/// Live processes whose command line contains `mark`.
-fn processes_with(mark: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let pid = entry.file_name().to_string_lossy().into_owned();
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z');
-        if !zombie && String::from_utf8_lossy(&cmdline).contains(mark) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    cond()
 }
 
 /// server-everything through Klaw's MCP server: its tools listed beside Klaw's, a call,
@@ -248,14 +92,14 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
         "everything": everything,
         "fs": node_server(&bin, "mcp-server-filesystem", &[&dir]),
     }}));
-    let mut c = Client::start(
+    let mut c = client(
         home.path(),
         &[
             ("KLAW_TEST_GIVEN", "given-on-purpose"),
             ("SOME_SECRET", "sk-kept-from-servers"),
         ],
     );
-    let names = c.tool_names(1);
+    let names = c.tool_names();
     for expected in [
         "everything__echo",
         "everything__trigger-long-running-operation",
@@ -265,7 +109,7 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
         assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
     }
     // The server's definition carried over: output schema, annotations, description.
-    let list = c.request(7, "tools/list", json!({}));
+    let list = c.request("tools/list", json!({}));
     let def = |name: &str| {
         list["result"]["tools"]
             .as_array()
@@ -283,19 +127,18 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
     );
     assert!(!structured["description"].as_str().unwrap().is_empty());
     let r = c.call(
-        8,
         "everything__get-structured-content",
         json!({"location": "New York"}),
     );
     assert!(r["structuredContent"].is_object(), "{r}");
 
-    let r = c.call(2, "everything__echo", json!({"message": "привет"}));
+    let r = c.call("everything__echo", json!({"message": "привет"}));
     assert_eq!(r["isError"], false, "{r}");
     assert!(text_of(&r).contains("привет"), "{r}");
 
     // Progress: Klaw's client gives a token; the server's reports reach it.
     c.send(
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        json!({"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": {
             "name": "everything__trigger-long-running-operation",
             "arguments": {"duration": 1, "steps": 2},
             "_meta": {"progressToken": "p-3"},
@@ -303,11 +146,11 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
     );
     let p = c.wait_for(|m| m["method"] == "notifications/progress");
     assert_eq!(p["params"]["progressToken"], "p-3", "{p}");
-    let r = c.wait_for(|m| m["id"] == 3);
+    let r = c.wait_for(|m| m["id"] == "long");
     assert_eq!(r["result"]["isError"], false, "{r}");
 
     // A server gets HOME, PATH and the like, and its own `env`; not the engine's secrets.
-    let r = c.call(6, "everything__get-env", json!({}));
+    let r = c.call("everything__get-env", json!({}));
     let env = text_of(&r);
     assert!(
         env.contains("given-on-purpose") && env.contains("PATH"),
@@ -316,10 +159,10 @@ fn the_reference_servers_are_listed_called_and_report_progress() {
     assert!(!env.contains("sk-kept-from-servers"), "{env}");
 
     let path = format!("{dir}/note.txt");
-    let r = c.call(4, "fs__read_text_file", json!({"path": path}));
+    let r = c.call("fs__read_text_file", json!({"path": path}));
     assert!(text_of(&r).contains("from server-filesystem"), "{r}");
     // Outside its allowed directory: the server's own refusal, an error result.
-    let r = c.call(5, "fs__read_text_file", json!({"path": "/etc/hostname"}));
+    let r = c.call("fs__read_text_file", json!({"path": "/etc/hostname"}));
     assert_eq!(r["isError"], true, "{r}");
     assert!(c.finish().success());
 }
@@ -449,22 +292,20 @@ fn crash_restart_cancel_and_list_changed() {
     let mut server = py_server(&py, &[&mark]);
     server["env"] = json!({"KLAW_TEST_CANCELLED": cancelled});
     let home = home_with(json!({"mcpServers": {"py": server}}));
-    let mut c = Client::start(home.path(), &[]);
+    let mut c = client(home.path(), &[]);
 
-    let r = c.call(1, "py__crash", json!({}));
+    let r = c.call("py__crash", json!({}));
     assert_eq!(r["isError"], true, "{r}");
     assert!(text_of(&r).contains("py"), "{r}");
-    let mut id = 100;
     let back = eventually(60, || {
-        id += 1;
-        let r = c.call(id, "py__add", json!({"a": 1, "b": 1}));
+        let r = c.call("py__add", json!({"a": 1, "b": 1}));
         r["isError"] == false && text_of(&r).contains('2')
     });
     assert!(back, "the server was not restarted");
 
     // Cancel: Klaw's client cancels, Klaw cancels at the server.
     c.send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
             "name": "py__slow", "arguments": {}, "_meta": {"progressToken": 7},
         }}),
     );
@@ -472,7 +313,7 @@ fn crash_restart_cancel_and_list_changed() {
     assert_eq!(p["params"]["progressToken"], 7, "{p}");
     c.notify(
         "notifications/cancelled",
-        json!({"requestId": 2, "reason": "test"}),
+        json!({"requestId": "slow", "reason": "test"}),
     );
     assert!(
         eventually(60, || cancelled.exists()),
@@ -480,15 +321,12 @@ fn crash_restart_cancel_and_list_changed() {
     );
 
     // list_changed: the server adds a tool; Klaw re-lists and tells its client.
-    let r = c.call(3, "py__grow", json!({}));
+    let r = c.call("py__grow", json!({}));
     assert_eq!(text_of(&r), "grew", "{r}");
     c.wait_for(|m| m["method"] == "notifications/tools/list_changed");
-    let found = eventually(60, || {
-        id += 1;
-        c.tool_names(id).iter().any(|n| n == "py__grown")
-    });
+    let found = eventually(60, || c.tool_names().iter().any(|n| n == "py__grown"));
     assert!(found, "py__grown never listed");
-    let r = c.call(4, "py__grown", json!({}));
+    let r = c.call("py__grown", json!({}));
     assert_eq!(text_of(&r), "grown", "{r}");
     assert!(c.finish().success());
     // The restarted server is stopped with the engine too.
@@ -622,18 +460,16 @@ fn an_http_server_that_restarts_is_used_again() {
     let home = home_with(json!({"mcpServers": {
         "web": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")},
     }}));
-    let mut c = Client::start(home.path(), &[]);
-    let r = c.call(1, "web__add", json!({"a": 1, "b": 2}));
+    let mut c = client(home.path(), &[]);
+    let r = c.call("web__add", json!({"a": 1, "b": 2}));
     assert_eq!(text_of(&r), "3", "{r}");
     http.kill().unwrap();
     http.wait().unwrap();
-    let r = c.call(2, "web__add", json!({"a": 1, "b": 2}));
+    let r = c.call("web__add", json!({"a": 1, "b": 2}));
     assert_eq!(r["isError"], true, "{r}");
     let mut http = serve();
-    let mut id = 10;
     let back = eventually(90, || {
-        id += 1;
-        let r = c.call(id, "web__add", json!({"a": 2, "b": 2}));
+        let r = c.call("web__add", json!({"a": 2, "b": 2}));
         text_of(&r) == "4"
     });
     assert!(back, "the HTTP server was not used again");

@@ -9,32 +9,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::{Value, json};
 
 mod common;
 use common::mcp_client::Mcp;
-use common::{engine, stderr, stdout};
-
-/// The data dir and the workspace of a test, side by side under `home`.
-fn dirs(home: &Path) -> (PathBuf, PathBuf) {
-    (home.join("data"), home.join("ws"))
-}
-
-/// `klaw-engine ARGS` with its data dir and workspace under `home`.
-fn klaw(home: &Path, args: &[&str]) -> Command {
-    let (data, ws) = dirs(home);
-    let mut cmd = engine(home, args);
-    cmd.env("KLAW_DATA", &data)
-        .env("KLAW_WORKSPACE", &ws)
-        .env("KLAW_LOG_LEVEL", "error");
-    cmd
-}
+use common::{dirs, engine_in, processes_with, stderr, stdout};
 
 fn run(home: &Path, args: &[&str]) -> Output {
-    klaw(home, args).output().unwrap()
+    engine_in(home, args).output().unwrap()
 }
 
 /// Writes `<root>/tools/<folder>/tool.yaml` and, when given, the folder's `run.sh`.
@@ -166,15 +151,6 @@ fn broken_manifests_are_listed_with_why_and_the_others_work() {
     );
 }
 
-/// The processes whose command line has `mark` as an argument.
-fn with_argument(mark: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-        .filter(|c| c.split(|b| *b == 0).any(|a| a == mark.as_bytes()))
-        .count()
-}
-
 #[test]
 fn a_hanging_script_is_killed_at_its_time_limit_with_what_it_started() {
     let home = tempfile::tempdir().unwrap();
@@ -190,7 +166,10 @@ fn a_hanging_script_is_killed_at_its_time_limit_with_what_it_started() {
     assert!(!o.status.success());
     let said = format!("{}{}", stdout(&o), stderr(&o));
     assert!(said.contains("timeout"), "{said}");
-    assert_eq!(with_argument(&mark), 0, "a sleep {mark} outlived its tool");
+    assert!(
+        processes_with(&format!("sleep\0{mark}\0")).is_empty(),
+        "a sleep {mark} outlived its tool"
+    );
 }
 
 #[test]
@@ -210,7 +189,7 @@ fn a_script_cannot_write_outside_the_workspace() {
             "name: escape\ndescription_ru: Пишет куда не надо\ncommand: [sh, run.sh]\n",
             Some(&script),
         );
-        let o = klaw(home.path(), &["call", "escape", "{}"])
+        let o = engine_in(home.path(), &["call", "escape", "{}"])
             .env("KLAW_SANDBOX", sandbox)
             .output()
             .unwrap();
@@ -247,7 +226,7 @@ fn tool_names(mcp: &mut Mcp) -> Vec<String> {
 fn a_manifest_added_and_removed_while_mcp_runs_is_announced() {
     let home = tempfile::tempdir().unwrap();
     let (_, ws) = dirs(home.path());
-    let mut mcp = Mcp::start(klaw(home.path(), &["mcp"]));
+    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
     assert!(!tool_names(&mut mcp).contains(&"greet".to_owned()));
     write_tool(
         &ws,
@@ -274,7 +253,7 @@ fn a_manifest_added_and_removed_while_mcp_runs_is_announced() {
 fn tool_create_then_a_call_then_tool_delete() {
     let home = tempfile::tempdir().unwrap();
     let (_, ws) = dirs(home.path());
-    let mut mcp = Mcp::start(klaw(home.path(), &["mcp"]));
+    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
     let shout = |script: &str, replace: bool| {
         json!({
             "name": "shout",

@@ -14,27 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{cache, engine, stderr, stdout};
-
-/// `path` (under the cache) when `scripts/setup-test-tools.sh` has installed it, else
-/// `None` (said why); under CI (`CI=true`) its absence fails the test instead.
-fn installed(path: PathBuf) -> Option<PathBuf> {
-    if path.exists() {
-        return Some(path);
-    }
-    let why = format!(
-        "{} is missing: run scripts/setup-test-tools.sh",
-        path.display()
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("skipping: {why}");
-    None
-}
-
-/// The test clients' Python (`<cache>/venv-test`).
-fn python() -> Option<PathBuf> {
-    installed(cache().join("venv-test/bin/python"))
-}
+use common::{
+    cache, engine, eventually, installed, processes_with, stderr, stdout, test_python as python,
+};
 
 /// The Node 22 tools' directory (`<cache>/node22/node_modules/.bin`).
 fn node_tools() -> Option<PathBuf> {
@@ -951,41 +933,7 @@ fn the_stateless_protocol_discovers_and_calls() {
 
 /// The live pids of the processes whose command line is `sleep <mark>`.
 fn sleepers(mark: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let pid = entry.file_name().to_string_lossy().into_owned();
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z');
-        if cmdline
-            .split(|&b| b == 0)
-            .take(2)
-            .eq([&b"sleep"[..], mark.as_bytes()])
-            && !zombie
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// Waits up to `secs` for `cond`.
-fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    while std::time::Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    cond()
+    processes_with(&format!("sleep\0{mark}\0"))
 }
 
 /// A client that goes away ends its calls: a stateless request whose connection

@@ -10,8 +10,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -19,22 +19,7 @@ use serde_json::{Value, json};
 mod common;
 use common::mcp_client::Mcp;
 use common::scripted::{Recorded, Reply, ScriptedServer};
-use common::{engine, stderr, stdout};
-
-/// The data dir and the workspace of a test, side by side under `home`.
-fn dirs(home: &Path) -> (PathBuf, PathBuf) {
-    (home.join("data"), home.join("ws"))
-}
-
-/// `klaw-engine ARGS` with its data dir and workspace under `home`.
-fn klaw(home: &Path, args: &[&str]) -> Command {
-    let (data, ws) = dirs(home);
-    let mut cmd = engine(home, args);
-    cmd.env("KLAW_DATA", &data)
-        .env("KLAW_WORKSPACE", &ws)
-        .env("KLAW_LOG_LEVEL", "error");
-    cmd
-}
+use common::{dirs, engine_in, stderr, stdout};
 
 fn write_skill(root: &Path, folder: &str, text: &str) {
     let dir = root.join("skills").join(folder);
@@ -65,7 +50,7 @@ fn skills_added_changed_and_removed_while_mcp_runs_are_seen_without_a_restart() 
     let home = tempfile::tempdir().unwrap();
     let (data, ws) = dirs(home.path());
     write_skill(&data, "pdf", &md("pdf", "system pdf", ""));
-    let mut mcp = Mcp::start(klaw(home.path(), &["mcp"]));
+    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
     let list = mcp.call("skill_list", json!({}));
     assert_eq!(names(&list), [("pdf".into(), "system".into())], "{list}");
 
@@ -193,7 +178,7 @@ fn a_skill_added_while_run_runs_is_seen_without_a_restart() {
     let (_, ws) = dirs(home.path());
     write_skill(&ws, "first", &md("first", "There from the start.", ""));
     let mut child = Running(
-        klaw(home.path(), &["run"])
+        engine_in(home.path(), &["run"])
             .env("KLAW_MCP_ENABLED", "true")
             .env("KLAW_MCP_BIND", "127.0.0.1:0")
             .env("KLAW_LOG_LEVEL", "warn")
@@ -232,7 +217,7 @@ impl Drop for Running {
 
 /// `klaw-engine chat` with `lines` on stdin, talking to the scripted server.
 fn chat(home: &Path, server: &ScriptedServer, env: &[(&str, &str)], lines: &str) -> Output {
-    let mut cmd = klaw(home, &["chat"]);
+    let mut cmd = engine_in(home, &["chat"]);
     cmd.env("KLAW_LLM_BASE_URL", format!("{}/v1", server.url))
         .env("KLAW_LLM_MODEL", "test-model")
         .env("KLAW_LLM_API_KEY", "sk-skills-test");
@@ -416,7 +401,7 @@ fn doctor_lists_the_malformed_skills() {
         "extra",
         &md("extra", "Has an extra key.", "version: 2\n"),
     );
-    let o = klaw(home.path(), &["doctor"]).output().unwrap();
+    let o = engine_in(home.path(), &["doctor"]).output().unwrap();
     let out = stdout(&o);
     let line = out
         .lines()

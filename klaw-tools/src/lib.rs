@@ -34,6 +34,7 @@ mod context;
 mod error;
 mod events;
 mod listen;
+pub mod lock;
 mod registry;
 mod render;
 mod schema;

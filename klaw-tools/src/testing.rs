@@ -165,3 +165,55 @@ impl Kit {
         }
     }
 }
+
+/// Checks `registry`'s tools against the schema lock at `path` (`tools.lock.json`, see
+/// [`crate::lock`]), as a test: any change — breaking or compatible — fails with each
+/// change in plain words, so the lock always says what the tools promise. With
+/// `KLAW_UPDATE_LOCK=1` the lock is written instead; a missing lock is written too,
+/// except under CI (`CI=true`), where it fails.
+///
+/// ```no_run
+/// # fn main() {
+/// let kit = klaw_tools::testing::Kit::new().unwrap();
+/// klaw_tools::testing::assert_tools_lock(kit.registry(), "tools.lock.json");
+/// # }
+/// ```
+#[track_caller]
+pub fn assert_tools_lock(registry: &ToolRegistry, path: impl AsRef<Path>) {
+    use crate::lock::SchemaLock;
+    let path = path.as_ref();
+    let now = SchemaLock::of(registry);
+    let update = std::env::var("KLAW_UPDATE_LOCK").as_deref() == Ok("1");
+    let locked = match SchemaLock::read(path) {
+        Ok(locked) => locked,
+        Err(e) if !update => panic!("{e}"),
+        Err(_) => None,
+    };
+    let Some(locked) = locked.filter(|_| !update) else {
+        assert!(
+            update || std::env::var("CI").as_deref() != Ok("true"),
+            "{} is missing: write it with KLAW_UPDATE_LOCK=1 and commit it",
+            path.display()
+        );
+        if let Err(e) = now.write(path) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+        return;
+    };
+    let changes = locked.compare(&now);
+    if !changes.is_empty() {
+        let list: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        panic!(
+            "the tools no longer match {}:\n  {}\n{}",
+            path.display(),
+            list.join("\n  "),
+            if crate::lock::has_breaking(&changes) {
+                "a BREAKING change breaks prompts, MCP clients and saved conversations that \
+                 use the tool; if it is meant, say so in the release notes and run with \
+                 KLAW_UPDATE_LOCK=1"
+            } else {
+                "only compatible changes: accept them with KLAW_UPDATE_LOCK=1"
+            }
+        );
+    }
+}

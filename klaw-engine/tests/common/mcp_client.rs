@@ -1,21 +1,26 @@
-//! `klaw-engine mcp` over stdio, driven line by line: requests wait for their answer,
-//! notifications are kept to look at.
+//! A raw MCP client of `klaw-engine mcp` over stdio: one JSON-RPC message a line.
+//! Requests wait for their answer; what arrives meanwhile (notifications, other
+//! answers) is kept for [`Mcp::wait_for`].
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// Generous: a loaded CI machine starts Node and Python slowly. A hung server fails the
+/// test rather than hanging it; no time is asserted.
+const WAIT: Duration = Duration::from_secs(60);
+
 /// An MCP session with a `klaw-engine mcp` child.
 pub(crate) struct Mcp {
     child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
     next_id: u64,
-    /// Every notification the server sent so far (oldest first).
-    pub(crate) notifications: Vec<Value>,
+    /// Messages read while waiting for another.
+    seen: Vec<Value>,
 }
 
 impl Mcp {
@@ -27,89 +32,102 @@ impl Mcp {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let out = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
+            for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if let Ok(v) = serde_json::from_str(&line)
+                    && tx.send(v).is_err()
+                {
                     break;
                 }
             }
         });
         let mut mcp = Self {
+            stdin: child.stdin.take(),
             child,
-            stdin,
             lines,
             next_id: 1,
-            notifications: Vec::new(),
+            seen: Vec::new(),
         };
         mcp.request(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "klaw-test", "version": "1"}}),
         );
-        writeln!(
-            mcp.stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .unwrap();
+        mcp.notify("notifications/initialized", json!({}));
         mcp
     }
 
-    /// Sends a request and waits for its answer (a hung server fails the test rather
-    /// than hanging it; no time is asserted).
+    /// Sends one message as it is.
+    pub(crate) fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a notification.
+    pub(crate) fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request (with the next numeric id) and waits for its answer.
     pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").unwrap();
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("no answer from klaw-engine mcp");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-            if v["id"].is_null() {
-                self.notifications.push(v);
-            }
-        }
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
     }
 
     /// Calls `tool` and gives its result.
     pub(crate) fn call(&mut self, tool: &str, args: Value) -> Value {
-        let v = self.request("tools/call", json!({"name": tool, "arguments": args}));
-        v["result"].clone()
+        self.request("tools/call", json!({"name": tool, "arguments": args}))["result"].clone()
     }
 
-    /// Waits (up to `secs`) until a notification `method` arrived; true when it did.
+    /// The names `tools/list` gives.
+    pub(crate) fn tool_names(&mut self) -> Vec<String> {
+        self.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The first message (seen before or arriving within a minute) that `pred` accepts;
+    /// panics with every message seen when none does.
+    pub(crate) fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        self.try_wait_for(WAIT, &pred)
+            .unwrap_or_else(|| panic!("no such message; messages so far: {:#?}", self.seen))
+    }
+
+    /// Waits (up to `secs`) for a notification `method`; true when it arrived.
     pub(crate) fn wait_for_notification(&mut self, method: &str, secs: u64) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            if let Some(i) = self
-                .notifications
-                .iter()
-                .position(|n| n["method"] == method)
-            {
-                self.notifications.remove(i);
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                        self.notifications.push(v);
-                    }
-                }
-                Err(_) => return false,
-            }
+        self.try_wait_for(Duration::from_secs(secs), &|m: &Value| {
+            m["method"] == method
+        })
+        .is_some()
+    }
+
+    fn try_wait_for(&mut self, wait: Duration, pred: &dyn Fn(&Value) -> bool) -> Option<Value> {
+        if let Some(i) = self.seen.iter().position(pred) {
+            return Some(self.seen.remove(i));
         }
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let m = self.lines.recv_timeout(left).ok()?;
+            if pred(&m) {
+                return Some(m);
+            }
+            self.seen.push(m);
+        }
+    }
+
+    /// Closes stdin and waits for the engine to exit.
+    pub(crate) fn finish(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        super::wait_exit(&mut self.child)
     }
 }
 

@@ -19,6 +19,22 @@ pub(crate) fn engine(home: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// The data dir and the workspace of a test, side by side under `home`.
+pub(crate) fn dirs(home: &Path) -> (PathBuf, PathBuf) {
+    (home.join("data"), home.join("ws"))
+}
+
+/// [`engine`] with its data dir and workspace under `home` ([`dirs`]), logging errors
+/// only.
+pub(crate) fn engine_in(home: &Path, args: &[&str]) -> Command {
+    let (data, ws) = dirs(home);
+    let mut cmd = engine(home, args);
+    cmd.env("KLAW_DATA", &data)
+        .env("KLAW_WORKSPACE", &ws)
+        .env("KLAW_LOG_LEVEL", "error");
+    cmd
+}
+
 /// The cache `make setup` fills: `KLAW_CACHE`, else `~/.cache/klaw`.
 pub(crate) fn cache() -> PathBuf {
     klaw_tools::cache_dir().expect("neither KLAW_CACHE nor HOME is set")
@@ -33,6 +49,61 @@ pub(crate) fn stdout(o: &Output) -> String {
 pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+/// `path` (under the cache) when `scripts/setup-test-tools.sh` has installed it, else
+/// `None` (said why); under CI (`CI=true`) its absence fails the test instead.
+pub(crate) fn installed(path: PathBuf) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let why = format!(
+        "{} is missing: run scripts/setup-test-tools.sh",
+        path.display()
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// The test tools' Python (`<cache>/venv-test`: the MCP SDK, FastMCP).
+pub(crate) fn test_python() -> Option<PathBuf> {
+    installed(cache().join("venv-test/bin/python"))
+}
+
+/// Waits up to `secs` for `cond` (checked every 50 ms); whether it became true.
+pub(crate) fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// The pids of the live (not zombie) processes whose command line (its arguments
+/// joined by NUL bytes) contains `mark`.
+pub(crate) fn processes_with(mark: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z');
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(mark) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 pub(crate) mod fake_telegram;
 pub(crate) mod mcp_client;
 pub(crate) mod scripted;

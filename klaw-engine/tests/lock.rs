@@ -1,0 +1,51 @@
+//! The built-in tools against their committed schema lock (`klaw-engine/tools.lock.json`,
+//! issue 33): the registry as `chat` assembles it — the groups, the engine's own tools,
+//! `render_js` whether or not this machine has a browser — without the test-only
+//! fixtures. Any change fails with each change in plain words (a breaking one breaks
+//! prompts, MCP clients and saved conversations); `KLAW_UPDATE_LOCK=1` accepts them.
+
+#![cfg(all(
+    feature = "memory",
+    feature = "docs",
+    feature = "skills",
+    feature = "render"
+))]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::sync::Arc;
+
+use klaw_engine::Config;
+use klaw_tools::ToolRegistry;
+
+#[test]
+fn the_built_in_tools_match_their_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_owned();
+    let env = move |name: &str| match name {
+        "HOME" => Some(home.display().to_string()),
+        "KLAW_CONFIG" => Some(home.join("engine.json").display().to_string()),
+        "KLAW_LLM_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+        "KLAW_LLM_MODEL" => Some("none".to_owned()),
+        _ => None,
+    };
+    std::fs::write(dir.path().join("engine.json"), "{}").unwrap();
+    let app = klaw_engine::App::for_listing(Config::load_with(&env).unwrap()).unwrap();
+    let mut registry = ToolRegistry::new();
+    for tool in app.engine().registry().all() {
+        if !tool
+            .spec()
+            .origin
+            .starts_with("klaw-engine/src/fixtures.rs")
+        {
+            registry.register(Arc::clone(tool)).unwrap();
+        }
+    }
+    // Offered only where a browser is found; its contract is the same everywhere.
+    if registry.by_name("render_js").is_none() {
+        registry
+            .register(klaw_tools::tools::web::render_js_tool("chromium".into()))
+            .unwrap();
+    }
+    let lock = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools.lock.json");
+    klaw_tools::testing::assert_tools_lock(&registry, lock);
+}
