@@ -226,6 +226,47 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::skills::SkillCatalog;
+
+    #[test]
+    fn skill_files_are_listed_and_read_only_inside_the_skill() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, data) = (dir.path().join("ws"), dir.path().join("data"));
+        let skill = ws.join("skills/pdf");
+        std::fs::create_dir_all(skill.join("assets")).unwrap();
+        std::fs::create_dir_all(ws.join("skills/other")).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: pdf\ndescription: d\n---\nx\n",
+        )
+        .unwrap();
+        std::fs::write(skill.join("assets/pixel.png"), [0x89, b'P', 0, 0xff]).unwrap();
+        std::fs::write(skill.join(".hidden"), "h").unwrap();
+        std::fs::write(ws.join("skills/other/notes.md"), "other").unwrap();
+        std::fs::write(dir.path().join("secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), skill.join("leak")).unwrap();
+        let catalog = SkillCatalog::default().scan(&ws, &data);
+        let pdf = catalog.get("pdf").unwrap();
+        assert_eq!(skill_files(pdf), ["assets/pixel.png"]);
+        assert_eq!(
+            read_skill_file(pdf, "assets/pixel.png", 100).unwrap(),
+            [0x89, b'P', 0, 0xff]
+        );
+        assert!(read_skill_file(pdf, "SKILL.md", 100).is_ok());
+        assert!(
+            read_skill_file(pdf, "assets/pixel.png", 2).is_err(),
+            "the cap"
+        );
+        for outside in [
+            "../other/notes.md",
+            "../../../secret",
+            "/etc/passwd",
+            "leak",
+        ] {
+            let e = read_skill_file(pdf, outside, 100).unwrap_err();
+            assert!(e.is_access_denied(), "{outside}: {e:?}");
+        }
+    }
 
     #[test]
     fn an_unknown_name_names_the_closest() {
