@@ -16,6 +16,31 @@ pub(crate) fn served() -> bool {
     cfg!(any(feature = "skills", feature = "fixtures"))
 }
 
+/// What clients see of the skills: each one's name, description and files. A change
+/// between two looks is announced (`notifications/prompts/list_changed` and
+/// `notifications/resources/list_changed`).
+#[cfg(feature = "skills")]
+pub(crate) async fn skills_seen(engine: &Engine) -> Vec<(String, String, Vec<String>)> {
+    let Ok(catalog) = klaw_tools::tools::skills::catalog(engine.context()).await else {
+        return Vec::new();
+    };
+    tokio::task::spawn_blocking(move || {
+        catalog
+            .skills
+            .iter()
+            .map(|s| {
+                (
+                    s.name().to_owned(),
+                    s.description().to_owned(),
+                    klaw_tools::tools::skills::skill_files(s),
+                )
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
 /// The name of a skill prompt's one argument.
 #[cfg(feature = "skills")]
 pub(crate) const TASK: &str = "task";

@@ -108,6 +108,8 @@ impl McpServer {
                 }
             }
         });
+        #[cfg(feature = "skills")]
+        watch_skills(server.engine.clone(), Arc::clone(&server.peers));
         server
     }
 
@@ -149,13 +151,17 @@ impl ServerHandler for McpServer {
             .enable_tool_list_changed()
             .enable_logging()
             .build();
-        // Each skill is also a prompt (its SKILL.md), for clients that offer prompts.
+        // Each skill is also a prompt (its SKILL.md), for clients that offer prompts;
+        // skills added, changed or removed are announced.
         if prompts::served() {
-            capabilities.prompts = Some(rmcp::model::PromptsCapability::default());
+            let mut prompts = rmcp::model::PromptsCapability::default();
+            prompts.list_changed = Some(cfg!(feature = "skills"));
+            capabilities.prompts = Some(prompts);
         }
-        // Docs, skills' files, core memory (subscribable); no list changes announced.
+        // Docs, skills' files, core memory (subscribable); the skills' changes announced.
         let mut resources = ResourcesCapability::default();
         resources.subscribe = Some(true);
+        resources.list_changed = Some(cfg!(feature = "skills"));
         capabilities.resources = Some(resources);
         capabilities.completions = Some(Default::default());
         let mut info = Implementation::new("klaw-engine", env!("CARGO_PKG_VERSION"));
@@ -415,6 +421,34 @@ impl ServerHandler for McpServer {
             outcome => Ok(result(outcome).into()),
         }
     }
+}
+
+/// Looks at the skills every [`WATCH_INTERVAL`](crate::manifests::WATCH_INTERVAL) (the
+/// catalog reads only what changed) and tells every session when one was added,
+/// removed, described anew or given other files: its prompts and resources changed.
+/// Ends with the engine.
+#[cfg(feature = "skills")]
+fn watch_skills(engine: Engine, peers: Arc<Peers>) {
+    tokio::spawn(async move {
+        let mut seen = prompts::skills_seen(&engine).await;
+        while !engine.is_shut_down() {
+            tokio::time::sleep(crate::manifests::WATCH_INTERVAL).await;
+            // Nobody to tell: no look. A change made meanwhile is told to the next
+            // session (a client that lists again for nothing loses nothing).
+            let live = peers.live();
+            if live.is_empty() {
+                continue;
+            }
+            let now = prompts::skills_seen(&engine).await;
+            if now != seen {
+                for s in &live {
+                    let _ = s.peer.notify_prompt_list_changed().await;
+                    let _ = s.peer.notify_resource_list_changed().await;
+                }
+                seen = now;
+            }
+        }
+    });
 }
 
 /// The engine's registry of MCP sessions.

@@ -13,6 +13,7 @@ and exits non-zero on the first failure.
 
 import base64
 import json
+import os
 import sys
 import time
 
@@ -35,6 +36,7 @@ def transport():
 async def main():
     async with transport() as streams:
         updates = []
+        changed = []  # list_changed notifications, by kind
         answers = []  # what the elicitation callback answers, in turn
         asked = []
         sampled = []
@@ -42,6 +44,10 @@ async def main():
         async def on_message(message):
             if isinstance(message, types.ResourceUpdatedNotification):
                 updates.append(message.params.uri)
+            elif isinstance(message, types.PromptListChangedNotification):
+                changed.append("prompts")
+            elif isinstance(message, types.ResourceListChangedNotification):
+                changed.append("resources")
 
         async def on_elicit(context, params):
             asked.append(params.message)
@@ -172,6 +178,20 @@ async def main():
             await session.call_tool("memory_core_delete", {"section": "user", "key": "name"})
             await anyio.sleep(0.3)
             check("no update after unsubscribing", not updates, updates)
+
+            # A skill added while the session is open: both lists change, and say so.
+            check("lists change is advertised", caps.prompts.list_changed
+                  and caps.resources.list_changed, caps)
+            notes = os.path.join(os.environ["KLAW_WORKSPACE"], "skills", "notes")
+            os.makedirs(notes)
+            with open(os.path.join(notes, "SKILL.md"), "w") as f:
+                f.write("---\nname: notes\ndescription: Takes notes\n---\nWrite it down.\n")
+            deadline = time.monotonic() + 10
+            while len(set(changed)) < 2 and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            check("a new skill: prompts and resources list_changed", set(changed) == {"prompts", "resources"}, changed)
+            names = [p.name for p in (await session.list_prompts()).prompts]
+            check("the new skill is a prompt", "notes" in names, names)
 
             tools = {t.name for t in (await session.list_tools()).tools}
             if "test_sampling" in tools:  # the engine was built with the fixtures
