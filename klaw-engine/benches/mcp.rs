@@ -5,7 +5,12 @@
 //! - stdio: sequential `tools/call` of the trivial tool `echo`: p50, p99, calls per second;
 //! - HTTP: the same over one keep-alive connection, then 32 clients at once (calls/s);
 //! - cold start: spawn → `initialize` → `tools/list` answered (median of 20);
-//! - batch: `memory_search` calls per second through `call --jsonl` vs one process a call.
+//! - batch: `memory_search` calls per second through `call --jsonl` vs one process a call;
+//! - the protocol beyond tools (stdio, klaw only), each beside `tools/call` of `echo`:
+//!   `resources/read` of a 100 KB file (a skill's reference) and of the largest embedded
+//!   doc, `prompts/get` of a skill, and `echo` made to need approval
+//!   (`KLAW_APPROVAL_TOOLS=echo`) asked through elicitation and answered at once, beside
+//!   the same call from a client without elicitation (the difference is the round trip).
 //!
 //! Numbers are printed, never asserted: machines differ.
 
@@ -23,11 +28,21 @@ struct Server {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next: u64,
+    /// How many `elicitation/create` requests it sent (each answered "accept").
+    elicited: usize,
 }
 
 impl Server {
     fn spawn(program: &Path, args: &[&str], home: &Path) -> Self {
-        let mut child = server_command(program, args, home)
+        Self::spawn_with(program, args, home, &[])
+    }
+
+    fn spawn_with(program: &Path, args: &[&str], home: &Path, env: &[(&str, &Path)]) -> Self {
+        let mut cmd = server_command(program, args, home);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -38,6 +53,7 @@ impl Server {
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
             next: 1,
+            elicited: 0,
         }
     }
 
@@ -57,6 +73,14 @@ impl Server {
                 "the server closed stdout"
             );
             let v: serde_json::Value = serde_json::from_str(&buf).unwrap();
+            if v["method"] == "elicitation/create" {
+                // The client's user says yes at once.
+                self.elicited += 1;
+                let answer = serde_json::json!({"jsonrpc": "2.0", "id": v["id"], "result": {"action": "accept"}});
+                writeln!(self.stdin, "{answer}").unwrap();
+                self.stdin.flush().unwrap();
+                continue;
+            }
             if v["id"] == id {
                 return v;
             }
@@ -64,9 +88,13 @@ impl Server {
     }
 
     fn initialize(&mut self) {
+        self.initialize_with(serde_json::json!({}));
+    }
+
+    fn initialize_with(&mut self, capabilities: serde_json::Value) {
         let r = self.request(
             "initialize",
-            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "bench", "version": "1"}}),
         );
         assert!(r["result"].is_object(), "{r}");
         writeln!(
@@ -208,6 +236,108 @@ fn batch(engine: &Path) {
         "batch memory_search  call --jsonl {:>7.1} calls/s   one process a call {:>5.2} calls/s",
         n as f64 / batch.as_secs_f64(),
         per_process as f64 / single.as_secs_f64()
+    );
+}
+
+/// p50 and p99 of `n` sequential `method` requests with `params` (after 100 to warm up),
+/// each checked by `ok`.
+fn timed(
+    s: &mut Server,
+    n: usize,
+    method: &str,
+    params: &serde_json::Value,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> (Duration, Duration) {
+    for _ in 0..100 {
+        let r = s.request(method, params.clone());
+        assert!(ok(&r), "{r}");
+    }
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = s.request(method, params.clone());
+        times.push(t.elapsed());
+        assert!(ok(&r), "{r}");
+    }
+    times.sort();
+    (percentile(&times, 0.5), percentile(&times, 0.99))
+}
+
+fn protocol(engine: &Path) {
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    let skill = ws.join("skills/bench");
+    std::fs::create_dir_all(skill.join("references")).unwrap();
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: bench\ndescription: A skill to measure\n---\n# Bench\nRun scripts/run.py.\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/run.py"), "print('bench')\n").unwrap();
+    let line = "A line of a long reference document, seventy bytes long or so......\n";
+    std::fs::write(
+        ws.join("skills/bench/references/big.md"),
+        line.repeat(100 * 1024 / line.len()),
+    )
+    .unwrap();
+    let echo_needs_approval = Path::new("echo");
+    let env = [
+        ("KLAW_WORKSPACE", ws.as_path()),
+        ("KLAW_APPROVAL_TOOLS", echo_needs_approval),
+    ];
+    let result = |r: &serde_json::Value| r["result"].is_object() && r["result"]["isError"] != true;
+    let show = |what: &str, (p50, p99): (Duration, Duration)| {
+        println!(
+            "{what:44}  p50 {:>8.1} µs  p99 {:>8.1} µs",
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+    };
+    let n = 1000;
+    let echo = serde_json::json!({"name": "echo", "arguments": {"text": "hi"}});
+    // A client without elicitation is not asked: echo as everywhere else.
+    let mut plain = Server::spawn_with(engine, &["mcp"], home.path(), &env);
+    plain.initialize();
+    show(
+        "tools/call echo",
+        timed(&mut plain, n, "tools/call", &echo, result),
+    );
+    assert_eq!(plain.elicited, 0);
+    drop(plain);
+    let mut s = Server::spawn_with(engine, &["mcp"], home.path(), &env);
+    s.initialize_with(serde_json::json!({"elicitation": {}}));
+    let big = serde_json::json!({"uri": "klaw://skills/bench/references/big.md"});
+    show(
+        "resources/read of a 100 KB file (a skill's)",
+        timed(&mut s, n, "resources/read", &big, |r| {
+            r["result"]["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.len() > 100_000)
+        }),
+    );
+    let doc = serde_json::json!({"uri": "klaw://docs/config/engine-json.md"});
+    show(
+        "resources/read of a 50 KB embedded doc",
+        timed(&mut s, n, "resources/read", &doc, result),
+    );
+    let prompt = serde_json::json!({"name": "bench", "arguments": {"task": "measure"}});
+    show(
+        "prompts/get of a skill (SKILL.md + 2 files)",
+        timed(&mut s, n / 4, "prompts/get", &prompt, |r| {
+            r["result"]["messages"]
+                .as_array()
+                .is_some_and(|m| m.len() == 4)
+        }),
+    );
+    show(
+        "tools/call echo, approved by elicitation",
+        timed(&mut s, n, "tools/call", &echo, result),
+    );
+    assert!(
+        s.elicited >= n,
+        "the approval was not asked: {}",
+        s.elicited
     );
 }
 
@@ -420,5 +550,6 @@ fn main() {
     if let Some(py) = &fastmcp {
         cold_start("fastmcp", py, &[fastmcp_server.to_str().unwrap()]);
     }
+    protocol(&engine);
     batch(&engine);
 }

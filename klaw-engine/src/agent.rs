@@ -116,6 +116,7 @@ impl Agent {
 
     /// The same agent (history, limits) on another model.
     pub(crate) fn on_model(&self, model: Model) -> Agent {
+        model.client.attach(self.engine.context());
         Agent {
             model,
             ..self.clone()
@@ -143,6 +144,7 @@ impl Agent {
 
     /// An agent with `model` and `history`.
     pub fn with_model(engine: Engine, model: Model, history: Arc<History>) -> Self {
+        model.client.attach(engine.context());
         let max_rounds = engine.config().raw.max_tool_call_rounds.max(1);
         let history_limit = engine.config().raw.agent.history_messages.max(2);
         Self {

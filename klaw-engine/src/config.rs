@@ -244,9 +244,10 @@ section! {
     pub struct LlmSection {
         keys {
             /// Which API the model speaks: `openai` (OpenAI-compatible chat completions:
-            /// OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter) or `anthropic`.
+            /// OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter), `anthropic`, or
+            /// `mcp-sampling` (the connected MCP client's model, through MCP sampling).
             provider: Provider = Provider::OpenAi;
-                key "provider", env "KLAW_LLM_PROVIDER", type "`\"openai\"` or `\"anthropic\"`";
+                key "provider", env "KLAW_LLM_PROVIDER", type "`\"openai\"`, `\"anthropic\"` or `\"mcp-sampling\"`";
             /// The API's base URL.
             base_url: Option<String> = None;
                 key "baseUrl", env "KLAW_LLM_BASE_URL", type "string (URL) or `null`",
@@ -861,6 +862,7 @@ impl ProviderKeys {
         match provider {
             Provider::OpenAi => self.openai.as_ref(),
             Provider::Anthropic => self.anthropic.as_ref(),
+            Provider::McpSampling => None,
         }
     }
 }

@@ -188,3 +188,312 @@ pub async fn test_tool_with_logging(log: Log) -> Result<String, ToolError> {
     }
     Ok("Logging test completed".into())
 }
+
+// The conformance suite's resources and prompts (served by the MCP server beside the
+// real ones, only in a build with this feature).
+
+use rmcp::model::{
+    ContentBlock, GetPromptResult, Prompt, PromptArgument, PromptMessage, Resource,
+    ResourceContents, ResourceTemplate, Role,
+};
+
+const STATIC_TEXT: &str = "test://static-text";
+const STATIC_BINARY: &str = "test://static-binary";
+const WATCHED: &str = "test://watched-resource";
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Conformance `resources-list`, `resources-read-*`, `resources-subscribe`: the static
+/// resources.
+pub(crate) fn resources() -> Vec<Resource> {
+    vec![
+        Resource::new(STATIC_TEXT, "static-text")
+            .with_description("Test: a static text resource")
+            .with_mime_type("text/plain"),
+        Resource::new(STATIC_BINARY, "static-binary")
+            .with_description("Test: a static binary resource (a PNG)")
+            .with_mime_type("image/png"),
+        Resource::new(WATCHED, "watched-resource")
+            .with_description("Test: a resource to subscribe to")
+            .with_mime_type("text/plain"),
+    ]
+}
+
+/// Conformance `resources-templates-read`: `test://template/{id}/data`.
+pub(crate) fn resource_templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new("test://template/{id}/data", "template")
+            .with_description("Test: data by id")
+            .with_mime_type("application/json"),
+    ]
+}
+
+/// The fixtures' resource at `uri`, if it is one.
+pub(crate) fn read_resource(uri: &str) -> Option<ResourceContents> {
+    match uri {
+        STATIC_TEXT => Some(
+            ResourceContents::text("This is the content of the static text resource.", uri)
+                .with_mime_type("text/plain"),
+        ),
+        STATIC_BINARY => {
+            Some(ResourceContents::blob(b64(RED_PIXEL_PNG), uri).with_mime_type("image/png"))
+        }
+        WATCHED => {
+            Some(ResourceContents::text("A resource to watch.", uri).with_mime_type("text/plain"))
+        }
+        _ => {
+            let id = uri
+                .strip_prefix("test://template/")?
+                .strip_suffix("/data")
+                .filter(|id| !id.is_empty() && !id.contains('/'))?;
+            let text = serde_json::json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            Some(ResourceContents::text(text.to_string(), uri).with_mime_type("application/json"))
+        }
+    }
+}
+
+/// Conformance `prompts-get-*`: the test prompts.
+pub(crate) fn prompts() -> Vec<Prompt> {
+    let arg = |name: &str, description: &str| {
+        PromptArgument::new(name)
+            .with_description(description)
+            .with_required(true)
+    };
+    vec![
+        Prompt::new("test_simple_prompt", Some("Test: a simple prompt"), None),
+        Prompt::new(
+            "test_prompt_with_arguments",
+            Some("Test: a prompt with arguments"),
+            Some(vec![
+                arg("arg1", "First test argument"),
+                arg("arg2", "Second test argument"),
+            ]),
+        ),
+        Prompt::new(
+            "test_prompt_with_embedded_resource",
+            Some("Test: a prompt with an embedded resource"),
+            Some(vec![arg("resourceUri", "URI of the resource to embed")]),
+        ),
+        Prompt::new(
+            "test_prompt_with_image",
+            Some("Test: a prompt with an image"),
+            None,
+        ),
+    ]
+}
+
+/// The fixture prompt `name` with `args`, if it is one.
+pub(crate) fn get_prompt(
+    name: &str,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> Option<GetPromptResult> {
+    let arg = |k: &str| args.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+    let text = |t: String| PromptMessage::new_text(Role::User, t);
+    let messages = match name {
+        "test_simple_prompt" => vec![text("This is a simple prompt for testing.".into())],
+        "test_prompt_with_arguments" => vec![text(format!(
+            "Prompt with arguments: arg1='{}', arg2='{}'",
+            arg("arg1"),
+            arg("arg2")
+        ))],
+        "test_prompt_with_embedded_resource" => vec![
+            PromptMessage::new(
+                Role::User,
+                ContentBlock::resource(
+                    ResourceContents::text(
+                        "Embedded resource content for testing.",
+                        arg("resourceUri"),
+                    )
+                    .with_mime_type("text/plain"),
+                ),
+            ),
+            text("Please process the embedded resource above.".into()),
+        ],
+        "test_prompt_with_image" => vec![
+            PromptMessage::new(
+                Role::User,
+                ContentBlock::image(b64(RED_PIXEL_PNG), "image/png"),
+            ),
+            text("Please analyze the image above.".into()),
+        ],
+        _ => return None,
+    };
+    Some(GetPromptResult::new(messages))
+}
+
+// The conformance suite's tools that ask the client: elicitation and sampling, through
+// the calling session's client (`mcp::Peers`).
+
+/// The client of the session that made the call, when it declared `capability`.
+fn client(
+    ctx: &klaw_tools::ToolContext,
+    offers: fn(&rmcp::Peer<rmcp::RoleServer>) -> bool,
+    what: &str,
+) -> Result<rmcp::Peer<rmcp::RoleServer>, ToolError> {
+    ctx.shared_state::<crate::mcp::Peers>()
+        .peer_of(ctx.caller())
+        .filter(offers)
+        .ok_or_else(|| {
+            ToolError::failed(format!("the client does not offer {what}: nothing to ask"))
+        })
+}
+
+/// Asks the calling client's user to fill `schema` (a JSON object schema).
+async fn elicit(
+    ctx: &klaw_tools::ToolContext,
+    message: String,
+    schema: serde_json::Value,
+) -> Result<rmcp::model::ElicitResult, ToolError> {
+    let peer = client(ctx, crate::mcp::offers_elicitation, "elicitation")?;
+    let requested_schema = serde_json::from_value(schema)
+        .map_err(|e| ToolError::failed(format!("the form's schema: {e}")))?;
+    peer.create_elicitation(rmcp::model::ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema,
+    })
+    .await
+    .map_err(|e| ToolError::failed(format!("elicitation failed: {e}")))
+}
+
+fn answer(r: &rmcp::model::ElicitResult) -> String {
+    let action = serde_json::to_value(&r.action).unwrap_or_default();
+    let content = r.content.clone().unwrap_or(serde_json::Value::Null);
+    format!(
+        "action={}, content={content}",
+        action.as_str().unwrap_or_default()
+    )
+}
+
+/// Conformance `tools-call-elicitation`: asks for a user name and an email.
+#[tool(
+    name = "test_elicitation",
+    title_ru = "Тест: вопрос пользователю",
+    title_en = "Test: elicitation",
+    description_ru = "Тестовый инструмент: спрашивает у пользователя клиента имя и почту",
+    description_en = "Test tool: asks the client's user for a user name and an email",
+    read_only
+)]
+pub async fn test_elicitation(
+    ctx: klaw_tools::ToolContext,
+    /// Сообщение пользователю
+    #[arg(description_en = "The message to show the user")]
+    message: String,
+) -> Result<String, ToolError> {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"}
+        },
+        "required": ["username", "email"]
+    });
+    let r = elicit(&ctx, message, schema).await?;
+    Ok(format!("User response: {}", answer(&r)))
+}
+
+/// Conformance `elicitation-sep1034-defaults`: a form whose fields have defaults.
+#[tool(
+    name = "test_elicitation_sep1034_defaults",
+    title_ru = "Тест: вопрос со значениями по умолчанию",
+    title_en = "Test: elicitation with defaults",
+    description_ru = "Тестовый инструмент: форма, у полей которой есть значения по умолчанию",
+    description_en = "Test tool: a form whose fields have default values",
+    read_only
+)]
+pub async fn test_elicitation_sep1034_defaults(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status",
+                       "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": true}
+        }
+    });
+    let r = elicit(
+        &ctx,
+        "Please review and update the form fields with defaults".into(),
+        schema,
+    )
+    .await?;
+    Ok(format!("Elicitation completed: {}", answer(&r)))
+}
+
+/// Conformance `elicitation-sep1330-enums`: the five kinds of enum field.
+#[tool(
+    name = "test_elicitation_sep1330_enums",
+    title_ru = "Тест: вопрос с перечислениями",
+    title_en = "Test: elicitation with enums",
+    description_ru = "Тестовый инструмент: форма с пятью видами выбора из списка",
+    description_en = "Test tool: a form with the five kinds of enum field",
+    read_only
+)]
+pub async fn test_elicitation_sep1330_enums(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Untitled single-select",
+                               "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Titled single-select", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}
+            ]},
+            "legacyEnum": {"type": "string", "description": "Legacy titled enum",
+                           "enum": ["opt1", "opt2", "opt3"],
+                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Untitled multi-select",
+                              "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "description": "Titled multi-select", "items": {"anyOf": [
+                {"const": "value1", "title": "First Choice"},
+                {"const": "value2", "title": "Second Choice"},
+                {"const": "value3", "title": "Third Choice"}
+            ]}}
+        }
+    });
+    let r = elicit(
+        &ctx,
+        "Please select options from the enum fields".into(),
+        schema,
+    )
+    .await?;
+    Ok(format!("Elicitation completed: {}", answer(&r)))
+}
+
+/// Conformance `tools-call-sampling`: asks the client's model.
+#[tool(
+    name = "test_sampling",
+    title_ru = "Тест: вопрос модели клиента",
+    title_en = "Test: sampling",
+    description_ru = "Тестовый инструмент: спрашивает модель клиента",
+    description_en = "Test tool: asks the client's model",
+    read_only
+)]
+#[allow(deprecated)] // sampling (SEP-2577 deprecates it; clients still offer it)
+pub async fn test_sampling(
+    ctx: klaw_tools::ToolContext,
+    /// Запрос к модели
+    #[arg(description_en = "The prompt to send to the LLM")]
+    prompt: String,
+) -> Result<String, ToolError> {
+    let peer = client(&ctx, crate::mcp::offers_sampling, "sampling")?;
+    let params = rmcp::model::CreateMessageRequestParams::new(
+        vec![rmcp::model::SamplingMessage::user_text(prompt)],
+        100,
+    );
+    let r = peer
+        .create_message(params)
+        .await
+        .map_err(|e| ToolError::failed(format!("sampling failed: {e}")))?;
+    Ok(format!("LLM response: {}", crate::mcp::sampled_text(&r)))
+}

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 pub mod anthropic;
 mod http;
+pub mod mcp_sampling;
 pub mod openai;
 
 pub use http::Transport;
@@ -213,6 +214,11 @@ pub trait LlmClient: Send + Sync + 'static {
 
     /// What the client talks to, for messages: `openai at http://…/v1`.
     fn describe(&self) -> String;
+
+    /// Called once with the engine's context when the App assembles the agent on this
+    /// client: a client that asks through the engine (`mcp-sampling`: its MCP sessions)
+    /// finds what it needs there. Nothing by default.
+    fn attach(&self, _ctx: &klaw_tools::ToolContext) {}
 }
 
 /// Why a request to a model failed.
@@ -326,6 +332,25 @@ impl Model {
             })?),
         };
         let provider = named.and_then(|m| m.provider).unwrap_or(llm.provider);
+        if provider == Provider::McpSampling {
+            // The client picks its model: a name is only a hint for the log.
+            return Ok(Self {
+                client: Arc::new(mcp_sampling::McpSamplingClient::new()),
+                name: named
+                    .map(|m| m.model.clone())
+                    .or_else(|| llm.model.clone())
+                    .filter(|m| !m.trim().is_empty())
+                    .unwrap_or_else(|| "mcp-client".into()),
+                // No function calling through sampling: the tools go in the prompt.
+                protocol: Protocol::Text,
+                max_tokens: llm.max_tokens,
+                tools: named
+                    .and_then(|m| m.tools.clone())
+                    .or_else(|| llm.tools.clone()),
+                #[allow(clippy::cast_possible_truncation)] // checked to be within 0..=2
+                temperature: llm.temperature.map(|t| t as f32),
+            });
+        }
         let model = match named {
             Some(m) => m.model.clone(),
             None => llm
@@ -379,6 +404,7 @@ impl Model {
             Provider::Anthropic => Arc::new(anthropic::AnthropicClient::new(
                 &base_url, api_key, transport,
             )),
+            Provider::McpSampling => Arc::new(mcp_sampling::McpSamplingClient::new()),
         };
         Ok(Self {
             client,

@@ -5,18 +5,28 @@
 //! `notifications/cancelled` cancels the call (an `exec` loses its process tree).
 //!
 //! The parts: `server` (the handler: listing, calls, logging levels, results as
-//! content blocks), `forward` (a call's progress and log messages to its client, in
-//! order), `stdio` (the stdio transport: capped lines, JSON-RPC errors for bad ones) and
-//! [`http`] (Streamable HTTP behind its guard).
+//! content blocks), `resources` (docs, skills' files, core memory), `prompts` (the
+//! skills), `complete` (completion), `peers` (the sessions' clients, by number),
+//! `approve` (the approval policy asking the client's user: elicitation), `forward` (a
+//! call's progress and log messages to its client, in order), `stdio` (the stdio
+//! transport: capped lines, JSON-RPC errors for bad ones) and [`http`] (Streamable HTTP
+//! behind its guard).
 
 use klaw_tools::LogLevel;
 use serde_json::Value;
 
+mod approve;
+mod complete;
 mod forward;
 pub mod http;
+mod peers;
+mod prompts;
+mod resources;
 mod server;
 mod stdio;
 
+pub use approve::{ASK_TIMEOUT, ElicitApproval};
+pub use peers::{CHANNEL, Peers, offers_elicitation, offers_sampling};
 pub use server::McpServer;
 pub use stdio::serve_stdio;
 
@@ -56,6 +66,16 @@ impl McpError {
     pub fn is_refused_bind(&self) -> bool {
         matches!(self, Self::NoToken { .. })
     }
+}
+
+/// Installs the approval of the `mcp` channel: calls that need approval are put to the
+/// calling client's user through elicitation, where the client offers it
+/// ([`ElicitApproval`]). Every MCP front end calls it before it serves.
+pub fn ask_through_clients(app: &crate::App) {
+    app.approve_on(
+        CHANNEL,
+        std::sync::Arc::new(ElicitApproval::new(app.engine())),
+    );
 }
 
 /// Every tool's spec, in name order (the order of `tools/list` and `/api/v1/tools`).
@@ -115,4 +135,19 @@ pub(crate) fn level_from_u8(n: u8) -> LogLevel {
     .get(usize::from(n))
     .copied()
     .unwrap_or(LogLevel::Info)
+}
+
+/// The text of a client's sampling answer (its text blocks, joined).
+#[allow(deprecated)] // sampling (SEP-2577 deprecates it; clients still offer it)
+pub fn sampled_text(result: &rmcp::model::CreateMessageResult) -> String {
+    let content = serde_json::to_value(&result.message.content).unwrap_or_default();
+    let blocks = match content {
+        Value::Array(blocks) => blocks,
+        one => vec![one],
+    };
+    blocks
+        .iter()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("")
 }

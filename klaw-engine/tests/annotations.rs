@@ -54,6 +54,10 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("test_embedded_resource", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: a canned resource"),
     ("test_multiple_content_types", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: canned content"),
     ("test_tool_with_logging", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: logs"),
+    ("test_elicitation", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user, changes nothing"),
+    ("test_elicitation_sep1034_defaults", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
+    ("test_elicitation_sep1330_enums", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
+    ("test_sampling", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's model, changes nothing"),
 ];
 
 /// The engine `chat` runs: every tool registered, the model's server never asked.

@@ -117,6 +117,39 @@ fn the_inspector_cli_lists_and_calls() {
         call["structuredContent"]["timezone"], "Asia/Tokyo",
         "{call}"
     );
+    let resources = inspector(&["--method", "resources/list"]);
+    let uris: Vec<&str> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert!(
+        uris.contains(&"klaw://docs/engine.md") && uris.contains(&"klaw://memory/core"),
+        "{uris:?}"
+    );
+    let read = inspector(&[
+        "--method",
+        "resources/read",
+        "--uri",
+        "klaw://docs/engine.md",
+    ]);
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("## MCP"),
+        "{read}"
+    );
+    let templates = inspector(&["--method", "resources/templates/list"]);
+    assert!(
+        templates
+            .to_string()
+            .contains("klaw://skills/{name}/{file}"),
+        "{templates}"
+    );
+    let prompts = inspector(&["--method", "prompts/list"]);
+    assert!(prompts["prompts"].is_array(), "{prompts}");
 }
 
 /// The official conformance suite against `klaw-engine mcp --http`: every scenario
@@ -142,6 +175,9 @@ fn the_conformance_suite() {
     let text = stdout(&o);
     let summary = text.split("=== SUMMARY ===").nth(1).unwrap_or(&text);
     assert!(o.status.success(), "{summary}\n{}", stderr(&o));
+    // Every scenario passes (the baseline is empty).
+    let total = summary.lines().find(|l| l.starts_with("Total:"));
+    assert!(total.is_some_and(|t| t.ends_with(" 0 failed")), "{summary}");
     for must_pass in [
         "server-initialize",
         "ping",
@@ -160,6 +196,101 @@ fn the_python_sdk_over_stdio() {
     let Some(py) = python() else { return };
     let home = tempfile::tempdir().unwrap();
     sdk_client(&py, home.path(), env!("CARGO_BIN_EXE_klaw-engine"));
+}
+
+/// A workspace with the skill `pdf` (SKILL.md, a script, a PNG, and `leak`: a link to
+/// a secret outside), as `tests/mcp/sdk_protocol.py` expects it; the workspace's path.
+fn protocol_workspace(home: &Path) -> PathBuf {
+    let ws = home.join("ws");
+    let skill = ws.join("skills/pdf");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::create_dir_all(skill.join("assets")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: pdf\ndescription: Fills PDF forms\n---\n# PDF\nUse fill.py.\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/fill.py"), "print('fill')\n").unwrap();
+    let png = [
+        0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0xff,
+    ];
+    std::fs::write(skill.join("assets/pixel.png"), png).unwrap();
+    std::fs::write(home.join("secret"), "TOP SECRET").unwrap();
+    std::os::unix::fs::symlink(home.join("secret"), skill.join("leak")).unwrap();
+    ws
+}
+
+/// Runs `tests/mcp/sdk_protocol.py` against `target` (the engine: stdio; a URL: HTTP).
+fn sdk_protocol(py: &Path, home: &Path, ws: &Path, target: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_protocol.py");
+    let o = std::process::Command::new(py)
+        .arg(script)
+        .arg(target)
+        .env_clear()
+        .env("HOME", home)
+        .env("KLAW_CACHE", cache())
+        .env("KLAW_WORKSPACE", ws)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        o.status.success() && out.contains("ok all"),
+        "stdout:\n{out}\nstderr:\n{}",
+        stderr(&o)
+    );
+}
+
+/// The protocol beyond tools through the Python SDK: resources (and an attacker's
+/// URIs), a skill as a prompt, completion, core memory's subscription, approval asked
+/// through elicitation (yes, then no) and, with the fixtures, sampling.
+#[test]
+fn the_python_sdk_on_resources_prompts_and_elicitation() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let ws = protocol_workspace(home.path());
+    sdk_protocol(&py, home.path(), &ws, env!("CARGO_BIN_EXE_klaw-engine"));
+}
+
+/// The same over HTTP: the questions and the update notification travel on the
+/// session's streams.
+#[test]
+fn the_python_sdk_on_resources_prompts_and_elicitation_over_http() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let ws = protocol_workspace(home.path());
+    let server = HttpServer::start("127.0.0.1:0", &[("KLAW_WORKSPACE", ws.to_str().unwrap())]);
+    sdk_protocol(
+        &py,
+        home.path(),
+        &ws,
+        &format!("http://{}/mcp", server.addr),
+    );
+}
+
+/// `llm.provider: "mcp-sampling"`: a subagent spawned through MCP runs on the client's
+/// model (the Python SDK's sampling callback), tools in the text protocol.
+#[test]
+fn a_subagent_runs_on_the_clients_model_through_sampling() {
+    let Some(py) = python() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_sampling.py");
+    let o = std::process::Command::new(py)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_klaw-engine"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("KLAW_CACHE", cache())
+        .env("KLAW_LLM_PROVIDER", "mcp-sampling")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        o.status.success() && out.contains("ok all"),
+        "stdout:\n{out}\nstderr:\n{}",
+        stderr(&o)
+    );
 }
 
 /// `klaw-engine mcp --http` on a free port, killed when dropped.

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use klaw_tools::{CallListener, ProgressUpdate, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
+use crate::llm::Model;
 use crate::terminal::terminal_safe;
 use crate::{Config, Engine, ToolCall};
 
@@ -154,11 +155,28 @@ fn error_line(id: Value, e: &ToolError) -> Value {
     json!({"id": id, "ok": false, "error": {"kind": e.kind().code(), "message": e.message()}})
 }
 
+/// The model of an MCP front end: the client's, with `llm.provider: "mcp-sampling"`
+/// (then `subagent_spawn` is served and runs on it); none otherwise (the MCP client is
+/// the agent).
+fn mcp_model(config: &Config) -> Result<Option<Model>, ExitCode> {
+    if config.raw.llm.provider != crate::llm::Provider::McpSampling {
+        return Ok(None);
+    }
+    Model::from_config(config, None)
+        .map(Some)
+        .map_err(|e| super::fail(&e.to_string()))
+}
+
 /// `klaw-engine mcp`: serves the engine over stdio until the client leaves.
 pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
-    super::run_front(config, None, |app| async move {
+    let model = match mcp_model(&config) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
+        crate::mcp::ask_through_clients(&app);
         match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e.to_string()),
@@ -188,9 +206,14 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
     ) {
         return super::fail(&e.to_string());
     }
-    super::run_front(config, None, |app| async move {
+    let model = match mcp_model(&config) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
         let stop = app.stop_token().child_token();
+        crate::mcp::ask_through_clients(&app);
         match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e.to_string()),

@@ -13,6 +13,10 @@ pub enum Provider {
     OpenAi,
     /// Anthropic's Messages API.
     Anthropic,
+    /// The model of the MCP client connected to `klaw-engine mcp` (or to `run`'s MCP
+    /// server), asked through MCP sampling (`sampling/createMessage`): no API, no key.
+    #[serde(rename = "mcp-sampling")]
+    McpSampling,
 }
 
 impl Provider {
@@ -21,6 +25,7 @@ impl Provider {
         match self {
             Provider::OpenAi => "https://api.openai.com/v1",
             Provider::Anthropic => "https://api.anthropic.com",
+            Provider::McpSampling => "",
         }
     }
 
@@ -29,6 +34,7 @@ impl Provider {
         match self {
             Provider::OpenAi => "OPENAI_API_KEY",
             Provider::Anthropic => "ANTHROPIC_API_KEY",
+            Provider::McpSampling => "",
         }
     }
 }
@@ -39,8 +45,9 @@ impl std::str::FromStr for Provider {
         match s {
             "openai" => Ok(Provider::OpenAi),
             "anthropic" => Ok(Provider::Anthropic),
+            "mcp-sampling" => Ok(Provider::McpSampling),
             other => Err(format!(
-                "unknown provider `{other}`: expected `openai` or `anthropic`"
+                "unknown provider `{other}`: expected `openai`, `anthropic` or `mcp-sampling`"
             )),
         }
     }

@@ -1,27 +1,31 @@
 //! The MCP handler over the engine: initialize, `tools/list` (paged), `tools/call`
 //! (validated, with its id, progress and log messages, cancellable), logging levels,
-//! each result as MCP content blocks, and the skills as prompts.
+//! each result as MCP content blocks; resources (`resources`), prompts (`prompts`) and
+//! completion (`complete`), each derived from what the engine has.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine as _;
-use klaw_tools::{
-    Attachment, Caller, ErrorKind, Format, Lang, LogLevel, ResourceContent, ToolOutput,
-};
+use klaw_tools::{Attachment, ErrorKind, Format, Lang, LogLevel, ResourceContent, ToolOutput};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourcesCapability, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use crate::{Engine, ToolCall};
 
 use super::forward::forwarder;
-use super::{level_from_u8, log_level, specs_by_name};
+use super::peers::{Peers, Session, caller};
+use super::{complete, level_from_u8, log_level, prompts, resources, specs_by_name};
 
 /// The engine as an MCP server. Cheap to clone; each clone serves one session (its call
 /// ids are prefixed with the session's number).
@@ -36,41 +40,76 @@ pub struct McpServer {
     /// The least serious level of the log messages this session receives, as a
     /// `LogLevel` (`logging/setLevel`; `info` until set).
     log_level: Arc<AtomicU8>,
-    /// The clients to tell when the tool list changes.
-    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    /// Every session's client: told when the tool list or a subscribed resource changes.
+    peers: Arc<Peers>,
+    /// The URIs this session subscribed to.
+    subscriptions: Arc<Mutex<HashSet<String>>>,
 }
 
 impl McpServer {
     /// A server over `engine`, with descriptions in the configured language. Starts
-    /// the task that turns tool-list changes into `notifications/tools/list_changed`
-    /// (call it inside a Tokio runtime).
+    /// the tasks that turn tool-list changes into `notifications/tools/list_changed`
+    /// and changes of core memory into `notifications/resources/updated` for its
+    /// subscribers (call it inside a Tokio runtime).
     pub fn new(engine: Engine) -> Self {
         let lang = engine.config().raw.language;
         let mcp = &engine.config().raw.mcp;
         let (page_size, max_calls) = (mcp.page_size.max(1), mcp.max_concurrent_calls.max(1));
         let server = Self {
-            engine,
             lang,
             page_size,
             calls: Arc::new(tokio::sync::Semaphore::new(max_calls)),
             session: 0,
             log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
-            peers: Arc::new(Mutex::new(Vec::new())),
+            peers: engine_peers(&engine),
+            subscriptions: Arc::default(),
+            engine,
         };
         let mut changes = server.engine.tools_changed();
         let peers = Arc::clone(&server.peers);
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
-                let live: Vec<Peer<RoleServer>> = {
-                    let mut p = peers.lock().unwrap_or_else(PoisonError::into_inner);
-                    p.retain(|peer| !peer.is_transport_closed());
-                    p.clone()
-                };
-                for peer in live {
-                    let _ = peer.notify_tool_list_changed().await;
+                for s in peers.live() {
+                    let _ = s.peer.notify_tool_list_changed().await;
                 }
             }
         });
+        // A successful memory_core_update or _delete: core memory changed. The hook only
+        // wakes the task (it runs on the caller's task and must be quick).
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let wake = Arc::clone(&changed);
+        server.engine.subscribe(move |e: &klaw_tools::ToolEvent| {
+            if let klaw_tools::ToolEvent::Executed { tool, .. } = e
+                && resources::CORE_WRITERS.contains(&tool.as_str())
+            {
+                wake.notify_one();
+            }
+        });
+        let peers = Arc::clone(&server.peers);
+        tokio::spawn(async move {
+            loop {
+                changed.notified().await;
+                for s in peers.live() {
+                    let subscribed = s
+                        .subscriptions
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .contains(resources::CORE_URI);
+                    if subscribed {
+                        let _ = s
+                            .peer
+                            .notify_resource_updated(
+                                rmcp::model::ResourceUpdatedNotificationParam::new(
+                                    resources::CORE_URI,
+                                ),
+                            )
+                            .await;
+                    }
+                }
+            }
+        });
+        #[cfg(feature = "skills")]
+        watch_skills(server.engine.clone(), Arc::clone(&server.peers));
         server
     }
 
@@ -80,6 +119,7 @@ impl McpServer {
         Self {
             session: NEXT.fetch_add(1, Ordering::Relaxed),
             log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
+            subscriptions: Arc::default(),
             ..self.clone()
         }
     }
@@ -106,17 +146,24 @@ impl McpServer {
 impl ServerHandler for McpServer {
     #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     fn get_info(&self) -> ServerConfig {
-        #[allow(unused_mut)] // mutated only with the skills feature
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_logging()
             .build();
-        // Each skill is also a prompt (its SKILL.md), for clients that offer prompts.
-        #[cfg(feature = "skills")]
-        {
-            capabilities.prompts = Some(rmcp::model::PromptsCapability::default());
+        // Each skill is also a prompt (its SKILL.md), for clients that offer prompts;
+        // skills added, changed or removed are announced.
+        if prompts::served() {
+            let mut prompts = rmcp::model::PromptsCapability::default();
+            prompts.list_changed = Some(cfg!(feature = "skills"));
+            capabilities.prompts = Some(prompts);
         }
+        // Docs, skills' files, core memory (subscribable); the skills' changes announced.
+        let mut resources = ResourcesCapability::default();
+        resources.subscribe = Some(true);
+        resources.list_changed = Some(cfg!(feature = "skills"));
+        capabilities.resources = Some(resources);
+        capabilities.completions = Some(Default::default());
         let mut info = Implementation::new("klaw-engine", env!("CARGO_PKG_VERSION"));
         info.title = Some("Klaw".into());
         ServerConfig::new(capabilities)
@@ -133,10 +180,13 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        peers.retain(|peer| !peer.is_transport_closed());
-        peers.push(context.peer.clone());
-        drop(peers);
+        self.peers.insert(
+            self.session,
+            Session {
+                peer: context.peer.clone(),
+                subscriptions: Arc::clone(&self.subscriptions),
+            },
+        );
         self.negotiate_initialize(&request)
     }
 
@@ -145,74 +195,116 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.tools();
-        let start = match request.and_then(|r| r.cursor) {
-            None => 0,
-            Some(c) => c
-                .parse::<usize>()
-                .ok()
-                .filter(|&n| n <= tools.len())
-                .ok_or_else(|| {
-                    ErrorData::invalid_params(
-                        format!("invalid cursor {c:?}: use the nextCursor of the previous page"),
-                        None,
-                    )
-                })?,
-        };
-        let end = start.saturating_add(self.page_size).min(tools.len());
-        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
-        result.next_cursor = (end < tools.len()).then(|| end.to_string());
+        let (tools, next) = page(self.tools(), request, self.page_size)?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
         Ok(result)
     }
 
-    /// Every skill in effect as a prompt: its name and description.
-    #[cfg(feature = "skills")]
-    async fn list_prompts(
+    /// Every resource (docs, skills' files, core memory), in pages of `mcp.pageSize`.
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let all = resources::list(&self.engine).await;
+        let (items, next) = page(all, request, self.page_size)?;
+        let mut result = ListResourcesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        let catalog = klaw_tools::tools::skills::catalog(self.engine.context())
-            .await
-            .map_err(|e| ErrorData::internal_error(e.message().to_owned(), None))?;
-        let prompts = catalog
-            .skills
-            .iter()
-            .map(|s| rmcp::model::Prompt::new(s.name(), Some(s.description()), None))
-            .collect();
-        Ok(rmcp::model::ListPromptsResult::with_all_items(prompts))
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
     }
 
-    /// A skill's prompt: its whole SKILL.md as a user message, loaded through the engine
-    /// as `skill_load` (so a loaded skill's allowed-tools count for the MCP caller).
-    #[cfg(feature = "skills")]
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        tokio::select! {
+            r = async {
+                // A read takes a place among `mcp.maxConcurrentCalls`, as a call does.
+                let _place = self.calls.acquire().await;
+                resources::read(&self.engine, &request.uri, self.session).await
+            } => {
+                Ok(ReadResourceResult::new(vec![r?]).into())
+            }
+            () = context.ct.cancelled() => {
+                Err(ErrorData::internal_error("the read was cancelled", None))
+            }
+        }
+    }
+
+    /// Subscribes the session to a resource it can read; only core memory changes
+    /// while the engine runs, so only it is ever announced.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::read(&self.engine, &request.uri, self.session).await?;
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&request.uri);
+        Ok(())
+    }
+
+    /// Completion of a prompt's argument or a resource template's variable.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Ok(CompleteResult::new(
+            complete::complete(&self.engine, &request).await,
+        ))
+    }
+
+    /// Every skill in effect as a prompt (and the fixtures' with that feature).
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let all = prompts::list(&self.engine).await?;
+        let (items, next) = page(all, request, self.page_size)?;
+        let mut result = ListPromptsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// A skill's prompt: its SKILL.md, its files as embedded resources, the task.
     async fn get_prompt(
         &self,
-        request: rmcp::model::GetPromptRequestParams,
+        request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        let call = ToolCall::new("skill_load", serde_json::json!({"name": request.name}))
-            .with_caller(Caller::new("mcp", None));
-        let out = self
-            .engine
-            .execute(call, None)
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let _place = self.calls.acquire().await;
+        prompts::get(&self.engine, &request.name, &args, self.session)
             .await
-            .map_err(|e| ErrorData::invalid_params(e.message().to_owned(), None))?;
-        let structured = out.structured();
-        let text = structured
-            .and_then(|v| v.get("content"))
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| out.text());
-        let mut result =
-            rmcp::model::GetPromptResult::new(vec![rmcp::model::PromptMessage::new_text(
-                rmcp::model::Role::User,
-                text,
-            )]);
-        result.description = structured
-            .and_then(|v| v.get("name"))
-            .and_then(Value::as_str)
-            .map(|n| format!("The skill `{n}`"));
-        Ok(result.into())
+            .map(Into::into)
     }
 
     /// A request rmcp could not read as the method it names (e.g. `tools/call` without
@@ -228,6 +320,14 @@ impl ServerHandler for McpServer {
             "tools/list",
             "tools/call",
             "logging/setLevel",
+            "resources/list",
+            "resources/read",
+            "resources/templates/list",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "prompts/list",
+            "prompts/get",
+            "completion/complete",
         ];
         if known.contains(&request.method.as_str()) {
             return Err(ErrorData::invalid_params(
@@ -296,7 +396,7 @@ impl ServerHandler for McpServer {
         );
         let call = ToolCall::new(name, args)
             .with_id(id)
-            .with_caller(Caller::new("mcp", None));
+            .with_caller(caller(self.session));
         // A cancelled request drops the call: its tool stops (an `exec` has its process
         // tree killed) and rmcp sends no response.
         let outcome = tokio::select! {
@@ -321,6 +421,67 @@ impl ServerHandler for McpServer {
             outcome => Ok(result(outcome).into()),
         }
     }
+}
+
+/// Looks at the skills every [`WATCH_INTERVAL`](crate::manifests::WATCH_INTERVAL) (the
+/// catalog reads only what changed) and tells every session when one was added,
+/// removed, described anew or given other files: its prompts and resources changed.
+/// Ends with the engine.
+#[cfg(feature = "skills")]
+fn watch_skills(engine: Engine, peers: Arc<Peers>) {
+    tokio::spawn(async move {
+        let mut seen = prompts::skills_seen(&engine).await;
+        while !engine.is_shut_down() {
+            tokio::time::sleep(crate::manifests::WATCH_INTERVAL).await;
+            // Nobody to tell: no look. A change made meanwhile is told to the next
+            // session (a client that lists again for nothing loses nothing).
+            let live = peers.live();
+            if live.is_empty() {
+                continue;
+            }
+            let now = prompts::skills_seen(&engine).await;
+            if now != seen {
+                for s in &live {
+                    let _ = s.peer.notify_prompt_list_changed().await;
+                    let _ = s.peer.notify_resource_list_changed().await;
+                }
+                seen = now;
+            }
+        }
+    });
+}
+
+/// The engine's registry of MCP sessions.
+fn engine_peers(engine: &Engine) -> Arc<Peers> {
+    engine.context().shared_state::<Peers>()
+}
+
+/// The page of `items` a request's cursor asks for (a cursor is the index of the first
+/// item), and the next cursor when there is more.
+fn page<T>(
+    items: Vec<T>,
+    request: Option<PaginatedRequestParams>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match request.and_then(|r| r.cursor) {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= items.len())
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("invalid cursor {c:?}: use the nextCursor of the previous page"),
+                    None,
+                )
+            })?,
+    };
+    let end = start.saturating_add(size).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((
+        items.into_iter().skip(start).take(end - start).collect(),
+        next,
+    ))
 }
 
 /// A call's outcome as MCP's result: structured content with a text copy (and the

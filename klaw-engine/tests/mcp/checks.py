@@ -18,5 +18,5 @@ def text_of(result):
 
 def engine_env():
     """The variables the engine needs (the rest of this process's are not passed)."""
-    keep = ("HOME", "KLAW_CACHE", "KLAW_CONFIG", "PATH", "KLAW_LOG_LEVEL")
+    keep = ("HOME", "KLAW_CACHE", "KLAW_CONFIG", "PATH", "KLAW_LOG_LEVEL", "KLAW_WORKSPACE", "KLAW_LLM_PROVIDER")
     return {k: v for k, v in os.environ.items() if k in keep}

@@ -102,6 +102,11 @@ async def main():
                       and base64.b64decode(image.data).startswith(b"\x89PNG")
                       and r.content[2].resource.text == "This is an embedded resource content.", r)
 
+            # A client without elicitation is not asked: a destructive call runs (the
+            # client confirms calls itself, from the destructiveHint).
+            r = await session.call_tool("memory_core_update", {"section": "user", "key": "tz", "value": "UTC"})
+            check("a destructive call of a client without elicitation runs unasked", not r.is_error, r)
+
             r = await session.call_tool("current_time", {"timezone": "UTC"})
             check("call: structured result and a text copy", not r.is_error
                   and r.structured_content["timezone"] == "UTC" and "UTC" in text_of(r), r)

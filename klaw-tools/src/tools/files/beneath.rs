@@ -18,6 +18,22 @@ use crate::{ToolError, Workspace};
 /// regular file is read (a FIFO or a device is refused without blocking on it), and
 /// only text (UTF-8 without NUL bytes).
 pub fn read_text_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<String, ToolError> {
+    let (bytes, shown) = read_beneath(root, path, max_bytes)?;
+    let not_text = || ToolError::failed(format!("{shown} is not text (UTF-8 without NUL bytes)"));
+    if looks_binary(&bytes) {
+        return Err(not_text());
+    }
+    String::from_utf8(bytes).map_err(|_| not_text())
+}
+
+/// Reads the file `path` beneath `root`, whole, when it is at most `max_bytes`, as
+/// bytes (text or not); resolved and refused like [`read_text_beneath`].
+pub fn read_bytes_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<Vec<u8>, ToolError> {
+    read_beneath(root, path, max_bytes).map(|(bytes, _)| bytes)
+}
+
+/// The bytes of `path` beneath `root` and the path as messages show it.
+fn read_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<(Vec<u8>, String), ToolError> {
     let c = confine(&Workspace::at(root), path)?;
     let (file, size) = open_regular(&c)?;
     if size > max_bytes {
@@ -36,12 +52,7 @@ pub fn read_text_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<Stri
             c.shown
         )));
     }
-    let not_text =
-        || ToolError::failed(format!("{} is not text (UTF-8 without NUL bytes)", c.shown));
-    if looks_binary(&bytes) {
-        return Err(not_text());
-    }
-    String::from_utf8(bytes).map_err(|_| not_text())
+    Ok((bytes, c.shown.to_string()))
 }
 
 /// The names of the directories directly in `path` beneath `root` (`""` or `"."` for

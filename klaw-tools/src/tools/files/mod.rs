@@ -17,7 +17,9 @@ mod read;
 mod settings;
 mod write;
 
-pub use beneath::{dirs_beneath, files_beneath, links_beneath, read_text_beneath};
+pub use beneath::{
+    dirs_beneath, files_beneath, links_beneath, read_bytes_beneath, read_text_beneath,
+};
 pub use delete::{FileDeleted, file_delete};
 pub use edit::{FileEdited, file_edit};
 pub use legacy::{Operation, file};

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{LoadedSkills, MAX_SKILL_MD_BYTES, Origin, Skill, catalog};
-use crate::tools::files::{dirs_beneath, files_beneath, read_text_beneath};
+use crate::tools::files::{dirs_beneath, files_beneath, read_bytes_beneath, read_text_beneath};
 use crate::tools::run_blocking;
 use crate::{Limits, ToolContext, ToolError, ToolSchema, by_similarity, tool};
 
@@ -122,8 +122,7 @@ fn load(
             )
         }
     };
-    let mut files = Vec::new();
-    walk(skill, "", 0, &mut files);
+    let files = skill_files(skill).iter().map(|f| shown(skill, f)).collect();
     let how_to_read_files = match skill.origin {
         Origin::Workspace => "The paths are relative to the workspace: read a file with file_read and its path, or with skill_load and file (the path inside the skill's folder).".to_owned(),
         Origin::System => format!(
@@ -171,6 +170,24 @@ fn shown(skill: &Skill, rel: &str) -> String {
     }
 }
 
+/// The supporting files of `skill`: paths inside its folder (`scripts/fill.py`), depth
+/// first and sorted, `SKILL.md` and hidden entries left out, at most 200 files 6 levels
+/// deep. Listed beneath the skill's root by the kernel, as every read. Blocking.
+pub fn skill_files(skill: &Skill) -> Vec<String> {
+    let mut files = Vec::new();
+    walk(skill, "", 0, &mut files);
+    files
+}
+
+/// Reads `file` (a path inside `skill`'s folder, `SKILL.md` included) whole, text or
+/// not, when it is at most `max_bytes`. A path with `..` or an absolute one is refused
+/// (`access_denied`), and the kernel keeps the read beneath the skill's root whatever
+/// a link in it says. Blocking.
+pub fn read_skill_file(skill: &Skill, file: &str, max_bytes: u64) -> Result<Vec<u8>, ToolError> {
+    let f = inside(file)?;
+    read_bytes_beneath(&skill.root, &format!("{}/{f}", skill.folder), max_bytes)
+}
+
 /// The skill's files below `at` (inside its folder), depth first, sorted; `SKILL.md`
 /// itself and hidden entries left out; stops at `MAX_FILES`. Confined like every read.
 fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
@@ -194,7 +211,7 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
         if name.starts_with('.') || (at.is_empty() && name == super::SKILL_MD) {
             continue;
         }
-        out.push(shown(skill, &under(&name)));
+        out.push(under(&name));
     }
     if depth >= MAX_DEPTH {
         return;
@@ -209,6 +226,47 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::skills::SkillCatalog;
+
+    #[test]
+    fn skill_files_are_listed_and_read_only_inside_the_skill() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, data) = (dir.path().join("ws"), dir.path().join("data"));
+        let skill = ws.join("skills/pdf");
+        std::fs::create_dir_all(skill.join("assets")).unwrap();
+        std::fs::create_dir_all(ws.join("skills/other")).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: pdf\ndescription: d\n---\nx\n",
+        )
+        .unwrap();
+        std::fs::write(skill.join("assets/pixel.png"), [0x89, b'P', 0, 0xff]).unwrap();
+        std::fs::write(skill.join(".hidden"), "h").unwrap();
+        std::fs::write(ws.join("skills/other/notes.md"), "other").unwrap();
+        std::fs::write(dir.path().join("secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), skill.join("leak")).unwrap();
+        let catalog = SkillCatalog::default().scan(&ws, &data);
+        let pdf = catalog.get("pdf").unwrap();
+        assert_eq!(skill_files(pdf), ["assets/pixel.png"]);
+        assert_eq!(
+            read_skill_file(pdf, "assets/pixel.png", 100).unwrap(),
+            [0x89, b'P', 0, 0xff]
+        );
+        assert!(read_skill_file(pdf, "SKILL.md", 100).is_ok());
+        assert!(
+            read_skill_file(pdf, "assets/pixel.png", 2).is_err(),
+            "the cap"
+        );
+        for outside in [
+            "../other/notes.md",
+            "../../../secret",
+            "/etc/passwd",
+            "leak",
+        ] {
+            let e = read_skill_file(pdf, outside, 100).unwrap_err();
+            assert!(e.is_access_denied(), "{outside}: {e:?}");
+        }
+    }
 
     #[test]
     fn an_unknown_name_names_the_closest() {

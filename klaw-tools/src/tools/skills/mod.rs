@@ -28,7 +28,7 @@ pub use catalog::{
 };
 pub use frontmatter::Frontmatter;
 pub use list::{SkillInfo, SkillList, SkippedSkill, skill_list};
-pub use load::{SkillLoaded, skill_load};
+pub use load::{SkillLoaded, read_skill_file, skill_files, skill_load};
 pub use prompt::prompt_section;
 pub use settings::SkillsSettings;
 
