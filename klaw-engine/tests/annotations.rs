@@ -9,7 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use klaw_engine::agent::{Approval, needs_approval};
-use klaw_engine::{Config, Engine};
+mod common;
+use common::assembled;
 use klaw_tools::{Format, Lang};
 
 /// Name, flags as `klaw-engine tools` prints them (r read-only, d destructive,
@@ -59,24 +60,6 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("test_elicitation_sep1330_enums", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
     ("test_sampling", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's model, changes nothing"),
 ];
-
-/// The engine `chat` runs: every tool registered, the model's server never asked.
-fn assembled() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().to_owned();
-    let env = move |name: &str| match name {
-        "HOME" => Some(home.display().to_string()),
-        "KLAW_CONFIG" => Some(home.join("engine.json").display().to_string()),
-        "KLAW_LLM_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
-        "KLAW_LLM_MODEL" => Some("none".to_owned()),
-        _ => None,
-    };
-    std::fs::write(dir.path().join("engine.json"), "{}").unwrap();
-    let config = Config::load_with(&env).unwrap();
-    let app = klaw_engine::App::for_listing(config).unwrap();
-    let engine = app.engine().clone();
-    (dir, engine)
-}
 
 #[tokio::test]
 async fn every_tool_has_the_annotations_its_behaviour_calls_for() {

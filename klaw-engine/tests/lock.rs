@@ -14,24 +14,16 @@
 
 use std::sync::Arc;
 
-use klaw_engine::Config;
 use klaw_tools::ToolRegistry;
+
+mod common;
+use common::assembled;
 
 #[test]
 fn the_built_in_tools_match_their_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().to_owned();
-    let env = move |name: &str| match name {
-        "HOME" => Some(home.display().to_string()),
-        "KLAW_CONFIG" => Some(home.join("engine.json").display().to_string()),
-        "KLAW_LLM_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
-        "KLAW_LLM_MODEL" => Some("none".to_owned()),
-        _ => None,
-    };
-    std::fs::write(dir.path().join("engine.json"), "{}").unwrap();
-    let app = klaw_engine::App::for_listing(Config::load_with(&env).unwrap()).unwrap();
+    let (_dir, engine) = assembled();
     let mut registry = ToolRegistry::new();
-    for tool in app.engine().registry().all() {
+    for tool in engine.registry().all() {
         if !tool
             .spec()
             .origin

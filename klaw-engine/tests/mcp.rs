@@ -35,24 +35,26 @@ fn node_path(bin: &Path) -> std::ffi::OsString {
 
 /// Runs the SDK client script against `target` (the engine's path: stdio; a URL: HTTP).
 fn sdk_client(py: &Path, home: &Path, target: &str) {
-    run_script(py, home, "sdk_client.py", target);
+    run_script(py, home, "sdk_client.py", target, &[]);
 }
 
-/// Runs a client script of `tests/mcp/` with `target`; it prints `ok all` when every
-/// check passed.
-fn run_script(py: &Path, home: &Path, script: &str, target: &str) {
+/// Runs a client script of `tests/mcp/` with `target` and `env` besides `HOME`,
+/// `KLAW_CACHE` and `PATH`; it prints `ok all` when every check passed.
+fn run_script(py: &Path, home: &Path, script: &str, target: &str, env: &[(&str, &Path)]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/mcp")
         .join(script);
-    let o = std::process::Command::new(py)
-        .arg(script)
+    let mut cmd = std::process::Command::new(py);
+    cmd.arg(script)
         .arg(target)
         .env_clear()
         .env("HOME", home)
         .env("KLAW_CACHE", cache())
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .unwrap();
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
     let out = stdout(&o);
     assert!(
         o.status.success() && out.contains("ok all"),
@@ -70,6 +72,7 @@ fn the_fastmcp_client_over_stdio() {
         home.path(),
         "fastmcp_client.py",
         env!("CARGO_BIN_EXE_klaw-engine"),
+        &[],
     );
 }
 
@@ -222,22 +225,12 @@ fn protocol_workspace(home: &Path) -> PathBuf {
 
 /// Runs `tests/mcp/sdk_protocol.py` against `target` (the engine: stdio; a URL: HTTP).
 fn sdk_protocol(py: &Path, home: &Path, ws: &Path, target: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_protocol.py");
-    let o = std::process::Command::new(py)
-        .arg(script)
-        .arg(target)
-        .env_clear()
-        .env("HOME", home)
-        .env("KLAW_CACHE", cache())
-        .env("KLAW_WORKSPACE", ws)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .unwrap();
-    let out = stdout(&o);
-    assert!(
-        o.status.success() && out.contains("ok all"),
-        "stdout:\n{out}\nstderr:\n{}",
-        stderr(&o)
+    run_script(
+        py,
+        home,
+        "sdk_protocol.py",
+        target,
+        &[("KLAW_WORKSPACE", ws)],
     );
 }
 

@@ -35,6 +35,26 @@ pub(crate) fn engine_in(home: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// The engine `chat` runs, assembled in this process on a temporary home: every tool
+/// registered (a model configured, its server never asked). Keep the directory while
+/// the engine is used.
+pub(crate) fn assembled() -> (tempfile::TempDir, klaw_engine::Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_owned();
+    let env = move |name: &str| match name {
+        "HOME" => Some(home.display().to_string()),
+        "KLAW_CONFIG" => Some(home.join("engine.json").display().to_string()),
+        "KLAW_LLM_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+        "KLAW_LLM_MODEL" => Some("none".to_owned()),
+        _ => None,
+    };
+    std::fs::write(dir.path().join("engine.json"), "{}").unwrap();
+    let config = klaw_engine::Config::load_with(&env).unwrap();
+    let app = klaw_engine::App::for_listing(config).unwrap();
+    let engine = app.engine().clone();
+    (dir, engine)
+}
+
 /// The cache `make setup` fills: `KLAW_CACHE`, else `~/.cache/klaw`.
 pub(crate) fn cache() -> PathBuf {
     klaw_tools::cache_dir().expect("neither KLAW_CACHE nor HOME is set")
