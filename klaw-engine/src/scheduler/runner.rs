@@ -30,7 +30,7 @@ const PARALLEL: usize = 4;
 
 /// What the turn of a run is told: which job and occurrence, then the job's message.
 pub(crate) fn prompt(claim: &Claim) -> String {
-    let when = Schedule::parse_cached(&claim.job.cron, &claim.job.timezone)
+    let when = Schedule::parse_cached(&claim.job.spec.cron, &claim.job.spec.timezone)
         .ok()
         .and_then(|s| jiff::tz::TimeZone::get(s.zone()).ok())
         .map(|tz| claim.scheduled.to_zoned(tz).to_string())
@@ -38,7 +38,7 @@ pub(crate) fn prompt(claim: &Claim) -> String {
     format!(
         "[scheduled job `{}`, run of {when}; nobody is at the keyboard: answer \
          {{\"silent\": true, \"reason\": \"...\"}} when there is nothing to report]\n{}",
-        claim.job.name, claim.job.message
+        claim.job.spec.name, claim.job.spec.message
     )
 }
 
@@ -147,7 +147,7 @@ impl Scheduler {
         gateway: &Gateway,
         limit: Option<Arc<tokio::sync::Semaphore>>,
     ) -> Result<(), String> {
-        let name = claim.job.name.clone();
+        let name = claim.job.spec.name.clone();
         let id = format!("{name}@{}", claim.scheduled);
         let outcome = match self.turn_on(&claim, agent) {
             Err(e) => Err(e),
@@ -171,7 +171,7 @@ impl Scheduler {
                     &name,
                     answer,
                     self.timeout,
-                    claim.job.inject_into.as_deref(),
+                    claim.job.spec.inject_into.as_deref(),
                     Some(gateway),
                 )
                 .await
@@ -200,7 +200,7 @@ impl Scheduler {
 
     /// The agent a run uses: on the job's model when it names one.
     fn turn_on(&self, claim: &Claim, agent: &Agent) -> Result<Agent, String> {
-        match &claim.job.model {
+        match &claim.job.spec.model {
             None => Ok(agent.clone()),
             Some(m) => Model::from_config(agent.engine().config(), Some(m))
                 .map(|model| agent.on_model(model))
@@ -225,10 +225,10 @@ impl Scheduler {
             match renewed {
                 Ok(Ok(true)) => {}
                 Ok(Ok(false)) => {
-                    tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "the run's lease passed to another engine")
+                    tracing::warn!(target: "klaw::scheduler", job = claim.job.spec.name, "the run's lease passed to another engine")
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "cannot renew the lease: {e}")
+                    tracing::warn!(target: "klaw::scheduler", job = claim.job.spec.name, "cannot renew the lease: {e}")
                 }
                 Err(_) => {}
             }

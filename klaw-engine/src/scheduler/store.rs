@@ -77,23 +77,11 @@ pub struct NewJob {
     pub misfire: Misfire,
 }
 
-/// A job as stored.
+/// A job as stored: what was added, and its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
-    /// Its unique name.
-    pub name: String,
-    /// The cron expression.
-    pub cron: String,
-    /// The IANA time zone.
-    pub timezone: String,
-    /// What the agent is told at each run.
-    pub message: String,
-    /// A model of `llm.models`, or the default one.
-    pub model: Option<String>,
-    /// The chat the answer goes to.
-    pub inject_into: Option<String>,
-    /// What happens to missed runs.
-    pub misfire: Misfire,
+    /// The job as it was added (name, cron, zone, message, model, chat, misfire).
+    pub spec: NewJob,
     /// When it was added.
     pub created: Timestamp,
     /// Its next occurrence, when it has one.
@@ -291,13 +279,15 @@ fn ts(secs: i64) -> Timestamp {
 fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     let misfire: String = r.get(6)?;
     Ok(Job {
-        name: r.get(0)?,
-        cron: r.get(1)?,
-        timezone: r.get(2)?,
-        message: r.get(3)?,
-        model: r.get(4)?,
-        inject_into: r.get(5)?,
-        misfire: Misfire::parse(&misfire).unwrap_or_default(),
+        spec: NewJob {
+            name: r.get(0)?,
+            cron: r.get(1)?,
+            timezone: r.get(2)?,
+            message: r.get(3)?,
+            model: r.get(4)?,
+            inject_into: r.get(5)?,
+            misfire: Misfire::parse(&misfire).unwrap_or_default(),
+        },
         created: ts(r.get(7)?),
         next_run: r.get::<_, Option<i64>>(8)?.map(ts),
         last_run: r.get::<_, Option<i64>>(9)?.map(ts),
@@ -536,12 +526,12 @@ impl JobStore for SqliteStore {
                     .map_err(sql("reading expired leases"))?
             };
             for (job, scheduled) in expired {
-                if job.misfire == Misfire::Skip {
+                if job.spec.misfire == Misfire::Skip {
                     tx.execute(
                         "UPDATE runs SET status = 'failed', finished = ?3,
                            error = 'the engine running it stopped before it finished (its lease expired); misfire skip: not run again'
                          WHERE job = ?1 AND scheduled = ?2",
-                        params![job.name, scheduled, now_s],
+                        params![job.spec.name, scheduled, now_s],
                     )
                     .map_err(sql("settling an expired lease"))?;
                     continue;
@@ -549,7 +539,7 @@ impl JobStore for SqliteStore {
                 tx.execute(
                     "UPDATE runs SET owner = ?3, lease_until = ?4, attempts = attempts + 1, started = ?5
                      WHERE job = ?1 AND scheduled = ?2",
-                    params![job.name, scheduled, owner, until, now_s],
+                    params![job.spec.name, scheduled, owner, until, now_s],
                 )
                 .map_err(sql("taking over an expired lease"))?;
                 claims.push(Claim {
@@ -572,13 +562,13 @@ impl JobStore for SqliteStore {
             };
             for job in due {
                 let Some(first) = job.next_run else { continue };
-                let schedule = match Schedule::parse_cached(&job.cron, &job.timezone) {
+                let schedule = match Schedule::parse_cached(&job.spec.cron, &job.spec.timezone) {
                     Ok(s) => s,
                     Err(e) => {
                         // Stored before a change of rules: it is not run, and says why.
                         tx.execute(
                             "UPDATE jobs SET next_run = NULL, last_status = 'failed', last_error = ?2 WHERE name = ?1",
-                            params![job.name, e.to_string()],
+                            params![job.spec.name, e.to_string()],
                         )
                         .map_err(sql("disabling a job"))?;
                         continue;
@@ -601,7 +591,7 @@ impl JobStore for SqliteStore {
                 }
                 let next = schedule.next_after(now).map(|t| t.as_second());
                 let on_time = |t: &Timestamp| now_s - t.as_second() <= grace;
-                let run: Vec<Timestamp> = match job.misfire {
+                let run: Vec<Timestamp> = match job.spec.misfire {
                     Misfire::Once => occurrences.last().copied().into_iter().collect(),
                     Misfire::Skip => occurrences
                         .last()
@@ -617,7 +607,7 @@ impl JobStore for SqliteStore {
                 for t in &occurrences {
                     let s = t.as_second();
                     if run.contains(t) {
-                        if insert_run(&tx, &job.name, s, owner, ("running", None), until, now_s)? {
+                        if insert_run(&tx, &job.spec.name, s, owner, ("running", None), until, now_s)? {
                             claims.push(Claim {
                                 job: job.clone(),
                                 scheduled: *t,
@@ -626,17 +616,17 @@ impl JobStore for SqliteStore {
                     } else {
                         let why = format!(
                             "missed while no engine ran (misfire {})",
-                            job.misfire.as_str()
+                            job.spec.misfire.as_str()
                         );
-                        insert_run(&tx, &job.name, s, owner, ("skipped", Some(&why)), now_s, now_s)?;
+                        insert_run(&tx, &job.spec.name, s, owner, ("skipped", Some(&why)), now_s, now_s)?;
                     }
                 }
                 if more {
-                    tracing::warn!(target: "klaw::scheduler", job = job.name, "more than {MAX_SCAN} runs were missed; the older ones are skipped without a record");
+                    tracing::warn!(target: "klaw::scheduler", job = job.spec.name, "more than {MAX_SCAN} runs were missed; the older ones are skipped without a record");
                 }
                 tx.execute(
                     "UPDATE jobs SET next_run = ?2 WHERE name = ?1",
-                    params![job.name, next],
+                    params![job.spec.name, next],
                 )
                 .map_err(sql("advancing a job"))?;
             }
@@ -682,7 +672,7 @@ impl JobStore for SqliteStore {
         self.with(|conn| {
             conn.execute(
                 "UPDATE runs SET lease_until = ?4 WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
-                params![claim.job.name, claim.scheduled.as_second(), owner, until.as_second()],
+                params![claim.job.spec.name, claim.scheduled.as_second(), owner, until.as_second()],
             )
             .map(|n| n == 1)
             .map_err(sql("renewing a lease"))
@@ -709,7 +699,7 @@ impl JobStore for SqliteStore {
                     "UPDATE runs SET status = ?4, error = ?5, finished = ?6
                      WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
                     params![
-                        claim.job.name,
+                        claim.job.spec.name,
                         claim.scheduled.as_second(),
                         owner,
                         status,
@@ -721,7 +711,7 @@ impl JobStore for SqliteStore {
             if n == 1 {
                 tx.execute(
                     "UPDATE jobs SET last_run = ?2, last_status = ?3, last_error = ?4 WHERE name = ?1",
-                    params![claim.job.name, claim.scheduled.as_second(), status, error],
+                    params![claim.job.spec.name, claim.scheduled.as_second(), status, error],
                 )
                 .map_err(sql("recording a run"))?;
                 // The record stays bounded: a per-second job makes 86,400 runs a day.
@@ -729,11 +719,11 @@ impl JobStore for SqliteStore {
                     "DELETE FROM runs WHERE job = ?1 AND status != 'running' AND scheduled <
                        (SELECT scheduled FROM runs WHERE job = ?1
                         ORDER BY scheduled DESC LIMIT 1 OFFSET ?2)",
-                    params![claim.job.name, RUNS_KEPT - 1],
+                    params![claim.job.spec.name, RUNS_KEPT - 1],
                 )
                 .map_err(sql("dropping old runs"))?;
             } else {
-                tracing::warn!(target: "klaw::scheduler", job = claim.job.name, "the run's lease had passed to another engine; its end was not recorded");
+                tracing::warn!(target: "klaw::scheduler", job = claim.job.spec.name, "the run's lease had passed to another engine; its end was not recorded");
             }
             tx.commit().map_err(sql("recording a run"))
         })
@@ -824,7 +814,7 @@ mod tests {
             at("2026-01-01T10:00:00Z"),
         )
         .unwrap();
-        let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.name).collect();
+        let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.spec.name).collect();
         assert_eq!(names, ["backup", "report"]);
         let missing = s.remove("reprot").unwrap_err();
         assert!(missing.is_not_found());

@@ -105,8 +105,8 @@ fn store_error(e: StoreError) -> ToolError {
 
 /// A job as the tools show it: its next three runs and its last one in its zone.
 pub(crate) fn job_json(job: &Job, now: Timestamp) -> Value {
-    let schedule = Schedule::parse_cached(&job.cron, &job.timezone).ok();
-    let in_zone = |t: Timestamp| match jiff::tz::TimeZone::get(&job.timezone) {
+    let schedule = Schedule::parse_cached(&job.spec.cron, &job.spec.timezone).ok();
+    let in_zone = |t: Timestamp| match jiff::tz::TimeZone::get(&job.spec.timezone) {
         Ok(tz) => t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
         Err(_) => t.to_string(),
     };
@@ -124,13 +124,13 @@ pub(crate) fn job_json(job: &Job, now: Timestamp) -> Value {
         })
         .unwrap_or_default();
     json!({
-        "name": job.name,
-        "cron": job.cron,
-        "timezone": job.timezone,
-        "message": job.message,
-        "model": job.model,
-        "injectInto": job.inject_into,
-        "misfire": job.misfire.as_str(),
+        "name": job.spec.name,
+        "cron": job.spec.cron,
+        "timezone": job.spec.timezone,
+        "message": job.spec.message,
+        "model": job.spec.model,
+        "injectInto": job.spec.inject_into,
+        "misfire": job.spec.misfire.as_str(),
         "nextRuns": next,
         "lastRun": job.last_run.map(in_zone),
         "lastStatus": job.last_status,
