@@ -6,15 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 mod common;
 use common::scripted::{Recorded, Reply, ScriptedServer};
-use common::{cache, engine, stderr, stdout};
+use common::{cache, engine, run_with_stdin, stderr, stdout};
 
 /// `klaw-engine chat` with `lines` on stdin, talking to `base_url`.
 fn chat(home: &Path, base_url: &str, env: &[(&str, &str)], lines: &str) -> Output {
@@ -27,34 +27,6 @@ fn chat(home: &Path, base_url: &str, env: &[(&str, &str)], lines: &str) -> Outpu
         cmd.env(k, v);
     }
     run_with_stdin(cmd, lines)
-}
-
-fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A process that fails at start-up may be gone before its input is written.
-    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
-    child.wait_with_output().unwrap()
-}
-
-fn openai_call(calls: &[(&str, &str, Value)]) -> Reply {
-    Reply::json(json!({
-        "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": calls.iter().map(|(id, name, args)| json!({
-            "id": id, "type": "function", "function": {"name": name, "arguments": args},
-        })).collect::<Vec<_>>()}, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
-    }))
-}
-
-fn openai_answer(text: &str) -> Reply {
-    Reply::json(json!({
-        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 5},
-    }))
 }
 
 /// The `role: tool` messages of a request, by call id.
@@ -85,8 +57,8 @@ fn result_of<'a>(results: &'a [(String, String)], id: &str) -> &'a str {
 #[test]
 fn a_tool_call_then_an_answer() {
     let server = ScriptedServer::script(vec![
-        openai_call(&[("c1", "current_time", json!("{\"timezone\":\"UTC\"}"))]),
-        openai_answer("It is noon in UTC."),
+        Reply::openai_calls(&[("c1", "current_time", json!("{\"timezone\":\"UTC\"}"))]),
+        Reply::openai_answer("It is noon in UTC."),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(
@@ -134,7 +106,7 @@ fn a_tool_call_then_an_answer() {
 #[test]
 fn parallel_calls_errors_and_malformed_arguments_go_back_to_the_model() {
     let server = ScriptedServer::script(vec![
-        openai_call(&[
+        Reply::openai_calls(&[
             ("a", "current_time", json!("{\"timezone\":\"UTC\"}")),
             (
                 "b",
@@ -144,7 +116,7 @@ fn parallel_calls_errors_and_malformed_arguments_go_back_to_the_model() {
             ("c", "current_time", json!("{\"timezone\": ")),
             ("d", "no_such_tool", json!("{}")),
         ]),
-        openai_answer("Done, with what worked."),
+        Reply::openai_answer("Done, with what worked."),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(
@@ -172,7 +144,7 @@ fn a_rate_limit_is_waited_out() {
     let server = ScriptedServer::script(vec![
         Reply::status(429, r#"{"error": {"message": "slow down"}}"#)
             .with_header("retry-after", "0"),
-        openai_answer("Hello!"),
+        Reply::openai_answer("Hello!"),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(home.path(), &format!("{}/v1", server.url), &[], "Hi\n");
@@ -183,7 +155,8 @@ fn a_rate_limit_is_waited_out() {
 
 #[test]
 fn the_round_limit_stops_the_turn_with_advice() {
-    let server = ScriptedServer::respond(|_| openai_call(&[("x", "current_time", json!("{}"))]));
+    let server =
+        ScriptedServer::respond(|_| Reply::openai_calls(&[("x", "current_time", json!("{}"))]));
     let home = tempfile::tempdir().unwrap();
     let o = chat(
         home.path(),
@@ -207,7 +180,7 @@ fn a_model_error_is_reported_and_the_chat_goes_on() {
             400,
             r#"{"error": {"message": "model `test-model` not found"}}"#,
         ),
-        openai_answer("Second time lucky."),
+        Reply::openai_answer("Second time lucky."),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(
@@ -238,9 +211,9 @@ fn a_model_error_is_reported_and_the_chat_goes_on() {
 #[test]
 fn the_history_survives_the_process_and_chats_stay_apart() {
     let server = ScriptedServer::script(vec![
-        openai_answer("Nice to meet you, Ann."),
-        openai_answer("Your name is Ann."),
-        openai_answer("I do not know your name."),
+        Reply::openai_answer("Nice to meet you, Ann."),
+        Reply::openai_answer("Your name is Ann."),
+        Reply::openai_answer("I do not know your name."),
     ]);
     let home = tempfile::tempdir().unwrap();
     let url = format!("{}/v1", server.url);
@@ -411,8 +384,8 @@ fn a_real_small_model_calls_a_tool_with_the_json_protocol() {
 fn approval_refused_where_nobody_can_answer() {
     for (approval, deleted) in [("destructive", false), ("never", true)] {
         let server = ScriptedServer::script(vec![
-            openai_call(&[("d", "file_delete", json!("{\"path\":\"keep.txt\"}"))]),
-            openai_answer("Understood."),
+            Reply::openai_calls(&[("d", "file_delete", json!("{\"path\":\"keep.txt\"}"))]),
+            Reply::openai_answer("Understood."),
         ]);
         let home = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
@@ -447,7 +420,7 @@ fn approval_refused_where_nobody_can_answer() {
 #[test]
 fn send_message_goes_through_the_gateway_whitelist() {
     let server = ScriptedServer::script(vec![
-        openai_call(&[
+        Reply::openai_calls(&[
             (
                 "a",
                 "send_message",
@@ -464,7 +437,7 @@ fn send_message_goes_through_the_gateway_whitelist() {
                 json!("{\"channel\":\"sms\",\"chatId\":\"1\",\"text\":\"x\"}"),
             ),
         ]),
-        openai_answer("Sent what I could."),
+        Reply::openai_answer("Sent what I could."),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(
@@ -520,9 +493,9 @@ fn delegating_model(answer: &'static str) -> ScriptedServer {
         let has_results = !tool_messages(r).is_empty();
         if let Some(task) = user.strip_prefix("SPAWN ") {
             if has_results {
-                return openai_answer("Started.");
+                return Reply::openai_answer("Started.");
             }
-            return openai_call(&[(
+            return Reply::openai_calls(&[(
                 "s",
                 "subagent_spawn",
                 json!(json!({"name": "report", "message": format!("TASK {task}"), "injectInto": "console_me"}).to_string()),
@@ -530,9 +503,9 @@ fn delegating_model(answer: &'static str) -> ScriptedServer {
         }
         if user.starts_with("TASK ") {
             if has_results {
-                return openai_answer(answer);
+                return Reply::openai_answer(answer);
             }
-            return openai_call(&[
+            return Reply::openai_calls(&[
                 (
                     "x",
                     "subagent_spawn",
@@ -545,7 +518,7 @@ fn delegating_model(answer: &'static str) -> ScriptedServer {
                 ),
             ]);
         }
-        openai_answer("?")
+        Reply::openai_answer("?")
     })
 }
 
@@ -600,7 +573,7 @@ fn subagents_report_through_the_gateway_or_stay_silent() {
 /// with a local `baseUrl` and `OPENAI_API_KEY` set sends no key.
 #[test]
 fn a_key_from_the_environment_stays_with_its_provider() {
-    let server = ScriptedServer::script(vec![openai_answer("hi")]);
+    let server = ScriptedServer::script(vec![Reply::openai_answer("hi")]);
     let home = tempfile::tempdir().unwrap();
     let mut cmd = engine(home.path(), &["chat"]);
     cmd.env("KLAW_LLM_BASE_URL", format!("{}/v1", server.url))
@@ -628,7 +601,7 @@ fn obeyed(text: &str) -> Vec<char> {
 #[test]
 fn escape_sequences_from_the_model_never_reach_the_terminal() {
     let server = ScriptedServer::script(vec![
-        openai_call(&[
+        Reply::openai_calls(&[
             (
                 "a",
                 "current_time",
@@ -642,7 +615,7 @@ fn escape_sequences_from_the_model_never_reach_the_terminal() {
                 json!(format!("{{\"timezone\": \"{HOSTILE}")),
             ),
         ]),
-        openai_answer(&format!("Done.{HOSTILE}\r\nSee you.")),
+        Reply::openai_answer(&format!("Done.{HOSTILE}\r\nSee you.")),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(home.path(), &format!("{}/v1", server.url), &[], "Hi\n");
@@ -711,11 +684,11 @@ fn the_approval_question_shows_everything_that_would_run() {
     let command = format!("{harmless}; touch PAYLOAD");
     let path = "report\u{202e}hs.txt\r\x1b[2Kinnocent.txt";
     let server = ScriptedServer::script(vec![
-        openai_call(&[
+        Reply::openai_calls(&[
             ("e", "exec", json!({"command": command}).to_string().into()),
             ("d", "file_delete", json!({"path": path}).to_string().into()),
         ]),
-        openai_answer(&format!("Nothing ran.{HOSTILE}")),
+        Reply::openai_answer(&format!("Nothing ran.{HOSTILE}")),
     ]);
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
@@ -772,7 +745,7 @@ fn the_approval_question_shows_everything_that_would_run() {
 #[test]
 fn calls_that_change_things_run_in_the_models_order() {
     let server = ScriptedServer::script(vec![
-        openai_call(&[
+        Reply::openai_calls(&[
             (
                 "w",
                 "exec",
@@ -786,7 +759,7 @@ fn calls_that_change_things_run_in_the_models_order() {
             ("r1", "file_read", json!("{\"path\": \"notes.txt\"}")),
             ("r2", "current_time", json!("{\"timezone\": \"UTC\"}")),
         ]),
-        openai_answer("Edited."),
+        Reply::openai_answer("Edited."),
     ]);
     let home = tempfile::tempdir().unwrap();
     let o = chat(

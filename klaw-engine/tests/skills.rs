@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 mod common;
 use common::mcp_client::Mcp;
 use common::scripted::{Recorded, Reply, ScriptedServer};
-use common::{dirs, engine_in, stderr, stdout};
+use common::{dirs, engine_in, run_with_stdin, stderr, stdout};
 
 fn write_skill(root: &Path, folder: &str, text: &str) {
     let dir = root.join("skills").join(folder);
@@ -224,30 +224,7 @@ fn chat(home: &Path, server: &ScriptedServer, env: &[(&str, &str)], lines: &str)
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
-    child.wait_with_output().unwrap()
-}
-
-fn openai_call(calls: &[(&str, &str, Value)]) -> Reply {
-    Reply::json(json!({
-        "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": calls.iter().map(|(id, name, args)| json!({
-            "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()},
-        })).collect::<Vec<_>>()}, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
-    }))
-}
-
-fn openai_answer(text: &str) -> Reply {
-    Reply::json(json!({
-        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 5},
-    }))
+    run_with_stdin(cmd, lines)
 }
 
 /// The system prompt of a request.
@@ -280,7 +257,7 @@ fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
     write_skill(&ws, "broken", "---\nname: [\n---\n");
 
     // Every skill fits the default budget; the broken one is not offered.
-    let server = ScriptedServer::script(vec![openai_answer("ok")]);
+    let server = ScriptedServer::script(vec![Reply::openai_answer("ok")]);
     let o = chat(home.path(), &server, &[], "hello\n");
     assert!(o.status.success(), "{}", stderr(&o));
     let prompt = system(&server.requests()[0]);
@@ -297,7 +274,7 @@ fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
 
     // A budget for the first line only: the rest counted, never cut silently.
     let budget = "- alpha: First skill.\n".len().to_string();
-    let server = ScriptedServer::script(vec![openai_answer("ok")]);
+    let server = ScriptedServer::script(vec![Reply::openai_answer("ok")]);
     let o = chat(
         home.path(),
         &server,
@@ -319,7 +296,7 @@ fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
     let added = ws.clone();
     let server = ScriptedServer::respond(move |_| {
         write_skill(&added, "delta", &md("delta", "Added mid-chat.", ""));
-        openai_answer("ok")
+        Reply::openai_answer("ok")
     });
     let o = chat(home.path(), &server, &[], "one\ntwo\n");
     assert!(o.status.success(), "{}", stderr(&o));
@@ -337,12 +314,12 @@ fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
 /// and file_read; returns the second request's results of both.
 fn load_then_call_others(home: &Path, env: &[(&str, &str)]) -> (String, String, String) {
     let server = ScriptedServer::script(vec![
-        openai_call(&[("l", "skill_load", json!({"name": "reader"}))]),
-        openai_call(&[
+        Reply::openai_calls(&[("l", "skill_load", json!({"name": "reader"}))]),
+        Reply::openai_calls(&[
             ("a", "file_list", json!({"path": "."})),
             ("b", "file_read", json!({"path": "skills/reader/SKILL.md"})),
         ]),
-        openai_answer("done"),
+        Reply::openai_answer("done"),
     ]);
     let o = chat(home, &server, env, "read it\n");
     assert!(o.status.success(), "{}", stderr(&o));

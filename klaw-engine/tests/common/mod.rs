@@ -128,6 +128,19 @@ pub(crate) mod fake_telegram;
 pub(crate) mod mcp_client;
 pub(crate) mod scripted;
 
+/// Runs `cmd` with `input` on its stdin and waits for its output.
+pub(crate) fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A process that fails at start-up may be gone before its input is written.
+    let _ = std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
 /// Sends SIGTERM to `child` and waits (up to 60 s) for its exit.
 pub(crate) fn terminate(child: &mut Child) -> ExitStatus {
     let pid = child.id().to_string();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// One request as the server received it.
 #[derive(Debug, Clone)]
@@ -69,6 +69,34 @@ impl Reply {
     }
 
     /// `status` with a body.
+    /// An OpenAI-compatible reply that calls tools: `(id, name, arguments)`, the
+    /// arguments as JSON text (a JSON string is used as that text, any other value is
+    /// written out).
+    pub(crate) fn openai_calls(calls: &[(&str, &str, Value)]) -> Self {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|(id, name, args)| {
+                let text = match args {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": text}})
+            })
+            .collect();
+        Self::json(json!({
+            "choices": [{"message": {"role": "assistant", "content": "", "tool_calls": calls}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+        }))
+    }
+
+    /// An OpenAI-compatible reply that answers `text`.
+    pub(crate) fn openai_answer(text: &str) -> Self {
+        Self::json(json!({
+            "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 5},
+        }))
+    }
+
     pub(crate) fn status(status: u16, body: &str) -> Self {
         Self {
             status,
