@@ -332,25 +332,40 @@ impl Model {
             })?),
         };
         let provider = named.and_then(|m| m.provider).unwrap_or(llm.provider);
-        if provider == Provider::McpSampling {
-            // The client picks its model: a name is only a hint for the log.
-            return Ok(Self {
-                client: Arc::new(mcp_sampling::McpSamplingClient::new()),
-                name: named
-                    .map(|m| m.model.clone())
-                    .or_else(|| llm.model.clone())
-                    .filter(|m| !m.trim().is_empty())
-                    .unwrap_or_else(|| "mcp-client".into()),
-                // No function calling through sampling: the tools go in the prompt.
-                protocol: Protocol::Text,
-                max_tokens: llm.max_tokens,
-                tools: named
-                    .and_then(|m| m.tools.clone())
-                    .or_else(|| llm.tools.clone()),
-                #[allow(clippy::cast_possible_truncation)] // checked to be within 0..=2
-                temperature: llm.temperature.map(|t| t as f32),
-            });
-        }
+        let (client, model, protocol) = if provider == Provider::McpSampling {
+            // The client picks its model: a name is only a hint for the log. No function
+            // calling through sampling: the tools go in the prompt.
+            let hint = named
+                .map(|m| m.model.clone())
+                .or_else(|| llm.model.clone())
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| "mcp-client".into());
+            let client: Arc<dyn LlmClient> = Arc::new(mcp_sampling::McpSamplingClient::new());
+            (client, hint, Protocol::Text)
+        } else {
+            Self::http_client(config, named, provider)?
+        };
+        Ok(Self {
+            client,
+            name: model,
+            protocol,
+            max_tokens: llm.max_tokens,
+            tools: named
+                .and_then(|m| m.tools.clone())
+                .or_else(|| llm.tools.clone()),
+            #[allow(clippy::cast_possible_truncation)] // checked to be within 0..=2
+            temperature: llm.temperature.map(|t| t as f32),
+        })
+    }
+
+    /// The client, model name and protocol of a model served over HTTP (OpenAI-compatible
+    /// or Anthropic): its server, key and protocol from `named` over the section's own.
+    fn http_client(
+        config: &crate::Config,
+        named: Option<&crate::NamedModel>,
+        provider: Provider,
+    ) -> Result<(Arc<dyn LlmClient>, String, Protocol), LlmError> {
+        let llm = &config.raw.llm;
         let model = match named {
             Some(m) => m.model.clone(),
             None => llm
@@ -398,25 +413,14 @@ impl Model {
             Duration::from_secs(llm.connect_timeout_seconds),
             llm.retries,
         )?;
-        let api_key = key;
         let client: Arc<dyn LlmClient> = match provider {
-            Provider::OpenAi => Arc::new(openai::OpenAiClient::new(&base_url, api_key, transport)),
-            Provider::Anthropic => Arc::new(anthropic::AnthropicClient::new(
-                &base_url, api_key, transport,
-            )),
+            Provider::OpenAi => Arc::new(openai::OpenAiClient::new(&base_url, key, transport)),
+            Provider::Anthropic => {
+                Arc::new(anthropic::AnthropicClient::new(&base_url, key, transport))
+            }
             Provider::McpSampling => Arc::new(mcp_sampling::McpSamplingClient::new()),
         };
-        Ok(Self {
-            client,
-            name: model,
-            protocol,
-            max_tokens: llm.max_tokens,
-            tools: named
-                .and_then(|m| m.tools.clone())
-                .or_else(|| llm.tools.clone()),
-            #[allow(clippy::cast_possible_truncation)] // checked to be within 0..=2
-            temperature: llm.temperature.map(|t| t as f32),
-        })
+        Ok((client, model, protocol))
     }
 }
 
