@@ -188,7 +188,7 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 
 /// The first executable file `name` in the absolute directories of `path` (relative
 /// entries, such as an empty one or `.`, would depend on the working directory).
-fn find_program(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+pub fn find_program(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())

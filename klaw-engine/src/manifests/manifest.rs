@@ -236,16 +236,10 @@ fn check_program(
 }
 
 /// Whether `name` is an executable file in a directory of the engine's `PATH` (commands
-/// get that `PATH`).
+/// get that `PATH`; without one, the sandbox's default).
 pub(crate) fn on_path(name: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let Some(path) = std::env::var_os("PATH") else {
-        return false;
-    };
-    std::env::split_paths(&path).any(|dir| {
-        std::fs::metadata(dir.join(name))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    let path = std::env::var_os("PATH").unwrap_or_else(|| klaw_sandbox::DEFAULT_PATH.into());
+    klaw_sandbox::find_program(name, &path).is_some()
 }
 
 #[cfg(test)]

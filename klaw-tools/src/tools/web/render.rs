@@ -39,12 +39,9 @@ pub fn find_browser(configured: Option<&Path>) -> Option<PathBuf> {
         return path.is_file().then(|| path.to_owned());
     }
     let path = std::env::var_os("PATH")?;
-    BROWSERS.iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .filter(|dir| dir.is_absolute())
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    })
+    BROWSERS
+        .iter()
+        .find_map(|name| klaw_sandbox::find_program(name, &path))
 }
 
 /// The arguments of `render_js`.
