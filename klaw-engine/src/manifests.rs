@@ -72,6 +72,11 @@ impl Manifests {
         self.workspace.join(TOOLS_DIR)
     }
 
+    /// The origin a workspace manifest tool `name` has (`manifest:<its tool.yaml>`).
+    pub(crate) fn workspace_origin(&self, name: &str) -> String {
+        manifest::origin(&self.workspace_dir(), name)
+    }
+
     /// Reads every manifest and brings `engine` in step: new ones registered, changed
     /// ones registered again, removed ones unregistered (only tools this loader
     /// registered: never a compiled tool of the same name), failures reported.
@@ -185,10 +190,7 @@ impl Manifests {
                     Ok(None) => {}
                     Err(problem) => failed.push(FailedTool::load(
                         &folder,
-                        format!(
-                            "manifest:{}",
-                            tools_dir.join(&folder).join("tool.yaml").display()
-                        ),
+                        manifest::origin(&tools_dir, &folder),
                         problem,
                     )),
                 }

@@ -153,10 +153,7 @@ pub(crate) fn parse(
         .with_annotations(annotations)
         // The sandbox's own limit answers first, with what the command printed.
         .with_timeout(Duration::from_secs(timeout + 5))
-        .with_origin(format!(
-            "manifest:{}",
-            tools_dir.join(folder).join("tool.yaml").display()
-        ));
+        .with_origin(origin(tools_dir, folder));
     if let Some(en) = raw.description_en {
         spec = spec.with_description_en(en);
     }
@@ -176,6 +173,14 @@ pub(crate) fn parse(
         working_dir,
         timeout: Duration::from_secs(timeout),
     })
+}
+
+/// The origin of the tool of `folder` in `tools_dir`: `manifest:<its tool.yaml>`.
+pub(crate) fn origin(tools_dir: &Path, folder: &str) -> String {
+    format!(
+        "manifest:{}",
+        tools_dir.join(folder).join("tool.yaml").display()
+    )
 }
 
 /// The program must be one the command can run: a name on `PATH` (an interpreter: it

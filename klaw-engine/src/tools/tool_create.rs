@@ -152,8 +152,7 @@ fn script_name(interpreter: &str) -> String {
 fn is_workspace_manifest(engine: &Engine, manifests: &Manifests, name: &str) -> Option<bool> {
     let registry = engine.registry();
     let tool = registry.by_name(name)?;
-    let yaml = manifests.workspace_dir().join(name).join("tool.yaml");
-    Some(tool.spec().origin == format!("manifest:{}", yaml.display()))
+    Some(tool.spec().origin == manifests.workspace_origin(name))
 }
 
 async fn create_tool(
@@ -281,18 +280,10 @@ async fn delete_tool(
             )));
         }
         // A manifest that does not load is still the agent's to delete.
-        None if engine.failed().iter().any(|f| {
-            f.name == name
-                && f.origin
-                    == format!(
-                        "manifest:{}",
-                        manifests
-                            .workspace_dir()
-                            .join(name)
-                            .join("tool.yaml")
-                            .display()
-                    )
-        }) => {}
+        None if engine
+            .failed()
+            .iter()
+            .any(|f| f.name == name && f.origin == manifests.workspace_origin(name)) => {}
         None => {
             return Err(ToolError::not_found(format!(
                 "there is no tool `{name}` to delete"
