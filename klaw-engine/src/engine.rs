@@ -64,32 +64,40 @@ impl FailedTool {
 }
 
 /// Failed calls in a row per tool, with the last error; a success ends a streak.
+/// `any` spares the common case (no tool failing) the lock on every successful call.
 #[derive(Default)]
-struct Streaks(Mutex<HashMap<String, (u32, String)>>);
+struct Streaks {
+    map: Mutex<HashMap<String, (u32, String)>>,
+    any: std::sync::atomic::AtomicBool,
+}
 
 impl Streaks {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, String)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn end(&self, tool: &str) {
+        if self.any.load(Ordering::Relaxed) {
+            let mut map = self.lock();
+            map.remove(tool);
+            self.any.store(!map.is_empty(), Ordering::Relaxed);
+        }
     }
 
     fn see(&self, event: &ToolEvent) {
         match event {
-            ToolEvent::Executed { tool, .. } => {
-                self.lock().remove(tool);
-            }
+            ToolEvent::Executed { tool, .. } | ToolEvent::Removed { tool, .. } => self.end(tool),
             ToolEvent::Failed { tool, error, .. }
                 if matches!(
                     error.kind(),
                     ErrorKind::Failed | ErrorKind::Timeout | ErrorKind::Unavailable
                 ) =>
             {
-                let mut streaks = self.lock();
-                let entry = streaks.entry(tool.clone()).or_default();
+                let mut map = self.lock();
+                let entry = map.entry(tool.clone()).or_default();
                 entry.0 = entry.0.saturating_add(1);
                 entry.1 = error.message().to_owned();
-            }
-            ToolEvent::Removed { tool, .. } => {
-                self.lock().remove(tool);
+                self.any.store(true, Ordering::Relaxed);
             }
             _ => {}
         }
