@@ -6,13 +6,15 @@
 //! Every message is saved as it happens in the chat's history (SQLite).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::join_all;
 use klaw_tools::{Caller, ToolError, ToolOutput};
+use tracing::Instrument;
 
 use crate::llm::{
-    Arguments, AssistantMessage, ChatRequest, LlmError, Message, Model, Protocol, ToolCallRequest,
-    ToolResult,
+    Arguments, AssistantMessage, ChatRequest, ChatResponse, LlmError, Message, Model, Protocol,
+    StopReason, ToolCallRequest, ToolResult,
 };
 use crate::{Engine, ToolCall};
 
@@ -95,6 +97,25 @@ pub enum AgentError {
     /// The history could not be read or written.
     #[error("{0}")]
     History(#[from] HistoryError),
+}
+
+impl AgentError {
+    /// What kind of failure it is, for telemetry's `error.type`: the model's
+    /// ([`LlmError::error_type`]), or `history`.
+    pub fn error_type(&self) -> String {
+        match self {
+            Self::Llm(e) => e.error_type(),
+            Self::History(_) => "history".into(),
+        }
+    }
+}
+
+/// What a turn's rounds add up to, for its span.
+#[derive(Default)]
+struct Tally {
+    rounds: AtomicU64,
+    input: AtomicU64,
+    output: AtomicU64,
 }
 
 /// The agent over an engine and a model.
@@ -249,12 +270,70 @@ impl Agent {
 
     /// One turn of `chat`: `user` says something, the model answers (calling tools as
     /// it needs). Returns the answer; every message is in the history.
+    ///
+    /// The turn is a `tracing` span `invoke_agent` (OpenTelemetry's GenAI conventions:
+    /// `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`,
+    /// `gen_ai.request.model`, `gen_ai.provider.name`, the tokens of all its requests,
+    /// and `klaw.rounds`, the sizes of the message and the answer), with a `chat` span
+    /// per model request and the engine's `execute_tool` span per call inside it. No
+    /// text of the conversation is in a span.
     pub async fn turn(
         &self,
         chat: &str,
         caller: Caller,
         user: &str,
         observer: &dyn TurnObserver,
+    ) -> Result<String, AgentError> {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            target: "klaw::agent",
+            "invoke_agent",
+            otel.name = "invoke_agent klaw",
+            otel.status_code = Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = "klaw",
+            gen_ai.conversation.id = chat,
+            gen_ai.request.model = self.model.name.as_str(),
+            gen_ai.provider.name = self.model.client.provider_name(),
+            klaw.caller.channel = caller.channel.as_str(),
+            klaw.input.bytes = crate::telemetry::int(user.len()),
+            klaw.rounds = Empty,
+            klaw.output.bytes = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            error.type = Empty,
+        );
+        let tally = Tally::default();
+        if span.is_disabled() {
+            return self.run_turn(chat, caller, user, observer, &tally).await;
+        }
+        let outcome = self
+            .run_turn(chat, caller, user, observer, &tally)
+            .instrument(span.clone())
+            .await;
+        let int = |n: &AtomicU64| crate::telemetry::int(n.load(Ordering::Relaxed));
+        span.record("klaw.rounds", int(&tally.rounds));
+        span.record("gen_ai.usage.input_tokens", int(&tally.input));
+        span.record("gen_ai.usage.output_tokens", int(&tally.output));
+        match &outcome {
+            Ok(answer) => {
+                span.record("klaw.output.bytes", crate::telemetry::int(answer.len()));
+            }
+            Err(e) => {
+                span.record("error.type", e.error_type());
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        outcome
+    }
+
+    async fn run_turn(
+        &self,
+        chat: &str,
+        caller: Caller,
+        user: &str,
+        observer: &dyn TurnObserver,
+        tally: &Tally,
     ) -> Result<String, AgentError> {
         let history = &self.history;
         let user_msg = Message::User(user.to_owned());
@@ -304,11 +383,16 @@ impl Agent {
             }
             let on_text = |piece: &str| observer.text(piece);
             let streamed = self.stream && self.model.protocol == Protocol::Native;
+            tally.rounds.fetch_add(1, Ordering::Relaxed);
             let response = self
-                .model
-                .client
-                .chat(&request, streamed.then_some(&on_text as _))
+                .request(&request, streamed.then_some(&on_text as _), round)
                 .await?;
+            tally
+                .input
+                .fetch_add(response.usage.input_tokens, Ordering::Relaxed);
+            tally
+                .output
+                .fetch_add(response.usage.output_tokens, Ordering::Relaxed);
             if let Err(e) = history.record_usage(chat, &self.model.name, response.usage) {
                 tracing::warn!(target: "klaw::agent", "{e}");
             }
@@ -406,6 +490,64 @@ impl Agent {
         history.append(chat, &m).map_err(AgentError::History)?;
         observer.text(&stop);
         Ok(stop)
+    }
+
+    /// Sends one request to the model, as a `chat {model}` span (kind client;
+    /// `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
+    /// `gen_ai.usage.input_tokens`/`output_tokens`, `gen_ai.response.finish_reasons`,
+    /// `error.type` with an error status when it failed; `klaw.round`, how many
+    /// messages and tools it carried).
+    async fn request(
+        &self,
+        request: &ChatRequest,
+        on_text: Option<crate::llm::OnText<'_>>,
+        round: u32,
+    ) -> Result<ChatResponse, LlmError> {
+        use tracing::field::Empty;
+        let client = &self.model.client;
+        let span = tracing::info_span!(
+            target: "klaw::llm",
+            "chat",
+            otel.name = Empty,
+            otel.kind = "client",
+            otel.status_code = Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = client.provider_name(),
+            gen_ai.request.model = request.model.as_str(),
+            gen_ai.request.max_tokens = request.max_tokens.map(i64::from),
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            gen_ai.response.finish_reasons = Empty,
+            klaw.round = i64::from(round),
+            klaw.messages = crate::telemetry::int(request.messages.len()),
+            klaw.tools = crate::telemetry::int(request.tools.len()),
+            klaw.streamed = on_text.is_some(),
+            error.type = Empty,
+        );
+        if span.is_disabled() {
+            return client.chat(request, on_text).await;
+        }
+        span.record("otel.name", format!("chat {}", request.model));
+        let outcome = client.chat(request, on_text).instrument(span.clone()).await;
+        match &outcome {
+            Ok(r) => {
+                let int = crate::telemetry::int::<u64>;
+                span.record("gen_ai.usage.input_tokens", int(r.usage.input_tokens));
+                span.record("gen_ai.usage.output_tokens", int(r.usage.output_tokens));
+                let reason = match &r.stop {
+                    StopReason::EndTurn => "stop",
+                    StopReason::ToolCalls => "tool_calls",
+                    StopReason::MaxTokens => "length",
+                    StopReason::Other(other) => other.as_str(),
+                };
+                span.record("gen_ai.response.finish_reasons", reason);
+            }
+            Err(e) => {
+                span.record("error.type", e.error_type());
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        outcome
     }
 
     /// Runs one call through the engine; its result or error, for the model.

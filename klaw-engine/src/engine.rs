@@ -257,7 +257,8 @@ impl Engine {
     /// Each call is a `tracing` span `execute_tool` (target `klaw::engine`, level info)
     /// with OpenTelemetry's GenAI attributes: `gen_ai.operation.name`,
     /// `gen_ai.tool.name`, `gen_ai.tool.call.id`, and `klaw.caller.channel`,
-    /// `klaw.arguments.bytes`, `klaw.outcome` (`ok` or the error's kind), `error.type`.
+    /// `klaw.arguments.bytes`, `klaw.outcome` (`ok` or the error's kind), `error.type`
+    /// and an error status when it failed.
     /// Arguments and results are never in it (they may hold secrets), only their size;
     /// with no subscriber interested the span costs a check.
     pub async fn execute(
@@ -278,12 +279,16 @@ impl Engine {
             klaw.arguments.bytes = Empty,
             klaw.outcome = Empty,
             error.type = Empty,
+            otel.status_code = Empty,
         );
         if span.is_disabled() {
             return self.run_call(call, listener).await;
         }
         span.record("otel.name", format!("execute_tool {}", call.name));
-        span.record("klaw.arguments.bytes", args_size(&call.args));
+        span.record(
+            "klaw.arguments.bytes",
+            crate::telemetry::int(args_size(&call.args)),
+        );
         let outcome = self.run_call(call, listener).instrument(span.clone()).await;
         match &outcome {
             Ok(_) => {
@@ -292,6 +297,7 @@ impl Engine {
             Err(e) => {
                 span.record("klaw.outcome", e.kind().code());
                 span.record("error.type", e.kind().code());
+                span.record("otel.status_code", "ERROR");
             }
         }
         outcome

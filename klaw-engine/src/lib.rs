@@ -35,6 +35,7 @@ pub mod manifests;
 pub mod mcp;
 pub mod scheduler;
 mod sqlite;
+pub mod telemetry;
 mod terminal;
 mod tools;
 
@@ -45,6 +46,7 @@ pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
     McpServer, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
+    TelemetrySection,
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{

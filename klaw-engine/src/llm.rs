@@ -215,6 +215,12 @@ pub trait LlmClient: Send + Sync + 'static {
     /// What the client talks to, for messages: `openai at http://…/v1`.
     fn describe(&self) -> String;
 
+    /// The provider's name in telemetry (`gen_ai.provider.name`: `openai`,
+    /// `anthropic`, ...); `unknown` unless a client says.
+    fn provider_name(&self) -> &'static str {
+        "unknown"
+    }
+
     /// Called once with the engine's context when the App assembles the agent on this
     /// client: a client that asks through the engine (`mcp-sampling`: its MCP sessions)
     /// finds what it needs there. Nothing by default.
@@ -261,6 +267,20 @@ pub enum LlmError {
     /// The client is not configured well enough to send anything.
     #[error("{0}")]
     Config(String),
+}
+
+impl LlmError {
+    /// What kind of failure it is, for telemetry's `error.type`: the HTTP status
+    /// (`429`), or `connect`, `timeout`, `decode`, `config`.
+    pub fn error_type(&self) -> String {
+        match self {
+            Self::Status { status, .. } => status.to_string(),
+            Self::Connect { .. } => "connect".into(),
+            Self::Timeout { .. } => "timeout".into(),
+            Self::Decode { .. } => "decode".into(),
+            Self::Config(_) => "config".into(),
+        }
+    }
 }
 
 /// A non-streamed answer without the part the protocol requires (`choices[0]`, a

@@ -197,6 +197,10 @@ impl LlmClient for AnthropicClient {
         Box::pin(self.send(request, on_text))
     }
 
+    fn provider_name(&self) -> &'static str {
+        "anthropic"
+    }
+
     fn describe(&self) -> String {
         format!("anthropic at {}", self.base_url)
     }

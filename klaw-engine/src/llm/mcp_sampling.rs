@@ -102,6 +102,10 @@ impl LlmClient for McpSamplingClient {
         })
     }
 
+    fn provider_name(&self) -> &'static str {
+        "mcp.sampling"
+    }
+
     fn describe(&self) -> String {
         "the MCP client's model (mcp-sampling)".into()
     }

@@ -193,6 +193,10 @@ impl LlmClient for OpenAiClient {
         Box::pin(self.send(request, on_text))
     }
 
+    fn provider_name(&self) -> &'static str {
+        "openai"
+    }
+
     fn describe(&self) -> String {
         format!("openai at {}", self.base_url)
     }

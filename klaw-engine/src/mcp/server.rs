@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::{Engine, ToolCall};
 
@@ -394,6 +395,7 @@ impl ServerHandler for McpServer {
             name.clone(),
             context.peer.clone(),
         );
+        let span = call_span(&name, self.session, &context);
         let call = ToolCall::new(name, args)
             .with_id(id)
             .with_caller(caller(self.session));
@@ -404,15 +406,21 @@ impl ServerHandler for McpServer {
                 // Waits for a free place among `mcp.maxConcurrentCalls`.
                 let _place = self.calls.acquire().await;
                 self.engine.execute(call, Some(listener)).await
-            } => r,
+            }.instrument(span.clone()) => r,
             () = context.ct.cancelled() => {
                 forwarding.stop();
+                span.record("error.type", "cancelled");
+                span.record("otel.status_code", "ERROR");
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
         // Every progress report and log message goes out before the result (a client
         // drops progress that comes after it), and none after it.
         forwarding.finish().await;
+        if let Err(e) = &outcome {
+            span.record("error.type", e.kind().code());
+            span.record("otel.status_code", "ERROR");
+        }
         match outcome {
             // An unknown tool is a protocol error, not a tool result (the spec's rule).
             Err(e) if e.kind() == &ErrorKind::UnknownTool => {
@@ -421,6 +429,37 @@ impl ServerHandler for McpServer {
             outcome => Ok(result(outcome).into()),
         }
     }
+}
+
+/// The span of one `tools/call` (OpenTelemetry's MCP conventions: `tools/call {tool}`,
+/// kind server, `mcp.method.name`, `mcp.session.id`, `jsonrpc.request.id`,
+/// `gen_ai.tool.name`), a child of the client's trace when its `_meta` carries a W3C
+/// `traceparent`; the engine's `execute_tool` span is its child.
+fn call_span(name: &str, session: u64, context: &RequestContext<RoleServer>) -> tracing::Span {
+    use tracing::field::Empty;
+    let span = tracing::info_span!(
+        target: "klaw::mcp",
+        "mcp_call",
+        otel.name = Empty,
+        otel.kind = "server",
+        otel.status_code = Empty,
+        mcp.method.name = "tools/call",
+        mcp.session.id = crate::telemetry::int(session),
+        jsonrpc.request.id = Empty,
+        gen_ai.tool.name = name,
+        gen_ai.operation.name = "execute_tool",
+        error.type = Empty,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("tools/call {name}"));
+        let id = match &context.id {
+            rmcp::model::NumberOrString::Number(n) => n.to_string(),
+            rmcp::model::NumberOrString::String(s) => s.to_string(),
+        };
+        span.record("jsonrpc.request.id", id);
+        crate::telemetry::continue_from(&span, &context.meta.0.0);
+    }
+    span
 }
 
 /// Looks at the skills every [`WATCH_INTERVAL`](crate::manifests::WATCH_INTERVAL) (the

@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use klaw_tools::Caller;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{CHANNEL, Claim, Schedule, Scheduler};
 use crate::agent::Agent;
@@ -140,7 +141,39 @@ impl Scheduler {
 
     /// Runs one claimed occurrence (once a place of `limit` is free), renewing its
     /// lease from the start, waiting included, and records its end.
+    ///
+    /// The run is a root span `scheduled_run {job}` (`klaw.job.name`,
+    /// `klaw.job.scheduled`, the occurrence's time, `error.type` and an error status
+    /// when it failed); its agent turn is a child.
     async fn fire(
+        &self,
+        claim: Claim,
+        agent: &Agent,
+        gateway: &Gateway,
+        limit: Option<Arc<tokio::sync::Semaphore>>,
+    ) -> Result<(), String> {
+        let span = tracing::info_span!(
+            target: "klaw::scheduler",
+            parent: None,
+            "scheduled_run",
+            otel.name = format!("scheduled_run {}", claim.job.spec.name),
+            otel.status_code = tracing::field::Empty,
+            klaw.job.name = claim.job.spec.name.as_str(),
+            klaw.job.scheduled = %claim.scheduled,
+            error.type = tracing::field::Empty,
+        );
+        let outcome = self
+            .fire_in(claim, agent, gateway, limit)
+            .instrument(span.clone())
+            .await;
+        if outcome.is_err() {
+            span.record("error.type", "run_failed");
+            span.record("otel.status_code", "ERROR");
+        }
+        outcome
+    }
+
+    async fn fire_in(
         &self,
         claim: Claim,
         agent: &Agent,

@@ -10,6 +10,7 @@ use klaw_tools::{
     Annotations, Caller, FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSchema, ToolSpec,
 };
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::agent::Agent;
 use crate::agent::subagent::{
@@ -145,20 +146,34 @@ impl Spawner {
         let (task_id, task_name, message) = (id.clone(), args.name.clone(), args.message);
         let (inject, gateway, timeout) =
             (args.inject_into.clone(), self.gateway.clone(), self.timeout);
-        tokio::spawn(async move {
-            let _place = place;
-            let outcome =
-                tokio::time::timeout(timeout, sub.turn(&chat, caller, &message, &())).await;
-            let _logged = deliver(
-                &task_id,
-                &task_name,
-                outcome,
-                timeout,
-                inject.as_deref(),
-                gateway.as_ref(),
-            )
-            .await;
-        });
+        // Its own trace (it outlives the call that started it), linked to that call.
+        let span = tracing::info_span!(
+            target: "klaw::agent",
+            parent: None,
+            "subagent",
+            otel.name = format!("subagent {}", args.name),
+            klaw.subagent.id = id.as_str(),
+            klaw.subagent.name = args.name.as_str(),
+            klaw.subagent.depth = crate::telemetry::int(depth),
+        );
+        span.follows_from(tracing::Span::current());
+        tokio::spawn(
+            async move {
+                let _place = place;
+                let outcome =
+                    tokio::time::timeout(timeout, sub.turn(&chat, caller, &message, &())).await;
+                let _logged = deliver(
+                    &task_id,
+                    &task_name,
+                    outcome,
+                    timeout,
+                    inject.as_deref(),
+                    gateway.as_ref(),
+                )
+                .await;
+            }
+            .instrument(span),
+        );
         Ok(ToolOutput::json(json!({
             "id": id,
             "name": args.name,

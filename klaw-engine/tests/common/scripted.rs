@@ -16,6 +16,9 @@ pub(crate) struct Recorded {
     pub(crate) path: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Value,
+    /// The body as it came (a protobuf export, for the OTLP receiver).
+    #[allow(dead_code)] // read by some test binaries only
+    pub(crate) raw: Vec<u8>,
 }
 
 impl Recorded {
@@ -68,7 +71,6 @@ impl Reply {
         r
     }
 
-    /// `status` with a body.
     /// An OpenAI-compatible reply that calls tools: `(id, name, arguments)`, the
     /// arguments as JSON text (a JSON string is used as that text, any other value is
     /// written out).
@@ -97,6 +99,7 @@ impl Reply {
         }))
     }
 
+    /// `status` with a body.
     pub(crate) fn status(status: u16, body: &str) -> Self {
         Self {
             status,
@@ -165,6 +168,7 @@ impl ScriptedServer {
                                 path: uri.path().to_owned(),
                                 headers,
                                 body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                                raw: body.to_vec(),
                             };
                             let reply = (responder.lock().unwrap())(&req);
                             recorded.lock().unwrap().push(req);
