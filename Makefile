@@ -36,10 +36,12 @@ fmt:
 ## memory search latency (p50/p99, peak RSS) and save throughput; MCP round trips and
 ## cold start beside FastMCP, and batch calls (a bench binary); an imported MCP tool's added
 ## round trip and the start-up with 5 imported servers (a bench binary); the agent loop's overhead per
-## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary).
+## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary); what
+## telemetry costs a tool call, off and on (a bench binary).
 bench: setup
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
+	$(CARGO) bench --locked -p klaw-engine --bench telemetry
 	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench mcp
 	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench imports
 	$(CARGO) bench --locked -p klaw-engine --bench agent

@@ -352,52 +352,9 @@ fn pretty(v: &serde_json::Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
-/// The log on stderr, filtered by `logLevel`; with telemetry configured (the `telemetry`
-/// section, `OTEL_EXPORTER_OTLP_ENDPOINT`), the engine's spans exported beside it.
+/// The log on stderr and, when configured, telemetry ([`crate::telemetry::init`]).
 pub(crate) fn init_logging(config: &Config) {
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    match crate::telemetry::Export::from_config(config) {
-        Ok(None) => {}
-        #[cfg(feature = "telemetry")]
-        Ok(Some(export)) => {
-            use tracing_subscriber::Layer as _;
-            let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-            let fmt = tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(ansi)
-                .with_filter(filter);
-            match crate::telemetry::install(&export, fmt) {
-                Ok(()) => return,
-                Err(e) => {
-                    let _ = writeln!(std::io::stderr(), "klaw-engine: telemetry: {e}");
-                    return init_logging_alone(config, ansi);
-                }
-            }
-        }
-        #[cfg(not(feature = "telemetry"))]
-        Ok(Some(_)) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "klaw-engine: telemetry is configured but this build has no `telemetry` feature; spans are not exported"
-            );
-        }
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "klaw-engine: telemetry: {e}");
-        }
-    }
-    init_logging_alone(config, ansi);
-}
-
-/// The log alone: one filtered `fmt` subscriber, as cheap as a disabled span can be.
-fn init_logging_alone(config: &Config, ansi: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
+    crate::telemetry::init(config);
 }
 
 #[cfg(feature = "docs")]

@@ -103,9 +103,62 @@ fn check_env(var: &str, url: &str) -> Result<(), String> {
 }
 
 #[cfg(feature = "telemetry")]
-pub use otel::layer;
+use otel::install;
 #[cfg(feature = "telemetry")]
-pub(crate) use otel::{continue_from, install, shutdown};
+pub(crate) use otel::{continue_from, passed_on};
+#[cfg(feature = "telemetry")]
+pub use otel::{layer, provider, shutdown};
+
+/// Installs the process's `tracing` subscriber as `klaw-engine` does: the log on
+/// stderr, filtered by `logLevel`, and with telemetry configured (the `telemetry`
+/// section, `OTEL_EXPORTER_OTLP_ENDPOINT`) the engine's spans exported beside it. A
+/// problem with telemetry is printed and the log is installed alone; nothing happens
+/// when a subscriber is already installed. Call [`shutdown`] before the process exits
+/// so the last spans are sent.
+pub fn init(config: &Config) {
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    match Export::from_config(config) {
+        Ok(None) => {}
+        #[cfg(feature = "telemetry")]
+        Ok(Some(export)) => {
+            use tracing_subscriber::Layer as _;
+            let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+            let fmt = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi)
+                .with_filter(filter);
+            match install(&export, fmt) {
+                Ok(()) => return,
+                Err(e) => {
+                    eprintln!("klaw-engine: telemetry: {e}");
+                    return init_logging_alone(config, ansi);
+                }
+            }
+        }
+        #[cfg(not(feature = "telemetry"))]
+        Ok(Some(_)) => {
+            eprintln!(
+                "klaw-engine: telemetry is configured but this build has no `telemetry` feature; spans are not exported"
+            );
+        }
+        Err(e) => {
+            eprintln!("klaw-engine: telemetry: {e}");
+        }
+    }
+    init_logging_alone(config, ansi);
+}
+
+/// The log alone: one filtered `fmt` subscriber, as cheap as a disabled span can be.
+fn init_logging_alone(config: &Config, ansi: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
+}
 
 /// `n` as the integer OpenTelemetry stores (`tracing` hands unsigned values to the
 /// exporter as text): a count or size as an `i64` attribute.
@@ -178,7 +231,10 @@ mod otel {
             }))
     }
 
-    fn provider(export: &Export) -> Result<SdkTracerProvider, String> {
+    /// The SDK's provider for `export`: a batch processor (its own thread) sending
+    /// protobuf over HTTP with the workspace's reqwest, sampled by `sampleRatio` (a
+    /// parent's decision is followed), with `service.name` and `service.version`.
+    pub fn provider(export: &Export) -> Result<SdkTracerProvider, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::blocking::Client::builder()
             .timeout(EXPORT_TIMEOUT)
@@ -215,7 +271,7 @@ mod otel {
     }
 
     /// Sends what is still buffered and stops the exporter (at the end of `main`).
-    pub(crate) fn shutdown() {
+    pub fn shutdown() {
         let provider = PROVIDER
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -241,6 +297,24 @@ mod otel {
         }
     }
 
+    /// The current span's W3C trace context to pass on to a server the engine asks (a
+    /// model's `traceparent` header, an imported MCP server's `_meta`): `traceparent`,
+    /// and `tracestate` when there is one. Empty outside an exported span.
+    pub(crate) fn passed_on() -> Vec<(&'static str, String)> {
+        use opentelemetry::propagation::TextMapPropagator;
+        let cx = tracing::Span::current().context();
+        if !cx.span().span_context().is_valid() {
+            return Vec::new();
+        }
+        let mut carrier = std::collections::HashMap::new();
+        opentelemetry_sdk::propagation::TraceContextPropagator::new()
+            .inject_context(&cx, &mut carrier);
+        ["traceparent", "tracestate"]
+            .into_iter()
+            .filter_map(|k| Some((k, carrier.remove(k).filter(|v| !v.is_empty())?)))
+            .collect()
+    }
+
     /// `_meta` read as a carrier of text-map keys.
     struct MetaExtractor<'a>(&'a Map<String, Value>);
 
@@ -263,9 +337,15 @@ pub(crate) fn continue_from(
 ) {
 }
 
+/// Without the `telemetry` feature: no trace context to pass on.
+#[cfg(not(feature = "telemetry"))]
+pub(crate) fn passed_on() -> Vec<(&'static str, String)> {
+    Vec::new()
+}
+
 /// Without the `telemetry` feature: nothing to flush.
 #[cfg(not(feature = "telemetry"))]
-pub(crate) fn shutdown() {}
+pub fn shutdown() {}
 
 #[cfg(test)]
 mod tests {

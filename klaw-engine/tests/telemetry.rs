@@ -478,6 +478,49 @@ fn a_scheduled_run_is_a_trace_with_its_turn_and_requests_inside() {
     let request = find("chat test-model");
     assert_eq!(request.parent_span_id, turn.span_id);
     assert_eq!(request.trace_id, run.trace_id);
+    // The model server was told the request's span (W3C traceparent), so a server that
+    // traces joins the run's trace.
+    let asked = model.requests();
+    let traceparent = asked[0].header("traceparent").unwrap();
+    assert_eq!(
+        traceparent,
+        format!("00-{}-{}-01", hex(&request.trace_id), hex(&request.span_id))
+    );
+}
+
+#[test]
+fn an_imported_mcp_server_is_passed_the_calls_trace() {
+    let Some(py) = common::test_python() else {
+        eprintln!("skipped: the test venv (scripts/setup-test-tools.sh) is not installed");
+        return;
+    };
+    let receiver = receiver();
+    let home = tempfile::tempdir().unwrap();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/imports/server.py");
+    let config = json!({"mcpServers": {"py": {"command": py, "args": [server]}}});
+    std::fs::write(home.path().join("engine.json"), config.to_string()).unwrap();
+    let mut cmd = engine_in(home.path(), &["call", "py__trace", "{}"]);
+    cmd.env("KLAW_CONFIG", home.path().join("engine.json"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url);
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let seen = common::stdout(&o).trim().to_owned();
+    let spans = exported(&receiver);
+    let call = &spans
+        .iter()
+        .find(|(_, s)| s.name == "execute_tool py__trace")
+        .unwrap_or_else(|| panic!("{spans:#?}"))
+        .1;
+    assert_eq!(
+        seen,
+        format!("00-{}-{}-01", hex(&call.trace_id), hex(&call.span_id)),
+        "the server got the call's span as its parent"
+    );
+    // Without telemetry, nothing is passed on.
+    let mut cmd = engine_in(home.path(), &["call", "py__trace", "{}"]);
+    cmd.env("KLAW_CONFIG", home.path().join("engine.json"));
+    let o = cmd.output().unwrap();
+    assert_eq!(common::stdout(&o).trim(), "none", "{}", common::stderr(&o));
 }
 
 fn hex(bytes: &[u8]) -> String {

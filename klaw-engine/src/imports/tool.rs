@@ -12,7 +12,7 @@ use klaw_tools::{
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    ContentBlock, ResourceContents, ServerResult,
+    ContentBlock, RequestParamsMeta, ResourceContents, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
@@ -113,9 +113,15 @@ impl Tool for ImportedTool {
                 Value::Object(m) => m,
                 _ => Map::new(),
             };
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-                CallToolRequestParams::new(remote).with_arguments(arguments),
-            ));
+            let mut params = CallToolRequestParams::new(remote).with_arguments(arguments);
+            // The call's trace goes on at the server (SEP-414), when telemetry is on.
+            for (key, value) in crate::telemetry::passed_on() {
+                match key {
+                    "traceparent" => params.set_traceparent(&value),
+                    _ => params.set_tracestate(&value),
+                }
+            }
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let handle = peer
                 .send_cancellable_request(request, PeerRequestOptions::no_options())
                 .await

@@ -74,10 +74,15 @@ impl Transport {
         streamed: bool,
     ) -> Result<reqwest::Response, LlmError> {
         let mut attempt = 0;
+        // The request's span goes on at the model server when it traces (telemetry on).
+        let trace = crate::telemetry::passed_on();
         loop {
             let mut request = self.client.post(url).json(body);
             if !streamed {
                 request = request.timeout(self.timeout);
+            }
+            for (k, v) in &trace {
+                request = request.header(*k, v.as_str());
             }
             for (k, v) in headers {
                 // Keys are marked sensitive: never in reqwest's or hyper's debug output.

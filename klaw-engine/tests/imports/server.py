@@ -3,7 +3,8 @@
 
 Its tools: `add` (structured), `slow` (progress, then waits; to cancel), `crash` (the
 process exits mid-call), `fail` (an error result), `grow` (adds the tool `grown` and
-sends tools/list_changed), and `bad_schema`, whose argument name Klaw refuses (it is not
+sends tools/list_changed), `trace` (the W3C `traceparent` its call's `_meta` carried, for
+klaw-engine/tests/telemetry.rs), and `bad_schema`, whose argument name Klaw refuses (it is not
 ASCII), so that tool alone fails to import.
 """
 
@@ -62,6 +63,20 @@ async def grow(ctx: Context) -> str:
     mcp.add_tool(grown)
     await ctx.send_notification(mcp_types.ToolListChangedNotification())
     return "grew"
+
+
+@mcp.tool
+def trace(ctx: Context) -> str:
+    """The W3C traceparent the call's `_meta` carried ("none" without one)."""
+    rc = ctx.request_context
+    meta = rc.meta if rc is not None else None
+    if isinstance(meta, dict):
+        value = meta.get("traceparent")
+    else:
+        value = getattr(meta, "traceparent", None)
+        if value is None and meta is not None:
+            value = (getattr(meta, "model_extra", None) or {}).get("traceparent")
+    return value or "none"
 
 
 @mcp.tool
