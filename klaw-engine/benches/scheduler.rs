@@ -93,6 +93,7 @@ fn ticks() {
                     model: None,
                     inject_into: None,
                     misfire: Misfire::Once,
+                    origin: None,
                 },
                 start,
             )

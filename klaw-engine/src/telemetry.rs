@@ -105,7 +105,7 @@ fn check_env(var: &str, url: &str) -> Result<(), String> {
 #[cfg(feature = "telemetry")]
 use otel::install;
 #[cfg(feature = "telemetry")]
-pub(crate) use otel::{continue_from, passed_on};
+pub(crate) use otel::{continue_from, link, passed_on};
 #[cfg(feature = "telemetry")]
 pub use otel::{layer, provider, shutdown};
 
@@ -315,6 +315,19 @@ mod otel {
             .collect()
     }
 
+    /// Links `span` to the span a W3C `traceparent` names (what started it, in another
+    /// trace); a malformed one is ignored.
+    pub(crate) fn link(span: &tracing::Span, traceparent: &str) {
+        use opentelemetry::propagation::TextMapPropagator;
+        let mut carrier = std::collections::HashMap::new();
+        carrier.insert("traceparent".to_owned(), traceparent.to_owned());
+        let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+        let origin = cx.span().span_context().clone();
+        if origin.is_valid() {
+            span.add_link(origin);
+        }
+    }
+
     /// `_meta` read as a carrier of text-map keys.
     struct MetaExtractor<'a>(&'a Map<String, Value>);
 
@@ -336,6 +349,10 @@ pub(crate) fn continue_from(
     _meta: &serde_json::Map<String, serde_json::Value>,
 ) {
 }
+
+/// Without the `telemetry` feature: nothing to link.
+#[cfg(not(feature = "telemetry"))]
+pub(crate) fn link(_span: &tracing::Span, _traceparent: &str) {}
 
 /// Without the `telemetry` feature: no trace context to pass on.
 #[cfg(not(feature = "telemetry"))]

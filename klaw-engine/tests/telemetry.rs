@@ -447,10 +447,15 @@ fn a_scheduled_run_is_a_trace_with_its_turn_and_requests_inside() {
             .env("KLAW_LLM_API_KEY", "sk-telemetry-test");
         cmd
     };
-    let added = with_model(&["schedule", "add", "digest", "0 9 * * *", "Digest the day"])
-        .output()
-        .unwrap();
+    let mut add = with_model(&["schedule", "add", "digest", "0 9 * * *", "Digest the day"]);
+    add.env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url);
+    let added = add.output().unwrap();
     assert!(added.status.success(), "{}", common::stderr(&added));
+    let adding = exported(&receiver)
+        .into_iter()
+        .find(|(_, s)| s.name == "execute_tool schedule_add")
+        .unwrap_or_else(|| panic!("{:#?}", exported(&receiver)))
+        .1;
     let mut cmd = with_model(&["schedule", "run-now", "digest"]);
     cmd.env(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -469,6 +474,17 @@ fn a_scheduled_run_is_a_trace_with_its_turn_and_requests_inside() {
     };
     let run = find("scheduled_run digest");
     assert!(run.parent_span_id.is_empty(), "a trace of its own");
+    // Linked to the call that added the job, in another process, earlier.
+    let links: Vec<(String, String)> = run
+        .links
+        .iter()
+        .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+        .collect();
+    assert_eq!(
+        links,
+        vec![(hex(&adding.trace_id), hex(&adding.span_id))],
+        "{run:#?}"
+    );
     assert_eq!(
         string_attr(&run.attributes, "klaw.job.name").as_deref(),
         Some("digest")

@@ -144,7 +144,8 @@ impl Scheduler {
     ///
     /// The run is a root span `scheduled_run {job}` (`klaw.job.name`,
     /// `klaw.job.scheduled`, the occurrence's time, `error.type` and an error status
-    /// when it failed); its agent turn is a child.
+    /// when it failed), linked to the `schedule_add` call that added the job; its agent
+    /// turn is a child.
     async fn fire(
         &self,
         claim: Claim,
@@ -162,6 +163,9 @@ impl Scheduler {
             klaw.job.scheduled = %claim.scheduled,
             error.type = tracing::field::Empty,
         );
+        if let Some(origin) = &claim.job.spec.origin {
+            crate::telemetry::link(&span, origin);
+        }
         let outcome = self
             .fire_in(claim, agent, gateway, limit)
             .instrument(span.clone())

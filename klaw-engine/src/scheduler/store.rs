@@ -75,6 +75,9 @@ pub struct NewJob {
     pub inject_into: Option<String>,
     /// What happens to missed runs.
     pub misfire: Misfire,
+    /// The W3C `traceparent` of the call that added it (telemetry on), so that each of
+    /// its runs links to that call.
+    pub origin: Option<String>,
 }
 
 /// A job as stored: what was added, and its state.
@@ -251,7 +254,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     next_run INTEGER,
     last_run INTEGER,
     last_status TEXT,
-    last_error TEXT
+    last_error TEXT,
+    origin TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_next_run ON jobs(next_run);
 CREATE TABLE IF NOT EXISTS runs (
@@ -270,7 +274,19 @@ CREATE INDEX IF NOT EXISTS runs_running ON runs(status, lease_until);
 ";
 
 const JOB_COLUMNS: &str = "name, cron, timezone, message, model, inject_into, misfire, created, \
-                           next_run, last_run, last_status, last_error";
+                           next_run, last_run, last_status, last_error, origin";
+
+/// Brings a schedule written by an older engine up to [`SCHEMA`]: the columns added
+/// since (a column that exists is left alone).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_origin = conn
+        .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'origin'")?
+        .exists([])?;
+    if !has_origin {
+        conn.execute_batch("ALTER TABLE jobs ADD COLUMN origin TEXT")?;
+    }
+    Ok(())
+}
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
@@ -287,6 +303,7 @@ fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
             model: r.get(4)?,
             inject_into: r.get(5)?,
             misfire: Misfire::parse(&misfire).unwrap_or_default(),
+            origin: r.get(12)?,
         },
         created: ts(r.get(7)?),
         next_run: r.get::<_, Option<i64>>(8)?.map(ts),
@@ -327,7 +344,8 @@ impl SqliteStore {
         crate::sqlite::set_up(&conn, Duration::from_secs(10), |conn| {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.execute_batch(SCHEMA)
+            conn.execute_batch(SCHEMA)?;
+            migrate(conn)
         })
         .map_err(open)?;
         Ok(conn)
@@ -421,8 +439,8 @@ impl JobStore for SqliteStore {
                 .map_err(sql("adding a job"))?;
             let n = tx
                 .execute(
-                    "INSERT OR IGNORE INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    "INSERT OR IGNORE INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run, origin)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     params![
                         job.name,
                         job.cron.trim(),
@@ -432,7 +450,8 @@ impl JobStore for SqliteStore {
                         job.inject_into,
                         job.misfire.as_str(),
                         now.as_second(),
-                        next
+                        next,
+                        job.origin
                     ],
                 )
                 .map_err(sql("adding a job"))?;
@@ -520,7 +539,9 @@ impl JobStore for SqliteStore {
                             .join(", ")
                     ))
                     .map_err(sql("reading expired leases"))?;
-                stmt.query_map([now_s], |r| Ok((job_from_row(r)?, r.get(12)?)))
+                // The run's column follows the job's.
+                let scheduled = JOB_COLUMNS.split(", ").count();
+                stmt.query_map([now_s], |r| Ok((job_from_row(r)?, r.get(scheduled)?)))
                     .map_err(sql("reading expired leases"))?
                     .collect::<Result<_, _>>()
                     .map_err(sql("reading expired leases"))?
@@ -771,6 +792,7 @@ mod tests {
             model: None,
             inject_into: None,
             misfire,
+            origin: None,
         }
     }
 
@@ -781,6 +803,33 @@ mod tests {
     }
 
     const LEASE: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_schedule_of_an_older_engine_gains_the_origin_column_and_keeps_its_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("schedule.sqlite");
+        {
+            // The jobs table as engines before the origin column wrote it.
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(
+                "CREATE TABLE jobs (name TEXT PRIMARY KEY, cron TEXT NOT NULL,
+                 timezone TEXT NOT NULL, message TEXT NOT NULL, model TEXT, inject_into TEXT,
+                 misfire TEXT NOT NULL DEFAULT 'once', created INTEGER NOT NULL,
+                 next_run INTEGER, last_run INTEGER, last_status TEXT, last_error TEXT);
+                 INSERT INTO jobs (name, cron, timezone, message, created)
+                 VALUES ('old', '0 9 * * *', 'UTC', 'report', 0);",
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::new(path, 3);
+        let old = s.get("old").unwrap();
+        assert_eq!(old.spec.origin, None);
+        let mut new = job("new", "0 10 * * *", Misfire::Once);
+        new.origin = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        s.add(&new, at("2026-03-01T00:00:00Z")).unwrap();
+        assert_eq!(s.get("new").unwrap().spec.origin, new.origin);
+        assert_eq!(s.list().unwrap().len(), 2);
+    }
 
     #[test]
     fn add_list_remove_and_their_errors() {

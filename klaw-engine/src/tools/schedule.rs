@@ -182,6 +182,11 @@ fn checked(args: AddArgs, config: &Config, gateway: &Gateway) -> Result<NewJob, 
             Some(MisfireArg::Skip) => Misfire::Skip,
             Some(MisfireArg::All) => Misfire::All,
         },
+        // Its runs link to this call's span (telemetry on).
+        origin: crate::telemetry::passed_on()
+            .into_iter()
+            .find(|(k, _)| *k == "traceparent")
+            .map(|(_, v)| v),
     })
 }
 
