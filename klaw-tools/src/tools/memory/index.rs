@@ -395,7 +395,10 @@ impl Index {
                 };
                 let text = text?;
                 let store = self.store();
-                let vecs = store.search_vector_in(&vector, depth, period)?;
+                let vecs = match fusion {
+                    Fusion::Rrf => store.search_vector_in(&vector, depth, period)?,
+                    Fusion::Lift { .. } => store.vector_pool(&vector, k, depth, period)?,
+                };
                 Ok(store.fuse(query, &vector, text, vecs, k, self.weights, fusion)?)
             }),
         }

@@ -592,13 +592,43 @@ impl MemoryStore {
         k: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
+        let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
+        self.search_vector_rescoring(vector, k, wanted, period)
+    }
+
+    /// The vector side of a hybrid search proposing `depth` candidates: the `depth`
+    /// nearest by the in-memory codes, re-scored with their float vectors (at least as
+    /// many as [`search_vector_in`](Self::search_vector_in) re-scores for the `k` asked
+    /// for). The pool is ranked again by the fusion, so re-scoring `4 × depth` would buy
+    /// little for its cost (a float vector read from `vec0` each).
+    pub(super) fn vector_pool(
+        &self,
+        vector: &[f32],
+        k: usize,
+        depth: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let wanted = k
+            .saturating_mul(RESCORE_FACTOR)
+            .max(MIN_RESCORED)
+            .max(depth);
+        self.search_vector_rescoring(vector, depth.max(k), wanted, period)
+    }
+
+    /// The best `k` of the `wanted` nearest by the in-memory codes, re-scored exactly.
+    fn search_vector_rescoring(
+        &self,
+        vector: &[f32],
+        k: usize,
+        wanted: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
         let blob = normalised(vector, self.dims)?;
         let k = k.min(MAX_K);
         if k == 0 {
             return Ok(Vec::new());
         }
         let query = floats(&blob);
-        let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
         let candidates = if period.is_all() {
             self.with_cache(|c| c.candidates(&query, wanted))?
         } else {
@@ -749,7 +779,7 @@ impl MemoryStore {
     ) -> Result<Vec<Hit>, StoreError> {
         let depth = Fusion::DEFAULT.depth(k);
         let text = self.hybrid_text_side(query, depth, Period::default())?;
-        let vecs = self.search_vector(vector, depth)?;
+        let vecs = self.vector_pool(vector, k, depth, Period::default())?;
         self.fuse(query, vector, text, vecs, k, weights, Fusion::DEFAULT)
     }
 
