@@ -66,6 +66,7 @@ const fn lift(name: &'static str, evidence: Evidence, lift: f64, depth: usize) -
             depth,
             bm25: 0.0,
             stretch: false,
+            spread: 0.0,
         },
     )
 }
@@ -80,6 +81,7 @@ const fn blended(name: &'static str, lift: f64, bm25: f64) -> Way {
             depth: 50,
             bm25,
             stretch: false,
+            spread: 0.0,
         },
     )
 }
@@ -94,6 +96,22 @@ const fn stretched(name: &'static str, evidence: Evidence, lift: f64, depth: usi
             depth,
             bm25: 0.0,
             stretch: true,
+            spread: 0.0,
+        },
+    )
+}
+
+const fn spread(name: &'static str, spread: f64) -> Way {
+    way(
+        name,
+        SearchMode::Hybrid,
+        Fusion::Lift {
+            evidence: Evidence::IdfAcross(1.0),
+            lift: 0.5,
+            depth: 50,
+            bm25: 0.0,
+            stretch: false,
+            spread,
         },
     )
 }
@@ -110,7 +128,10 @@ const WAYS: [Way; 4] = [
 /// The other fusions measured for issue 30 (`KLAW_RETRIEVAL_FUSIONS=1`): the cosine
 /// (stretched to 0..1 over the candidates, or not) plus `lift` times the text evidence,
 /// over the best `depth` of each side.
-const CANDIDATES: [Way; 10] = [
+const CANDIDATES: [Way; 13] = [
+    spread("the default, lift × spread / 0.3", 0.3),
+    spread("the default, lift × spread / 0.4", 0.4),
+    spread("the default, lift × spread / 0.5", 0.5),
     lift("cos + 0.1 bm25/max, 10", Evidence::Bm25, 0.1, 10),
     lift("cos + 0.1 IDF share, 10", Evidence::Idf, 0.1, 10),
     lift("cos + 0.5 IDF share, 50", Evidence::Idf, 0.5, 50),
@@ -150,8 +171,13 @@ const CANDIDATES: [Way; 10] = [
 
 fn ways() -> Vec<Way> {
     let mut w = WAYS.to_vec();
-    if std::env::var_os("KLAW_RETRIEVAL_FUSIONS").is_some() {
-        w.extend(CANDIDATES);
+    // `1`: every candidate; other text: those whose name contains it
+    if let Ok(f) = std::env::var("KLAW_RETRIEVAL_FUSIONS") {
+        w.extend(
+            CANDIDATES
+                .into_iter()
+                .filter(|c| f == "1" || c.name.contains(f.as_str())),
+        );
     }
     w
 }

@@ -82,6 +82,10 @@ pub enum Fusion {
         /// best 1, the worst 0), so `lift` means the same for a model whose cosines
         /// are all close together (e5) as for one whose are spread out (USE).
         stretch: bool,
+        /// If above 0: `lift` is scaled down by the spread of the vector side's cosines
+        /// (best minus worst of its candidates) over this, when that is smaller (a
+        /// model whose cosines lie close together gets a smaller lift).
+        spread: f64,
     },
 }
 
@@ -114,6 +118,7 @@ impl Fusion {
         depth: 50,
         bm25: 0.0,
         stretch: false,
+        spread: 0.0,
     };
 
     /// How many candidates each side proposes for a search of `k`.
@@ -143,8 +148,25 @@ pub(super) fn lift<T: Ord + Copy>(
     weights: Weights,
     lift: f64,
     stretch: bool,
+    spread: f64,
 ) -> Vec<Fused<T>> {
     let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+    let lift = if spread > 0.0 {
+        let (lo, hi) = candidates
+            .iter()
+            .filter(|c| c.found_by != FoundBy::Text)
+            .map(|c| finite(c.cosine))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            });
+        if hi > lo {
+            lift * ((hi - lo) / spread).min(1.0)
+        } else {
+            lift
+        }
+    } else {
+        lift
+    };
     let (lo, hi) = candidates
         .iter()
         .map(|c| finite(c.cosine))
@@ -297,7 +319,7 @@ mod tests {
         // 1: the vector side's best, no words in common; 2: a bit weaker, every word;
         // 3: much weaker, every word.
         let c = [cand(1, 0.60, 0.0), cand(2, 0.55, 1.0), cand(3, 0.30, 1.0)];
-        let f = lift(&c, Weights::default(), 0.1, false);
+        let f = lift(&c, Weights::default(), 0.1, false, 0.0);
         let ids: Vec<i32> = f.iter().map(|x| x.id).collect();
         assert_eq!(ids, vec![2, 1, 3]);
         assert!(close(f[0].score, 0.65));
@@ -307,12 +329,32 @@ mod tests {
             Weights::default(),
             0.1,
             false,
+            0.0,
         );
         assert_eq!(f[0].id, 1);
         // stretched: 1 → 1, 2 → 0.833.., 3 → 0
-        let f = lift(&c, Weights::default(), 0.1, true);
+        let f = lift(&c, Weights::default(), 0.1, true, 0.0);
         assert!(close(f[0].score, 1.0) && f[0].id == 1);
         assert!(close(f[1].score, 0.25 / 0.3 + 0.1));
+    }
+
+    #[test]
+    fn a_narrow_spread_of_cosines_gets_a_smaller_lift() {
+        // vector candidates 0.80 and 0.70: spread 0.1, a third of 0.3
+        let c = [
+            Candidate {
+                found_by: FoundBy::Vector,
+                ..cand(1, 0.80, 0.0)
+            },
+            cand(2, 0.70, 1.0),
+        ];
+        let f = lift(&c, Weights::default(), 0.3, false, 0.3);
+        assert_eq!(f[0].id, 1);
+        assert!(close(f[1].score, 0.70 + 0.1));
+        // a spread above the reference: the whole lift
+        let f = lift(&c, Weights::default(), 0.3, false, 0.05);
+        assert_eq!(f[0].id, 2);
+        assert!(close(f[0].score, 1.0));
     }
 
     #[test]
@@ -323,13 +365,13 @@ mod tests {
             cand(3, -1.0, -3.0),
         ];
         for stretch in [false, true] {
-            let f = lift(&c, Weights::default(), 0.1, stretch);
+            let f = lift(&c, Weights::default(), 0.1, stretch, 0.0);
             assert_eq!(f.len(), 3);
             assert!(f.iter().all(|x| x.score.is_finite()));
-            assert!(lift::<i32>(&[], Weights::default(), 0.1, stretch).is_empty());
+            assert!(lift::<i32>(&[], Weights::default(), 0.1, stretch, 0.3).is_empty());
         }
         // one candidate, or all equal: stretched to 1
-        let f = lift(&[cand(1, 0.3, 0.0)], Weights::default(), 0.1, true);
+        let f = lift(&[cand(1, 0.3, 0.0)], Weights::default(), 0.1, true, 0.0);
         assert!(close(f[0].score, 1.0));
     }
 

@@ -798,15 +798,16 @@ impl MemoryStore {
         weights: Weights,
         fusion: Fusion,
     ) -> Result<Vec<Hit>, StoreError> {
-        let (evidence, lift, stretch, bm25_part) = match fusion {
+        let (evidence, lift, stretch, bm25_part, spread) = match fusion {
             Fusion::Rrf => return Ok(fuse_hits(text, vecs, k, weights)),
             Fusion::Lift {
                 evidence,
                 lift,
                 stretch,
                 bm25,
+                spread,
                 ..
-            } => (evidence, lift, stretch, bm25.clamp(0.0, 1.0)),
+            } => (evidence, lift, stretch, bm25.clamp(0.0, 1.0), spread),
         };
         let bm25: std::collections::HashMap<i64, f64> =
             text.iter().map(|h| (h.id, h.score)).collect();
@@ -906,7 +907,7 @@ impl MemoryStore {
         }
         let mut by_id: std::collections::HashMap<i64, Hit> =
             hits.into_iter().map(|h| (h.id, h)).collect();
-        Ok(fuse::lift(&candidates, weights, lift, stretch)
+        Ok(fuse::lift(&candidates, weights, lift, stretch, spread)
             .into_iter()
             .take(k)
             .filter_map(|f| {
