@@ -55,9 +55,12 @@ bench: setup
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_latency
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_recall
 
-## Retrieval quality per embedding model and mode on the cross-language notes and the
-## conversations (the tables of doc/memory.md, "Choosing the model"); part of `make test`
-## too, this prints them.
+## Retrieval quality per embedding model and mode (text, vector, hybrid, and hybrid with
+## the RRF of before issue 30) on every set: the cross-language notes, the topic pairs,
+## the conversations imported as conversations and as document lines (the tables of
+## doc/memory.md, "Hybrid search: the fusion"); part of `make test` too, this prints them.
+## KLAW_RETRIEVAL_FUSIONS=1 adds the other fusions measured for issue 30 (or =spread, =IDF: those
+## whose name contains it).
 eval: setup
 	$(CARGO) test --locked -p klaw-tools --features memory --test retrieval_sets -- --nocapture
 

@@ -171,7 +171,7 @@ section! {
                 type "integer, 0 to less than `chunkTokens / 2`", check overlap_below_half;
         }
         sections {
-            /// Hybrid search: how much each side counts in the rank fusion.
+            /// Hybrid search: how much each side counts in the fusion.
             weights: MemoryWeights; key "weights";
         }
     }
@@ -667,11 +667,12 @@ section! {
     /// `memory.weights`: how much each side of a hybrid search counts.
     pub struct MemoryWeights {
         keys {
-            /// Weight of the full-text side in a hybrid search (Reciprocal Rank Fusion).
+            /// Weight of the full-text side in a hybrid search: its word evidence (at most
+            /// 0.5) is added to the cosine times this.
             text: f64 = 1.0;
                 key "text", env "KLAW_MEMORY_TEXT_WEIGHT", type "number > 0",
                 check positive_weight;
-            /// Weight of the vector side in a hybrid search.
+            /// Weight of the vector side in a hybrid search: the cosine is multiplied by it.
             vector: f64 = 1.0;
                 key "vector", env "KLAW_MEMORY_VECTOR_WEIGHT", type "number > 0",
                 check positive_weight;

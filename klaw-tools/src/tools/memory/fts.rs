@@ -9,8 +9,9 @@
 //! Stop words ("the", "what", "на", "какой", ...) are dropped from a query (not from the
 //! stored text) unless the query has nothing else. Otherwise a question whose real words
 //! are not in any chunk (a Russian question about an English note) still fills the text
-//! ranking with chunks that share only "на" or "the", and Reciprocal Rank Fusion, which
-//! sees ranks and not how weak a match is, lets them push the vector side's answer down.
+//! ranking with chunks that share only "на" or "the" (with the rank fusion hybrid search
+//! used before issue 30 they pushed the vector side's answer down). Hybrid search weighs
+//! the words a chunk holds by their rarity in the index ([`idf_coverage`]).
 
 use rust_stemmers::{Algorithm, Stemmer};
 use std::sync::OnceLock;
@@ -217,6 +218,58 @@ pub(super) fn coverage(terms: &[(String, String)], text: &str) -> (f64, bool) {
     (found.len() as f64 / terms.len() as f64, code)
 }
 
+/// The share of the query's information `text` holds: the [IDF](idf) of each of
+/// `terms` it contains (as the word or its stem) over the IDF of them all; `idf[i]` is
+/// the weight of `terms[i]`. 0 when there are no terms or no weight.
+pub(super) fn idf_coverage(terms: &[(String, String)], idf: &[f64], text: &str) -> f64 {
+    let total: f64 = idf.iter().take(terms.len()).sum();
+    if terms.is_empty() || total.is_nan() || total <= 0.0 {
+        return 0.0;
+    }
+    // Only a word that begins like a term can be it or share its stem (stemming keeps a
+    // word's first letters): the others are not stemmed, which is most of the cost.
+    let prefix = |t: &str| t.chars().take(3).collect::<String>();
+    let starts: std::collections::HashSet<String> = terms
+        .iter()
+        .flat_map(|(w, s)| [prefix(w), prefix(s)])
+        .collect();
+    let mut have = std::collections::HashSet::new();
+    for w in words(text) {
+        if starts.contains(&prefix(&w)) {
+            have.insert(stem(&w));
+            have.insert(w);
+        }
+    }
+    let found: f64 = terms
+        .iter()
+        .zip(idf)
+        .filter(|((w, s), _)| have.contains(w) || have.contains(s))
+        .map(|(_, x)| x)
+        .sum();
+    (found / total).clamp(0.0, 1.0)
+}
+
+/// Whether most of `text`'s letters are Cyrillic (`Some(true)`), or not; `None` without
+/// letters.
+pub(super) fn mostly_cyrillic(text: &str) -> Option<bool> {
+    let (mut cyr, mut other) = (0_usize, 0_usize);
+    for c in text.chars().filter(|c| c.is_alphabetic()) {
+        if is_cyrillic(c) {
+            cyr += 1;
+        } else {
+            other += 1;
+        }
+    }
+    (cyr + other > 0).then_some(cyr > other)
+}
+
+/// bm25's inverse document frequency of a term found in `df` of `n` chunks:
+/// `ln(1 + (n - df + 0.5) / (df + 0.5))`, always above 0.
+pub(super) fn idf(df: u64, n: u64) -> f64 {
+    let (df, n) = (df as f64, n.max(df) as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +288,33 @@ mod tests {
         let t = query_terms("Бронь QX7L9M — какой рейс?");
         assert_eq!(coverage(&t, "Booking code QX7L9M."), (1.0 / 3.0, true));
         assert!(is_code("tp1271") && !is_code("2024") && !is_code("a1") && !is_code("рейс"));
+    }
+
+    #[test]
+    fn idf_coverage_weighs_rare_words() {
+        let terms = query_terms("какой кофе любит пользователь");
+        assert_eq!(terms.len(), 3);
+        // "пользователь" in 40 of 44 chunks, "кофе" in 1, "любит" in 2
+        let w = [idf(1, 44), idf(2, 44), idf(40, 44)];
+        let weights: Vec<f64> = terms
+            .iter()
+            .map(|(t, _)| match t.as_str() {
+                "кофе" => w[0],
+                "любит" => w[1],
+                _ => w[2],
+            })
+            .collect();
+        let common = idf_coverage(&terms, &weights, "Пользователь живёт на девятом этаже");
+        let rare = idf_coverage(&terms, &weights, "Кофе — только без сахара");
+        assert!(common < 0.1 && rare > 0.5, "{common} {rare}");
+        assert!((idf_coverage(&terms, &weights, "пользователь любит кофе") - 1.0).abs() < 1e-9);
+        // word forms count, as the stems the index keeps
+        let forms = query_terms("happy running");
+        assert_eq!(idf_coverage(&forms, &[1.0, 1.0], "Happiness runs"), 1.0);
+        assert_eq!(idf_coverage(&forms, &[1.0, 1.0], "a happy dog"), 0.5);
+        assert_eq!(idf_coverage(&[], &[], "x"), 0.0);
+        assert_eq!(idf_coverage(&terms, &[0.0, 0.0, 0.0], "кофе"), 0.0);
+        assert!(idf(0, 0) > 0.0 && idf(5, 3) > 0.0);
     }
 
     #[test]

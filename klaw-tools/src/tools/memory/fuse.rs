@@ -1,14 +1,27 @@
-//! Reciprocal Rank Fusion of a text ranking and a vector ranking.
+//! Fusion of hybrid search's text side and vector side.
 //!
-//! An item at 1-based rank `r` on a side with weight `w` earns `w / (k + r)`; an item's
-//! score is the sum over the sides that found it. Ties are broken deterministically: the
-//! higher score first, then the better (smaller) best rank, then the smaller id.
+//! The default ([`Fusion::DEFAULT`], issue 30) is led by the vector side: each candidate
+//! of either side (the best 50 of each) is scored by its cosine to the query plus 0.5
+//! times its text evidence, the share of the query's words it holds weighted by their
+//! IDF, so a word match lifts a chunk over one whose cosine is at most 0.5 higher and a
+//! word found in most chunks lifts little. When the vector side's best chunk is in
+//! another script than the query's (a question answered across languages), the text
+//! side cannot judge: every chunk of the other script gets the best evidence of the
+//! query's script, and between the languages the cosine decides.
+//!
+//! Reciprocal Rank Fusion ([`rrf`], the fusion before) is kept for comparison: an item
+//! at 1-based rank `r` on a side with weight `w` earns `w / (k + r)`, summed over the
+//! sides that found it; ties go to the better (smaller) best rank, then the smaller id.
+//! It sees ranks only, so a chunk found by both sides always outranks one found by one,
+//! even the vector side's first: a question in one language found the same-topic note
+//! in its own language by a common word over the answer in the other.
 
 /// The RRF constant from Cormack et al. (2009); damps the weight of the top ranks.
 pub(super) const RRF_K: f64 = 60.0;
 
-/// Per-side weights of hybrid search's Reciprocal Rank Fusion: a result at rank `r` on
-/// a side of weight `w` earns `w / (60 + r)`, summed over the sides that found it.
+/// Per-side weights of hybrid search: a chunk scores `vector × cosine + text × 0.5 ×
+/// evidence` (with [`Fusion::Rrf`], `w / (60 + r)` at rank `r` on a side of weight `w`,
+/// summed over the sides that found it).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weights {
     /// The full-text side.
@@ -41,12 +54,156 @@ pub enum FoundBy {
     Both,
 }
 
+/// How hybrid search fuses its two sides. Not an API: the retrieval sets
+/// (`tests/retrieval_sets.rs`) compare the candidates through
+/// [`bench_support`](super::bench_support); `memory_search` uses [`Fusion::DEFAULT`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// Reciprocal Rank Fusion with k = 60 (the fusion before issue 30): a chunk found by
+    /// both sides outranks one found by one side, whatever the scores.
+    Rrf,
+    /// Led by the vector side: every candidate of either side is scored by its cosine to
+    /// the query, plus `lift` times its text evidence (0 to 1), so words can lift a chunk
+    /// over one whose cosine is less than `lift` higher, never over a much stronger one.
+    Lift {
+        /// What the text evidence is.
+        evidence: Evidence,
+        /// The most the text evidence adds to a cosine.
+        lift: f64,
+        /// How many candidates each side proposes (at least the `k` asked for).
+        depth: usize,
+        /// How much of the evidence is the chunk's bm25 (divided by the best bm25 of the
+        /// text side, 0 if it did not find the chunk): the evidence is multiplied by
+        /// `1 - bm25 + bm25 × that`, so among chunks with the same words the one bm25
+        /// ranks higher (more of them, a shorter text) gets more.
+        bm25: f64,
+        /// Whether the cosines are first stretched to 0..1 over the candidates (the
+        /// best 1, the worst 0), so `lift` means the same for a model whose cosines
+        /// are all close together (e5) as for one whose are spread out (USE).
+        stretch: bool,
+        /// If above 0: `lift` is scaled down by the spread of the vector side's cosines
+        /// (best minus worst of its candidates) over this, when that is smaller (a
+        /// model whose cosines lie close together gets a smaller lift).
+        spread: f64,
+    },
+}
+
+/// The text evidence of [`Fusion::Lift`], from 0 to 1.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Evidence {
+    /// bm25 of the text side divided by its best bm25 (0 for a chunk the text side did
+    /// not find): the best word match always gets 1, however weak.
+    Bm25,
+    /// The share of the query's words the chunk contains, each weighted by its inverse
+    /// document frequency in the index (bm25's IDF): a word in most chunks ("user",
+    /// "пользователь") weighs little, a name or a code almost everything.
+    Idf,
+    /// [`Evidence::Idf`], but the text side does not vouch for or against a chunk in
+    /// another script than the query's (Cyrillic or Latin, by most of the letters): such
+    /// a chunk gets the best evidence of the query's script times the given factor.
+    IdfNeutral(f64),
+    /// [`Evidence::IdfNeutral`] only when the vector side's best chunk is in another
+    /// script than the query's (the meaning points across languages, where words cannot
+    /// judge); else [`Evidence::Idf`].
+    IdfAcross(f64),
+}
+
+impl Fusion {
+    /// The fusion `memory_search` uses.
+    pub const DEFAULT: Fusion = Fusion::Lift {
+        evidence: Evidence::IdfAcross(1.0),
+        lift: 0.5,
+        depth: 50,
+        bm25: 0.0,
+        stretch: false,
+        spread: 0.0,
+    };
+
+    /// How many candidates each side proposes for a search of `k`.
+    pub(super) fn depth(self, k: usize) -> usize {
+        match self {
+            Fusion::Rrf => k,
+            Fusion::Lift { depth, .. } => depth.max(k),
+        }
+    }
+}
+
+/// One candidate of a [`Fusion::Lift`]: its id, cosine to the query, text evidence (0 to
+/// 1) and the sides that found it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Candidate<T> {
+    pub(super) id: T,
+    pub(super) cosine: f64,
+    pub(super) evidence: f64,
+    pub(super) found_by: FoundBy,
+}
+
+/// Scores candidates as `weights.vector × cosine + weights.text × lift × evidence`, best
+/// first (ties: the smaller id); with `stretch`, the cosines stretched to 0..1 over the
+/// candidates first. Non-finite values count as 0.
+pub(super) fn lift<T: Ord + Copy>(
+    candidates: &[Candidate<T>],
+    weights: Weights,
+    lift: f64,
+    stretch: bool,
+    spread: f64,
+) -> Vec<Fused<T>> {
+    let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+    let lift = if spread > 0.0 {
+        let (lo, hi) = candidates
+            .iter()
+            .filter(|c| c.found_by != FoundBy::Text)
+            .map(|c| finite(c.cosine))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            });
+        if hi > lo {
+            lift * ((hi - lo) / spread).min(1.0)
+        } else {
+            lift
+        }
+    } else {
+        lift
+    };
+    let (lo, hi) = candidates
+        .iter()
+        .map(|c| finite(c.cosine))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(x), hi.max(x))
+        });
+    let cosine = |c: f64| {
+        let c = finite(c);
+        if !stretch {
+            c
+        } else if hi > lo {
+            (c - lo) / (hi - lo)
+        } else {
+            1.0
+        }
+    };
+    let mut out: Vec<Fused<T>> = candidates
+        .iter()
+        .map(|c| Fused {
+            id: c.id,
+            score: finite(
+                weights.vector * cosine(c.cosine)
+                    + weights.text * lift * finite(c.evidence).clamp(0.0, 1.0),
+            ),
+            found_by: c.found_by,
+        })
+        .collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    out
+}
+
 /// One fused result.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Fused<T> {
     /// The item's id.
     pub(super) id: T,
-    /// The RRF score.
+    /// The fused score.
     pub(super) score: f64,
     /// Which sides found it.
     pub(super) found_by: FoundBy,
@@ -146,6 +303,76 @@ mod tests {
         // 10: 1, 7: 1, 5: 1; 10 and 7 have best rank 1, 5 has 2; then by id: 7, 10.
         let ids: Vec<i32> = f.iter().map(|x| x.id).collect();
         assert_eq!(ids, vec![7, 10, 5]);
+    }
+
+    fn cand(id: i32, cosine: f64, evidence: f64) -> Candidate<i32> {
+        Candidate {
+            id,
+            cosine,
+            evidence,
+            found_by: FoundBy::Both,
+        }
+    }
+
+    #[test]
+    fn text_evidence_lifts_a_close_vector_hit_but_not_over_a_much_stronger_one() {
+        // 1: the vector side's best, no words in common; 2: a bit weaker, every word;
+        // 3: much weaker, every word.
+        let c = [cand(1, 0.60, 0.0), cand(2, 0.55, 1.0), cand(3, 0.30, 1.0)];
+        let f = lift(&c, Weights::default(), 0.1, false, 0.0);
+        let ids: Vec<i32> = f.iter().map(|x| x.id).collect();
+        assert_eq!(ids, vec![2, 1, 3]);
+        assert!(close(f[0].score, 0.65));
+        // a stronger vector hit stays first
+        let f = lift(
+            &[cand(1, 0.80, 0.0), cand(2, 0.55, 1.0)],
+            Weights::default(),
+            0.1,
+            false,
+            0.0,
+        );
+        assert_eq!(f[0].id, 1);
+        // stretched: 1 → 1, 2 → 0.833.., 3 → 0
+        let f = lift(&c, Weights::default(), 0.1, true, 0.0);
+        assert!(close(f[0].score, 1.0) && f[0].id == 1);
+        assert!(close(f[1].score, 0.25 / 0.3 + 0.1));
+    }
+
+    #[test]
+    fn a_narrow_spread_of_cosines_gets_a_smaller_lift() {
+        // vector candidates 0.80 and 0.70: spread 0.1, a third of 0.3
+        let c = [
+            Candidate {
+                found_by: FoundBy::Vector,
+                ..cand(1, 0.80, 0.0)
+            },
+            cand(2, 0.70, 1.0),
+        ];
+        let f = lift(&c, Weights::default(), 0.3, false, 0.3);
+        assert_eq!(f[0].id, 1);
+        assert!(close(f[1].score, 0.70 + 0.1));
+        // a spread above the reference: the whole lift
+        let f = lift(&c, Weights::default(), 0.3, false, 0.05);
+        assert_eq!(f[0].id, 2);
+        assert!(close(f[0].score, 1.0));
+    }
+
+    #[test]
+    fn lift_survives_odd_numbers() {
+        let c = [
+            cand(1, f64::NAN, 1.0),
+            cand(2, 0.5, f64::INFINITY),
+            cand(3, -1.0, -3.0),
+        ];
+        for stretch in [false, true] {
+            let f = lift(&c, Weights::default(), 0.1, stretch, 0.0);
+            assert_eq!(f.len(), 3);
+            assert!(f.iter().all(|x| x.score.is_finite()));
+            assert!(lift::<i32>(&[], Weights::default(), 0.1, stretch, 0.3).is_empty());
+        }
+        // one candidate, or all equal: stretched to 1
+        let f = lift(&[cand(1, 0.3, 0.0)], Weights::default(), 0.1, true, 0.0);
+        assert!(close(f[0].score, 1.0));
     }
 
     #[test]

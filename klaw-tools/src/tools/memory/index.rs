@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
-use super::fuse::Weights;
-use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, StoreError, fuse_hits};
+use super::fuse::{Fusion, Weights};
+use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, StoreError};
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
@@ -359,6 +359,18 @@ impl Index {
         mode: SearchMode,
         period: Period,
     ) -> Result<Vec<Hit>, MemoryError> {
+        self.search_fused(query, k, mode, period, Fusion::DEFAULT)
+    }
+
+    /// [`search_in`](Self::search_in) with hybrid's two sides fused by `fusion`.
+    pub(crate) fn search_fused(
+        &self,
+        query: &str,
+        k: usize,
+        mode: SearchMode,
+        period: Period,
+        fusion: Fusion,
+    ) -> Result<Vec<Hit>, MemoryError> {
         let embed = || -> Result<Vec<f32>, MemoryError> {
             let mut v = self.embedder.embed_queries(&[query])?;
             v.pop()
@@ -373,7 +385,8 @@ impl Index {
             SearchMode::Hybrid => std::thread::scope(|s| {
                 // without a thread (the OS refused one), one after the other
                 let vector = std::thread::Builder::new().spawn_scoped(s, embed).ok();
-                let text = self.store().hybrid_text_side(query, k, period);
+                let depth = fusion.depth(k);
+                let text = self.store().hybrid_text_side(query, depth, period);
                 let vector = match vector {
                     Some(handle) => handle
                         .join()
@@ -381,8 +394,12 @@ impl Index {
                     None => embed()?,
                 };
                 let text = text?;
-                let vecs = self.store().search_vector_in(&vector, k, period)?;
-                Ok(fuse_hits(text, vecs, k, self.weights))
+                let store = self.store();
+                let vecs = match fusion {
+                    Fusion::Rrf => store.search_vector_in(&vector, depth, period)?,
+                    Fusion::Lift { .. } => store.vector_pool(&vector, k, depth, period)?,
+                };
+                Ok(store.fuse(query, &vector, text, vecs, k, self.weights, fusion)?)
             }),
         }
     }

@@ -1,7 +1,7 @@
 //! Memory: what the agent remembers and searches. Text is chunked, embedded by meaning
 //! (an ONNX sentence-embedding model), and stored in SQLite with full-text (FTS5) and
-//! vector (sqlite-vec) indexes; search fuses both with Reciprocal Rank Fusion. See
-//! `doc/memory.md`.
+//! vector (sqlite-vec) indexes; hybrid search ranks by the cosine, lifted by the query's
+//! rare words a chunk holds (`fuse.rs`). See `doc/memory.md`.
 //!
 //! The tools: `memory_search`, `memory_save`, and core memory (`memory_core_get`,
 //! `memory_core_update`, `memory_core_delete`); see `doc/tools/memory.md`.
@@ -47,8 +47,21 @@ pub use store::{Hit, Period, StoreError};
 /// in-memory copy). Hidden from the docs; it changes whenever the internals do.
 #[doc(hidden)]
 pub mod bench_support {
+    pub use super::fuse::{Evidence, Fusion};
     pub use super::store::{MIN_RESCORED, MemoryStore, NewChunk, RESCORE_FACTOR};
     pub use super::vectors::VectorCache;
+
+    /// [`Index::search`](super::Index::search) with hybrid's two sides fused by `fusion`
+    /// (the retrieval sets compare the candidates).
+    pub fn search_fused(
+        index: &super::Index,
+        query: &str,
+        k: usize,
+        mode: super::SearchMode,
+        fusion: Fusion,
+    ) -> Result<Vec<super::Hit>, super::MemoryError> {
+        index.search_fused(query, k, mode, super::Period::default(), fusion)
+    }
 
     /// The store behind `index`, locked; every other call on the index waits.
     pub fn store(index: &super::Index) -> std::sync::MutexGuard<'_, MemoryStore> {

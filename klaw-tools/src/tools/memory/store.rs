@@ -9,7 +9,7 @@
 //! with another model is a [`StoreError::FingerprintMismatch`], never a silent mix.
 
 use super::fts;
-use super::fuse::{self, FoundBy, Weights};
+use super::fuse::{self, Candidate, Evidence, FoundBy, Fusion, Weights};
 use super::vectors::{self, VectorCache};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -136,7 +136,7 @@ pub struct Hit {
     pub date: String,
     /// The same time in Unix seconds.
     pub created_at: i64,
-    /// Higher is better: `-bm25` for text, the cosine for vectors, the RRF score for hybrid.
+    /// Higher is better: `-bm25` for text, the cosine for vectors, the fused score for hybrid.
     pub score: f64,
     /// Which side found it.
     pub found_by: FoundBy,
@@ -363,6 +363,12 @@ impl MemoryStore {
             )?;
         }
         tx.commit()?;
+        // the index's document frequencies, for the IDF of hybrid search's text evidence
+        // (a temporary table: nothing is written to the file)
+        self.conn.execute_batch(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab
+                 USING fts5vocab(main, chunks_fts, row);",
+        )?;
         Ok(())
     }
 
@@ -586,13 +592,43 @@ impl MemoryStore {
         k: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
+        let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
+        self.search_vector_rescoring(vector, k, wanted, period)
+    }
+
+    /// The vector side of a hybrid search proposing `depth` candidates: the `depth`
+    /// nearest by the in-memory codes, re-scored with their float vectors (at least as
+    /// many as [`search_vector_in`](Self::search_vector_in) re-scores for the `k` asked
+    /// for). The pool is ranked again by the fusion, so re-scoring `4 × depth` would buy
+    /// little for its cost (a float vector read from `vec0` each).
+    pub(super) fn vector_pool(
+        &self,
+        vector: &[f32],
+        k: usize,
+        depth: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let wanted = k
+            .saturating_mul(RESCORE_FACTOR)
+            .max(MIN_RESCORED)
+            .max(depth);
+        self.search_vector_rescoring(vector, depth.max(k), wanted, period)
+    }
+
+    /// The best `k` of the `wanted` nearest by the in-memory codes, re-scored exactly.
+    fn search_vector_rescoring(
+        &self,
+        vector: &[f32],
+        k: usize,
+        wanted: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
         let blob = normalised(vector, self.dims)?;
         let k = k.min(MAX_K);
         if k == 0 {
             return Ok(Vec::new());
         }
         let query = floats(&blob);
-        let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
         let candidates = if period.is_all() {
             self.with_cache(|c| c.candidates(&query, wanted))?
         } else {
@@ -730,10 +766,10 @@ impl MemoryStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Hybrid search: the top `k` of each side fused with Reciprocal Rank Fusion
-    /// (k = 60, `weights` per side); the best `k` fused results. The same as
+    /// Hybrid search: the top `k` of each side fused by [`Fusion::DEFAULT`] (`weights`
+    /// per side); the best `k` fused results. The same as
     /// [`hybrid_text_side`](Self::hybrid_text_side), [`search_vector`](Self::search_vector)
-    /// and [`fuse_hits`] in turn.
+    /// and [`fuse`](Self::fuse) in turn.
     pub fn search_hybrid(
         &self,
         query: &str,
@@ -741,17 +777,176 @@ impl MemoryStore {
         k: usize,
         weights: Weights,
     ) -> Result<Vec<Hit>, StoreError> {
-        let text = self.hybrid_text_side(query, k, Period::default())?;
-        let vecs = self.search_vector(vector, k)?;
-        Ok(fuse_hits(text, vecs, k, weights))
+        let depth = Fusion::DEFAULT.depth(k);
+        let text = self.hybrid_text_side(query, depth, Period::default())?;
+        let vecs = self.vector_pool(vector, k, depth, Period::default())?;
+        self.fuse(query, vector, text, vecs, k, weights, Fusion::DEFAULT)
+    }
+
+    /// Fuses a hybrid search's text side and vector side (each best first) for `query`,
+    /// whose vector is `vector`, with `fusion`: the best `k`, each marked with the side(s)
+    /// that found it. [`Fusion::Lift`] scores a chunk only the text side found by its
+    /// cosine too (read from `vec0`; 0 for a chunk without a vector yet).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fuse(
+        &self,
+        query: &str,
+        vector: &[f32],
+        text: Vec<Hit>,
+        vecs: Vec<Hit>,
+        k: usize,
+        weights: Weights,
+        fusion: Fusion,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let (evidence, lift, stretch, bm25_part, spread) = match fusion {
+            Fusion::Rrf => return Ok(fuse_hits(text, vecs, k, weights)),
+            Fusion::Lift {
+                evidence,
+                lift,
+                stretch,
+                bm25,
+                spread,
+                ..
+            } => (evidence, lift, stretch, bm25.clamp(0.0, 1.0), spread),
+        };
+        let bm25: std::collections::HashMap<i64, f64> =
+            text.iter().map(|h| (h.id, h.score)).collect();
+        let best_bm25 = text.iter().map(|h| h.score).fold(0.0_f64, f64::max);
+        let in_vec: std::collections::HashSet<i64> = vecs.iter().map(|h| h.id).collect();
+        let mut hits: Vec<Hit> = Vec::with_capacity(text.len() + vecs.len());
+        for h in vecs.into_iter().chain(text) {
+            if !hits.iter().any(|x| x.id == h.id) {
+                hits.push(h);
+            }
+        }
+        let query_vector = floats(&normalised(vector, self.dims)?);
+        let terms = match evidence {
+            Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
+                fts::query_terms(query)
+            }
+            Evidence::Bm25 => Vec::new(),
+        };
+        let script = fts::mostly_cyrillic(query);
+        let idf = self.idf(&terms)?;
+        let mut get = self
+            .conn
+            .prepare_cached("SELECT embedding FROM chunks_vec WHERE rowid = ?1")?;
+        let mut candidates = Vec::with_capacity(hits.len());
+        for h in &hits {
+            let cosine = if in_vec.contains(&h.id) {
+                h.score
+            } else {
+                let stored: Option<Vec<u8>> = get.query_row([h.id], |r| r.get(0)).optional()?;
+                stored.map_or(0.0, |b| {
+                    floats(&b)
+                        .iter()
+                        .zip(&query_vector)
+                        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                        .sum()
+                })
+            };
+            let text_score = bm25.get(&h.id).copied();
+            let evidence = match evidence {
+                Evidence::Bm25 => {
+                    text_score.map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
+                }
+                Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
+                    let relative = match text_score {
+                        Some(s) if best_bm25 > 0.0 => s / best_bm25,
+                        _ => 0.0,
+                    };
+                    fts::idf_coverage(&terms, &idf, &h.content)
+                        * (1.0 - bm25_part + bm25_part * relative)
+                }
+            };
+            candidates.push(Candidate {
+                id: h.id,
+                cosine,
+                evidence,
+                found_by: match (text_score.is_some(), in_vec.contains(&h.id)) {
+                    (true, true) => FoundBy::Both,
+                    (true, false) => FoundBy::Text,
+                    _ => FoundBy::Vector,
+                },
+            });
+        }
+        let foreign = |h: &Hit| {
+            let s = fts::mostly_cyrillic(&h.content);
+            s.is_some() && s != script
+        };
+        // the vector side's best is the first of `hits`
+        let neutral = match evidence {
+            Evidence::IdfNeutral(level) => Some(level),
+            Evidence::IdfAcross(level)
+                if hits
+                    .first()
+                    .is_some_and(|h| in_vec.contains(&h.id) && foreign(h)) =>
+            {
+                Some(level)
+            }
+            _ => None,
+        };
+        if let Some(level) = neutral
+            && script.is_some()
+        {
+            // the text side cannot judge a chunk in another script: it gets the best
+            // evidence of the query's script, so the cosine alone ranks it against those
+            let foreign: Vec<bool> = hits.iter().map(foreign).collect();
+            let best = candidates
+                .iter()
+                .zip(&foreign)
+                .filter(|(_, f)| !**f)
+                .map(|(c, _)| c.evidence)
+                .fold(0.0_f64, f64::max)
+                * level;
+            for (c, f) in candidates.iter_mut().zip(&foreign) {
+                if *f {
+                    c.evidence = best;
+                }
+            }
+        }
+        let mut by_id: std::collections::HashMap<i64, Hit> =
+            hits.into_iter().map(|h| (h.id, h)).collect();
+        Ok(fuse::lift(&candidates, weights, lift, stretch, spread)
+            .into_iter()
+            .take(k)
+            .filter_map(|f| {
+                by_id.remove(&f.id).map(|h| Hit {
+                    score: f.score,
+                    found_by: f.found_by,
+                    ..h
+                })
+            })
+            .collect())
+    }
+
+    /// The [IDF](fts::idf) of each of `terms` in this index: a term's chunks are those
+    /// with its word or its stem (the larger count of the two).
+    fn idf(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = self.with_cache(|c| c.len())? as u64;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT doc FROM temp.chunks_vocab WHERE term = ?1")?;
+        let mut df = |t: &str| -> Result<u64, StoreError> {
+            let d: Option<i64> = st.query_row([t], |r| r.get(0)).optional()?;
+            Ok(d.map_or(0, |d| u64::try_from(d).unwrap_or(0)))
+        };
+        terms
+            .iter()
+            .map(|(w, s)| Ok(fts::idf(df(w)?.max(df(s)?), n)))
+            .collect()
     }
 
     /// The text side of a hybrid search: the best `k` chunks by bm25 among those that
     /// contain more than [`HYBRID_MIN_COVERAGE`] of the query's words (as words or stems;
     /// stop words left out), like a search engine's "minimum should match", or one of its
-    /// codes ([`fts::is_code`]: `QX7L9M`, `INV2093`). RRF sees ranks, not how weak a match
-    /// is: without this, a chunk sharing one name with a question in the other language
-    /// would outrank the vector side's answer just by being found twice.
+    /// codes ([`fts::is_code`]: `QX7L9M`, `INV2093`). Rank fusion saw ranks, not how weak
+    /// a match is: without this, a chunk sharing one name with a question in the other
+    /// language outranked the vector side's answer just by being found twice (the default
+    /// fusion weighs the words itself; the rule keeps the text side fast).
     ///
     /// The rule is an FTS5 expression ([`fts::min_should_match`]), so only those chunks
     /// are ranked; for a query of more than [`fts::MAX_MIN_SHOULD_MATCH_TERMS`] words the

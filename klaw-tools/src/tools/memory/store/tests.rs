@@ -112,13 +112,84 @@ fn hybrid_fuses_both_sides() {
     let hits = store
         .search_hybrid("кошка", &q, 3, Weights::default())
         .unwrap();
+    // the default fusion: the cosine plus 0.5 × the share of the query's words (by IDF)
+    let norm = 1.25f64.sqrt();
+    assert!(hits[0].content.starts_with("Кошка"));
+    assert_eq!(hits[0].found_by, FoundBy::Both);
+    assert!(
+        (hits[0].score - (1.0 / norm + 0.5)).abs() < 1e-5,
+        "{}",
+        hits[0].score
+    );
+    assert!(hits[1].content.starts_with("Rust"));
+    assert_eq!(hits[1].found_by, FoundBy::Vector);
+    assert!(
+        (hits[1].score - 0.5 / norm).abs() < 1e-5,
+        "{}",
+        hits[1].score
+    );
+    assert!(hits.len() <= 3);
+}
+
+#[test]
+fn rrf_ranks_a_chunk_both_sides_found_first() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    sample(&mut store);
+    let mut q = vec![0.0; DIMS];
+    q[0] = 1.0;
+    q[2] = 0.5;
+    let text = store
+        .hybrid_text_side("кошка", 3, Period::default())
+        .unwrap();
+    let vecs = store.search_vector(&q, 3).unwrap();
+    let hits = store
+        .fuse("кошка", &q, text, vecs, 3, Weights::default(), Fusion::Rrf)
+        .unwrap();
     assert!(hits[0].content.starts_with("Кошка"));
     assert_eq!(hits[0].found_by, FoundBy::Both);
     assert!((hits[0].score - 2.0 / 61.0).abs() < 1e-12);
     assert!(hits[1].content.starts_with("Rust"));
-    assert_eq!(hits[1].found_by, FoundBy::Vector);
     assert!((hits[1].score - 1.0 / 62.0).abs() < 1e-12);
-    assert!(hits.len() <= 3);
+}
+
+/// Issue 30: a question in one language, its answer in the other. The text side finds
+/// the same-topic note in the question's language by a common word; the vector side puts
+/// the answer first. RRF let the note found twice win; the default fusion keeps the answer.
+#[test]
+fn words_do_not_beat_the_answer_in_another_language() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let mut v_answer = unit(0);
+    v_answer[1] = 0.3;
+    let mut v_same_topic = unit(0);
+    v_same_topic[1] = -0.5;
+    store
+        .insert(&[
+            chunk(
+                "The user's favourite coffee beans come from Square Mile.",
+                v_answer,
+            ),
+            chunk("Пользователь пьёт кофе без сахара.", v_same_topic),
+            chunk("Пользователь живёт на девятом этаже.", unit(3)),
+            chunk("Пользователь бегает по утрам.", unit(4)),
+        ])
+        .unwrap();
+    let q = unit(0);
+    let query = "какой кофе любит пользователь";
+    let run = |fusion| {
+        let text = store
+            .hybrid_text_side(query, 10, Period::default())
+            .unwrap();
+        let vecs = store.search_vector(&q, 10).unwrap();
+        store
+            .fuse(query, &q, text, vecs, 10, Weights::default(), fusion)
+            .unwrap()
+    };
+    let rrf = run(Fusion::Rrf);
+    assert!(rrf[0].content.starts_with("Пользователь пьёт"), "{rrf:?}");
+    let fused = run(Fusion::DEFAULT);
+    assert!(fused[0].content.starts_with("The user's"), "{fused:?}");
 }
 
 #[test]
