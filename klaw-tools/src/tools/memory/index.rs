@@ -114,9 +114,11 @@ impl From<MemoryError> for ToolError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToolSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
-    /// По смыслу и по словам, объединённые (Reciprocal Rank Fusion)
+    /// По смыслу и по словам: совпавшие редкие слова поднимают близкий по смыслу текст
     #[default]
-    #[schema(description_en = "By meaning and by words, fused (Reciprocal Rank Fusion)")]
+    #[schema(
+        description_en = "By meaning and by words: rare words in common lift a text close in meaning"
+    )]
     Hybrid,
     /// Только по словам (полнотекстовый индекс)
     #[schema(description_en = "By words only (the full-text index)")]
