@@ -267,7 +267,6 @@ pub fn wrap(
             write,
             cwd: policy.cwd.clone(),
             probe: false,
-            stage: false,
             hidden: policy.hidden.clone(),
             stdin: policy.stdin.clone(),
             bwrap: bwrap.cloned(),
