@@ -416,11 +416,19 @@ impl serde_json::ser::Formatter for Exact<'_> {
         self.inexact.set(true);
         self.pretty.write_f64(w, v)
     }
-    fn write_i128<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: i128) -> std::io::Result<()> {
+    fn write_i128<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        v: i128,
+    ) -> std::io::Result<()> {
         self.inexact.set(true);
         self.pretty.write_i128(w, v)
     }
-    fn write_u128<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: u128) -> std::io::Result<()> {
+    fn write_u128<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        v: u128,
+    ) -> std::io::Result<()> {
         self.inexact.set(true);
         self.pretty.write_u128(w, v)
     }
@@ -461,10 +469,7 @@ impl serde_json::ser::Formatter for Exact<'_> {
     ) -> std::io::Result<()> {
         self.pretty.begin_object_key(w, first)
     }
-    fn begin_object_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-    ) -> std::io::Result<()> {
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         self.pretty.begin_object_value(w)
     }
     fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
@@ -730,7 +735,10 @@ mod tests {
             big: 7,
         };
         same(ToolOutput::serialized(&scored).unwrap(), json(&scored));
-        same(ToolOutput::serialized(&vec![1, 2]).unwrap(), json(&vec![1, 2]));
+        same(
+            ToolOutput::serialized(&vec![1, 2]).unwrap(),
+            json(&vec![1, 2]),
+        );
         same(ToolOutput::serialized(&"text").unwrap(), json(&"text"));
         // The text replaced: the structured content is still the value's.
         let out = ToolOutput::serialized(&item).unwrap().with_text("short");

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
-use std::os::unix::ffi::OsStrExt;
 use serde::{Deserialize, Serialize};
+use std::os::unix::ffi::OsStrExt;
 
 use super::FilesSettings;
 use super::confine::{Confined, blocking, confine};
@@ -269,7 +269,9 @@ struct Walk<'a> {
 /// The permission bits of `mode` as four octal digits (`0644`), as `{:04o}` writes them.
 fn octal_mode(mode: u32) -> String {
     let digit = |shift: u32| char::from(b'0' + ((mode >> shift) & 7) as u8);
-    [digit(9), digit(6), digit(3), digit(0)].into_iter().collect()
+    [digit(9), digit(6), digit(3), digit(0)]
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]
