@@ -16,8 +16,10 @@ setup-test:
 	./scripts/setup.sh --test
 
 ## Set up, then run the engine on its embedded defaults: doctor, then the tool list.
+## Built in the dev profile, which `make test` builds too (no second build of the world,
+## about half the release build's time); `cargo build --release -p klaw-engine` for use.
 run: setup
-	$(CARGO) run --release --locked -p klaw-engine --
+	$(CARGO) run --locked -p klaw-engine --
 
 ## Set up, then run the whole test suite (the model parity check, then unit, integration,
 ## trybuild UI and doc tests).
