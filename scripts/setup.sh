@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Sets up everything Klaw needs to build, run and test. Idempotent: a second run
-# only checks. Downloads are cached under ~/.cache/klaw (override with KLAW_CACHE).
+# Sets up what Klaw needs to build and run (`make run`): the Rust toolchain check, the
+# crates, bubblewrap, ONNX Runtime and the default embedding model. With `--test`
+# (`make test`), also what the tests need: a headless Chromium, the other embedding
+# models, the test clients (Python, Node 22, the conformance suite) and the small local
+# LLM. Idempotent: a second run only checks. Downloads are cached under ~/.cache/klaw
+# (override with KLAW_CACHE).
 set -euo pipefail
+
+TEST=0
+case "${1:-}" in
+    "") ;;
+    --test) TEST=1 ;;
+    *) printf 'usage: %s [--test]\n' "$0" >&2; exit 2 ;;
+esac
 
 cd "$(dirname "$0")/.."
 CACHE="${KLAW_CACHE:-$HOME/.cache/klaw}"
@@ -59,6 +70,12 @@ apt_install() {
 # to Landlock + seccomp, or refuse to run. Skipped when bwrap is on PATH.
 if ! command -v bwrap >/dev/null 2>&1; then
     apt_install "the shell tools' sandbox; without it they fall back to Landlock" bubblewrap
+fi
+
+if [ "$TEST" = 0 ]; then
+    ./scripts/setup-models.sh default
+    say "ok (cache: $CACHE; make test sets up the rest)"
+    exit 0
 fi
 
 # A headless Chromium for render_js (Debian's, never a download). Without one render_js

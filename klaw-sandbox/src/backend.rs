@@ -1,7 +1,9 @@
 //! Choosing the backend a command runs under, and the program line that runs it there.
 //!
 //! Whether a backend works is probed once per process (and per helper path) by running
-//! a real command under it, and the answer is cached.
+//! a real command under it, and the answer is cached; a success is also remembered on
+//! disk until the machine restarts (`remembered`), so that short-lived processes do not
+//! probe on every start.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -111,7 +113,32 @@ pub fn describe(mode: Mode, helper: Option<&Path>) -> Result<String, String> {
 /// here, and how (cached per helper).
 pub(crate) fn probe_bwrap(helper: &Path) -> Result<Bwrap, String> {
     static PROBES: Probes<PathBuf, Result<Bwrap, String>> = OnceLock::new();
-    cached(&PROBES, helper.to_path_buf(), || run_bwrap_probe(helper))
+    cached(&PROBES, helper.to_path_buf(), || {
+        // Remembered across processes (see `remembered`), keyed by both programs.
+        #[cfg(target_os = "linux")]
+        let key = {
+            let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+            find_program("bwrap", &path)
+                .and_then(|bwrap| crate::remembered::key("bwrap", &[helper, &bwrap]))
+        };
+        #[cfg(target_os = "linux")]
+        if let Some(bwrap) = key
+            .as_deref()
+            .and_then(crate::remembered::recall)
+            .and_then(|text| serde_json::from_str::<Bwrap>(&text).ok())
+            .filter(|b| b.helper == helper)
+        {
+            return Ok(bwrap);
+        }
+        let result = run_bwrap_probe(helper);
+        #[cfg(target_os = "linux")]
+        if let (Some(key), Ok(bwrap)) = (&key, &result)
+            && let Ok(text) = serde_json::to_string(bwrap)
+        {
+            crate::remembered::remember(key, &text);
+        }
+        result
+    })
 }
 
 /// Probe results by key, computed once per process.
@@ -203,7 +230,31 @@ pub fn find_program(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 pub(crate) fn probe_helper(helper: &Path, landlock: bool) -> Result<(), String> {
     static PROBES: Probes<(PathBuf, bool), Result<(), String>> = OnceLock::new();
     cached(&PROBES, (helper.to_path_buf(), landlock), || {
-        run_probe(helper, landlock)
+        // Remembered across processes (see `remembered`).
+        #[cfg(target_os = "linux")]
+        let key = crate::remembered::key(
+            if landlock {
+                "helper landlock"
+            } else {
+                "helper"
+            },
+            &[helper],
+        );
+        #[cfg(target_os = "linux")]
+        if key
+            .as_deref()
+            .and_then(crate::remembered::recall)
+            .as_deref()
+            == Some(PROBE_OK)
+        {
+            return Ok(());
+        }
+        let result = run_probe(helper, landlock);
+        #[cfg(target_os = "linux")]
+        if let (Some(key), Ok(())) = (&key, &result) {
+            crate::remembered::remember(key, PROBE_OK);
+        }
+        result
     })
 }
 
@@ -267,7 +318,6 @@ pub fn wrap(
             write,
             cwd: policy.cwd.clone(),
             probe: false,
-            stage: false,
             hidden: policy.hidden.clone(),
             stdin: policy.stdin.clone(),
             bwrap: bwrap.cloned(),

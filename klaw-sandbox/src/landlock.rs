@@ -1,7 +1,8 @@
 //! The Landlock + seccomp backend. The helper (`__klaw-sandbox`) supervises the command
-//! from outside the sandbox: it starts a second copy of itself (the command's stage),
-//! which applies all of this to itself and then becomes the command, so the command and
-//! every descendant inherit it while the supervisor stays out of their reach.
+//! from outside the sandbox: it makes everything below ready ([`prepare`]), then the
+//! command's forked process applies it to itself right before `exec`
+//! ([`Prepared::apply`]), so the command and every descendant inherit it while the
+//! supervisor stays out of their reach, and no second copy of the helper is started.
 //!
 //! - Landlock: read and execute in the system directories, read and write in the
 //!   workspace and a private temporary directory, nothing anywhere else (the home
@@ -17,9 +18,13 @@
 //! - Capabilities: all dropped, including from the bounding set, so a command started by
 //!   root is not root-capable inside.
 
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
 use crate::policy::{HelperPolicy, SYSTEM_DIRS};
@@ -35,10 +40,96 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
-/// Applies Landlock, seccomp and the capability drop to the calling (single-threaded)
-/// process.
-pub(crate) fn restrict(policy: &HelperPolicy) -> Result<(), String> {
-    let abi = landlock(policy)?;
+/// The restrictions of one command, made ready in the supervisor (everything that
+/// allocates, opens a path or compiles happens there: the Landlock ruleset with its
+/// rules, the seccomp filters, the working directory's names), then applied by
+/// [`Prepared::apply`] in the command's forked process right before `exec`, which only
+/// makes system calls. No second copy of the (large) helper binary is started.
+pub(crate) struct Prepared {
+    ruleset: Option<RulesetCreated>,
+    filters: Vec<seccompiler::BpfProgram>,
+    /// The kernel's Landlock ABI, capped at [`NEWEST`], as the filters were chosen for.
+    abi: ABI,
+    /// Switch to [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID) first (the
+    /// supervisor is root).
+    unprivileged: bool,
+    /// The workspace and the working directory beneath it (empty: the workspace),
+    /// entered by descriptor; `None` for the probe, which runs no command.
+    enter: Option<(CString, CString)>,
+    /// Where a failed step is reported to the supervisor (one byte, [`Step`]).
+    report: OwnedFd,
+}
+
+/// A step of [`Prepared::apply`], as reported to the supervisor when it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Step {
+    /// Switching to the unprivileged user.
+    User = 1,
+    /// Entering the working directory.
+    WorkingDir = 2,
+    /// Applying the Landlock ruleset.
+    Landlock = 3,
+    /// Installing the seccomp filters.
+    Seccomp = 4,
+    /// Dropping capabilities.
+    Capabilities = 5,
+}
+
+impl Step {
+    fn from_byte(b: u8) -> Option<Step> {
+        [
+            Step::User,
+            Step::WorkingDir,
+            Step::Landlock,
+            Step::Seccomp,
+            Step::Capabilities,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == b)
+    }
+
+    /// What failed, for the supervisor's message (the error follows it).
+    pub(crate) fn describe(self, policy: &HelperPolicy) -> String {
+        match self {
+            Step::User => "cannot switch to an unprivileged user".into(),
+            Step::WorkingDir => format!(
+                "the working directory {} is no longer beneath the workspace as checked",
+                policy.cwd.display()
+            ),
+            Step::Landlock => format!(
+                "Landlock could not be enforced (ABI {} (Linux 6.2) or newer is required)",
+                REQUIRED as i32
+            ),
+            Step::Seccomp => "seccomp".into(),
+            Step::Capabilities => "dropping capabilities".into(),
+        }
+    }
+}
+
+/// The supervisor's end of [`Prepared`]'s report: which step failed, if one did.
+pub(crate) struct Report(OwnedFd);
+
+impl Report {
+    /// The failed step, once the child has exited or reached `exec` (read after its
+    /// start failed; the write end closes at `exec`, so this never blocks for long).
+    pub(crate) fn failed(&self) -> Option<Step> {
+        let mut byte = [0_u8; 1];
+        match rustix::io::read(&self.0, &mut byte) {
+            Ok(1) => Step::from_byte(byte[0]),
+            _ => None,
+        }
+    }
+}
+
+/// Makes ready the restrictions of `policy` for a command started by this supervisor
+/// (see [`Prepared`]); `unprivileged` when the supervisor is root.
+pub(crate) fn prepare(
+    policy: &HelperPolicy,
+    unprivileged: bool,
+) -> Result<(Prepared, Report), String> {
+    let abi = crate::sys::landlock_abi().min(NEWEST);
+    require(abi)?;
     // Without `ResolveUnix` (ABI 9) Landlock does not stop `connect(2)` to a UNIX
     // socket by path (a host's docker.sock, systemd or ssh-agent): refuse UNIX sockets
     // too, unless the network is allowed anyway (`socketpair` stays allowed).
@@ -49,8 +140,105 @@ pub(crate) fn restrict(policy: &HelperPolicy) -> Result<(), String> {
         (false, true) => &[],
     };
     // The command shares the host's IPC namespace: System V IPC looks absent.
-    seccomp::install(&seccomp::filters(families, seccomp::Ipc::Host)?)?;
-    drop_capabilities()
+    let filters = seccomp::filters(families, seccomp::Ipc::Host)?;
+    let ruleset = ruleset(policy)?;
+    let enter = if policy.probe {
+        None
+    } else {
+        let workspace = policy.write.first().ok_or("no workspace given")?;
+        let relative = policy.cwd.strip_prefix(workspace).map_err(|_| {
+            format!(
+                "the working directory {} is outside the workspace",
+                policy.cwd.display()
+            )
+        })?;
+        let c =
+            |p: &std::path::Path| CString::new(p.as_os_str().as_bytes()).map_err(|e| e.to_string());
+        Some((c(workspace)?, c(relative)?))
+    };
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("pipe: {e}"))?;
+    Ok((
+        Prepared {
+            ruleset: Some(ruleset),
+            filters,
+            abi,
+            unprivileged,
+            enter,
+            report: write,
+        },
+        Report(read),
+    ))
+}
+
+impl Prepared {
+    /// Applies the restrictions to the calling process: as root, first the switch to
+    /// the unprivileged user; then the working directory, Landlock, seccomp and the
+    /// capability drop. Runs in the forked child before `exec`, so it only makes system
+    /// calls on what [`prepare`] made: no allocation, no lock. A failed step is reported
+    /// to the supervisor before the error is returned.
+    pub(crate) fn apply(&mut self) -> std::io::Result<()> {
+        self.steps().map_err(|(step, e)| {
+            let _ = rustix::io::write(&self.report, &[step as u8]);
+            e
+        })
+    }
+
+    fn steps(&mut self) -> Result<(), (Step, std::io::Error)> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        if self.unprivileged {
+            // While root may still do it: no capability can come back through `exec`.
+            drop_bounding_set();
+            crate::unprivileged::become_unprivileged_forked(crate::unprivileged::UNPRIVILEGED_ID)
+                .map_err(|e| (Step::User, e))?;
+        }
+        // As the command's user, before seccomp (which makes `openat2` look absent):
+        // beneath the workspace and without following any symbolic link, so a link
+        // swapped in after the engine checked the directory cannot move the command's
+        // starting point outside.
+        if let Some((workspace, relative)) = &self.enter {
+            let moved = |e: rustix::io::Errno| (Step::WorkingDir, std::io::Error::from(e));
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let root = rustix::fs::openat2(
+                rustix::fs::CWD,
+                workspace.as_c_str(),
+                flags,
+                Mode::empty(),
+                ResolveFlags::NO_SYMLINKS,
+            )
+            .map_err(moved)?;
+            let dir = if relative.is_empty() {
+                root
+            } else {
+                rustix::fs::openat2(
+                    &root,
+                    relative.as_c_str(),
+                    flags,
+                    Mode::empty(),
+                    ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+                )
+                .map_err(moved)?
+            };
+            rustix::process::fchdir(&dir).map_err(moved)?;
+        }
+        let landlock_failed = || (Step::Landlock, std::io::Error::last_os_error());
+        let ruleset = self.ruleset.take().ok_or((
+            Step::Landlock,
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        ))?;
+        let status = ruleset.restrict_self().map_err(|_| landlock_failed())?;
+        let enforced = !matches!(status.ruleset, RulesetStatus::NotEnforced);
+        if !enforced || ABI::from(status.landlock).min(NEWEST) != self.abi {
+            return Err((
+                Step::Landlock,
+                std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            ));
+        }
+        for filter in &self.filters {
+            seccomp::install_one(filter).map_err(|e| (Step::Seccomp, e))?;
+        }
+        drop_capabilities().map_err(|e| (Step::Capabilities, e))
+    }
 }
 
 /// The newest Landlock ABI this build knows: every right up to it is handled where the
@@ -75,8 +263,8 @@ fn require(abi: ABI) -> Result<(), String> {
     }
 }
 
-/// Applies the Landlock ruleset; returns the kernel's ABI (capped at [`NEWEST`]).
-fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
+/// The Landlock ruleset of `policy`, with its rules, ready to be applied.
+fn ruleset(policy: &HelperPolicy) -> Result<RulesetCreated, String> {
     let fs = NEWEST;
     let all = AccessFs::from_all(fs);
     // No device nodes, even for root. `ResolveUnix` (connecting to UNIX sockets by path)
@@ -101,7 +289,7 @@ fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
     ruleset = ruleset
         .scope(Scope::from_all(fs))
         .map_err(|e| e.to_string())?;
-    let status = ruleset
+    ruleset
         .create()
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(SYSTEM_DIRS, read))
@@ -114,17 +302,7 @@ fn landlock(policy: &HelperPolicy) -> Result<ABI, String> {
         ))
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(&policy.write, write))
-        .map_err(|e| e.to_string())?
-        .restrict_self()
-        .map_err(|e| e.to_string())?;
-    match status.ruleset {
-        RulesetStatus::NotEnforced => Err("Landlock is not enforced by this kernel".into()),
-        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => {
-            let abi = ABI::from(status.landlock);
-            require(abi)?;
-            Ok(abi)
-        }
-    }
+        .map_err(|e| e.to_string())
 }
 
 /// Empties the capability bounding set, as far as this process may (it takes
@@ -140,7 +318,9 @@ pub(crate) fn drop_bounding_set() {
     }
 }
 
-fn drop_capabilities() -> Result<(), String> {
+/// Drops every capability (bounding, ambient, effective, permitted, inheritable). Only
+/// system calls, no allocation: it runs in the forked child.
+fn drop_capabilities() -> std::io::Result<()> {
     use rustix::thread::{
         CapabilitySet, CapabilitySets, clear_ambient_capability_set, set_capabilities,
     };
@@ -154,7 +334,7 @@ fn drop_capabilities() -> Result<(), String> {
             inheritable: CapabilitySet::empty(),
         },
     )
-    .map_err(|e| format!("dropping capabilities: {e}"))
+    .map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

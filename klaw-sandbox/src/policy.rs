@@ -67,10 +67,6 @@ pub(crate) struct HelperPolicy {
     /// Only check that the policy can be applied, then exit.
     #[serde(default)]
     pub(crate) probe: bool,
-    /// This process is the command's stage (started by the supervising helper): apply
-    /// the restrictions to itself and become the command.
-    #[serde(default)]
-    pub(crate) stage: bool,
     /// Directories to hide inside the workspace (bubblewrap only: the data dir).
     #[serde(default)]
     pub(crate) hidden: Vec<PathBuf>,

@@ -251,6 +251,12 @@ pub fn install(filters: &[BpfProgram]) -> Result<(), String> {
         .try_for_each(|f| seccompiler::apply_filter(f).map_err(|e| format!("seccomp: {e}")))
 }
 
+/// Installs one filter on the calling thread. Only system calls (`prctl`, `seccomp`),
+/// no allocation, even on failure: it runs in a forked child before `exec`.
+pub(crate) fn install_one(filter: &BpfProgram) -> std::io::Result<()> {
+    seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())
+}
+
 /// A filter as the kernel and bubblewrap read it: `struct sock_filter` after
 /// `struct sock_filter`, in native byte order.
 pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {

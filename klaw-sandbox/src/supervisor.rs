@@ -1,12 +1,13 @@
-//! The helper's Linux side: the supervisor that starts and outlives the command, the
-//! command's stage that restricts itself and becomes it, and the start of bubblewrap
-//! with the seccomp filter.
+//! The helper's Linux side: the supervisor that starts and outlives the command (whose
+//! forked process restricts itself before it runs the program), and the start of
+//! bubblewrap with the seccomp filter.
 
 use std::ffi::OsString;
 use std::process::Stdio;
 
-use crate::policy::{Bwrap, HELPER_ARG, HelperPolicy, PROBE_OK, Policy, UNPROVEN, UNPROVEN_NOTE};
-use crate::{bwrap, landlock};
+use crate::bwrap;
+use crate::landlock::{self, Report};
+use crate::policy::{Bwrap, HelperPolicy, PROBE_OK, Policy, UNPROVEN, UNPROVEN_NOTE};
 
 /// Runs the helper with `args` (the policy as JSON, then the command) and returns the
 /// exit code for the helper's process, or why it could not run the command.
@@ -23,10 +24,6 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     if let Some(bwrap) = &policy.bwrap {
         return Err(exec_bwrap(bwrap, &policy, args.collect()));
     }
-    if policy.stage {
-        // Started by the supervisor below, whose session it shares.
-        return Err(restrict_and_exec(&policy, args));
-    }
     // A new session without a controlling terminal: the command cannot reach the
     // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
     rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
@@ -40,39 +37,28 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
     let root = rustix::process::geteuid().is_root();
     if policy.landlock && root {
-        // In this process's own mount namespace, which the stage inherits: done here,
-        // not there, because the stage may live in a PID namespace (below) whose
-        // process ids `/proc` does not show.
+        // In this process's own mount namespace, which the command inherits: done here,
+        // before the command may live in a PID namespace (below) whose process ids
+        // `/proc` does not show.
         map_workspace(&policy)?;
+        hand_over_temporary_dirs(&policy)?;
     }
-    if policy.landlock {
-        // The restrictions apply to a second copy of this program, which then becomes
-        // the command: this supervisor stays outside the command's Landlock domain (a
-        // scoped command cannot signal it) and, as root, outside its uid.
-        let mut stage = policy.clone();
-        stage.stage = true;
-        let json = serde_json::to_string(&stage).map_err(|e| e.to_string())?;
-        let mut restricted = vec![OsString::from(HELPER_ARG), json.into()];
-        restricted.extend(args);
-        args = restricted.into_iter();
+    // The restrictions apply to the command's own process, after the fork and before
+    // `exec`: this supervisor stays outside the command's Landlock domain (a scoped
+    // command cannot signal it) and, as root, outside its uid.
+    let prepared = if policy.landlock {
+        Some(landlock::prepare(&policy, root)?)
     } else if policy.probe {
         println!("{PROBE_OK}");
         return Ok(0);
-    }
-    let program = if policy.landlock {
-        OsString::from("/proc/self/exe")
     } else {
-        args.next().ok_or("no command given")?
+        None
     };
-    if policy.probe {
-        // The stage prints the probe's answer, or why it failed.
-        let status = std::process::Command::new(&program)
-            .args(args)
-            .stdin(Stdio::null())
-            .status()
-            .map_err(|e| format!("cannot start the sandbox stage: {e}"))?;
-        return Ok(if status.success() { 0 } else { 125 });
-    }
+    let prepared = match prepared {
+        Some((prepared, report)) if policy.probe => return probe(&policy, prepared, &report),
+        other => other,
+    };
+    let program = args.next().ok_or("no command given")?;
     // Our stdin is a pipe the engine holds open: end of file means the engine is gone
     // (or dropped the command, e.g. on timeout), so end the whole tree.
     std::thread::spawn(|| {
@@ -97,7 +83,7 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
         let _ = crate::children_in_new_pid_namespace();
     }
     // The command's input: the file the engine wrote, opened here (before any
-    // restriction, so the stage and the command need no right to it), or nothing.
+    // restriction, so the command needs no right to it), or nothing.
     let stdin = match &policy.stdin {
         Some(path) => Stdio::from(
             std::fs::File::open(path)
@@ -105,27 +91,36 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
         ),
         None => Stdio::null(),
     };
-    let status = std::process::Command::new(&program)
-        .args(args)
-        .current_dir(&policy.cwd)
-        .stdin(stdin)
-        .status();
+    let mut command = std::process::Command::new(&program);
+    command.args(args).current_dir(&policy.cwd).stdin(stdin);
+    let report = prepared.map(|(prepared, report)| {
+        crate::sys::restrict_before_exec(&mut command, prepared, false);
+        report
+    });
+    let status = command.status();
+    // The ruleset and the report's write end, held by the hook, are closed here (so
+    // reading the report below cannot block).
+    drop(command);
     let code = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
             (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
             (None, None) => 1,
         },
-        Err(e) => {
-            eprintln!(
-                "klaw-sandbox: cannot run `{}`: {e}",
-                program.to_string_lossy()
-            );
-            match e.kind() {
-                std::io::ErrorKind::NotFound => 127,
-                _ => 126,
+        Err(e) => match report.as_ref().and_then(Report::failed) {
+            // The sandbox could not be set up: the command never ran.
+            Some(step) => return Err(format!("{}: {e}", step.describe(&policy))),
+            None => {
+                eprintln!(
+                    "klaw-sandbox: cannot run `{}`: {e}",
+                    program.to_string_lossy()
+                );
+                match e.kind() {
+                    std::io::ErrorKind::NotFound => 127,
+                    _ => 126,
+                }
             }
-        }
+        },
     };
     // End whatever the command left behind (daemons, `setsid` children): as subreaper
     // they are all our descendants.
@@ -133,9 +128,46 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     Ok(code)
 }
 
+/// The Landlock probe: a child applies the restrictions, then exits instead of running
+/// a program; prints [`PROBE_OK`] when it could.
+fn probe(
+    policy: &HelperPolicy,
+    prepared: landlock::Prepared,
+    report: &Report,
+) -> Result<u8, String> {
+    // A child applies the restrictions, then exits instead of running a program.
+    let mut child = std::process::Command::new("/proc/self/exe");
+    child.stdin(Stdio::null());
+    crate::sys::restrict_before_exec(&mut child, prepared, true);
+    let status = child.status();
+    // The report's write end, held by the hook, is closed here: the read cannot block.
+    drop(child);
+    match status {
+        Ok(s) if s.success() => {
+            println!("{PROBE_OK}");
+            Ok(0)
+        }
+        Ok(_) => Err("the probe of the sandbox failed".into()),
+        Err(e) => Err(match report.failed() {
+            Some(step) => format!("{}: {e}", step.describe(policy)),
+            None => format!("cannot start the probe of the sandbox: {e}"),
+        }),
+    }
+}
+
 /// Kills every descendant of this supervisor and reaps them, so no zombie outlives it;
 /// says on stderr when processes kept appearing. True when none was left.
 fn end_the_tree() -> bool {
+    // Reap what already ended. No child at all (`ECHILD`) proves the tree empty without
+    // reading `/proc`: as subreaper this process inherits every orphan of the tree, so a
+    // live descendant always has a live ancestor among our children.
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+            Ok(Some(_)) => {}
+            Err(rustix::io::Errno::CHILD) => return true,
+            Ok(None) | Err(_) => break,
+        }
+    }
     let proven = crate::tree::kill_descendants(rustix::process::getpid().as_raw_nonzero().get());
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
     if !proven {
@@ -144,89 +176,12 @@ fn end_the_tree() -> bool {
     proven
 }
 
-/// The command's side of a Landlock sandbox, started by the supervising helper: applies
-/// the policy to this process (as root, first switching to the unprivileged uid), then
-/// replaces it with the command. Returns only on failure.
-fn restrict_and_exec(policy: &HelperPolicy, mut args: impl Iterator<Item = OsString>) -> String {
-    use std::os::unix::process::CommandExt;
-    let run = || -> Result<std::io::Error, String> {
-        if rustix::process::geteuid().is_root() {
-            leave_root(policy)?;
-        }
-        // Before seccomp, which makes `openat2` look absent.
-        if !policy.probe {
-            enter_working_dir(policy)?;
-        }
-        landlock::restrict(policy)?;
-        if policy.probe {
-            println!("{PROBE_OK}");
-            std::process::exit(0);
-        }
-        let program = args.next().ok_or("no command given")?;
-        Ok(std::process::Command::new(&program).args(args).exec())
-    };
-    match run() {
-        Ok(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("klaw-sandbox: cannot run the command: {e}");
-            std::process::exit(127)
-        }
-        Ok(e) => {
-            eprintln!("klaw-sandbox: cannot run the command: {e}");
-            std::process::exit(126)
-        }
-        Err(e) => e,
-    }
-}
-
-/// Enters the working directory through descriptors, beneath the workspace and without
-/// following any symbolic link, so a link swapped in after the engine checked the
-/// directory cannot move the command's starting point outside.
-fn enter_working_dir(policy: &HelperPolicy) -> Result<(), String> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    let workspace = policy.write.first().ok_or("no workspace given")?;
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let moved = |e: rustix::io::Errno| {
-        format!(
-            "the working directory {} is no longer beneath the workspace as checked: {e}",
-            policy.cwd.display()
-        )
-    };
-    let root = rustix::fs::openat2(
-        rustix::fs::CWD,
-        workspace,
-        flags,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS,
-    )
-    .map_err(moved)?;
-    let relative = policy.cwd.strip_prefix(workspace).map_err(|_| {
-        format!(
-            "the working directory {} is outside the workspace",
-            policy.cwd.display()
-        )
-    })?;
-    let dir = if relative.as_os_str().is_empty() {
-        root
-    } else {
-        rustix::fs::openat2(
-            &root,
-            relative,
-            flags,
-            Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
-        )
-        .map_err(moved)?
-    };
-    rustix::process::fchdir(&dir).map_err(moved)
-}
-
-/// As root, before Landlock: this process (and so the command) becomes
-/// [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID), which sees the
-/// workspace (the first writable directory) through the idmapped mount the supervisor
-/// made, and owns the private temporary directories (the others, made by the engine
-/// for this command).
-fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
-    use crate::unprivileged::{UNPRIVILEGED_ID, become_unprivileged};
+/// As root, before the command switches to
+/// [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID): hands it the private
+/// temporary directories (the writable directories after the workspace, made by the
+/// engine for this command). The workspace it sees through the idmapped mount.
+fn hand_over_temporary_dirs(policy: &HelperPolicy) -> Result<(), String> {
+    use crate::unprivileged::UNPRIVILEGED_ID;
     let (_workspace, temporary) = policy.write.split_first().ok_or("no workspace given")?;
     let id = Some(rustix::process::Uid::from_raw(UNPRIVILEGED_ID));
     let group = Some(rustix::process::Gid::from_raw(UNPRIVILEGED_ID));
@@ -234,10 +189,7 @@ fn leave_root(policy: &HelperPolicy) -> Result<(), String> {
         rustix::fs::chown(dir, id, group)
             .map_err(|e| format!("cannot hand {} to the sandbox user: {e}", dir.display()))?;
     }
-    // While root may still do it: no capability can come back through `exec`.
-    landlock::drop_bounding_set();
-    become_unprivileged(UNPRIVILEGED_ID)
-        .map_err(|e| format!("cannot switch to an unprivileged user: {e}"))
+    Ok(())
 }
 
 /// As root: mounts the workspace (the first writable directory) idmapped for the

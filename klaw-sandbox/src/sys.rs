@@ -79,6 +79,49 @@ fn fd_limit() -> libc::c_int {
     libc::c_int::try_from(cur.min(1 << 20)).unwrap_or(1 << 20)
 }
 
+/// Makes `cmd`'s child apply `prepared` (Landlock, seccomp, the capability drop and,
+/// as root, the switch to the unprivileged user) after the fork, right before `exec`;
+/// with `probe`, the child exits with 0 once they are applied instead of running the
+/// program.
+pub(crate) fn restrict_before_exec(
+    cmd: &mut std::process::Command,
+    mut prepared: crate::landlock::Prepared,
+    probe: bool,
+) {
+    // SAFETY: the closure runs in the forked child before `exec`, where only
+    // async-signal-safe functions may be called. `Prepared::apply` only makes system
+    // calls (`setgroups`/`setresgid`/`setresuid`, `prctl`, `openat2`, `fchdir`,
+    // `landlock_restrict_self`, `seccomp`, `capset`, `write`, `close`) on memory and
+    // descriptors made before the fork; it allocates nothing and takes no lock. `_exit`
+    // is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            prepared.apply()?;
+            if probe {
+                libc::_exit(0);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The kernel's Landlock ABI version (`ABI::Unsupported` without Landlock), as the
+/// `landlock` crate reads it when it applies a ruleset.
+pub(crate) fn landlock_abi() -> landlock::ABI {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: `landlock_create_ruleset(NULL, 0, VERSION)` reads no memory and only
+    // returns the ABI version (or an error); it creates no descriptor.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0 as libc::size_t,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    landlock::ABI::from(i32::try_from(v).unwrap_or(-1))
+}
+
 /// Moves the calling thread into a new mount namespace (`unshare(CLONE_NEWNS)`).
 pub(crate) fn unshare_mount_namespace() -> std::io::Result<()> {
     // SAFETY: a new mount namespace changes what paths resolve to for this thread only;

@@ -118,6 +118,19 @@ pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// [`become_unprivileged`] in a forked child before `exec`, which has one thread by
+/// construction: only the three system calls, no check that reads `/proc` (it would
+/// allocate, which a child forked from a threaded process must not do).
+pub(crate) fn become_unprivileged_forked(id: u32) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    let gid = Gid::from_raw(id);
+    let uid = Uid::from_raw(id);
+    rustix::thread::set_thread_groups(&[])?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid)?;
+    Ok(())
+}
+
 /// Refuses to go on when this process has more than one thread: the uid and namespace
 /// changes here apply to the calling thread only.
 fn single_threaded() -> io::Result<()> {

@@ -4,7 +4,10 @@
 //! fields, which needs a stat per entry as `file_list` does).
 //!
 //! `result_json_only` times the JSON result alone (`ToolOutput::json` of the listing),
-//! the share of `file_list_recursive` spent outside the walk itself.
+//! the share of `file_list_recursive` spent outside the walk itself;
+//! `file_list_recursive_structured` also reads the structured content (which is read
+//! back from the text only when asked for), as an MCP client gets it. Issue 32's target:
+//! `file_list_recursive` within 1.3x of `find_printf_type_size_mode`.
 //!
 //! Run with: cargo bench -p klaw-tools --bench files
 
@@ -83,6 +86,17 @@ fn files(c: &mut Criterion) {
     assert_eq!(out.structured().unwrap()["truncated"], false);
     g.bench_function("file_list_recursive", |b| {
         b.iter(|| rt.block_on(registry.execute(&ctx, "file_list", black_box(args.clone()))))
+    });
+    // The same, with the structured content read too (as an MCP client gets it): the
+    // text is written straight from the listing, the structured content read from it
+    // only when asked for.
+    g.bench_function("file_list_recursive_structured", |b| {
+        b.iter(|| {
+            let out = rt
+                .block_on(registry.execute(&ctx, "file_list", black_box(args.clone())))
+                .unwrap();
+            black_box(out.structured().map(|v| v["count"].clone()))
+        })
     });
     // The share of the framework's JSON result (to_value + pretty text) in the above.
     let value = out.structured().unwrap().clone();

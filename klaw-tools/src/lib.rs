@@ -97,7 +97,7 @@ pub mod __private {
         r: Result<T, ToolError>,
     ) -> Result<ToolOutput, ToolError> {
         let v = r?;
-        serde_json::to_value(&v).map(ToolOutput::json).map_err(|e| {
+        ToolOutput::serialized(&v).map_err(|e| {
             ToolError::failed("the tool's result could not be serialized").with_detail(e)
         })
     }

@@ -182,11 +182,29 @@ impl ToolSpec {
 /// What a successful tool call returns: text for the model and, for tools that
 /// return a value, the same value as structured JSON; and, for tools that make them,
 /// [`Attachment`]s (an image, a sound, a document) after the text.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolOutput {
     text: String,
-    structured: Option<Value>,
+    structured: Structured,
     attachments: Vec<Attachment>,
+}
+
+impl PartialEq for ToolOutput {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+            && self.structured() == other.structured()
+            && self.attachments == other.attachments
+    }
+}
+
+/// A [`ToolOutput`]'s structured content.
+#[derive(Debug, Clone)]
+enum Structured {
+    None,
+    Ready(Value),
+    /// The same JSON as the text, read from it on first use (see
+    /// [`ToolOutput::serialized`]): a caller that only reads the text never builds it.
+    FromText(std::sync::OnceLock<Value>),
 }
 
 /// Content a tool returns besides its text: MCP clients receive it as `image`, `audio`
@@ -275,7 +293,7 @@ impl ToolOutput {
     pub fn plain(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
-            structured: None,
+            structured: Structured::None,
             attachments: Vec::new(),
         }
     }
@@ -295,9 +313,35 @@ impl ToolOutput {
         };
         Self {
             text,
-            structured: Some(structured),
+            structured: Structured::Ready(structured),
             attachments: Vec::new(),
         }
+    }
+
+    /// A structured result from a serializable value: the same text and structured
+    /// content as [`ToolOutput::json`] of `serde_json::to_value(value)`, but the text is
+    /// written straight from `value`, and the structured content is read back from it
+    /// only when asked for. A value whose JSON holds a float, a 128-bit integer or a raw
+    /// fragment (where the text written straight could differ by a digit from the
+    /// `Value`'s) takes the `Value` path itself.
+    pub fn serialized<T: serde::Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        let inexact = std::cell::Cell::new(false);
+        let mut out = Vec::with_capacity(128);
+        let exact = Exact {
+            pretty: serde_json::ser::PrettyFormatter::new(),
+            inexact: &inexact,
+        };
+        value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, exact))?;
+        if inexact.get() {
+            return serde_json::to_value(value).map(Self::json);
+        }
+        // serde_json writes UTF-8 only.
+        let text = String::from_utf8(out).map_err(serde::ser::Error::custom)?;
+        Ok(Self {
+            text,
+            structured: Structured::FromText(std::sync::OnceLock::new()),
+            attachments: Vec::new(),
+        })
     }
 
     /// The same output with `text` as the text the model reads (the structured content
@@ -305,6 +349,10 @@ impl ToolOutput {
     /// from an MCP server that sends both.
     #[must_use]
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        // Structured content still to be read from the old text is read now.
+        if let Some(v) = self.structured().cloned() {
+            self.structured = Structured::Ready(v);
+        }
         self.text = text.into();
         self
     }
@@ -328,12 +376,104 @@ impl ToolOutput {
 
     /// Structured content (always a JSON object), for tools with an output schema.
     pub fn structured(&self) -> Option<&Value> {
-        self.structured.as_ref()
+        match &self.structured {
+            Structured::None => None,
+            Structured::Ready(v) => Some(v),
+            Structured::FromText(cell) => Some(cell.get_or_init(|| {
+                // The text is JSON this crate wrote (`serialized`), so it parses; an
+                // object stays as it is, anything else is wrapped as `json` does.
+                let value: Value = serde_json::from_str(&self.text).unwrap_or_default();
+                if value.is_object() {
+                    value
+                } else {
+                    serde_json::json!({ "result": value })
+                }
+            })),
+        }
     }
 
     /// The text and the structured content (the attachments are dropped).
     pub fn into_parts(self) -> (String, Option<Value>) {
-        (self.text, self.structured)
+        let structured = self.structured().cloned();
+        (self.text, structured)
+    }
+}
+
+/// serde_json's pretty formatter, noting whether it wrote anything whose text may not
+/// read back as the very `Value` that `serde_json::to_value` makes (floats, which a
+/// `Value` holds as `f64`, 128-bit integers, raw fragments).
+struct Exact<'a> {
+    pretty: serde_json::ser::PrettyFormatter<'static>,
+    inexact: &'a std::cell::Cell<bool>,
+}
+
+impl serde_json::ser::Formatter for Exact<'_> {
+    fn write_f32<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f32) -> std::io::Result<()> {
+        self.inexact.set(true);
+        self.pretty.write_f32(w, v)
+    }
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        self.inexact.set(true);
+        self.pretty.write_f64(w, v)
+    }
+    fn write_i128<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        v: i128,
+    ) -> std::io::Result<()> {
+        self.inexact.set(true);
+        self.pretty.write_i128(w, v)
+    }
+    fn write_u128<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        v: u128,
+    ) -> std::io::Result<()> {
+        self.inexact.set(true);
+        self.pretty.write_u128(w, v)
+    }
+    fn write_raw_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        self.inexact.set(true);
+        self.pretty.write_raw_fragment(w, fragment)
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_object_value(w)
     }
 }
 
@@ -551,6 +691,69 @@ mod tests {
         let out = ToolOutput::json(json!({"sum": 3})).with_text("3");
         assert_eq!(out.text(), "3");
         assert_eq!(out.structured(), Some(&json!({"sum": 3})));
+    }
+
+    /// `serialized` gives what `json` of `to_value` gives, text and structured content,
+    /// whatever the value holds (floats and wide integers take the `Value` path).
+    #[test]
+    fn serialized_output_is_the_json_of_the_value() {
+        #[derive(serde::Serialize)]
+        struct Item {
+            name: String,
+            size: u64,
+            delta: i64,
+            ok: bool,
+            none: Option<u8>,
+            tags: Vec<&'static str>,
+            map: std::collections::BTreeMap<u32, String>,
+        }
+        #[derive(serde::Serialize)]
+        struct Scored {
+            score: f32,
+            weight: f64,
+            big: u128,
+        }
+        let item = Item {
+            name: "ä \"q\"\n\u{1F600}".into(),
+            size: u64::MAX,
+            delta: i64::MIN,
+            ok: true,
+            none: None,
+            tags: vec![],
+            map: [(1, "one".into()), (20, "twenty".into())].into(),
+        };
+        let same = |direct: ToolOutput, via: ToolOutput| {
+            assert_eq!(direct.text(), via.text());
+            assert_eq!(direct.structured(), via.structured());
+            assert_eq!(direct, via);
+        };
+        let json = |v: &dyn erased::Ser| ToolOutput::json(v.to_value());
+        same(ToolOutput::serialized(&item).unwrap(), json(&item));
+        let scored = Scored {
+            score: 0.1,
+            weight: 1e-7,
+            big: 7,
+        };
+        same(ToolOutput::serialized(&scored).unwrap(), json(&scored));
+        same(
+            ToolOutput::serialized(&vec![1, 2]).unwrap(),
+            json(&vec![1, 2]),
+        );
+        same(ToolOutput::serialized(&"text").unwrap(), json(&"text"));
+        // The text replaced: the structured content is still the value's.
+        let out = ToolOutput::serialized(&item).unwrap().with_text("short");
+        assert_eq!(out.structured(), json(&item).structured());
+    }
+
+    mod erased {
+        pub(super) trait Ser {
+            fn to_value(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn to_value(&self) -> serde_json::Value {
+                serde_json::to_value(self).unwrap()
+            }
+        }
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! `file_list`: the entries of a directory, optionally recursive, never following links.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, PermissionsExt};
+use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
+use std::os::unix::ffi::OsStrExt;
 
 use super::FilesSettings;
-use super::confine::{Confined, blocking, confine, special_kind};
+use super::confine::{Confined, blocking, confine};
 use crate::{ToolError, ToolSchema, Workspace, tool};
 
 /// Deepest recursion `file_list` descends to.
@@ -105,72 +106,149 @@ fn list(c: &Confined, recursive: bool, cap: usize) -> Result<Listing, ToolError>
     }
     let dir = c.open_dir(&c.rel)?;
     // Entry paths are shown relative to the workspace, in its own normal form.
-    let mut base = c.root.canonicalize(c.rel_or_dot()).map_err(|e| c.err(e))?;
-    if base == Path::new(".") {
-        base = PathBuf::new();
-    }
+    let base = c.root.canonicalize(c.rel_or_dot()).map_err(|e| c.err(e))?;
+    let base = if base == Path::new(".") {
+        String::new()
+    } else {
+        base.to_string_lossy().into_owned()
+    };
     let mut out = Listing {
         path: c.shown.clone(),
         entries: Vec::new(),
         count: 0,
         truncated: false,
     };
-    walk(&dir, &base, recursive, cap, 0, &mut out).map_err(|e| c.err(e))?;
+    // Directory entries are read in batches of up to 64 KiB (about 2000 names).
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 64 << 10];
+    let mut ctx = Walk {
+        recursive,
+        cap,
+        buf: &mut buf,
+    };
+    walk(&dir, &base, &mut ctx, 0, &mut out).map_err(|e| c.err(e))?;
     out.count = out.entries.len() as u64;
     Ok(out)
 }
 
-/// Appends the entries of `dir` (shown under `at`) to `out`, depth first, sorted by
-/// name; stops at `cap` entries.
+/// What `file_list` tells of an entry: its name, kind, size and mode bits.
+struct Item {
+    name: std::ffi::OsString,
+    kind: EntryType,
+    size: u64,
+    mode: u32,
+}
+
+/// The entries of `dir`, unsorted: names from large batches of `getdents64` (one
+/// buffer for the whole walk), each described by one `statx` that asks only for its
+/// type, mode and size, without following a link (`lstat`). Each name is one component
+/// read from the directory itself, so nothing can lead outside it. An entry removed
+/// meanwhile is skipped.
+fn read_items(dir: &Dir, buf: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<Vec<Item>> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags};
+    // A descriptor of its own: `dir` may share its read position with another one.
+    let fd = rustix::fs::openat(
+        dir,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut items = Vec::new();
+    let mut entries = RawDir::new(&fd, buf);
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let (file_type, mode, size) = match rustix::fs::statx(
+            &fd,
+            name,
+            AtFlags::SYMLINK_NOFOLLOW,
+            StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::SIZE,
+        ) {
+            Ok(st) => (
+                FileType::from_raw_mode(st.stx_mode.into()),
+                u32::from(st.stx_mode),
+                st.stx_size,
+            ),
+            // No `statx` here (an old kernel, a seccomp profile): `fstatat`.
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+                match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => (
+                        FileType::from_raw_mode(st.st_mode),
+                        st.st_mode,
+                        u64::try_from(st.st_size).unwrap_or(0),
+                    ),
+                    Err(rustix::io::Errno::NOENT) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let kind = match file_type {
+            FileType::RegularFile => EntryType::File,
+            FileType::Directory => EntryType::Directory,
+            FileType::Symlink => EntryType::Symlink,
+            _ => EntryType::Other,
+        };
+        items.push(Item {
+            name: std::ffi::OsStr::from_bytes(name.to_bytes()).to_owned(),
+            kind,
+            size,
+            mode,
+        });
+    }
+    Ok(items)
+}
+
+/// Appends the entries of `dir` (shown under `at`, a path relative to the workspace,
+/// empty for its root) to `out`, depth first, sorted by name; stops at `cap` entries.
 fn walk(
     dir: &Dir,
-    at: &Path,
-    recursive: bool,
-    cap: usize,
+    at: &str,
+    ctx: &mut Walk<'_>,
     depth: usize,
     out: &mut Listing,
 ) -> std::io::Result<()> {
-    let mut items: Vec<(std::ffi::OsString, cap_std::fs::Metadata)> = Vec::new();
-    for entry in dir.entries()? {
-        let entry = entry?;
-        let name = entry.file_name();
-        // lstat: a symlink is described, never followed. An entry removed meanwhile is
-        // skipped.
-        match entry.metadata() {
-            Ok(meta) => items.push((name, meta)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    for (name, meta) in items {
-        if out.entries.len() >= cap {
+    let mut items = read_items(dir, ctx.buf)?;
+    items.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    out.entries
+        .reserve(items.len().min(ctx.cap.saturating_sub(out.entries.len())));
+    for Item {
+        name,
+        kind,
+        size,
+        mode,
+    } in items
+    {
+        if out.entries.len() >= ctx.cap {
             out.truncated = true;
             return Ok(());
         }
-        let ft = meta.file_type();
-        let kind = if ft.is_symlink() {
-            EntryType::Symlink
-        } else {
-            match special_kind(ft) {
-                None => EntryType::File,
-                Some("a directory") => EntryType::Directory,
-                Some(_) => EntryType::Other,
-            }
-        };
-        let path: PathBuf = at.join(&name);
+        // `at` joined with the name, as `Path::join` then a lossy conversion would give
+        // (a name holds no `/`, so converting each part on its own is the same).
+        let shown = name.to_string_lossy();
+        let mut path = String::with_capacity(at.len() + 1 + shown.len());
+        if !at.is_empty() {
+            path.push_str(at);
+            path.push('/');
+        }
+        path.push_str(&shown);
+        let descend = ctx.recursive && kind == EntryType::Directory && depth < MAX_DEPTH;
+        let sub_at = descend.then(|| path.clone());
         out.entries.push(Entry {
-            name: name.to_string_lossy().into_owned(),
-            path: path.to_string_lossy().into_owned(),
+            name: shown.into_owned(),
+            path,
             kind,
-            size: meta.len(),
-            mode: format!("{:04o}", meta.permissions().mode() & 0o7777),
+            size,
+            mode: octal_mode(mode),
         });
-        if recursive && kind == EntryType::Directory && depth < MAX_DEPTH {
+        if let Some(sub_at) = sub_at {
             // Refuses a symlink swapped in for the directory since the lstat.
             // A directory that cannot be opened is listed without its contents.
             if let Ok(sub) = dir.open_dir_nofollow(&name) {
-                walk(&sub, &path, recursive, cap, depth + 1, out)?;
+                walk(&sub, &sub_at, ctx, depth + 1, out)?;
             }
             if out.truncated {
                 return Ok(());
@@ -178,4 +256,32 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// What stays the same through a walk.
+struct Walk<'a> {
+    recursive: bool,
+    cap: usize,
+    /// The buffer directory entries are read into.
+    buf: &'a mut [std::mem::MaybeUninit<u8>],
+}
+
+/// The permission bits of `mode` as four octal digits (`0644`), as `{:04o}` writes them.
+fn octal_mode(mode: u32) -> String {
+    let digit = |shift: u32| char::from(b'0' + ((mode >> shift) & 7) as u8);
+    [digit(9), digit(6), digit(3), digit(0)]
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_four_octal_digits() {
+        for mode in [0, 0o644, 0o755, 0o4755, 0o7777, 0o100644, 0o040700] {
+            assert_eq!(octal_mode(mode), format!("{:04o}", mode & 0o7777));
+        }
+    }
 }
