@@ -1,7 +1,7 @@
 # The tasks people run. `make run` and `make test` are the README's Quick start.
 CARGO ?= cargo
 
-.PHONY: setup setup-test run test test-models lint fmt bench eval ui doc
+.PHONY: setup setup-test run chat test test-models lint fmt bench eval ui doc
 
 KLAW_CACHE ?= $(HOME)/.cache/klaw
 
@@ -20,6 +20,12 @@ setup-test:
 ## about half the release build's time); `cargo build --release -p klaw-engine` for use.
 run: setup
 	$(CARGO) run --locked -p klaw-engine --
+
+## Talk to the agent with no API key and no Ollama: the small local model the tests use
+## (SmolLM2 behind llama.cpp's server, set up on first use), on loopback, with the json
+## tool protocol and a few tools; the server stops when the chat ends (scripts/chat.sh).
+chat: setup
+	CARGO="$(CARGO)" ./scripts/chat.sh
 
 ## Set up, then run the whole test suite (the model parity check, then unit, integration,
 ## trybuild UI and doc tests).
