@@ -122,12 +122,10 @@ pub fn init(config: &Config) {
         #[cfg(feature = "telemetry")]
         Ok(Some(export)) => {
             use tracing_subscriber::Layer as _;
-            let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
             let fmt = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(ansi)
-                .with_filter(filter);
+                .with_filter(log_filter(config));
             match install(&export, fmt) {
                 Ok(()) => return,
                 Err(e) => {
@@ -149,12 +147,16 @@ pub fn init(config: &Config) {
     init_logging_alone(config, ansi);
 }
 
+/// The log's filter: `logLevel` (checked when the configuration is read), else `warn`.
+fn log_filter(config: &Config) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+}
+
 /// The log alone: one filtered `fmt` subscriber, as cheap as a disabled span can be.
 fn init_logging_alone(config: &Config, ansi: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.raw.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(log_filter(config))
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .try_init();
