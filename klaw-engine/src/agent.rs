@@ -320,8 +320,7 @@ impl Agent {
                 span.record("klaw.output.bytes", crate::telemetry::int(answer.len()));
             }
             Err(e) => {
-                span.record("error.type", e.error_type());
-                span.record("otel.status_code", "ERROR");
+                crate::telemetry::failed(&span, &e.error_type());
             }
         }
         outcome
@@ -543,8 +542,7 @@ impl Agent {
                 span.record("gen_ai.response.finish_reasons", reason);
             }
             Err(e) => {
-                span.record("error.type", e.error_type());
-                span.record("otel.status_code", "ERROR");
+                crate::telemetry::failed(&span, &e.error_type());
             }
         }
         outcome

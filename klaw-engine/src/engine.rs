@@ -296,8 +296,7 @@ impl Engine {
             }
             Err(e) => {
                 span.record("klaw.outcome", e.kind().code());
-                span.record("error.type", e.kind().code());
-                span.record("otel.status_code", "ERROR");
+                crate::telemetry::failed(&span, e.kind().code());
             }
         }
         outcome

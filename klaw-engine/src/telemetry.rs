@@ -162,6 +162,13 @@ fn init_logging_alone(config: &Config, ansi: bool) {
         .try_init();
 }
 
+/// Marks `span` as failed: `error.type` = `kind` and an error status (the span must
+/// declare both fields, `Empty` until then).
+pub(crate) fn failed(span: &tracing::Span, kind: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+}
+
 /// `n` as the integer OpenTelemetry stores (`tracing` hands unsigned values to the
 /// exporter as text): a count or size as an `i64` attribute.
 pub(crate) fn int<T: TryInto<i64>>(n: T) -> i64 {

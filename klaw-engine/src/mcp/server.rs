@@ -409,8 +409,7 @@ impl ServerHandler for McpServer {
             }.instrument(span.clone()) => r,
             () = context.ct.cancelled() => {
                 forwarding.stop();
-                span.record("error.type", "cancelled");
-                span.record("otel.status_code", "ERROR");
+                crate::telemetry::failed(&span, "cancelled");
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
@@ -418,8 +417,7 @@ impl ServerHandler for McpServer {
         // drops progress that comes after it), and none after it.
         forwarding.finish().await;
         if let Err(e) = &outcome {
-            span.record("error.type", e.kind().code());
-            span.record("otel.status_code", "ERROR");
+            crate::telemetry::failed(&span, e.kind().code());
         }
         match outcome {
             // An unknown tool is a protocol error, not a tool result (the spec's rule).

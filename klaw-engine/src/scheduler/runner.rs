@@ -171,8 +171,7 @@ impl Scheduler {
             .instrument(span.clone())
             .await;
         if outcome.is_err() {
-            span.record("error.type", "run_failed");
-            span.record("otel.status_code", "ERROR");
+            crate::telemetry::failed(&span, "run_failed");
         }
         outcome
     }

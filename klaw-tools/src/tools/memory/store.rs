@@ -905,19 +905,11 @@ impl MemoryStore {
                 }
             }
         }
-        let mut by_id: std::collections::HashMap<i64, Hit> =
-            hits.into_iter().map(|h| (h.id, h)).collect();
-        Ok(fuse::lift(&candidates, weights, lift, stretch, spread)
-            .into_iter()
-            .take(k)
-            .filter_map(|f| {
-                by_id.remove(&f.id).map(|h| Hit {
-                    score: f.score,
-                    found_by: f.found_by,
-                    ..h
-                })
-            })
-            .collect())
+        Ok(in_fused_order(
+            fuse::lift(&candidates, weights, lift, stretch, spread),
+            hits,
+            k,
+        ))
     }
 
     /// The [IDF](fts::idf) of each of `terms` in this index: a term's chunks are those
@@ -977,8 +969,18 @@ impl MemoryStore {
 pub(super) fn fuse_hits(text: Vec<Hit>, vecs: Vec<Hit>, k: usize, weights: Weights) -> Vec<Hit> {
     let ids = |h: &[Hit]| h.iter().map(|x| x.id).collect::<Vec<_>>();
     let fused = fuse::rrf(&ids(&text), &ids(&vecs), weights, fuse::RRF_K);
+    in_fused_order(fused, text.into_iter().chain(vecs), k)
+}
+
+/// The best `k` of `fused`, each the hit of its id among `hits` with the fused score and
+/// the sides that found it.
+fn in_fused_order(
+    fused: Vec<fuse::Fused<i64>>,
+    hits: impl IntoIterator<Item = Hit>,
+    k: usize,
+) -> Vec<Hit> {
     let mut by_id: std::collections::HashMap<i64, Hit> =
-        text.into_iter().chain(vecs).map(|h| (h.id, h)).collect();
+        hits.into_iter().map(|h| (h.id, h)).collect();
     fused
         .into_iter()
         .take(k)
