@@ -243,6 +243,37 @@ impl App {
         Arc::clone(&self.manifests).watch(self.engine.clone(), self.stop.child_token());
     }
 
+    /// Warms the agent's memory in the background (on the blocking pool): opens the
+    /// index, loads the model and the vectors' in-memory copy, runs one search — so the
+    /// first `memory_search` of a serving engine costs about what the next ones do
+    /// (`Memory::warm`). Only when `memory_search` is offered and the memory exists; a
+    /// search that arrives first waits for the warm-up. `mcp` and `run` call it.
+    #[cfg(feature = "memory")]
+    pub(crate) fn warm_memory(&self) {
+        use klaw_tools::tools::memory::Memory;
+        if self.engine.registry().by_name("memory_search").is_none() {
+            return;
+        }
+        let ctx = self.engine.context().clone();
+        tokio::task::spawn_blocking(move || {
+            let start = std::time::Instant::now();
+            match ctx.shared_state::<Memory>().warm(&ctx) {
+                Ok(true) => tracing::info!(
+                    target: "klaw::memory",
+                    ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "memory warmed"
+                ),
+                Ok(false) => {}
+                // The first search reports it (to the model) and tries again.
+                Err(e) => tracing::warn!(target: "klaw::memory", "cannot warm the memory: {e}"),
+            }
+        });
+    }
+
+    /// Without the memory, nothing to warm.
+    #[cfg(not(feature = "memory"))]
+    pub(crate) fn warm_memory(&self) {}
+
     /// Starts firing due jobs (with a child of the stop token) when there is an agent and
     /// `scheduler.enabled`; the task ends after the stop, its running jobs given a grace
     /// period.

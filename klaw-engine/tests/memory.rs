@@ -10,7 +10,8 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 mod common;
-use common::{cache, engine, stderr, stdout};
+use common::mcp_client::Mcp;
+use common::{cache, engine, eventually, stderr, stdout};
 
 struct Env {
     dir: tempfile::TempDir,
@@ -470,4 +471,54 @@ fn doctor_warns_about_an_index_of_another_model_until_it_is_reembedded() {
     assert_eq!(found["results"][0]["content"], "Anna drinks green tea.");
     let out = env.ok(&["doctor"]);
     assert!(out.contains("ok    memory db"), "{out}");
+}
+
+/// A serving engine warms its memory at start-up (the model, the vectors' in-memory
+/// copy, one search) and says so in its log; a search that arrives before the warm-up
+/// ends waits for it and answers as usual.
+#[test]
+fn mcp_warms_the_memory_at_start_up_and_a_first_search_waits_for_it() {
+    let env = Env::new();
+    let content = "The spare key of the garage is under the blue flowerpot.";
+    let saved = env.call("memory_save", &json!({"content": content}));
+    assert_eq!(saved["inserted"], 1, "{saved}");
+    let search = json!({"query": "where is the spare key of the garage", "topK": 1});
+    let log = env.home().join("mcp.log");
+
+    // A search at once: it waits for the warm-up's model and index, loads nothing twice.
+    let mut cmd = env.cmd(&["mcp"]);
+    cmd.env("KLAW_LOG_LEVEL", "klaw::memory=info,warn");
+    let mut mcp = Mcp::start_with_stderr(cmd, std::fs::File::create(&log).unwrap());
+    let found = mcp.call("memory_search", search.clone());
+    assert_eq!(found["isError"], false, "{found}");
+    assert_eq!(
+        found["structuredContent"]["results"][0]["content"], content,
+        "{found}"
+    );
+    let read_log = || std::fs::read_to_string(&log).unwrap();
+    assert!(
+        eventually(60, || read_log().contains("memory warmed")),
+        "{}",
+        read_log()
+    );
+    assert!(mcp.finish().success());
+    let text = read_log();
+    assert_eq!(text.matches("memory warmed").count(), 1, "{text}");
+    assert!(!text.contains("WARN"), "{text}");
+
+    // The same once warm.
+    let mut cmd = env.cmd(&["mcp"]);
+    cmd.env("KLAW_LOG_LEVEL", "klaw::memory=info,warn");
+    let mut mcp = Mcp::start_with_stderr(cmd, std::fs::File::create(&log).unwrap());
+    assert!(
+        eventually(60, || read_log().contains("memory warmed")),
+        "{}",
+        read_log()
+    );
+    let found = mcp.call("memory_search", search);
+    assert_eq!(
+        found["structuredContent"]["results"][0]["content"], content,
+        "{found}"
+    );
+    assert!(mcp.finish().success());
 }

@@ -307,3 +307,48 @@ async fn a_corrupt_core_memory_file_is_reported_and_kept() {
         "{\"user\": {\"name\": \"Anna\""
     );
 }
+
+#[tokio::test]
+async fn warming_creates_nothing_and_then_serves_the_same_index() {
+    use klaw_tools::tools::memory::Memory;
+    let kit = kit();
+    let ctx = kit.context().clone();
+    let memory = ctx.shared_state::<Memory>();
+    // No memory yet: nothing to warm, nothing created, the model not loaded.
+    assert!(!memory.warm(&ctx).unwrap());
+    assert!(!kit.data_dir().join("memory.sqlite").exists());
+    assert!(!format!("{:?}", memory.embedder(&ctx).unwrap()).contains("loaded: true"));
+
+    kit.call_ok(
+        "memory_save",
+        json!({"content": "The boat is moored at pier 9."}),
+    )
+    .await;
+    // A fresh engine on the same data: a warm-up and a search at the same time get one
+    // index and one model, and both answer.
+    let fresh = ctx.to_builder().build();
+    let memory = fresh.shared_state::<Memory>();
+    let (c, m) = (fresh.clone(), std::sync::Arc::clone(&memory));
+    let warming = std::thread::spawn(move || m.warm(&c).unwrap());
+    let index = memory.memory(&fresh).unwrap();
+    let found = index
+        .search(
+            "where is the boat",
+            1,
+            klaw_tools::tools::memory::SearchMode::Hybrid,
+        )
+        .unwrap();
+    assert!(warming.join().unwrap());
+    assert_eq!(found[0].content, "The boat is moored at pier 9.");
+    assert!(std::sync::Arc::ptr_eq(
+        &index,
+        &memory.memory(&fresh).unwrap()
+    ));
+    assert!(format!("{:?}", index.embedder()).contains("loaded: true"));
+
+    // Warming alone loads the model.
+    let fresh = ctx.to_builder().build();
+    let memory = fresh.shared_state::<Memory>();
+    assert!(memory.warm(&fresh).unwrap());
+    assert!(format!("{:?}", memory.embedder(&fresh).unwrap()).contains("loaded: true"));
+}

@@ -175,6 +175,7 @@ pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
     };
     super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
+        app.warm_memory();
         let stop = app.stop_token().child_token();
         crate::mcp::ask_through_clients(&app);
         match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
@@ -212,6 +213,7 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
     };
     super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
+        app.warm_memory();
         let stop = app.stop_token().child_token();
         crate::mcp::ask_through_clients(&app);
         match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {

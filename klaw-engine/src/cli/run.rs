@@ -53,6 +53,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
     };
     super::run_front(config, model, |app| async move {
         app.watch_signals("stopping");
+        app.warm_memory();
         let mcp = mcp_bind.map(|b| app.spawn_mcp_http(b));
         let scheduler = app.spawn_scheduler();
         eprintln!(

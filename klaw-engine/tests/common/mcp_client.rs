@@ -25,11 +25,16 @@ pub(crate) struct Mcp {
 
 impl Mcp {
     /// Starts `cmd` (a `klaw-engine mcp`) and initializes the session.
-    pub(crate) fn start(mut cmd: Command) -> Self {
+    pub(crate) fn start(cmd: Command) -> Self {
+        Self::start_with_stderr(cmd, Stdio::null())
+    }
+
+    /// [`start`](Self::start) with the server's stderr (its log) going to `stderr`.
+    pub(crate) fn start_with_stderr(mut cmd: Command, stderr: impl Into<Stdio>) -> Self {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();

@@ -352,6 +352,17 @@ impl Index {
         self.search_in(query, k, mode, Period::default())
     }
 
+    /// Makes the first real search as fast as the next ones: loads the model, builds
+    /// the vectors' in-memory copy and runs one hybrid search (the model's first run
+    /// allocates its buffers, the full-text index is read in). A search that arrives
+    /// meanwhile waits for the parts being loaded (the model's load, the store's lock)
+    /// instead of loading them a second time. `mcp` and `run` call it at start-up.
+    pub fn warm(&self) -> Result<(), MemoryError> {
+        self.embedder.load()?;
+        self.search("warm-up", 1, SearchMode::Hybrid)?;
+        Ok(())
+    }
+
     /// [`search`](Self::search) among the chunks of `period` (by their time, see
     /// [`Document::created_at`]).
     pub fn search_in(
@@ -591,6 +602,17 @@ impl Memory {
     /// The agent's memory ([`MEMORY_DB`]).
     pub fn memory(&self, ctx: &ToolContext) -> Result<Arc<Index>, MemoryError> {
         self.index(ctx, MEMORY_DB)
+    }
+
+    /// Opens and warms ([`Index::warm`]) the agent's memory when it exists (nothing is
+    /// created): `Ok(false)` when there is none. Blocks; a search that comes meanwhile
+    /// waits for it instead of opening the index or loading the model a second time.
+    pub fn warm(&self, ctx: &ToolContext) -> Result<bool, MemoryError> {
+        if !ctx.data_dir().join(MEMORY_DB).exists() {
+            return Ok(false);
+        }
+        self.memory(ctx)?.warm()?;
+        Ok(true)
     }
 }
 
