@@ -17,8 +17,10 @@ setup-test:
 
 ## Set up, then run the engine on its embedded defaults: doctor, then the tool list.
 ## Built in the dev profile, which `make test` builds too (no second build of the world,
-## about half the release build's time); `cargo build --release -p klaw-engine` for use.
-run: setup
+## about half the release build's time), while the set-up downloads (setup.sh --build);
+## `cargo build --release -p klaw-engine` for use.
+run:
+	CARGO="$(CARGO)" ./scripts/setup.sh --build
 	$(CARGO) run --locked -p klaw-engine --
 
 ## Talk to the agent with no API key and no Ollama: the small local model the tests use

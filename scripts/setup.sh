@@ -3,15 +3,19 @@
 # crates, bubblewrap, ONNX Runtime and the default embedding model. With `--test`
 # (`make test`), also what the tests need: a headless Chromium, the other embedding
 # models, the test clients (Python, Node 22, the conformance suite) and the small local
-# LLM. Idempotent: a second run only checks. Downloads are cached under ~/.cache/klaw
+# LLM. With `--build` (`make run`), the engine is built (dev profile) once the crates are
+# fetched, while the rest is set up: the downloads wait on the network, the build on the
+# CPU. Idempotent: a second run only checks. Downloads are cached under ~/.cache/klaw
 # (override with KLAW_CACHE).
 set -euo pipefail
 
 TEST=0
+BUILD=0
 case "${1:-}" in
     "") ;;
     --test) TEST=1 ;;
-    *) printf 'usage: %s [--test]\n' "$0" >&2; exit 2 ;;
+    --build) BUILD=1 ;;
+    *) printf 'usage: %s [--test | --build]\n' "$0" >&2; exit 2 ;;
 esac
 
 cd "$(dirname "$0")/.."
@@ -47,6 +51,26 @@ if [ ! -f "$stamp" ]; then
     touch "$stamp"
 fi
 
+# The build, beside the rest of the set-up; stopped if the set-up fails, waited for at
+# the end (its failure is the script's).
+build_pid=""
+if [ "$BUILD" = 1 ]; then
+    say "building the engine while the rest is set up"
+    "${CARGO:-cargo}" build --locked -p klaw-engine &
+    build_pid=$!
+    trap 'if [ -n "$build_pid" ]; then kill "$build_pid" 2>/dev/null || true; fi' EXIT
+fi
+wait_build() {
+    if [ -n "$build_pid" ]; then
+        local pid="$build_pid"
+        build_pid=""
+        if ! wait "$pid"; then
+            say "the build failed" >&2
+            exit 1
+        fi
+    fi
+}
+
 # Debian packages, installed once (apt-get update at most once a day).
 apt_install() {
     local why="$1"
@@ -74,6 +98,7 @@ fi
 
 if [ "$TEST" = 0 ]; then
     ./scripts/setup-models.sh default
+    wait_build
     say "ok (cache: $CACHE; make test sets up the rest)"
     exit 0
 fi
@@ -91,4 +116,5 @@ fi
 
 ./scripts/setup-models.sh
 ./scripts/setup-test-tools.sh
+wait_build
 say "ok (cache: $CACHE)"

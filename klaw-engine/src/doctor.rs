@@ -281,7 +281,7 @@ fn docs_index_check(config: &Config) -> Check {
 fn sandbox_check(config: &Config) -> Check {
     let shell = config.shell();
     let mode = shell.sandbox;
-    let helper = std::env::current_exe().ok();
+    let helper = crate::engine::sandbox_helper();
     let network = if shell.network {
         "network allowed"
     } else {

@@ -638,6 +638,11 @@ impl EngineBuilder {
         {
             builder = builder.service(config.skills());
         }
+        // The small helper beside the engine's binary runs shell commands (a service the
+        // embedder adds replaces it).
+        if let Some(helper) = sandbox_helper() {
+            builder = builder.service(klaw_tools::tools::shell::SandboxHelper::new(helper));
+        }
         for add in self.services {
             builder = add(builder);
         }
@@ -655,6 +660,17 @@ impl EngineBuilder {
         let _ = registrar.0.set(Arc::downgrade(&inner));
         Ok(Engine { inner })
     }
+}
+
+/// The name of the engine's own sandbox helper binary (`src/bin/klaw-engine-sandbox.rs`).
+pub(crate) const SANDBOX_HELPER: &str = "klaw-engine-sandbox";
+
+/// The program that runs shell commands' sandbox: [`SANDBOX_HELPER`] beside the current
+/// executable when it is there and trusted, else the executable itself (which plays the
+/// helper too: `main` checks for it first). `None` when the executable is unknown.
+pub(crate) fn sandbox_helper() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(klaw_sandbox::helper_beside(&exe, SANDBOX_HELPER))
 }
 
 /// Registers tools with the engine at run time, from where the engine itself cannot be

@@ -16,7 +16,9 @@
 //! ```
 //!
 //! [`main`] first checks whether the process was started as the shell tools' sandbox
-//! helper (`__klaw-sandbox`) and, if so, acts as it. A binary that builds an [`Engine`]
+//! helper (`__klaw-sandbox`) and, if so, acts as it. (Shell commands use the small
+//! `klaw-engine-sandbox` binary beside the engine's when it is there: it starts faster;
+//! else a copy of the running binary.) A binary that builds an [`Engine`]
 //! without calling [`main`] must call `klaw_sandbox::run_helper_if_requested()` first
 //! thing itself, or its shell commands are refused.
 

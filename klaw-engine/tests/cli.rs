@@ -396,10 +396,9 @@ fn doctor_warns_when_the_sandbox_is_off() {
     assert!(out.contains("fix: set `sandbox` to `auto`"), "{out}");
 }
 
-/// The engine is its own sandbox helper: `klaw-engine __klaw-sandbox ...` applies
-/// Landlock + seccomp and runs the command.
+/// Commands run under Landlock + seccomp when asked (the helper applies them).
 #[test]
-fn the_engine_runs_commands_under_landlock_as_its_own_helper() {
+fn the_engine_runs_commands_under_landlock() {
     let env = Env::new();
     let ws = env.home().join("ws");
     env.config(&format!(
@@ -428,6 +427,87 @@ fn the_engine_runs_commands_under_landlock_as_its_own_helper() {
     assert_eq!(v["stdout"], "hi\n", "{v}");
     assert_eq!(v["sandbox"], "landlock", "{v}");
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "hi\n");
+}
+
+/// Commands run under the engine's small helper, `klaw-engine-sandbox`, which every
+/// build puts beside `klaw-engine` (it starts faster than a copy of the engine); the
+/// engine still plays the helper itself where it is missing (the test above).
+#[test]
+fn commands_run_under_the_small_helper_beside_the_engine() {
+    let env = Env::new();
+    let ws = env.home().join("ws");
+    env.config(&format!(
+        r#"{{"sandbox": "off", "workspace": {:?}, "dataDir": {:?}}}"#,
+        ws.display().to_string(),
+        env.home().join("data").display().to_string()
+    ));
+    let o = env.run(&[
+        "call",
+        "exec",
+        r#"{"command": "tr '\\0' ' ' < /proc/$PPID/cmdline"}"#,
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_klaw-engine"))
+        .with_file_name("klaw-engine-sandbox");
+    assert!(
+        v["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{} __klaw-sandbox ", helper.display())),
+        "{v}"
+    );
+}
+
+/// The engine plays the helper itself (what a binary that embeds the engine without the
+/// small helper beside it relies on): `klaw-engine __klaw-sandbox <policy> <command>`
+/// applies Landlock + seccomp and runs the command.
+#[test]
+fn the_engine_is_its_own_sandbox_helper_too() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let policy = serde_json::json!({"landlock": true, "network": false, "write": [ws], "cwd": ws});
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_klaw-engine"))
+        .args([
+            "__klaw-sandbox",
+            &policy.to_string(),
+            "sh",
+            "-c",
+            "echo hi > f; cat f",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The lifeline stays open until the helper is done.
+    let _lifeline = child.stdin.take();
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    if err.contains("Landlock") && !status.success() {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "Landlock does not work on this CI machine: {err}"
+        );
+        eprintln!("skipping: {err}");
+        return;
+    }
+    assert!(status.success(), "{out}{err}");
+    assert_eq!(out, "hi\n");
+    assert_eq!(std::fs::read_to_string(ws.join("f")).unwrap(), "hi\n");
 }
 
 /// Where bubblewrap cannot work (a `bwrap` that fails, as without user namespaces),

@@ -3,6 +3,7 @@
 //! supervises the command (see [`run_helper_if_requested`]).
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::policy::HELPER_ARG;
@@ -55,5 +56,87 @@ pub fn run_helper_if_requested() -> Option<ExitCode> {
         Some(helper_main(args.collect()))
     } else {
         None
+    }
+}
+
+/// The helper program to use for a `program` (usually the current executable): a small
+/// binary named `name` beside it when there is one that can be trusted as much as the
+/// program itself, else `program`, which plays the helper too
+/// ([`run_helper_if_requested`]).
+///
+/// Starting a small helper is faster than starting a copy of a large program (fewer
+/// pages to map and relocate: a few milliseconds a command). Trusted means: a regular
+/// file (not a link) in the same directory, executable, owned by the program's owner or
+/// by root, and writable by nobody else (no group or other write bit): whoever could
+/// replace it could replace the program too.
+pub fn helper_beside(program: &Path, name: &str) -> PathBuf {
+    program
+        .parent()
+        .map(|dir| dir.join(name))
+        .filter(|helper| trusted_beside(program, helper))
+        .unwrap_or_else(|| program.to_path_buf())
+}
+
+#[cfg(unix)]
+fn trusted_beside(program: &Path, helper: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(p), Ok(h)) = (
+        std::fs::metadata(program),
+        std::fs::symlink_metadata(helper),
+    ) else {
+        return false;
+    };
+    h.is_file()
+        && h.mode() & 0o100 != 0
+        && h.mode() & 0o022 == 0
+        && (h.uid() == p.uid() || h.uid() == 0)
+}
+
+#[cfg(not(unix))]
+fn trusted_beside(_program: &Path, _helper: &Path) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn file(path: &Path, mode: u32) {
+        std::fs::write(path, b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_trusted_helper_beside_the_program_is_chosen_else_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("engine");
+        file(&program, 0o755);
+        let helper = dir.path().join("engine-sandbox");
+        // none: the program itself
+        assert_eq!(helper_beside(&program, "engine-sandbox"), program);
+        file(&helper, 0o755);
+        assert_eq!(helper_beside(&program, "engine-sandbox"), helper);
+        // writable by the group or by others, or not executable: not trusted
+        for mode in [0o775, 0o757, 0o644] {
+            std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(
+                helper_beside(&program, "engine-sandbox"),
+                program,
+                "{mode:o}"
+            );
+        }
+        // a link (to anything) or a directory: not trusted
+        std::fs::remove_file(&helper).unwrap();
+        std::os::unix::fs::symlink(&program, &helper).unwrap();
+        assert_eq!(helper_beside(&program, "engine-sandbox"), program);
+        std::fs::remove_file(&helper).unwrap();
+        std::fs::create_dir(&helper).unwrap();
+        assert_eq!(helper_beside(&program, "engine-sandbox"), program);
+        // a program with no directory
+        assert_eq!(
+            helper_beside(Path::new("/"), "engine-sandbox"),
+            Path::new("/")
+        );
     }
 }

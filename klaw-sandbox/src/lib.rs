@@ -11,9 +11,10 @@
 //!
 //! How to run a command: [`select`] the backend for a mode once (it probes), [`wrap`]
 //! the command line for it, start the program it gives, and end it with
-//! [`tree::kill_tree`]. The helper is a copy of the calling program started with
-//! [`HELPER_ARG`]: every program that runs commands calls [`run_helper_if_requested`]
-//! first in `main`.
+//! [`tree::kill_tree`]. The helper is a program started with [`HELPER_ARG`]: a copy of
+//! the calling program (every program that runs commands calls
+//! [`run_helper_if_requested`] first in `main`), or a small binary beside it that does
+//! only that and starts faster ([`helper_beside`]; `klaw-engine-sandbox`).
 //!
 //! The parts:
 //! - [`seccomp`]: the one seccomp filter of both backends.
@@ -73,7 +74,7 @@ pub mod tree {
 pub mod unprivileged;
 
 pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, wrap};
-pub use helper::{helper_main, run_helper_if_requested};
+pub use helper::{helper_beside, helper_main, run_helper_if_requested};
 pub use policy::{Bwrap, HELPER_ARG, Policy, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]
 pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
