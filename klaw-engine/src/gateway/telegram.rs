@@ -1,7 +1,8 @@
 //! Telegram through the Bot API: long-polling `getUpdates` for messages in, `sendMessage`
-//! for answers out (split at Telegram's 4096 characters), over our reqwest client with
-//! the `frankenstein` crate's types (not its client). The base URL is configurable (a
-//! Bot API server of your own, or a test server).
+//! for answers out (split at Telegram's 4096 characters), over our reqwest client. The
+//! base URL is configurable (a Bot API server of your own, or a test server). The few
+//! Bot API types these two methods need are below ([`bot_api`]); a crate of every Bot
+//! API type cost more build time than the rest of the gateway for five of them.
 //!
 //! An update is confirmed to Telegram (the next poll's offset) only once it is kept in
 //! the gateway's inbox ([`InboxStore`]), and leaves the inbox once it is handled: after a
@@ -11,13 +12,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use frankenstein::methods::{GetUpdatesParams, SendMessageParams};
-use frankenstein::types::{AllowedUpdate, ChatId};
-use frankenstein::updates::{Update, UpdateContent};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use self::bot_api::{ChatRef, GetUpdates, SendMessage, Update};
 use super::{Channel, ChannelError, GatewayError, InboxStore, Incoming, split_message};
 
 /// Telegram's longest message, in characters.
@@ -142,11 +141,11 @@ impl Telegram {
 
     /// One long poll from `offset`: the messages with text, and the next offset.
     async fn poll(&self, offset: i64) -> Result<(Vec<Incoming>, i64), ChannelError> {
-        let params = GetUpdatesParams::builder()
-            .offset(offset)
-            .timeout(u32::try_from(self.poll_seconds).unwrap_or(30))
-            .allowed_updates(vec![AllowedUpdate::Message])
-            .build();
+        let params = GetUpdates {
+            offset,
+            timeout: u32::try_from(self.poll_seconds).unwrap_or(30),
+            allowed_updates: &["message"],
+        };
         let result = self
             .call(
                 "getUpdates",
@@ -168,8 +167,8 @@ impl Telegram {
                     continue;
                 }
             };
-            if let UpdateContent::Message(m) = update.content
-                && let Some(text) = m.text.clone()
+            if let Some(m) = update.message
+                && let Some(text) = m.text
             {
                 let from = m
                     .from
@@ -181,7 +180,7 @@ impl Telegram {
                     chat_id: m.chat.id.to_string(),
                     from,
                     text,
-                    receipt: Some(update.update_id.into()),
+                    receipt: Some(update.update_id),
                 });
             }
         }
@@ -200,15 +199,15 @@ impl Channel for Telegram {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), ChannelError>> {
         Box::pin(async move {
-            let chat: ChatId = match chat_id.parse::<i64>() {
-                Ok(n) => ChatId::Integer(n),
-                Err(_) => ChatId::String(chat_id.to_owned()),
+            let chat = match chat_id.parse::<i64>() {
+                Ok(n) => ChatRef::Id(n),
+                Err(_) => ChatRef::Username(chat_id),
             };
             for part in split_message(text, MAX_MESSAGE_CHARS) {
-                let params = SendMessageParams::builder()
-                    .chat_id(chat.clone())
-                    .text(part)
-                    .build();
+                let params = SendMessage {
+                    chat_id: chat,
+                    text: &part,
+                };
                 self.call("sendMessage", &params, Duration::from_secs(30))
                     .await?;
             }
@@ -281,5 +280,133 @@ impl Channel for Telegram {
                 }
             }
         })
+    }
+}
+
+/// The parts of the Bot API (<https://core.telegram.org/bots/api>) this channel reads and
+/// writes, named as Telegram names them; every other field is ignored.
+mod bot_api {
+    use serde::{Deserialize, Serialize};
+
+    /// `getUpdates`' parameters.
+    #[derive(Debug, Serialize)]
+    pub(super) struct GetUpdates<'a> {
+        /// The first update to return (the last confirmed one + 1).
+        pub(super) offset: i64,
+        /// Seconds to wait for an update (long polling).
+        pub(super) timeout: u32,
+        /// The kinds of update wanted.
+        pub(super) allowed_updates: &'a [&'a str],
+    }
+
+    /// `sendMessage`'s parameters.
+    #[derive(Debug, Serialize)]
+    pub(super) struct SendMessage<'a> {
+        /// The chat.
+        pub(super) chat_id: ChatRef<'a>,
+        /// The text (at most 4096 characters).
+        pub(super) text: &'a str,
+    }
+
+    /// A chat: its numeric id, or a channel's `@username`.
+    #[derive(Debug, Clone, Copy, Serialize)]
+    #[serde(untagged)]
+    pub(super) enum ChatRef<'a> {
+        /// A numeric chat id.
+        Id(i64),
+        /// `@channelusername`.
+        Username(&'a str),
+    }
+
+    /// One update of `getUpdates`: a new message, or a kind this channel skips.
+    #[derive(Debug, Deserialize)]
+    pub(super) struct Update {
+        /// Its id (increasing).
+        pub(super) update_id: i64,
+        /// A new message, when that is what it is.
+        pub(super) message: Option<Message>,
+    }
+
+    /// A message.
+    #[derive(Debug, Deserialize)]
+    pub(super) struct Message {
+        /// Where it was sent.
+        pub(super) chat: Chat,
+        /// Who sent it (none in channels).
+        pub(super) from: Option<User>,
+        /// Its text, for a text message.
+        pub(super) text: Option<String>,
+    }
+
+    /// A chat.
+    #[derive(Debug, Deserialize)]
+    pub(super) struct Chat {
+        /// Its id.
+        pub(super) id: i64,
+    }
+
+    /// A user.
+    #[derive(Debug, Deserialize)]
+    pub(super) struct User {
+        /// The first name (always there).
+        pub(super) first_name: String,
+        /// The `@username`, if any.
+        pub(super) username: Option<String>,
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #![allow(clippy::unwrap_used)]
+        use super::*;
+        use serde_json::json;
+
+        #[test]
+        fn requests_and_updates_read_and_write_as_the_bot_api_says() {
+            let p = GetUpdates {
+                offset: 7,
+                timeout: 30,
+                allowed_updates: &["message"],
+            };
+            assert_eq!(
+                serde_json::to_value(&p).unwrap(),
+                json!({"offset": 7, "timeout": 30, "allowed_updates": ["message"]})
+            );
+            for (chat, want) in [
+                (ChatRef::Id(-100), json!(-100)),
+                (ChatRef::Username("@news"), json!("@news")),
+            ] {
+                let m = SendMessage {
+                    chat_id: chat,
+                    text: "hi",
+                };
+                assert_eq!(
+                    serde_json::to_value(&m).unwrap(),
+                    json!({"chat_id": want, "text": "hi"})
+                );
+            }
+            let u: Update = serde_json::from_value(json!({
+                "update_id": 10,
+                "message": {"message_id": 1, "date": 1, "chat": {"id": 42, "type": "private"},
+                            "from": {"id": 5, "is_bot": false, "first_name": "Ann"}, "text": "hello",
+                            "entities": []}
+            }))
+            .unwrap();
+            let m = u.message.unwrap();
+            assert_eq!(
+                (u.update_id, m.chat.id, m.text.as_deref()),
+                (10, 42, Some("hello"))
+            );
+            let from = m.from.unwrap();
+            assert_eq!((from.first_name.as_str(), from.username), ("Ann", None));
+            // Another kind of update: no message; a photo: no text.
+            let u: Update =
+                serde_json::from_value(json!({"update_id": 11, "edited_message": {}})).unwrap();
+            assert!(u.message.is_none());
+            let u: Update = serde_json::from_value(json!({
+                "update_id": 12, "message": {"chat": {"id": 1}, "photo": []}
+            }))
+            .unwrap();
+            assert!(u.message.unwrap().text.is_none());
+        }
     }
 }
