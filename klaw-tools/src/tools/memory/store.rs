@@ -642,11 +642,14 @@ impl MemoryStore {
         self.search_vector_rescoring(vector, k, wanted, period)
     }
 
-    /// The vector side of a hybrid search proposing `depth` candidates: the `depth`
-    /// nearest by the in-memory codes, re-scored with their float vectors (at least as
-    /// many as [`search_vector_in`](Self::search_vector_in) re-scores for the `k` asked
-    /// for). The pool is ranked again by the fusion, so re-scoring `4 × depth` would buy
-    /// little for its cost (a float vector read from `vec0` each).
+    /// The vector side of a hybrid search proposing `depth` candidates (at least the `k`
+    /// asked for): the `depth` nearest by the in-memory codes, re-scored with their float
+    /// vectors (at least [`MIN_RESCORED`]). The pool is ranked again by the fusion, so
+    /// re-scoring `4 × depth`, or `4 × k` as [`search_vector_in`](Self::search_vector_in)
+    /// does, would buy little for its cost: each float vector is read from `vec0`, whose
+    /// chunk of vectors is one long blob walked page by page to the vector (issue 32:
+    /// with `4 × k`, topK 50 read 200 where topK 10 read 50, and most of the extra time
+    /// went there).
     pub(super) fn vector_pool(
         &self,
         vector: &[f32],
@@ -654,11 +657,8 @@ impl MemoryStore {
         depth: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
-        let wanted = k
-            .saturating_mul(RESCORE_FACTOR)
-            .max(MIN_RESCORED)
-            .max(depth);
-        self.search_vector_rescoring(vector, depth.max(k), wanted, period)
+        let pool = depth.max(k);
+        self.search_vector_rescoring(vector, pool, pool.max(MIN_RESCORED), period)
     }
 
     /// The best `k` of the `wanted` nearest by the in-memory codes, re-scored exactly.
