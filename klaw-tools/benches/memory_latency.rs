@@ -95,7 +95,11 @@ fn main() {
     let cases = [
         (10_000, "10k/hybrid_incl_embed", Case::HybridInclEmbed),
         (100_000, "100k/hybrid_incl_embed", Case::HybridInclEmbed),
-        (100_000, "100k/hybrid_incl_embed_k50", Case::HybridTop(K_MAX)),
+        (
+            100_000,
+            "100k/hybrid_incl_embed_k50",
+            Case::HybridTop(K_MAX),
+        ),
         (100_000, "100k/memory_search_k10", Case::Tool(K)),
         (100_000, "100k/memory_search_k50", Case::Tool(K_MAX)),
         (100_000, "100k/vector_incl_embed", Case::VectorInclEmbed),

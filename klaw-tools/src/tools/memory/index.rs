@@ -220,6 +220,8 @@ pub struct Index {
     store: Mutex<MemoryStore>,
     embedder: Embedder,
     weights: Weights,
+    /// Hybrid search's fusion, with the model's lift.
+    fusion: Fusion,
     chunk: ChunkOptions,
     reembedded: usize,
 }
@@ -273,11 +275,13 @@ impl Index {
         if !missing.is_empty() {
             tracing::info!(index = %path.display(), chunks = missing.len(), "re-embedded");
         }
+        let fusion = Fusion::for_model(embedder.config().hybrid_lift);
         Ok(Self {
             path: path.to_owned(),
             store: Mutex::new(store),
             embedder,
             weights: config.weights,
+            fusion,
             chunk: config.chunk,
             reembedded: missing.len(),
         })
@@ -379,7 +383,12 @@ impl Index {
         mode: SearchMode,
         period: Period,
     ) -> Result<Vec<Hit>, MemoryError> {
-        self.search_fused(query, k, mode, period, Fusion::DEFAULT)
+        self.search_fused(query, k, mode, period, self.fusion)
+    }
+
+    /// The fusion hybrid search uses: the default with the model's lift.
+    pub(crate) fn fusion(&self) -> Fusion {
+        self.fusion
     }
 
     /// [`search_in`](Self::search_in) with hybrid's two sides fused by `fusion`.
