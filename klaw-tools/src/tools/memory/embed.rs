@@ -149,7 +149,17 @@ pub struct EmbedderConfig {
     pub threads: usize,
     /// Texts per model run; texts are sorted by length so padding stays small.
     pub batch_size: usize,
+    /// Hybrid search's lift for this model's cosines: the most a chunk's text evidence
+    /// adds to its cosine (`None`: 0.5, tuned on the default model; see `doc/memory.md`).
+    /// A model whose cosines lie close together (e5's: unrelated texts about 0.7) needs a
+    /// smaller one than a model whose cosines spread out (the Universal Sentence
+    /// Encoder's: unrelated texts about 0.1), or the words outweigh the meaning.
+    pub hybrid_lift: Option<f64>,
 }
+
+/// The largest `hybrid_lift` [`EmbedderConfig::load`] accepts: more than twice a
+/// cosine's whole range would let words alone decide.
+const MAX_HYBRID_LIFT: f64 = 4.0;
 
 #[derive(Deserialize)]
 struct ModelFile {
@@ -170,6 +180,8 @@ struct ModelFile {
     #[serde(default)]
     input: InputFormat,
     fingerprint: String,
+    #[serde(default)]
+    hybrid_lift: Option<f64>,
 }
 
 fn default_max_tokens() -> usize {
@@ -256,6 +268,14 @@ impl EmbedderConfig {
                 message: "dims must be at least 1".to_owned(),
             });
         }
+        if let Some(lift) = f.hybrid_lift
+            && !(0.0..=MAX_HYBRID_LIFT).contains(&lift)
+        {
+            return Err(EmbedError::ModelInvalid {
+                path: json_path,
+                message: format!("hybrid_lift {lift} is not between 0 and {MAX_HYBRID_LIFT}"),
+            });
+        }
         for file in ["model.onnx", "tokenizer.json"] {
             let p = model_dir.join(file);
             if !p.is_file() {
@@ -283,6 +303,7 @@ impl EmbedderConfig {
             fingerprint: f.fingerprint,
             threads,
             batch_size: 32,
+            hybrid_lift: f.hybrid_lift,
         })
     }
 
@@ -803,6 +824,27 @@ mod tests {
         let err = EmbedderConfig::load(dir.path(), dir.path().join("lib.so")).unwrap_err();
         assert!(matches!(err, EmbedError::ModelInvalid { .. }), "{err}");
         assert!(err.to_string().contains("dims must be at least 1"), "{err}");
+    }
+
+    #[test]
+    fn hybrid_lift_is_read_and_a_wild_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["model.onnx", "tokenizer.json", "lib.so"] {
+            std::fs::write(dir.path().join(f), "").unwrap();
+        }
+        let load = |json: &str| {
+            std::fs::write(dir.path().join(MODEL_CONFIG), json).unwrap();
+            EmbedderConfig::load(dir.path(), dir.path().join("lib.so"))
+        };
+        let base = r#""name": "m", "dims": 4, "fingerprint": "f""#;
+        assert_eq!(load(&format!("{{{base}}}")).unwrap().hybrid_lift, None);
+        let c = load(&format!(r#"{{{base}, "hybrid_lift": 0.15}}"#)).unwrap();
+        assert_eq!(c.hybrid_lift, Some(0.15));
+        for wild in ["-0.1", "100"] {
+            let err = load(&format!(r#"{{{base}, "hybrid_lift": {wild}}}"#)).unwrap_err();
+            assert!(matches!(err, EmbedError::ModelInvalid { .. }), "{err}");
+            assert!(err.to_string().contains("hybrid_lift"), "{err}");
+        }
     }
 
     #[test]

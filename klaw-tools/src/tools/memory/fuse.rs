@@ -9,6 +9,10 @@
 //! side cannot judge: every chunk of the other script gets the best evidence of the
 //! query's script, and between the languages the cosine decides.
 //!
+//! 0.5 is the lift for the default model; a model whose cosines lie closer together
+//! names a smaller one in its `klaw-model.json` (`hybrid_lift`: e5's is 0.1), which
+//! [`Fusion::for_model`] puts in the default.
+//!
 //! Reciprocal Rank Fusion ([`rrf`], the fusion before) is kept for comparison: an item
 //! at 1-based rank `r` on a side with weight `w` earns `w / (k + r)`, summed over the
 //! sides that found it; ties go to the better (smaller) best rank, then the smaller id.
@@ -56,7 +60,8 @@ pub enum FoundBy {
 
 /// How hybrid search fuses its two sides. Not an API: the retrieval sets
 /// (`tests/retrieval_sets.rs`) compare the candidates through
-/// [`bench_support`](super::bench_support); `memory_search` uses [`Fusion::DEFAULT`].
+/// [`bench_support`](super::bench_support); `memory_search` uses [`Fusion::DEFAULT`]
+/// with its model's lift ([`Fusion::for_model`]).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fusion {
@@ -120,6 +125,35 @@ impl Fusion {
         stretch: false,
         spread: 0.0,
     };
+
+    /// The default with the lift of a model (its `klaw-model.json`'s `hybrid_lift`, see
+    /// [`EmbedderConfig::hybrid_lift`](super::EmbedderConfig::hybrid_lift)); `None`
+    /// keeps the default's.
+    pub fn for_model(lift: Option<f64>) -> Fusion {
+        lift.map_or(Fusion::DEFAULT, |l| Fusion::DEFAULT.with_lift(l))
+    }
+
+    /// This fusion with `lift` (RRF has none: unchanged).
+    pub fn with_lift(self, lift: f64) -> Fusion {
+        match self {
+            Fusion::Rrf => Fusion::Rrf,
+            Fusion::Lift {
+                evidence,
+                depth,
+                bm25,
+                stretch,
+                spread,
+                ..
+            } => Fusion::Lift {
+                evidence,
+                lift,
+                depth,
+                bm25,
+                stretch,
+                spread,
+            },
+        }
+    }
 
     /// How many candidates each side proposes for a search of `k`.
     pub(super) fn depth(self, k: usize) -> usize {
@@ -373,6 +407,19 @@ mod tests {
         // one candidate, or all equal: stretched to 1
         let f = lift(&[cand(1, 0.3, 0.0)], Weights::default(), 0.1, true, 0.0);
         assert!(close(f[0].score, 1.0));
+    }
+
+    #[test]
+    fn a_model_s_lift_replaces_the_default_s_and_nothing_else() {
+        assert_eq!(Fusion::for_model(None), Fusion::DEFAULT);
+        let (Fusion::Lift { lift, depth, .. }, Fusion::Lift { depth: d0, .. }) =
+            (Fusion::for_model(Some(0.15)), Fusion::DEFAULT)
+        else {
+            panic!("the default is a lift");
+        };
+        assert!(close(lift, 0.15));
+        assert_eq!(depth, d0);
+        assert_eq!(Fusion::Rrf.with_lift(0.2), Fusion::Rrf);
     }
 
     #[test]

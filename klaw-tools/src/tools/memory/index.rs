@@ -220,6 +220,8 @@ pub struct Index {
     store: Mutex<MemoryStore>,
     embedder: Embedder,
     weights: Weights,
+    /// Hybrid search's fusion, with the model's lift.
+    fusion: Fusion,
     chunk: ChunkOptions,
     reembedded: usize,
 }
@@ -229,7 +231,9 @@ impl Index {
     ///
     /// An index built with another model is re-embedded now, with a warning in the log
     /// ([`Index::reembedded`] says how many chunks); chunks left without a vector by an
-    /// interrupted re-embedding are completed. Vectors of two models never mix.
+    /// interrupted re-embedding are completed. Vectors of two models never mix. The store
+    /// records when every chunk has a vector, so an open looks for those without one only
+    /// after an unfinished re-embedding (or once, in a store made before it recorded it).
     pub fn open(
         path: &Path,
         embedder: Embedder,
@@ -244,22 +248,40 @@ impl Index {
             }
             Err(e) => return Err(e.into()),
         };
-        let missing = store.chunks_without_vectors()?;
-        for batch in missing.chunks(EMBED_BATCH) {
+        // a scan of every chunk: only when re-embedding was started and not finished,
+        // or the store does not say (made before it recorded it)
+        let pending = store.vectors_pending()?;
+        let missing = if pending {
+            store.chunks_without_vectors()?
+        } else {
+            Vec::new()
+        };
+        let mut batches = missing.chunks(EMBED_BATCH).peekable();
+        while let Some(batch) = batches.next() {
             let texts: Vec<&str> = batch.iter().map(|(_, c)| c.as_str()).collect();
             let vectors = embedder.embed_passages(&texts)?;
             let pairs: Vec<(i64, Vec<f32>)> =
                 batch.iter().map(|(id, _)| *id).zip(vectors).collect();
-            store.set_vectors(&pairs)?;
+            if batches.peek().is_some() {
+                store.set_vectors(&pairs)?;
+            } else {
+                // the last vectors and "none is missing" in one transaction
+                store.finish_vectors(&pairs)?;
+            }
+        }
+        if pending && missing.is_empty() {
+            store.finish_vectors(&[])?;
         }
         if !missing.is_empty() {
             tracing::info!(index = %path.display(), chunks = missing.len(), "re-embedded");
         }
+        let fusion = Fusion::for_model(embedder.config().hybrid_lift);
         Ok(Self {
             path: path.to_owned(),
             store: Mutex::new(store),
             embedder,
             weights: config.weights,
+            fusion,
             chunk: config.chunk,
             reembedded: missing.len(),
         })
@@ -372,7 +394,12 @@ impl Index {
         mode: SearchMode,
         period: Period,
     ) -> Result<Vec<Hit>, MemoryError> {
-        self.search_fused(query, k, mode, period, Fusion::DEFAULT)
+        self.search_fused(query, k, mode, period, self.fusion)
+    }
+
+    /// The fusion hybrid search uses: the default with the model's lift.
+    pub(crate) fn fusion(&self) -> Fusion {
+        self.fusion
     }
 
     /// [`search_in`](Self::search_in) with hybrid's two sides fused by `fusion`.

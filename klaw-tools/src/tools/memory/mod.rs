@@ -63,6 +63,11 @@ pub mod bench_support {
         index.search_fused(query, k, mode, super::Period::default(), fusion)
     }
 
+    /// The fusion `index`'s hybrid search uses (the default with its model's lift).
+    pub fn fusion(index: &super::Index) -> Fusion {
+        index.fusion()
+    }
+
     /// The store behind `index`, locked; every other call on the index waits.
     pub fn store(index: &super::Index) -> std::sync::MutexGuard<'_, MemoryStore> {
         index.store()

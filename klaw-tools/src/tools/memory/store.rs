@@ -147,6 +147,8 @@ pub struct Hit {
 pub struct MemoryStore {
     conn: Connection,
     dims: usize,
+    /// The model as [`VECTORS_COMPLETE`] records it: `fingerprint (dims dims)`.
+    model: String,
     /// The vectors' in-memory copy, loaded on the first vector search.
     cache: RefCell<Option<VectorCache>>,
 }
@@ -231,6 +233,15 @@ pub(super) const HYBRID_MIN_COVERAGE: f64 = 0.5;
 // `fts::min_should_match` asks for more than half of the words: the same rule.
 const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 
+/// The meta key that says every chunk has a vector of the model it names (the value:
+/// `fingerprint (dims dims)`), so opening need not look for chunks without one (a scan of
+/// every chunk, 160 ms at 100k). Any other value, or none (a store made before the key),
+/// means "maybe some are missing": re-embedding for another model removes it in the
+/// transaction that drops the vectors, and [`MemoryStore::finish_vectors`] writes it in
+/// the transaction of the last vectors; a process that dies in between leaves it
+/// missing, and the next open completes the work.
+const VECTORS_COMPLETE: &str = "vectors_complete";
+
 /// How much of the database file SQLite maps into memory (address space, not RAM).
 const MMAP_BYTES: i64 = 4 << 30;
 
@@ -255,7 +266,7 @@ impl MemoryStore {
     /// [`StoreError::FingerprintMismatch`]; [`MemoryStore::open_reembed`] opens it for
     /// re-embedding.
     pub fn open(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
-        let store = Self::connect(path, dims)?;
+        let store = Self::connect(path, dims, fingerprint)?;
         store.init(fingerprint, false)?;
         Ok(store)
     }
@@ -265,12 +276,12 @@ impl MemoryStore {
     /// embeds [`MemoryStore::chunks_without_vectors`] and stores them with
     /// [`MemoryStore::set_vectors`].
     pub fn open_reembed(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
-        let store = Self::connect(path, dims)?;
+        let store = Self::connect(path, dims, fingerprint)?;
         store.init(fingerprint, true)?;
         Ok(store)
     }
 
-    fn connect(path: &Path, dims: usize) -> Result<Self, StoreError> {
+    fn connect(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
         klaw_sqlite_vec::register().map_err(StoreError::Extension)?;
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -283,6 +294,7 @@ impl MemoryStore {
         Ok(MemoryStore {
             conn,
             dims,
+            model: format!("{fingerprint} ({dims} dims)"),
             cache: RefCell::new(None),
         })
     }
@@ -320,7 +332,7 @@ impl MemoryStore {
         }
         let stored_fp = read_meta(&tx, "fingerprint")?;
         let stored_dims = read_meta(&tx, "dims")?;
-        let requested = format!("{fingerprint} ({} dims)", self.dims);
+        let requested = self.model.clone();
         let same = stored_fp.as_deref() == Some(fingerprint)
             && stored_dims.as_deref() == Some(self.dims.to_string().as_str());
         if let (Some(fp), false) = (&stored_fp, same) {
@@ -330,6 +342,9 @@ impl MemoryStore {
                     requested,
                 });
             }
+            // the flag goes with the vectors: a process that dies before every chunk has
+            // its new vector leaves the work to the next open
+            tx.execute("DELETE FROM meta WHERE key = ?1", [VECTORS_COMPLETE])?;
             tx.execute_batch(
                 "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_codes;",
             )?;
@@ -477,7 +492,7 @@ impl MemoryStore {
     }
 
     /// A value the caller keeps in the database (e.g. what an index was built from).
-    /// The keys `fingerprint` and `dims` are the store's own.
+    /// The keys `fingerprint`, `dims` and `vectors_complete` are the store's own.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         read_meta(&self.conn, key)
     }
@@ -491,8 +506,18 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// Whether some chunks may have no vector of this model: re-embedding for it was
+    /// started and not finished (see [`MemoryStore::open_reembed`]), or the store was made
+    /// before this was recorded. When `false`,
+    /// [`chunks_without_vectors`](Self::chunks_without_vectors) is empty and need not be
+    /// asked.
+    pub fn vectors_pending(&self) -> Result<bool, StoreError> {
+        Ok(self.meta(VECTORS_COMPLETE)?.as_deref() != Some(self.model.as_str()))
+    }
+
     /// Chunks that have no vector (after [`MemoryStore::open_reembed`]), as `(id, text to
-    /// embed)` ([`embed_text`]: the content, after its context if it has one).
+    /// embed)` ([`embed_text`]: the content, after its context if it has one). Reads
+    /// every chunk: ask [`vectors_pending`](Self::vectors_pending) first.
     pub fn chunks_without_vectors(&self) -> Result<Vec<(i64, String)>, StoreError> {
         let mut st = self.conn.prepare(
             "SELECT id, content, context FROM chunks
@@ -507,6 +532,21 @@ impl MemoryStore {
 
     /// Stores vectors for existing chunks, `(id, vector)`, in one transaction.
     pub fn set_vectors(&mut self, vectors: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
+        self.write_vectors(vectors, false)
+    }
+
+    /// [`set_vectors`](Self::set_vectors) for the last of the chunks without a vector
+    /// (or none), recording in the same transaction that every chunk has one: the next
+    /// open skips [`chunks_without_vectors`](Self::chunks_without_vectors).
+    pub fn finish_vectors(&mut self, vectors: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
+        self.write_vectors(vectors, true)
+    }
+
+    fn write_vectors(
+        &mut self,
+        vectors: &[(i64, Vec<f32>)],
+        finish: bool,
+    ) -> Result<(), StoreError> {
         let blobs = vectors
             .iter()
             .map(|(id, v)| Ok((*id, normalised(v, self.dims)?)))
@@ -520,6 +560,12 @@ impl MemoryStore {
             }
             vec.changes
         };
+        if finish && read_meta(&tx, VECTORS_COMPLETE)?.as_deref() != Some(self.model.as_str()) {
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                params![VECTORS_COMPLETE, self.model],
+            )?;
+        }
         tx.commit()?;
         self.after_commit(changes);
         Ok(())
@@ -596,11 +642,14 @@ impl MemoryStore {
         self.search_vector_rescoring(vector, k, wanted, period)
     }
 
-    /// The vector side of a hybrid search proposing `depth` candidates: the `depth`
-    /// nearest by the in-memory codes, re-scored with their float vectors (at least as
-    /// many as [`search_vector_in`](Self::search_vector_in) re-scores for the `k` asked
-    /// for). The pool is ranked again by the fusion, so re-scoring `4 × depth` would buy
-    /// little for its cost (a float vector read from `vec0` each).
+    /// The vector side of a hybrid search proposing `depth` candidates (at least the `k`
+    /// asked for): the `depth` nearest by the in-memory codes, re-scored with their float
+    /// vectors (at least [`MIN_RESCORED`]). The pool is ranked again by the fusion, so
+    /// re-scoring `4 × depth`, or `4 × k` as [`search_vector_in`](Self::search_vector_in)
+    /// does, would buy little for its cost: each float vector is read from `vec0`, whose
+    /// chunk of vectors is one long blob walked page by page to the vector (issue 32:
+    /// with `4 × k`, topK 50 read 200 where topK 10 read 50, and most of the extra time
+    /// went there).
     pub(super) fn vector_pool(
         &self,
         vector: &[f32],
@@ -608,11 +657,8 @@ impl MemoryStore {
         depth: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
-        let wanted = k
-            .saturating_mul(RESCORE_FACTOR)
-            .max(MIN_RESCORED)
-            .max(depth);
-        self.search_vector_rescoring(vector, depth.max(k), wanted, period)
+        let pool = depth.max(k);
+        self.search_vector_rescoring(vector, pool, pool.max(MIN_RESCORED), period)
     }
 
     /// The best `k` of the `wanted` nearest by the in-memory codes, re-scored exactly.

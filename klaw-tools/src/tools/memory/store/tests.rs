@@ -817,3 +817,53 @@ fn a_time_past_year_9999_is_found_with_an_empty_date_not_an_error() {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].date, "");
 }
+
+#[test]
+fn vectors_pending_until_finished_and_again_after_an_unfinished_reembedding() {
+    let (_d, path) = db();
+    {
+        let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+        // a store that never said: maybe some are missing
+        assert!(store.vectors_pending().unwrap());
+        store.finish_vectors(&[]).unwrap();
+        assert!(!store.vectors_pending().unwrap());
+        sample(&mut store);
+        assert!(!store.vectors_pending().unwrap());
+    }
+    assert!(
+        !MemoryStore::open(&path, DIMS, FP)
+            .unwrap()
+            .vectors_pending()
+            .unwrap()
+    );
+    // another model: the vectors are dropped and the flag with them, in one transaction
+    let left = {
+        let mut store = MemoryStore::open_reembed(&path, 4, "sha256:new").unwrap();
+        assert!(store.vectors_pending().unwrap());
+        let todo = store.chunks_without_vectors().unwrap();
+        assert!(todo.len() >= 2, "{todo:?}");
+        // some done, then the process dies
+        store
+            .set_vectors(&[(todo[0].0, vec![1.0, 0.0, 0.0, 0.0])])
+            .unwrap();
+        todo.len() - 1
+    };
+    let mut store = MemoryStore::open(&path, 4, "sha256:new").unwrap();
+    assert!(store.vectors_pending().unwrap());
+    let todo = store.chunks_without_vectors().unwrap();
+    assert_eq!(todo.len(), left);
+    let vectors: Vec<(i64, Vec<f32>)> = todo
+        .iter()
+        .map(|(id, _)| (*id, vec![0.0, 1.0, 0.0, 0.0]))
+        .collect();
+    store.finish_vectors(&vectors).unwrap();
+    assert!(!store.vectors_pending().unwrap());
+    assert!(store.chunks_without_vectors().unwrap().is_empty());
+    drop(store);
+    assert!(
+        !MemoryStore::open(&path, 4, "sha256:new")
+            .unwrap()
+            .vectors_pending()
+            .unwrap()
+    );
+}
