@@ -336,15 +336,14 @@ impl Agent {
     ) -> Result<String, AgentError> {
         let history = &self.history;
         let user_msg = Message::User(user.to_owned());
-        history
-            .append(chat, &user_msg)
-            .map_err(AgentError::History)?;
         // The database keeps a few times what the model is sent, not everything.
-        if let Err(e) = history.prune(chat, self.history_limit.saturating_mul(5)) {
-            tracing::warn!(target: "klaw::agent", "{e}");
-        }
         let loaded = history
-            .load(chat, self.history_limit)
+            .begin_turn(
+                chat,
+                &user_msg,
+                self.history_limit.saturating_mul(5),
+                self.history_limit,
+            )
             .map_err(AgentError::History)?;
         let mut messages = loaded.messages;
         let lang = self.engine.config().raw.language;
@@ -357,20 +356,25 @@ impl Agent {
         // reply may only be the answer.
         let mut made: Vec<((String, String), String)> = Vec::new();
         let mut answer_only = false;
+        // One request for the whole turn: its system prompt and tools do not change
+        // between rounds, and (native protocol) its messages are the turn's, grown.
+        let mut request = ChatRequest {
+            model: self.model.name.clone(),
+            system,
+            lang,
+            max_tokens: self.model.max_tokens,
+            temperature: self.model.temperature,
+            ..ChatRequest::default()
+        };
+        if self.model.protocol == Protocol::Native {
+            request.tools = tools.clone();
+            request.messages = std::mem::take(&mut messages);
+        }
+        // The turn's messages: the request's own (native), or `messages`.
+        let native = self.model.protocol == Protocol::Native;
         for round in 0..self.max_rounds {
-            let mut request = ChatRequest {
-                model: self.model.name.clone(),
-                system: system.clone(),
-                lang,
-                max_tokens: self.model.max_tokens,
-                temperature: self.model.temperature,
-                ..ChatRequest::default()
-            };
             match self.model.protocol {
-                Protocol::Native => {
-                    request.messages.clone_from(&messages);
-                    request.tools.clone_from(&tools);
-                }
+                Protocol::Native => {}
                 Protocol::Text | Protocol::Json => {
                     request.messages = protocol::render(&messages, json_protocol);
                     if json_protocol {
@@ -392,9 +396,6 @@ impl Agent {
             tally
                 .output
                 .fetch_add(response.usage.output_tokens, Ordering::Relaxed);
-            if let Err(e) = history.record_usage(chat, &self.model.name, response.usage) {
-                tracing::warn!(target: "klaw::agent", "{e}");
-            }
             let mut answer = match self.model.protocol {
                 Protocol::Native => response.message,
                 Protocol::Text | Protocol::Json => {
@@ -405,9 +406,13 @@ impl Agent {
             let done = answer.tool_calls.is_empty();
             let assistant = Message::Assistant(answer.clone());
             history
-                .append(chat, &assistant)
+                .append_answer(chat, &assistant, &self.model.name, response.usage)
                 .map_err(AgentError::History)?;
-            messages.push(assistant);
+            if native {
+                request.messages.push(assistant);
+            } else {
+                messages.push(assistant);
+            }
             if done {
                 if !streamed {
                     observer.text(&answer.text);
@@ -470,11 +475,19 @@ impl Agent {
                     made.push((call_key(call), result.content.clone()));
                 }
             }
+            let mut tool_messages = Vec::with_capacity(results.len());
             for (call, result) in answer.tool_calls.iter().zip(results) {
                 observer.tool_result(call, &result);
-                let m = Message::Tool(result);
-                history.append(chat, &m).map_err(AgentError::History)?;
-                messages.push(m);
+                tool_messages.push(Message::Tool(result));
+            }
+            // The round's results in one transaction: all or none, in the calls' order.
+            history
+                .append_all(chat, &tool_messages)
+                .map_err(AgentError::History)?;
+            if native {
+                request.messages.extend(tool_messages);
+            } else {
+                messages.extend(tool_messages);
             }
         }
         let stop = format!(

@@ -70,7 +70,7 @@ impl Transport {
         &self,
         url: &str,
         headers: &[(&str, &str)],
-        body: &Value,
+        body: &(impl serde::Serialize + ?Sized),
         streamed: bool,
     ) -> Result<reqwest::Response, LlmError> {
         let mut attempt = 0;
@@ -132,7 +132,7 @@ impl Transport {
         &self,
         url: &str,
         headers: &[(&str, &str)],
-        body: &Value,
+        body: &(impl serde::Serialize + ?Sized),
     ) -> Result<Value, LlmError> {
         let response = self.post(url, headers, body, false).await?;
         let bytes = self.read_body(url, response).await?;
