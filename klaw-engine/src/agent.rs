@@ -197,8 +197,13 @@ impl Agent {
 
     /// The system prompt: who the agent is, the language, the date, the core memory,
     /// the skills (names and descriptions, within `skills.promptBudgetChars`), and (for
-    /// `text` and `json` models) the tools and how to call them.
-    async fn system_prompt(&self, history_truncated: bool) -> String {
+    /// `text` and `json` models) `tools` (the turn's, [`Agent::tools`]) and how to call
+    /// them.
+    async fn system_prompt(
+        &self,
+        tools: &[klaw_tools::ToolSpec],
+        history_truncated: bool,
+    ) -> String {
         let config = &self.engine.config();
         let lang = config.raw.language;
         let mut s = String::from(
@@ -226,7 +231,7 @@ impl Agent {
             s.push('\n');
         }
         #[cfg(feature = "skills")]
-        if self.tools().iter().any(|t| t.name == "skill_load")
+        if tools.iter().any(|t| t.name == "skill_load")
             && let Some(skills) =
                 klaw_tools::tools::skills::system_prompt_section(self.engine.context()).await
         {
@@ -239,7 +244,7 @@ impl Agent {
         if self.model.protocol != Protocol::Native {
             s.push('\n');
             s.push_str(&protocol::tools_prompt(
-                &self.tools(),
+                tools,
                 lang,
                 self.model.protocol == Protocol::Json,
             ));
@@ -349,7 +354,7 @@ impl Agent {
         let lang = self.engine.config().raw.language;
         let json_protocol = self.model.protocol == Protocol::Json;
         let tools = self.tools();
-        let system = self.system_prompt(loaded.truncated).await;
+        let system = self.system_prompt(&tools, loaded.truncated).await;
         let turn_id = format!("{chat}:{}", jiff::Timestamp::now().as_millisecond());
         // Small models (text and json protocols) tend to repeat a call after its
         // result: a call made before in this turn is not run again, and the next json
