@@ -158,32 +158,22 @@ fn main() {
             }
             warmed_in.push(started.elapsed());
             after.push(s.search(q));
-            let mut times: Vec<Duration> = (1..=WARM)
+            let times: Vec<Duration> = (1..=WARM)
                 .map(|i| s.search(questions[(round + i) % questions.len()]))
                 .collect();
-            warm.push(median(std::mem::take(&mut times)));
+            warm.push(median(times));
         }
     }
     let warm = median(warm);
+    let row = |what: &str, d: Duration, note: &str| println!("{what:<40} {:>9.2} ms{note}", ms(d));
+    let times_warm = |d: Duration| d.as_secs_f64() / warm.as_secs_f64();
     println!("memory_search in a fresh `mcp`, {CHUNKS} chunks, medians of {ROUNDS} processes");
-    println!(
-        "{:<40} {:>9.2} ms",
-        "start to `memory warmed`",
-        ms(median(warmed_in))
-    );
+    row("start to `memory warmed`", median(warmed_in), "");
     let at_once = median(at_once);
-    println!(
-        "{:<40} {:>9.2} ms ({:.1}× warm)",
-        "first search, asked at once",
-        ms(at_once),
-        at_once.as_secs_f64() / warm.as_secs_f64()
-    );
+    let note = format!(" ({:.1}× warm)", times_warm(at_once));
+    row("first search, asked at once", at_once, &note);
     let after = median(after);
-    println!(
-        "{:<40} {:>9.2} ms ({:.2}× warm; target ≤ 2×)",
-        "first search after the warm-up",
-        ms(after),
-        after.as_secs_f64() / warm.as_secs_f64()
-    );
-    println!("{:<40} {:>9.2} ms", "warm search (p50)", ms(warm));
+    let note = format!(" ({:.2}× warm; target ≤ 2×)", times_warm(after));
+    row("first search after the warm-up", after, &note);
+    row("warm search (p50)", warm, "");
 }

@@ -28,6 +28,18 @@ impl Env {
         self
     }
 
+    /// A configuration with `sandbox` = `mode` and the workspace and data dir under the
+    /// home; the workspace.
+    fn sandboxed(&self, mode: &str) -> std::path::PathBuf {
+        let ws = self.home().join("ws");
+        self.config(&format!(
+            r#"{{"sandbox": {mode:?}, "workspace": {:?}, "dataDir": {:?}}}"#,
+            ws.display().to_string(),
+            self.home().join("data").display().to_string()
+        ));
+        ws
+    }
+
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = engine(self.dir.path(), args);
         if self.dir.path().join("engine.json").exists() {
@@ -400,12 +412,7 @@ fn doctor_warns_when_the_sandbox_is_off() {
 #[test]
 fn the_engine_runs_commands_under_landlock() {
     let env = Env::new();
-    let ws = env.home().join("ws");
-    env.config(&format!(
-        r#"{{"sandbox": "landlock", "workspace": {:?}, "dataDir": {:?}}}"#,
-        ws.display().to_string(),
-        env.home().join("data").display().to_string()
-    ));
+    let ws = env.sandboxed("landlock");
     let o = env.run(&[
         "call",
         "exec",
@@ -435,12 +442,7 @@ fn the_engine_runs_commands_under_landlock() {
 #[test]
 fn commands_run_under_the_small_helper_beside_the_engine() {
     let env = Env::new();
-    let ws = env.home().join("ws");
-    env.config(&format!(
-        r#"{{"sandbox": "off", "workspace": {:?}, "dataDir": {:?}}}"#,
-        ws.display().to_string(),
-        env.home().join("data").display().to_string()
-    ));
+    env.sandboxed("off");
     let o = env.run(&[
         "call",
         "exec",

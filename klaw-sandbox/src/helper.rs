@@ -59,6 +59,18 @@ pub fn run_helper_if_requested() -> Option<ExitCode> {
     }
 }
 
+/// The whole `main` of a program that is only the sandbox helper (`klaw-engine-sandbox`,
+/// klaw-tools' `klaw-sandbox`): the helper when started as one, else a usage line naming
+/// `program` on stderr and exit code 2.
+pub fn helper_only_main(program: &str) -> ExitCode {
+    run_helper_if_requested().unwrap_or_else(|| {
+        eprintln!(
+            "usage: {program} {HELPER_ARG} <policy-json> <command> [args...] (started by Klaw's shell tools)"
+        );
+        ExitCode::from(2)
+    })
+}
+
 /// The helper program to use for a `program` (usually the current executable): a small
 /// binary named `name` beside it when there is one that can be trusted as much as the
 /// program itself, else `program`, which plays the helper too

@@ -652,81 +652,39 @@ fn floors(all: &[Sets], one_model: bool) {
         }
     };
     let (e5, use3) = ("multilingual-e5-small", "use-multilingual-v3");
-    let [cross, pairs, conv, lines]: [fn(&Sets) -> &Run; 4] = [
+    // which set of a model's run
+    type Pick = fn(&Sets) -> &Run;
+    let [cross, pairs, conv, lines]: [Pick; 4] = [
         |s| &s.crosslang,
         |s| &s.topicpairs,
         |s| &s.conversation,
         |s| &s.lines,
     ];
     let (h, rrf) = ("hybrid", "hybrid, RRF (before)");
-    // measured 2026-11-26, the default fusion: USE 43/48 0.98 and 40/48 1.00; e5 34/48
-    // 0.96 and 41/48 1.00
-    floor(
-        "USE notes, other language",
-        get(use3, cross, "cross_language", h),
-        40,
-        0.9,
-    );
-    floor(
-        "USE notes, same language",
-        get(use3, cross, "same_language", h),
-        36,
-        0.95,
-    );
-    floor(
-        "e5 notes, other language",
-        get(e5, cross, "cross_language", h),
-        30,
-        0.9,
-    );
-    floor(
-        "e5 notes, same language",
-        get(e5, cross, "same_language", h),
-        37,
-        0.95,
-    );
-    // measured: USE 37/44 1.00 and 40/44 1.00; e5 15/44 0.80 and 42/44 1.00 (0.59 and
-    // 41/44 with USE's lift of 0.5 before e5 had its own, `hybrid_lift` 0.1)
-    floor(
-        "USE topic pairs, other language",
-        get(use3, pairs, "cross_language", h),
-        34,
-        0.95,
-    );
-    floor(
-        "USE topic pairs, same language",
-        get(use3, pairs, "same_language", h),
-        37,
-        0.95,
-    );
-    floor(
-        "e5 topic pairs, other language",
-        get(e5, pairs, "cross_language", h),
-        11,
-        0.7,
-    );
-    floor(
-        "e5 topic pairs, same language",
-        get(e5, pairs, "same_language", h),
-        37,
-        0.95,
-    );
-    // measured: USE 69/177 0.78 as a conversation, 55/177 0.66 as lines; e5 72/177 0.77
-    // and 77/177 0.72
-    floor("USE conversations", get(use3, conv, "all", h), 60, 0.74);
-    floor(
-        "USE conversations as lines",
-        get(use3, lines, "all", h),
-        47,
-        0.62,
-    );
-    floor("e5 conversations", get(e5, conv, "all", h), 60, 0.71);
-    floor(
-        "e5 conversations as lines",
-        get(e5, lines, "all", h),
-        60,
-        0.65,
-    );
+    // (what, model, set, category, top-1 floor, R@10 floor), hybrid with the default
+    // fusion. Measured 2026-11-26: notes USE 43/48 0.98 and 40/48 1.00, e5 34/48 0.96 and
+    // 41/48 1.00; topic pairs USE 37/44 1.00 and 40/44 1.00, e5 15/44 0.80 and 42/44 1.00
+    // (0.59 and 41/44 with USE's lift of 0.5 before e5 had its own, `hybrid_lift` 0.1);
+    // conversations USE 69/177 0.78 as a conversation, 55/177 0.66 as lines, e5 72/177
+    // 0.77 and 77/177 0.72.
+    #[rustfmt::skip]
+    let table: [(&str, &str, Pick, &str, usize, f64); 12] = [
+        ("USE notes, other language", use3, cross, "cross_language", 40, 0.9),
+        ("USE notes, same language", use3, cross, "same_language", 36, 0.95),
+        ("e5 notes, other language", e5, cross, "cross_language", 30, 0.9),
+        ("e5 notes, same language", e5, cross, "same_language", 37, 0.95),
+        ("USE topic pairs, other language", use3, pairs, "cross_language", 34, 0.95),
+        ("USE topic pairs, same language", use3, pairs, "same_language", 37, 0.95),
+        ("e5 topic pairs, other language", e5, pairs, "cross_language", 11, 0.7),
+        ("e5 topic pairs, same language", e5, pairs, "same_language", 37, 0.95),
+        ("USE conversations", use3, conv, "all", 60, 0.74),
+        ("USE conversations as lines", use3, lines, "all", 47, 0.62),
+        ("e5 conversations", e5, conv, "all", 60, 0.71),
+        ("e5 conversations as lines", e5, lines, "all", 60, 0.65),
+    ];
+    for (what, model, set, cat, top1, recall) in table {
+        floor(what, get(model, set, cat, h), top1, recall);
+    }
 
     // Issue 30, with the default model: the fusion keeps the vector side's answer in the
     // other language (RRF lost it to the same-topic note in the question's language,

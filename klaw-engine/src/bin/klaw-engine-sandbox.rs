@@ -7,14 +7,5 @@
 //! there. It links the sandbox crate only, never the engine.
 
 fn main() -> std::process::ExitCode {
-    match klaw_sandbox::run_helper_if_requested() {
-        Some(code) => code,
-        None => {
-            eprintln!(
-                "usage: klaw-engine-sandbox {} <policy-json> <command> [args...] (started by Klaw's shell tools)",
-                klaw_sandbox::HELPER_ARG
-            );
-            std::process::ExitCode::from(2)
-        }
-    }
+    klaw_sandbox::helper_only_main("klaw-engine-sandbox")
 }

@@ -5,14 +5,5 @@
 //! without the engine: point the `SandboxHelper` service at it).
 
 fn main() -> std::process::ExitCode {
-    match klaw_sandbox::run_helper_if_requested() {
-        Some(code) => code,
-        None => {
-            eprintln!(
-                "usage: klaw-sandbox {} <policy-json> <command> [args...] (started by Klaw's shell tools)",
-                klaw_sandbox::HELPER_ARG
-            );
-            std::process::ExitCode::from(2)
-        }
-    }
+    klaw_sandbox::helper_only_main("klaw-sandbox")
 }
