@@ -422,7 +422,7 @@ const WINDOWS_KEPT: usize = 16;
 
 /// The last window of messages each recent chat was sent, decoded, so that a turn's
 /// start reads back only its ids and the rows added since (by this turn's previous
-/// rounds) instead of decoding the whole window again (a fifth of the loop's own time
+/// rounds) instead of decoding the whole window again (about a quarter of the loop's own time
 /// per round, perf).
 ///
 /// The database stays the truth: the ids of the chat's newest rows are read at each
