@@ -3,6 +3,9 @@
 //! - loop overhead per round: turns of one tool call (`current_time`) and an answer
 //!   against a scripted model server on loopback; our time per round, the server's
 //!   handling excluded (HTTP, JSON, the tool, the history in SQLite included);
+//! - a turn's start at a full history (200 messages, tool results of a few KB, as file
+//!   and web tools give): through the decoded window the history keeps, beside a read
+//!   of the same window afresh, in turns;
 //! - `chat` cold start: spawn → the model server receives the first request (median);
 //! - memory of `klaw-engine run` with 10 Telegram chats that have each talked once and
 //!   are now idle (resident set size), against telegram-test-api when installed.
@@ -18,7 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use klaw_engine::agent::{Agent, History};
-use klaw_engine::llm::Model;
+use klaw_engine::llm::{
+    Arguments, AssistantMessage, Message, Model, ToolCallRequest, ToolResult, Usage,
+};
 use klaw_engine::{Config, Engine};
 use serde_json::{Value, json};
 
@@ -124,6 +129,79 @@ fn loop_overhead() {
     });
 }
 
+fn turn_start_at_a_full_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&dir.path().join("agent.db")).unwrap();
+    let page = "Lorem ipsum dolor sit amet, \"quoted\"\n".repeat(100); // ~3.7 KB
+    let round = |i: usize| {
+        let id = format!("call_{i}");
+        [
+            Message::Assistant(AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![ToolCallRequest {
+                    id: id.clone(),
+                    name: "file_read".into(),
+                    arguments: Arguments::Json(json!({"path": format!("notes/{i}.md")})),
+                }],
+            }),
+            Message::Tool(ToolResult {
+                call_id: id,
+                name: "file_read".into(),
+                content: page.clone(),
+                is_error: false,
+            }),
+        ]
+    };
+    const LIMIT: usize = 200;
+    for i in 0..LIMIT / 4 {
+        history
+            .append(chat(), &Message::User(format!("question {i}")))
+            .unwrap();
+        history.append_all(chat(), &round(i)).unwrap();
+        history
+            .append_answer(
+                chat(),
+                &Message::Assistant(AssistantMessage {
+                    text: "Here it is.".into(),
+                    tool_calls: vec![],
+                }),
+                "m",
+                Usage::default(),
+            )
+            .unwrap();
+    }
+    fn chat() -> &'static str {
+        "full"
+    }
+    let (mut cached, mut afresh) = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        let t = Instant::now();
+        let loaded = history
+            .begin_turn(
+                chat(),
+                &Message::User(format!("more {i}")),
+                LIMIT * 5,
+                LIMIT,
+            )
+            .unwrap();
+        cached.push(t.elapsed());
+        let t = Instant::now();
+        let again = history.load(chat(), LIMIT).unwrap();
+        afresh.push(t.elapsed());
+        assert_eq!(loaded, again);
+        history.append_all(chat(), &round(1000 + i)).unwrap();
+    }
+    cached.sort();
+    afresh.sort();
+    let ms = |v: &[Duration]| v[v.len() / 2].as_secs_f64() * 1e3;
+    println!(
+        "turn start, 200-message history  p50 {:.3} ms (a read afresh of the same window {:.3} ms; {:.1}x)",
+        ms(&cached),
+        ms(&afresh),
+        ms(&afresh) / ms(&cached)
+    );
+}
+
 fn chat_cold_start() {
     let engine = PathBuf::from(env!("CARGO_BIN_EXE_klaw-engine"));
     let mut times = Vec::new();
@@ -222,6 +300,7 @@ fn run_memory() {
 
 fn main() {
     loop_overhead();
+    turn_start_at_a_full_history();
     chat_cold_start();
     run_memory();
 }

@@ -93,9 +93,52 @@ pub(crate) fn remember(key: &str, answer: &str) {
     let Ok(mut tmp) = tempfile::NamedTempFile::new_in(&dir) else {
         return;
     };
-    if tmp.write_all(answer.as_bytes()).is_ok() {
-        let _ = tmp.persist(dir.join(key));
+    if tmp.write_all(answer.as_bytes()).is_ok() && tmp.persist(dir.join(key)).is_ok() {
+        forget_old(&dir, boot_time());
     }
+}
+
+/// How many answers are kept: a few per program that probes (the engine, its helper,
+/// the test binaries of a build); the oldest beyond them are removed.
+const KEPT: usize = 32;
+
+/// Removes the answers no key can name any more: those written before the machine
+/// started (`boot`, seconds since the epoch; their key holds an older boot id), and
+/// the oldest beyond [`KEPT`] (most belong to binaries since rebuilt). Only this user's
+/// own `sandbox-probe-*` files are touched.
+fn forget_old(dir: &Path, boot: Option<i64>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut answers: Vec<(i64, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("sandbox-probe-")
+        })
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            (m.is_file() && trusted(&m).is_some()).then(|| (m.mtime(), e.path()))
+        })
+        .collect();
+    answers.sort_by_key(|a| std::cmp::Reverse(a.0));
+    for (i, (mtime, path)) in answers.iter().enumerate() {
+        if i >= KEPT || boot.is_some_and(|boot| *mtime < boot) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// When the machine started, in seconds since the epoch (`btime` in `/proc/stat`).
+fn boot_time() -> Option<i64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Where the answers live (see the module's documentation).
@@ -132,5 +175,44 @@ mod tests {
         std::fs::write(&a, "a longer one").unwrap();
         assert_ne!(key("bwrap", &[&a]).unwrap(), k1);
         assert!(key("bwrap", &[&dir.path().join("missing")]).is_none());
+    }
+
+    /// Answers do not pile up: the oldest beyond the kept number go, and those from
+    /// before the boot; other files stay.
+    #[test]
+    fn old_answers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, age: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "bwrap").unwrap();
+            let at = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(at).unwrap();
+        };
+        let left = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        // Ages 100 s (the newest) to 136 s: the five oldest go.
+        for i in 0..KEPT + 5 {
+            write(&format!("sandbox-probe-{i:03}"), 100 + i as u64);
+        }
+        write("notes", 100_000);
+        forget_old(dir.path(), None);
+        let mut kept: Vec<String> = (0..KEPT).map(|i| format!("sandbox-probe-{i:03}")).collect();
+        kept.insert(0, "notes".into());
+        assert_eq!(left(), kept);
+        // A boot 50 s ago: only what was written since stays.
+        write("sandbox-probe-since-boot", 10);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        forget_old(dir.path(), Some(i64::try_from(now).unwrap() - 50));
+        assert_eq!(left(), ["notes", "sandbox-probe-since-boot"]);
     }
 }

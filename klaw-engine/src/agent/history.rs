@@ -113,6 +113,8 @@ pub struct History {
     /// the database; `None` when it could not start (SQLite then checkpoints in the
     /// writer, its default).
     checkpoint: Option<SyncSender<()>>,
+    /// The messages each recent chat was last sent, decoded (locked after `conn`).
+    windows: Mutex<Windows>,
 }
 
 /// Commits between two checkpoints asked of the checkpointer: a few hundred pages,
@@ -171,6 +173,7 @@ impl History {
             conn: Mutex::new(conn),
             commits: AtomicU32::new(0),
             checkpoint: checkpointer(path),
+            windows: Mutex::new(Windows::default()),
         })
     }
 
@@ -188,6 +191,12 @@ impl History {
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn windows(&self) -> std::sync::MutexGuard<'_, Windows> {
+        self.windows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -247,8 +256,12 @@ impl History {
         if let Err(e) = delete_old(&tx, chat, keep) {
             tracing::warn!(target: "klaw::agent", "{}", HistoryError::query(HistoryOp::Prune)(e));
         }
-        let loaded = load_from(&tx, chat, limit)?;
-        tx.commit().map_err(HistoryError::query(HistoryOp::Save))?;
+        let mut windows = self.windows();
+        let loaded = windows.load(&tx, chat, limit)?;
+        if let Err(e) = tx.commit() {
+            windows.forget(chat);
+            return Err(HistoryError::query(HistoryOp::Save)(e));
+        }
         self.committed();
         Ok(loaded)
     }
@@ -288,7 +301,9 @@ impl History {
 
     /// Deletes all but the newest `keep` messages of `chat` (bounds the database).
     pub fn prune(&self, chat: &str, keep: usize) -> Result<(), HistoryError> {
-        delete_old(&self.conn(), chat, keep).map_err(HistoryError::query(HistoryOp::Prune))
+        let conn = self.conn();
+        self.windows().forget(chat);
+        delete_old(&conn, chat, keep).map_err(HistoryError::query(HistoryOp::Prune))
     }
 }
 
@@ -361,19 +376,29 @@ fn load_from(conn: &Connection, chat: &str, limit: usize) -> Result<Loaded, Hist
         .query_map(params![chat, limit_sql], |r| r.get(0))
         .and_then(Iterator::collect)
         .map_err(HistoryError::query(HistoryOp::Load))?;
-    let mut truncated = rows.len() > limit;
-    let mut messages: Vec<Message> = rows
+    let truncated = rows.len() > limit;
+    let messages = rows
         .iter()
         .take(limit)
         .rev()
-        .filter_map(|body| match decode(body) {
-            Some(m) => Some(m),
-            None => {
-                tracing::warn!(target: "klaw::agent", chat, "a history row cannot be read; skipped");
-                None
-            }
-        })
+        .filter_map(|body| decoded(chat, body))
         .collect();
+    Ok(from_window(messages, truncated))
+}
+
+/// The message a row of `chat` holds; `None`, with a warning, when it cannot be read
+/// (it is skipped).
+fn decoded(chat: &str, body: &str) -> Option<Message> {
+    let m = decode(body);
+    if m.is_none() {
+        tracing::warn!(target: "klaw::agent", chat, "a history row cannot be read; skipped");
+    }
+    m
+}
+
+/// What a load gives for the newest messages of a chat, oldest first: from its first
+/// user message on (`truncated` if any went before it), with every call answered.
+fn from_window(mut messages: Vec<Message>, mut truncated: bool) -> Loaded {
     let first_user = messages
         .iter()
         .position(|m| matches!(m, Message::User(_)))
@@ -382,10 +407,122 @@ fn load_from(conn: &Connection, chat: &str, limit: usize) -> Result<Loaded, Hist
         messages.drain(..first_user);
         truncated = true;
     }
-    Ok(Loaded {
+    Loaded {
         messages: answer_every_call(messages),
         truncated,
-    })
+    }
+}
+
+/// A chat's newest rows, oldest first: their ids and messages (`None`: unreadable).
+type Window = Vec<(i64, Option<Message>)>;
+
+/// How many chats keep their decoded window: the chats a serving engine is talking in
+/// now; a chat beyond them is read from the database again at its next turn.
+const WINDOWS_KEPT: usize = 16;
+
+/// The last window of messages each recent chat was sent, decoded, so that a turn's
+/// start reads back only its ids and the rows added since (by this turn's previous
+/// rounds) instead of decoding the whole window again (about a quarter of the loop's own time
+/// per round, perf).
+///
+/// The database stays the truth: the ids of the chat's newest rows are read at each
+/// turn and a cached message is used only for an id that is still there. What could
+/// make a cached row wrong is a row deleted and its id given to a new one (SQLite
+/// reuses the largest id once it is deleted), so every window is dropped when another
+/// connection has committed anything (`PRAGMA data_version`: another engine on the
+/// same file), and a chat's window when this history prunes it outside a turn's start
+/// or a turn's start does not commit.
+#[derive(Default)]
+struct Windows {
+    /// `PRAGMA data_version` when the windows were last read.
+    data_version: i64,
+    /// Most recently used last.
+    chats: Vec<(String, Window)>,
+}
+
+impl Windows {
+    /// As [`load_from`], through the chat's cached window.
+    fn load(
+        &mut self,
+        conn: &Connection,
+        chat: &str,
+        limit: usize,
+    ) -> Result<Loaded, HistoryError> {
+        let load = || HistoryError::query(HistoryOp::Load);
+        let data_version: i64 = conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(load())?;
+        if data_version != self.data_version {
+            self.chats.clear();
+            self.data_version = data_version;
+        }
+        let limit_sql = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let mut ids: Vec<i64> = conn
+            .prepare_cached("SELECT id FROM messages WHERE chat = ?1 ORDER BY id DESC LIMIT ?2")
+            .and_then(|mut s| {
+                s.query_map(params![chat, limit_sql], |r| r.get(0))
+                    .and_then(Iterator::collect)
+            })
+            .map_err(load())?;
+        let truncated = ids.len() > limit;
+        ids.truncate(limit);
+        ids.reverse();
+        let mut cached = match self.chats.iter().position(|(c, _)| c == chat) {
+            Some(i) => self.chats.remove(i).1,
+            None => Vec::new(),
+        };
+        // Older rows than the cache holds (a load of a longer window): read them all.
+        let newest_cached = cached.last().map(|(id, _)| *id);
+        let known = |id: i64| cached.binary_search_by_key(&id, |(i, _)| *i).is_ok();
+        if ids
+            .iter()
+            .any(|&id| Some(id) <= newest_cached && !known(id))
+        {
+            cached.clear();
+        }
+        let newest_cached = cached.last().map_or(i64::MIN, |(id, _)| *id);
+        let oldest = ids.first().copied().unwrap_or(i64::MAX);
+        let added: Window = conn
+            .prepare_cached(
+                "SELECT id, body FROM messages WHERE chat = ?1 AND id > ?2 AND id >= ?3 ORDER BY id",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![chat, newest_cached, oldest], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                })
+                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            })
+            .map_err(load())?
+            .into_iter()
+            .map(|(id, body)| (id, decoded(chat, &body)))
+            .collect();
+        // The window: the ids read, in order, each from the cache or the rows just read.
+        let mut window: Window = Vec::with_capacity(ids.len());
+        let (mut c, mut a) = (cached.into_iter().peekable(), added.into_iter().peekable());
+        for id in ids {
+            while c.next_if(|(i, _)| *i < id).is_some() {}
+            while a.next_if(|(i, _)| *i < id).is_some() {}
+            if let Some(entry) = c
+                .next_if(|(i, _)| *i == id)
+                .or_else(|| a.next_if(|(i, _)| *i == id))
+            {
+                window.push(entry);
+            }
+        }
+        let messages = window.iter().filter_map(|(_, m)| m.clone()).collect();
+        if self.chats.len() >= WINDOWS_KEPT {
+            self.chats.remove(0);
+        }
+        self.chats.push((chat.to_owned(), window));
+        Ok(from_window(messages, truncated))
+    }
+
+    /// Drops `chat`'s window (rows of it deleted, or the transaction it was read in
+    /// rolled back: their ids may be given to other rows).
+    fn forget(&mut self, chat: &str) {
+        self.chats.retain(|(c, _)| c != chat);
+    }
 }
 
 /// Adds a result to every tool call that has none.
@@ -724,5 +861,97 @@ mod tests {
                 is_error: false,
             }))
         );
+    }
+
+    /// A turn's start reads its window through the chat's cache: whatever another
+    /// engine on the same file did in between (rows added, pruned, deleted, a row put
+    /// back under an old id, an unreadable row), and with more chats than the cache
+    /// keeps, it gives exactly what reading the database afresh gives.
+    #[test]
+    fn a_cached_window_reads_what_the_database_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let (ours, other) = (History::open(&path).unwrap(), History::open(&path).unwrap());
+        let raw = Connection::open(&path).unwrap();
+        raw.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+        // A small linear congruential generator: the same sequence on every machine.
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % n
+        };
+        let chats: Vec<String> = (0..WINDOWS_KEPT + 3).map(|i| format!("chat {i}")).collect();
+        let mut turns_checked = 0;
+        for step in 0..1_500 {
+            let chat = &chats[usize::try_from(next(if step % 3 == 0 { 19 } else { 3 })).unwrap()];
+            let id = format!("call {step}");
+            match next(14) {
+                0..=4 => {
+                    let limit = usize::try_from(2 + next(8)).unwrap();
+                    let keep = limit * usize::try_from(1 + next(3)).unwrap();
+                    let got = ours
+                        .begin_turn(chat, &Message::User(format!("turn {step}")), keep, limit)
+                        .unwrap();
+                    assert_eq!(got, ours.load(chat, limit).unwrap(), "step {step}");
+                    turns_checked += 1;
+                }
+                5 | 6 => ours
+                    .append_answer(chat, &assistant(&[&id]), "m", Usage::default())
+                    .unwrap(),
+                7 | 8 => ours
+                    .append_all(chat, &[result(&id), Message::User("and".into())])
+                    .unwrap(),
+                9 => ours.prune(chat, usize::try_from(next(6)).unwrap()).unwrap(),
+                10 => other
+                    .append_all(chat, &[assistant(&[&id]), result(&id)])
+                    .unwrap(),
+                11 => other
+                    .prune(chat, usize::try_from(next(6)).unwrap())
+                    .unwrap(),
+                12 => {
+                    // A row deleted in the middle; another chat's row among this
+                    // chat's newest taken over by this chat (an id older than its newest).
+                    raw.execute(
+                        "DELETE FROM messages WHERE id = (SELECT id FROM messages WHERE chat = ?1
+                         ORDER BY id DESC LIMIT 1 OFFSET 2)",
+                        [chat],
+                    )
+                    .unwrap();
+                    let taken: Option<i64> = raw
+                        .query_row(
+                            "SELECT id FROM messages WHERE chat != ?1 AND id < (SELECT MAX(id)
+                             FROM messages WHERE chat = ?1) ORDER BY id DESC LIMIT 1",
+                            [chat],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .unwrap();
+                    if let Some(taken) = taken {
+                        let body = encode(&Message::User(format!("moved {step}"))).to_string();
+                        raw.execute(
+                            "UPDATE messages SET chat = ?1, body = ?2 WHERE id = ?3",
+                            params![chat, body, taken],
+                        )
+                        .unwrap();
+                    }
+                }
+                _ => {
+                    raw.execute(
+                        "INSERT INTO messages (chat, body, at) VALUES (?1, 'not json', 'x')",
+                        [chat],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        assert!(turns_checked > 300, "{turns_checked}");
+        // A chat pruned to nothing gives its newest id (the table's largest) again.
+        for (i, text) in ["first", "second"].into_iter().enumerate() {
+            ours.prune("solo", 0).unwrap();
+            let got = ours
+                .begin_turn("solo", &Message::User(text.into()), 10, 10)
+                .unwrap();
+            assert_eq!(got.messages, vec![Message::User(text.into())], "{i}");
+        }
     }
 }
