@@ -22,20 +22,16 @@ pub fn helper_main(args: Vec<OsString>) -> ExitCode {
         drop(args);
         Err(crate::UNSUPPORTED.to_owned())
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("klaw-sandbox: {e}");
-            ExitCode::from(125)
-        }
-    }
+    exit_code(result)
 }
 
 /// The one call every program that runs sandboxed commands makes first in `main`.
 ///
 /// Commands are started through a copy of the current executable acting as the sandbox
 /// helper (`<program> __klaw-sandbox <policy> <command>...`). When this process is such
-/// a copy, this runs the helper ([`helper_main`]) and returns its exit code, which
+/// a copy, this runs the helper ([`helper_main`]) (or, started with
+/// [`SERVE_ARG`](crate::SERVE_ARG), the sandbox server of a serving engine,
+/// [`Server`](crate::Server)) and returns its exit code, which
 /// `main` must return at once, before it starts threads or reads anything else;
 /// otherwise it does nothing and returns `None`. A binary that leaves it out still
 /// works, but its commands are refused: the sandbox's probe finds no helper.
@@ -52,10 +48,24 @@ pub fn helper_main(args: Vec<OsString>) -> ExitCode {
 pub fn run_helper_if_requested() -> Option<ExitCode> {
     let mut args = std::env::args_os();
     let _program = args.next();
-    if args.next().is_some_and(|a| a == HELPER_ARG) {
-        Some(helper_main(args.collect()))
-    } else {
-        None
+    match args.next() {
+        Some(a) if a == HELPER_ARG => Some(helper_main(args.collect())),
+        #[cfg(target_os = "linux")]
+        Some(a) if a == crate::server::SERVE_ARG => {
+            Some(exit_code(crate::server::serve(args.collect())))
+        }
+        _ => None,
+    }
+}
+
+/// The helper's exit code for `result`; an error is printed first.
+fn exit_code(result: Result<u8, String>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("klaw-sandbox: {e}");
+            ExitCode::from(125)
+        }
     }
 }
 

@@ -77,4 +77,8 @@ pub(crate) struct HelperPolicy {
     /// under Landlock here.
     #[serde(default)]
     pub(crate) bwrap: Option<Bwrap>,
+    /// The command's whole environment (a served command, whose supervisor is a fork
+    /// of the sandbox server); `None`: the helper's own, which the engine set.
+    #[serde(default)]
+    pub(crate) env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
 }

@@ -131,6 +131,21 @@ pub(crate) fn unshare_mount_namespace() -> std::io::Result<()> {
     Ok(())
 }
 
+/// `fork(2)` for the sandbox server (`crate::server`): `None` in the child, the
+/// child's id in the parent. Refuses unless this process has one thread.
+pub(crate) fn fork_single_threaded() -> std::io::Result<Option<rustix::process::Pid>> {
+    crate::unprivileged::single_threaded()?;
+    // SAFETY: the process has one thread (checked above; the server makes none), so the
+    // child is a full copy in a consistent state: no lock is held by a thread that does
+    // not exist in the child, and it may go on running ordinary Rust code.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(rustix::process::Pid::from_raw(pid)),
+    }
+}
+
 /// Makes the next child of this process PID 1 of a new PID namespace
 /// (`unshare(CLONE_NEWPID)`; needs `CAP_SYS_ADMIN`).
 pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
