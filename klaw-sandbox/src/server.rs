@@ -176,6 +176,23 @@ impl Server {
         }
     }
 
+    /// Whether commands under `backend` may be served here: mode `off` (nothing to
+    /// keep a command from, the server included), and Landlock where a command cannot
+    /// signal the server: the engine is root (the command is another uid) or the
+    /// kernel's Landlock scopes signals (ABI 6, Linux 6.12). Elsewhere a command of the
+    /// engine's own uid could stop or kill the server (and so delay the commands after
+    /// it), so each command gets a helper of its own. bubblewrap is never served.
+    pub fn serves(backend: &Backend) -> bool {
+        match backend {
+            Backend::Supervised(_) => true,
+            Backend::Landlock(_) => {
+                rustix::process::geteuid().is_root()
+                    || crate::sys::landlock_abi() >= landlock::ABI::V6
+            }
+            Backend::Bwrap(_) | Backend::Direct => false,
+        }
+    }
+
     /// Whether `command` is small enough to be served (else run it through the
     /// one-shot helper).
     pub fn fits(command: &ServedCommand<'_>) -> bool {

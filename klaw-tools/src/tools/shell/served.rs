@@ -46,7 +46,7 @@ impl Servers {
 
     /// Starts `command` through the server of `backend` and `policy`, starting the
     /// server first if there is none (or it died). `None` when the command is not to be
-    /// served (a sandbox that is not served, a command too long for one message); an
+    /// served ([`Server::serves`], a command too long for one message); an
     /// error when no server could start it (the caller runs it the one-shot way).
     pub(crate) fn spawn(
         &self,
@@ -54,9 +54,7 @@ impl Servers {
         policy: &Policy,
         command: &ServedCommand<'_>,
     ) -> Option<std::io::Result<Started>> {
-        if !matches!(backend, Backend::Landlock(_) | Backend::Supervised(_))
-            || !Server::fits(command)
-        {
+        if !Server::serves(backend) || !Server::fits(command) {
             return None;
         }
         let identity = match std::fs::metadata(&policy.workspace) {
