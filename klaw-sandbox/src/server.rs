@@ -284,13 +284,25 @@ fn send(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()
 /// One message and the descriptors that came with it (close-on-exec); `None` at end
 /// of file.
 fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
-    let mut buf = vec![0_u8; MAX_REQUEST + 1];
+    // One buffer for the process's life: a new one per message would be zeroed, page by
+    // page, each time (and copied again in every supervisor forked after).
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0_u8; MAX_REQUEST + 1]);
+    }
+    BUF.with_borrow_mut(|buf| receive_into(socket, buf))
+}
+
+/// [`receive`] into `buf`.
+fn receive_into(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let got = loop {
         match rustix::net::recvmsg(
             socket,
-            &mut [io::IoSliceMut::new(&mut buf)],
+            &mut [io::IoSliceMut::new(buf)],
             &mut control,
             RecvFlags::CMSG_CLOEXEC,
         ) {
@@ -314,8 +326,7 @@ fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>
     {
         return Err(io::Error::other("the message was cut"));
     }
-    buf.truncate(got.bytes);
-    Ok(Some((buf, fds)))
+    Ok(Some((buf[..got.bytes].to_vec(), fds)))
 }
 
 /// The server's answer on `socket` (the engine's side).

@@ -131,6 +131,21 @@ pub(crate) fn unshare_mount_namespace() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether this kernel runs system calls of the x32 ABI for this process and its
+/// descendants: `getpid` with the x32 bit set answers `ENOSYS` where the kernel has no
+/// x32 ABI (or a filter this process already runs under refuses x32 calls that way,
+/// for good). Asked once.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x32_calls_run() -> bool {
+    static RUNS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RUNS.get_or_init(|| {
+        const X32: libc::c_long = 0x4000_0000;
+        // SAFETY: `getpid` takes no argument and touches no memory, whatever the ABI.
+        let r = unsafe { libc::syscall(libc::SYS_getpid | X32) };
+        !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+    })
+}
+
 /// `fork(2)` for the sandbox server (`crate::server`): `None` in the child, the
 /// child's id in the parent. Refuses unless this process has one thread.
 pub(crate) fn fork_single_threaded() -> std::io::Result<Option<rustix::process::Pid>> {

@@ -12,6 +12,8 @@
 //! After criterion's groups, `paired` times every variant once per round, in turn, for
 //! `KLAW_BENCH_ROUNDS` rounds (default 200), and prints each one's median and its ratio
 //! to the plain spawn: load that comes and goes then weighs on all of them alike.
+//! `KLAW_BENCH_ONLY` (names, comma-separated) keeps only some variants; a criterion
+//! filter that matches none (`-- paired`) runs only the paired rounds.
 //!
 //! Run with: cargo bench -p klaw-tools --bench shell
 
@@ -79,6 +81,12 @@ fn variants(rt: &'static tokio::runtime::Runtime) -> Vec<Variant> {
             ));
         }
     }
+    // `KLAW_BENCH_ONLY=plain_spawn,landlock_served`: only those (the first is the
+    // yardstick of the ratios).
+    if let Ok(only) = std::env::var("KLAW_BENCH_ONLY") {
+        let only: Vec<&str> = only.split(',').collect();
+        out.retain(|(name, _)| only.contains(&name.as_str()));
+    }
     out
 }
 
@@ -119,8 +127,13 @@ fn paired(variants: &[Variant]) {
         t[t.len() / 2]
     };
     let medians: Vec<Duration> = times.iter_mut().map(median).collect();
-    let plain = medians[0].as_secs_f64();
-    eprintln!("\nexec_true paired, {rounds} rounds (median, ratio to plain_spawn):");
+    let Some(plain) = medians.first().map(Duration::as_secs_f64) else {
+        return;
+    };
+    eprintln!(
+        "\nexec_true paired, {rounds} rounds (median, ratio to {}):",
+        variants[0].0
+    );
     for ((name, _), m) in variants.iter().zip(&medians) {
         eprintln!(
             "  {name:22} {:8.3} ms  {:5.2}x",
