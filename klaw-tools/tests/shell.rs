@@ -352,6 +352,39 @@ async fn the_server_is_out_of_the_commands_reach(mode: SandboxMode) {
     assert_eq!(server_of(&kit).await, Some(server), "the server changed");
 }
 
+/// Commands started at once each get their own output and exit code (through one
+/// server, their descriptors travel with each request).
+async fn concurrent_commands_keep_their_own_output(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let calls = (0..6).map(|i| {
+        exec(
+            &kit,
+            json!({"command": format!("sleep 0.0{i}; echo out-{i}; echo err-{i} >&2; exit {i}")}),
+        )
+    });
+    let results = futures_util::future::join_all(calls).await;
+    for (i, r) in results.into_iter().enumerate() {
+        let r = r.unwrap();
+        assert_eq!(r["stdout"], format!("out-{i}\n"), "{r}");
+        assert_eq!(r["stderr"], format!("err-{i}\n"), "{r}");
+        assert_eq!(r["exitCode"], i, "{r}");
+    }
+}
+
+/// A command too long for one message to the server (the served limit is below Linux's
+/// 128 KiB per argument) still runs, through a helper of its own.
+async fn a_long_command_runs_too(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let long = "k".repeat(100_000);
+    let r = exec(
+        &kit,
+        json!({"command": ["sh", "-c", "printf %s \"$1\" | wc -c", "sh", long]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"].as_str().unwrap().trim(), "100000", "{r}");
+}
+
 /// A daemon a command leaves (`setsid` and a double fork) is gone by the time the
 /// command's result arrives, so before the next command starts: the supervisor ends
 /// the tree before it reports the exit (no waiting for it here).
@@ -1080,6 +1113,8 @@ macro_rules! per_mode {
                 commands_run_under_the_server,
                 the_server_is_out_of_the_commands_reach,
                 a_daemon_is_gone_before_the_next_command,
+                concurrent_commands_keep_their_own_output,
+                a_long_command_runs_too,
                 timeout_kills_a_setsid_grandchild,
                 cancelling_a_call_kills_the_tree,
                 process_kill_ends_the_whole_tree,
