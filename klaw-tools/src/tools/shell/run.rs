@@ -288,18 +288,27 @@ pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
 pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
     let workspace = std::fs::canonicalize(ctx.workspace())
         .map_err(|e| ToolError::unavailable("the workspace is not usable").with_detail(e))?;
-    // bubblewrap gives the command a private /tmp; the others get a directory of its own.
+    // A serving engine's helper-run commands go through a long-lived sandbox server.
+    let lifeline = backend.has_lifeline();
+    let servers = ctx.shared_state::<Servers>();
+    let serve = lifeline && servers.wanted(ShellSettings::of(ctx).sandbox_server);
+    // bubblewrap gives the command a private /tmp; the others get a directory of its own
+    // (a served one, the one made ready after the previous command, if any).
     let tmp = match backend {
         Backend::Bwrap(_) => None,
-        _ => Some(CommandTmp::new().map_err(|e| {
-            ToolError::failed("cannot create a temporary directory").with_detail(e)
-        })?),
+        _ => Some(
+            servers
+                .ready_tmp(serve)
+                .map_or_else(CommandTmp::new, Ok)
+                .map_err(|e| {
+                    ToolError::failed("cannot create a temporary directory").with_detail(e)
+                })?,
+        ),
     };
     let tmp_path = tmp.as_ref().map(|t| t.path().to_path_buf());
     // The command's input. The helper's own stdin is the engine's lifeline, so it gets
     // the input as a file in the command's private temporary directory, which it opens
     // for the command; bubblewrap and a direct command get a pipe.
-    let lifeline = backend.has_lifeline();
     let stdin_file = match (&job.stdin, &tmp_path, lifeline) {
         (Some(data), Some(dir), true) => {
             let path = dir.join(".klaw-stdin");
@@ -319,27 +328,30 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     };
     let home = tmp_path.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
     let env = command_env(&home);
-    // A serving engine's helper-run commands go through a long-lived sandbox server;
-    // when none can take the command, the helper runs it as below.
-    if lifeline {
-        let servers = ctx.shared_state::<Servers>();
-        if servers.wanted(ShellSettings::of(ctx).sandbox_server) {
-            let command = klaw_sandbox::ServedCommand {
-                argv: &job.argv,
-                cwd: &job.cwd,
-                tmp: tmp_path.as_deref(),
-                stdin: policy.stdin.as_deref(),
-                env: env.clone(),
-            };
-            match servers.spawn(backend, &policy, &command) {
-                Some(Ok(started)) => return served(ctx, backend, started, tmp),
-                Some(Err(e)) => tracing::warn!(
-                    target: "klaw::shell",
-                    error = %e,
-                    "the sandbox server could not start a command; the helper runs it"
-                ),
-                None => {}
+    // When no server can take the command, the helper runs it as below.
+    if serve {
+        let command = klaw_sandbox::ServedCommand {
+            argv: &job.argv,
+            cwd: &job.cwd,
+            tmp: tmp_path.as_deref(),
+            stdin: policy.stdin.as_deref(),
+            env: env.clone(),
+        };
+        match servers.spawn(backend, &policy, &command) {
+            Some(Ok(started)) => {
+                // The next command's temporary directory, made while this one runs.
+                let servers = std::sync::Arc::clone(&servers);
+                drop(tokio::task::spawn_blocking(move || {
+                    servers.make_tmp_ready()
+                }));
+                return served(ctx, backend, started, tmp);
             }
+            Some(Err(e)) => tracing::warn!(
+                target: "klaw::shell",
+                error = %e,
+                "the sandbox server could not start a command; the helper runs it"
+            ),
+            None => {}
         }
     }
     let (program, args) = klaw_sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())

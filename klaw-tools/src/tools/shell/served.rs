@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use klaw_sandbox::{Backend, Policy, ServedCommand, Server, Started};
 
+use super::scratch::CommandTmp;
 use super::settings::SandboxServer;
 
 /// What a server is kept for: the helper and sandbox, the workspace (path, device,
@@ -30,6 +31,10 @@ struct Key {
 pub(crate) struct Servers {
     commands: AtomicU64,
     map: Mutex<HashMap<Key, Arc<Server>>>,
+    /// The next served command's private temporary directory, made (off the command's
+    /// way) after the last one started: no one has used it, it is as private as a new
+    /// one, and removed with the context if no command takes it.
+    ready: Mutex<Option<CommandTmp>>,
 }
 
 impl Servers {
@@ -41,6 +46,35 @@ impl Servers {
             SandboxServer::Always => true,
             SandboxServer::Never => false,
             SandboxServer::Auto => earlier > 0,
+        }
+    }
+
+    /// The temporary directory made ready for a served command (`serve`), if there is
+    /// one.
+    pub(crate) fn ready_tmp(&self, serve: bool) -> Option<CommandTmp> {
+        if !serve {
+            return None;
+        }
+        self.ready
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Makes a temporary directory ready for the next served command (blocking: call it
+    /// off the async threads). A failure is left to that command, which then makes its
+    /// own.
+    pub(crate) fn make_tmp_ready(&self) {
+        let ready = || self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+        if ready().is_some() {
+            return;
+        }
+        // Made outside the lock (a command taking the ready one does not wait for it);
+        // one made twice is removed again.
+        let made = CommandTmp::new().ok();
+        let mut ready = ready();
+        if ready.is_none() {
+            *ready = made;
         }
     }
 
