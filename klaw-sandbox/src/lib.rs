@@ -80,10 +80,12 @@ pub mod tree {
 pub mod unprivileged;
 
 pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, wrap};
-pub use helper::{helper_beside, helper_main, helper_only_main, run_helper_if_requested};
-pub use policy::{Bwrap, HELPER_ARG, Policy, UNPROVEN, UNPROVEN_NOTE};
+pub use helper::{
+    helper_beside, helper_main, helper_only_main, run_helper_if_requested, serve_main,
+};
+pub use policy::{Bwrap, HELPER_ARG, Policy, SERVE_ARG, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]
-pub use server::{SERVE_ARG, ServedCommand, Server, Started};
+pub use server::{ServedCommand, Server, Started};
 #[cfg(target_os = "linux")]
 pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
 

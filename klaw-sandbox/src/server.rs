@@ -48,10 +48,7 @@ use rustix::net::{
 };
 
 use crate::backend::Backend;
-use crate::policy::HelperPolicy;
-
-/// The first argument that makes a Klaw binary act as the sandbox server.
-pub const SERVE_ARG: &str = "__klaw-sandbox-serve";
+use crate::policy::{HelperPolicy, SERVE_ARG};
 
 /// The largest request (the command's JSON) the server takes; a longer command runs
 /// through the one-shot helper instead ([`Server::fits`]).

@@ -385,6 +385,45 @@ async fn a_long_command_runs_too(mode: SandboxMode) {
     assert_eq!(r["stdout"].as_str().unwrap().trim(), "100000", "{r}");
 }
 
+/// A helper that cannot serve (here: one that exits when asked to) costs nothing but
+/// the attempt: the commands run through a helper each, and no server is tried again.
+#[tokio::test]
+async fn commands_run_when_no_server_can_start() {
+    use std::os::unix::fs::PermissionsExt;
+    if !works(SandboxMode::Landlock) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("helper");
+    let tries = dir.path().join("tries");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = {serve} ]; then echo x >> {tries}; exit 3; fi\nexec {HELPER} \"$@\"\n",
+            serve = klaw_sandbox::SERVE_ARG,
+            tries = tries.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shell = ShellSettings::default()
+        .with_sandbox(SandboxMode::Landlock)
+        .with_sandbox_server(SandboxServer::Always);
+    let kit = kit_for(shell, script.to_str().unwrap());
+    for i in 0..3 {
+        let r = exec(&kit, json!({"command": format!("echo {i}")}))
+            .await
+            .unwrap();
+        assert_eq!(r["stdout"], format!("{i}\n"), "{r}");
+    }
+    assert_eq!(server_of(&kit).await, None);
+    assert_eq!(
+        std::fs::read_to_string(&tries).unwrap(),
+        "x\n",
+        "tried again"
+    );
+}
+
 /// A daemon a command leaves (`setsid` and a double fork) is gone by the time the
 /// command's result arrives, so before the next command starts: the supervisor ends
 /// the tree before it reports the exit (no waiting for it here).

@@ -30,7 +30,9 @@ struct Key {
 #[derive(Debug, Default)]
 pub(crate) struct Servers {
     commands: AtomicU64,
-    map: Mutex<HashMap<Key, Arc<Server>>>,
+    /// The servers, and (`None`) the keys no server could start for: their commands go
+    /// to a helper each, without trying again (the first failure was logged).
+    map: Mutex<HashMap<Key, Option<Arc<Server>>>>,
     /// The next served command's private temporary directory, made (off the command's
     /// way) after the last one started: no one has used it, it is as private as a new
     /// one, and removed with the context if no command takes it.
@@ -107,7 +109,8 @@ impl Servers {
         let mut last = None;
         for _ in 0..2 {
             let server = match self.server(&key, backend, policy) {
-                Ok(s) => s,
+                Ok(Some(s)) => s,
+                Ok(None) => return None,
                 Err(e) => return Some(Err(e)),
             };
             match server.spawn(command) {
@@ -121,32 +124,39 @@ impl Servers {
         last.map(Err)
     }
 
-    /// The server for `key`, started if there is none.
+    /// The server for `key`, started if there is none; `None` when none could start
+    /// for it before.
     fn server(
         &self,
         key: &Key,
         backend: &Backend,
         policy: &Policy,
-    ) -> std::io::Result<Arc<Server>> {
+    ) -> std::io::Result<Option<Arc<Server>>> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = map.get(key) {
-            return Ok(Arc::clone(s));
+            return Ok(s.clone());
         }
         // Started under the lock: two first commands start one server.
-        let server = Arc::new(Server::start(
-            backend,
-            &policy.workspace,
-            &policy.hidden,
-            policy.network,
-        )?);
-        map.insert(key.clone(), Arc::clone(&server));
-        Ok(server)
+        match Server::start(backend, &policy.workspace, &policy.hidden, policy.network) {
+            Ok(server) => {
+                let server = Arc::new(server);
+                map.insert(key.clone(), Some(Arc::clone(&server)));
+                Ok(Some(server))
+            }
+            Err(e) => {
+                map.insert(key.clone(), None);
+                Err(e)
+            }
+        }
     }
 
     /// Forgets `server` (dropped, so ended, once no command holds it).
     fn forget(&self, key: &Key, server: &Arc<Server>) {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        if map.get(key).is_some_and(|s| Arc::ptr_eq(s, server)) {
+        if map
+            .get(key)
+            .is_some_and(|s| s.as_ref().is_some_and(|s| Arc::ptr_eq(s, server)))
+        {
             map.remove(key);
         }
     }
