@@ -385,6 +385,70 @@ async fn a_long_command_runs_too(mode: SandboxMode) {
     assert_eq!(r["stdout"].as_str().unwrap().trim(), "100000", "{r}");
 }
 
+/// A served command whose supervisor is killed (by `SIGKILL`, which it cannot handle)
+/// does not run on: its tree, left to the server (a subreaper), is ended by the server,
+/// and the command ends as killed.
+async fn a_killed_supervisors_tree_is_ended(mode: SandboxMode) {
+    if !served() {
+        return;
+    }
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let r = process(
+        &kit,
+        json!({"action": "start", "command": ["sh", "-c", format!("sleep 1000.{tag}; true")]}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    let mut pid = None;
+    assert!(
+        eventually(|| {
+            pid = live_with(&format!("sleep 1000.{tag}")).into_iter().min();
+            pid.is_some()
+        })
+        .await
+    );
+    // The supervisor: the command's nearest ancestor with the server's command line.
+    let mut supervisor = None;
+    let mut at = pid;
+    while let Some(p) = at.filter(|p| *p > 1) {
+        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(klaw_sandbox::SERVE_ARG) {
+            supervisor = Some(p);
+            break;
+        }
+        at = parent_of(p);
+    }
+    let supervisor = supervisor.expect("a served command has a supervisor");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(supervisor).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        eventually(|| live_with(&format!("1000.{tag}")).is_empty()).await,
+        "the command outlived its supervisor: {:?}",
+        live_with(&format!("1000.{tag}"))
+    );
+    let mut ended = Value::Null;
+    assert!(
+        eventually(|| {
+            let status = futures_util::FutureExt::now_or_never(process(
+                &kit,
+                json!({"action": "status", "processId": id}),
+            ));
+            if let Some(Ok(s)) = status {
+                ended = s;
+            }
+            ended["process"]["running"] == false
+        })
+        .await,
+        "{ended}"
+    );
+    assert_eq!(ended["process"]["exitCode"], 137, "{ended}");
+}
+
 /// A helper that cannot serve (here: one that exits when asked to) costs nothing but
 /// the attempt: the commands run through a helper each, and no server is tried again.
 #[tokio::test]
@@ -1153,6 +1217,7 @@ macro_rules! per_mode {
                 the_server_is_out_of_the_commands_reach,
                 a_daemon_is_gone_before_the_next_command,
                 concurrent_commands_keep_their_own_output,
+                a_killed_supervisors_tree_is_ended,
                 a_long_command_runs_too,
                 timeout_kills_a_setsid_grandchild,
                 cancelling_a_call_kills_the_tree,
