@@ -192,12 +192,17 @@ pub fn main() -> ExitCode {
 ///
 /// A hidden first argument, [`klaw_sandbox::HELPER_ARG`], makes the process the shell
 /// tools' sandbox helper instead ([`klaw_sandbox::helper_main`]: it supervises one
-/// command in the sandbox); shell commands re-execute the engine that way. Nothing else
-/// runs before it.
+/// command in the sandbox); shell commands re-execute the engine that way. Likewise
+/// [`klaw_sandbox::SERVE_ARG`] makes it a serving engine's sandbox server
+/// ([`klaw_sandbox::serve_main`]). Nothing else runs before them.
 pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     if args.get(1).is_some_and(|a| a == klaw_sandbox::HELPER_ARG) {
         return klaw_sandbox::helper_main(args.into_iter().skip(2).collect());
+    }
+    // The sandbox server of a serving engine, when no small helper is beside this one.
+    if args.get(1).is_some_and(|a| a == klaw_sandbox::SERVE_ARG) {
+        return klaw_sandbox::serve_main(args.into_iter().skip(2).collect());
     }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,

@@ -321,6 +321,7 @@ pub fn wrap(
             hidden: policy.hidden.clone(),
             stdin: policy.stdin.clone(),
             bwrap: bwrap.cloned(),
+            env: None,
         };
         let json = serde_json::to_string(&p).map_err(|e| Error::Policy(e.to_string()))?;
         let mut args: Vec<OsString> = vec![HELPER_ARG.into(), json.into()];

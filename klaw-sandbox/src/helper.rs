@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::policy::HELPER_ARG;
+use crate::policy::{HELPER_ARG, SERVE_ARG};
 
 /// The helper's entry point: `args` are what follows [`HELPER_ARG`] (the policy as
 /// JSON, then the command). Applies the policy to this process, starts the command,
@@ -22,20 +22,15 @@ pub fn helper_main(args: Vec<OsString>) -> ExitCode {
         drop(args);
         Err(crate::UNSUPPORTED.to_owned())
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("klaw-sandbox: {e}");
-            ExitCode::from(125)
-        }
-    }
+    exit_code(result)
 }
 
 /// The one call every program that runs sandboxed commands makes first in `main`.
 ///
 /// Commands are started through a copy of the current executable acting as the sandbox
 /// helper (`<program> __klaw-sandbox <policy> <command>...`). When this process is such
-/// a copy, this runs the helper ([`helper_main`]) and returns its exit code, which
+/// a copy, this runs the helper ([`helper_main`]) (or, started with [`SERVE_ARG`], the
+/// sandbox server of a serving engine, [`serve_main`]) and returns its exit code, which
 /// `main` must return at once, before it starts threads or reads anything else;
 /// otherwise it does nothing and returns `None`. A binary that leaves it out still
 /// works, but its commands are refused: the sandbox's probe finds no helper.
@@ -52,10 +47,37 @@ pub fn helper_main(args: Vec<OsString>) -> ExitCode {
 pub fn run_helper_if_requested() -> Option<ExitCode> {
     let mut args = std::env::args_os();
     let _program = args.next();
-    if args.next().is_some_and(|a| a == HELPER_ARG) {
-        Some(helper_main(args.collect()))
-    } else {
-        None
+    match args.next() {
+        Some(a) if a == HELPER_ARG => Some(helper_main(args.collect())),
+        Some(a) if a == SERVE_ARG => Some(serve_main(args.collect())),
+        _ => None,
+    }
+}
+
+/// The sandbox server's entry point (`<program> __klaw-sandbox-serve <policy-json>`,
+/// started by a serving engine's shell tools, see [`Server`](crate::Server)): `args`
+/// are what follows [`SERVE_ARG`]. Serves until the engine's socket on its stdin ends,
+/// then exits. Like [`helper_main`], call it before anything else in `main` (no thread
+/// may exist: the server forks a supervisor per command).
+pub fn serve_main(args: Vec<OsString>) -> ExitCode {
+    #[cfg(target_os = "linux")]
+    let result = crate::server::serve(args);
+    #[cfg(not(target_os = "linux"))]
+    let result: Result<u8, String> = {
+        drop(args);
+        Err(crate::UNSUPPORTED.to_owned())
+    };
+    exit_code(result)
+}
+
+/// The helper's exit code for `result`; an error is printed first.
+fn exit_code(result: Result<u8, String>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("klaw-sandbox: {e}");
+            ExitCode::from(125)
+        }
     }
 }
 

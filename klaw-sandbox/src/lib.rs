@@ -16,6 +16,10 @@
 //! [`run_helper_if_requested`] first in `main`), or a small binary beside it that does
 //! only that and starts faster ([`helper_beside`]; `klaw-engine-sandbox`).
 //!
+//! A serving engine, which runs many commands, may keep one long-lived helper per
+//! workspace and policy instead ([`Server`]): it does the set-up once and forks a
+//! supervisor per command (Landlock and `off`; bubblewrap stays per command).
+//!
 //! The parts:
 //! - [`seccomp`]: the one seccomp filter of both backends.
 //! - [`tree`]: ending a command's whole process tree.
@@ -54,6 +58,8 @@ mod remembered;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 #[cfg(target_os = "linux")]
+mod server;
+#[cfg(target_os = "linux")]
 mod supervisor;
 #[cfg(target_os = "linux")]
 mod sys;
@@ -74,8 +80,12 @@ pub mod tree {
 pub mod unprivileged;
 
 pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, wrap};
-pub use helper::{helper_beside, helper_main, helper_only_main, run_helper_if_requested};
-pub use policy::{Bwrap, HELPER_ARG, Policy, UNPROVEN, UNPROVEN_NOTE};
+pub use helper::{
+    helper_beside, helper_main, helper_only_main, run_helper_if_requested, serve_main,
+};
+pub use policy::{Bwrap, HELPER_ARG, Policy, SERVE_ARG, UNPROVEN, UNPROVEN_NOTE};
+#[cfg(target_os = "linux")]
+pub use server::{ServedCommand, Server, Started};
 #[cfg(target_os = "linux")]
 pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
 

@@ -43,6 +43,10 @@ pub struct Bwrap {
 /// The first argument that makes a Klaw binary act as the sandbox helper.
 pub const HELPER_ARG: &str = "__klaw-sandbox";
 
+/// The first argument that makes a Klaw binary act as the sandbox server of a serving
+/// engine (`Server`; see [`serve_main`](crate::serve_main)).
+pub const SERVE_ARG: &str = "__klaw-sandbox-serve";
+
 /// What the helper's probe prints when the policy could be applied.
 pub(crate) const PROBE_OK: &str = "klaw-sandbox ok";
 
@@ -77,4 +81,8 @@ pub(crate) struct HelperPolicy {
     /// under Landlock here.
     #[serde(default)]
     pub(crate) bwrap: Option<Bwrap>,
+    /// The command's whole environment (a served command, whose supervisor is a fork
+    /// of the sandbox server); `None`: the helper's own, which the engine set.
+    #[serde(default)]
+    pub(crate) env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
 }

@@ -194,9 +194,11 @@ pub fn filters(families: &[i32], ipc: Ipc) -> Result<Vec<BpfProgram>, String> {
         );
     }
     // The x32 ABI reaches the same calls with bit 30 set (and a few under their own
-    // numbers); where the kernel enables it, deny those too.
+    // numbers); where the kernel runs x32 calls, deny those too. (Where it does not,
+    // they fail with ENOSYS whatever the filter says, and half the filter's length is
+    // saved: the kernel compiles and walks it again at every command's start.)
     #[cfg(target_arch = "x86_64")]
-    {
+    if crate::sys::x32_calls_run() {
         const X32: i64 = 0x4000_0000;
         let native: Vec<(i64, Vec<SeccompRule>)> =
             rules.iter().map(|(k, v)| (*k, v.clone())).collect();
@@ -222,7 +224,9 @@ pub fn filters(families: &[i32], ipc: Ipc) -> Result<Vec<BpfProgram>, String> {
     for call in calls {
         absent.insert(call, Vec::new());
         #[cfg(target_arch = "x86_64")]
-        absent.insert(call | 0x4000_0000, Vec::new());
+        if crate::sys::x32_calls_run() {
+            absent.insert(call | 0x4000_0000, Vec::new());
+        }
     }
     Ok(vec![denied, compile(absent, libc::ENOSYS)?])
 }

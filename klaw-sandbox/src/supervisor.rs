@@ -12,8 +12,6 @@ use crate::policy::{Bwrap, HelperPolicy, PROBE_OK, Policy, UNPROVEN, UNPROVEN_NO
 /// Runs the helper with `args` (the policy as JSON, then the command) and returns the
 /// exit code for the helper's process, or why it could not run the command.
 pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
-    use std::os::unix::process::ExitStatusExt;
-
     // Nothing this process inherited reaches the command (a terminal, a file in the
     // data dir, a socket): only stdin, stdout, stderr and what is set up below.
     crate::close_inherited_fds_on_exec();
@@ -24,6 +22,20 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     if let Some(bwrap) = &policy.bwrap {
         return Err(exec_bwrap(bwrap, &policy, args.collect()));
     }
+    supervise(&policy, args, false)
+}
+
+/// The supervisor itself, in this process: starts the command `args` under `policy`,
+/// waits for it, ends what it left, and returns its exit code. `mapped`: this process
+/// already lives in a mount namespace with the workspace idmapped (a served command,
+/// forked by `crate::server`).
+pub(crate) fn supervise(
+    policy: &HelperPolicy,
+    mut args: impl Iterator<Item = OsString>,
+    mapped: bool,
+) -> Result<u8, String> {
+    use std::os::unix::process::ExitStatusExt;
+
     // A new session without a controlling terminal: the command cannot reach the
     // user's terminal (`/dev/tty`, TIOCSTI keystroke injection) nor get its signals.
     rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
@@ -40,14 +52,16 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
         // In this process's own mount namespace, which the command inherits: done here,
         // before the command may live in a PID namespace (below) whose process ids
         // `/proc` does not show.
-        map_workspace(&policy)?;
-        hand_over_temporary_dirs(&policy)?;
+        if !mapped {
+            map_workspace(policy)?;
+        }
+        hand_over_temporary_dirs(policy)?;
     }
     // The restrictions apply to the command's own process, after the fork and before
     // `exec`: this supervisor stays outside the command's Landlock domain (a scoped
     // command cannot signal it) and, as root, outside its uid.
     let prepared = if policy.landlock {
-        Some(landlock::prepare(&policy, root)?)
+        Some(landlock::prepare(policy, root)?)
     } else if policy.probe {
         println!("{PROBE_OK}");
         return Ok(0);
@@ -55,7 +69,7 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
         None
     };
     let prepared = match prepared {
-        Some((prepared, report)) if policy.probe => return probe(&policy, prepared, &report),
+        Some((prepared, report)) if policy.probe => return probe(policy, prepared, &report),
         other => other,
     };
     let program = args.next().ok_or("no command given")?;
@@ -69,11 +83,7 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
                 break;
             }
         }
-        std::process::exit(if end_the_tree() {
-            137
-        } else {
-            i32::from(UNPROVEN)
-        });
+        leave(if end_the_tree() { 137 } else { UNPROVEN });
     });
     // As root, the command becomes PID 1 of a PID namespace of its own: when it ends,
     // the kernel ends every process left in it, however fast they move to new PIDs.
@@ -93,6 +103,9 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     };
     let mut command = std::process::Command::new(&program);
     command.args(args).current_dir(&policy.cwd).stdin(stdin);
+    if let Some(env) = &policy.env {
+        command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
     let report = prepared.map(|(prepared, report)| {
         crate::sys::restrict_before_exec(&mut command, prepared, false);
         report
@@ -109,7 +122,7 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
         },
         Err(e) => match report.as_ref().and_then(Report::failed) {
             // The sandbox could not be set up: the command never ran.
-            Some(step) => return Err(format!("{}: {e}", step.describe(&policy))),
+            Some(step) => return Err(format!("{}: {e}", step.describe(policy))),
             None => {
                 eprintln!(
                     "klaw-sandbox: cannot run `{}`: {e}",
@@ -126,6 +139,19 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     // they are all our descendants.
     end_the_tree();
     Ok(code)
+}
+
+/// Where a served supervisor reports its exit code (one byte) before it exits: set by
+/// `crate::server` in the supervisor it forks; unset in the helper, whose exit code
+/// its parent reads.
+pub(crate) static STATUS: std::sync::OnceLock<std::os::fd::OwnedFd> = std::sync::OnceLock::new();
+
+/// Exits this supervisor with `code`, reporting it first where [`STATUS`] says.
+pub(crate) fn leave(code: u8) -> ! {
+    if let Some(status) = STATUS.get() {
+        let _ = rustix::io::write(status, &[code]);
+    }
+    std::process::exit(i32::from(code))
 }
 
 /// The Landlock probe: a child applies the restrictions, then exits instead of running
@@ -195,7 +221,7 @@ fn hand_over_temporary_dirs(policy: &HelperPolicy) -> Result<(), String> {
 /// As root: mounts the workspace (the first writable directory) idmapped for the
 /// unprivileged user in this process's own mount namespace (which its children inherit),
 /// or says why it cannot and what to do instead.
-fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
+pub(crate) fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
     let workspace = policy.write.first().ok_or("no workspace given")?;
     let id = crate::unprivileged::UNPRIVILEGED_ID;
     crate::unprivileged::idmapped_workspace(workspace, id).map_err(|e| {

@@ -131,6 +131,36 @@ pub(crate) fn unshare_mount_namespace() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether this kernel runs system calls of the x32 ABI for this process and its
+/// descendants: `getpid` with the x32 bit set answers `ENOSYS` where the kernel has no
+/// x32 ABI (or a filter this process already runs under refuses x32 calls that way,
+/// for good). Asked once.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x32_calls_run() -> bool {
+    static RUNS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RUNS.get_or_init(|| {
+        const X32: libc::c_long = 0x4000_0000;
+        // SAFETY: `getpid` takes no argument and touches no memory, whatever the ABI.
+        let r = unsafe { libc::syscall(libc::SYS_getpid | X32) };
+        !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+    })
+}
+
+/// `fork(2)` for the sandbox server (`crate::server`): `None` in the child, the
+/// child's id in the parent. Refuses unless this process has one thread.
+pub(crate) fn fork_single_threaded() -> std::io::Result<Option<rustix::process::Pid>> {
+    crate::unprivileged::single_threaded()?;
+    // SAFETY: the process has one thread (checked above; the server makes none), so the
+    // child is a full copy in a consistent state: no lock is held by a thread that does
+    // not exist in the child, and it may go on running ordinary Rust code.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(rustix::process::Pid::from_raw(pid)),
+    }
+}
+
 /// Makes the next child of this process PID 1 of a new PID namespace
 /// (`unshare(CLONE_NEWPID)`; needs `CAP_SYS_ADMIN`).
 pub fn children_in_new_pid_namespace() -> std::io::Result<()> {

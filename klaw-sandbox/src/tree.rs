@@ -44,6 +44,14 @@ fn parents() -> HashMap<i32, i32> {
     out
 }
 
+/// The live children of `parent`.
+pub(crate) fn children(parent: i32) -> Vec<i32> {
+    parents()
+        .into_iter()
+        .filter_map(|(pid, ppid)| (ppid == parent).then_some(pid))
+        .collect()
+}
+
 /// Every live descendant of `root` (not `root` itself).
 pub fn descendants(root: i32) -> Vec<i32> {
     let map = parents();

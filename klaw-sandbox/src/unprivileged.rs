@@ -133,7 +133,7 @@ pub(crate) fn become_unprivileged_forked(id: u32) -> io::Result<()> {
 
 /// Refuses to go on when this process has more than one thread: the uid and namespace
 /// changes here apply to the calling thread only.
-fn single_threaded() -> io::Result<()> {
+pub(crate) fn single_threaded() -> io::Result<()> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     let threads = status
         .lines()

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use klaw_tools::ToolError;
 use klaw_tools::testing::Kit;
-use klaw_tools::tools::shell::{SandboxHelper, SandboxMode, ShellSettings};
+use klaw_tools::tools::shell::{SandboxHelper, SandboxMode, SandboxServer, ShellSettings};
 use serde_json::{Value, json};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_klaw-sandbox");
@@ -26,10 +26,28 @@ fn kit_with(mode: SandboxMode, f: impl FnOnce(ShellSettings) -> ShellSettings) -
     if !works(mode) {
         return None;
     }
+    let server = if served() {
+        SandboxServer::Always
+    } else {
+        SandboxServer::Never
+    };
     Some(kit_for(
-        f(ShellSettings::default().with_sandbox(mode)),
+        f(ShellSettings::default()
+            .with_sandbox(mode)
+            .with_sandbox_server(server)),
         HELPER,
     ))
+}
+
+thread_local! {
+    /// Whether the test on this thread runs its commands through the sandbox server
+    /// (the `*_served` modules), else through a helper per command.
+    static SERVED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread's test runs its commands through the sandbox server.
+fn served() -> bool {
+    SERVED.with(std::cell::Cell::get)
 }
 
 /// A kit with these shell settings and sandbox helper.
@@ -71,6 +89,11 @@ fn probe_command(probe: &str) -> std::process::Command {
 
 /// The test module that runs the tests of `mode` (see `per_mode!`).
 fn mode_module(mode: SandboxMode) -> &'static str {
+    match (mode, served()) {
+        (SandboxMode::Landlock, true) => return "landlock_served",
+        (SandboxMode::Off, true) => return "off_served",
+        _ => {}
+    }
     match mode {
         SandboxMode::Bwrap => "bwrap",
         SandboxMode::Landlock => "landlock",
@@ -210,6 +233,273 @@ async fn timeout_kills_a_setsid_grandchild(mode: SandboxMode) {
         "{:?}",
         live_with(&tag)
     );
+}
+
+/// The parent of `pid`, from the host's `/proc`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The sandbox server a command of `kit` runs under (its topmost ancestor that is
+/// `<helper> __klaw-sandbox-serve`; the supervisor between them is a fork of it, with
+/// its command line), found from the host's `/proc` while a `process` job runs.
+async fn server_of(kit: &Kit) -> Option<i32> {
+    let tag = marker();
+    let r = process(
+        kit,
+        json!({"action": "start", "command": ["sh", "-c", format!("sleep 1000.{tag}; true")]}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    let mut pid = None;
+    assert!(
+        eventually(|| {
+            pid = live_with(&format!("sleep 1000.{tag}")).into_iter().min();
+            pid.is_some()
+        })
+        .await
+    );
+    let mut server = None;
+    let mut at = pid;
+    while let Some(p) = at.filter(|p| *p > 1) {
+        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(klaw_sandbox::SERVE_ARG) {
+            server = Some(p);
+        }
+        at = parent_of(p);
+    }
+    process(kit, json!({"action": "kill", "processId": id}))
+        .await
+        .unwrap();
+    server
+}
+
+/// A served command runs under the context's sandbox server, and two commands share
+/// it; a command of a test that is not served has no server above it. (Without this
+/// the served tests could pass through the helper the engine falls back to.)
+async fn commands_run_under_the_server(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let first = server_of(&kit).await;
+    let second = server_of(&kit).await;
+    if served() {
+        assert!(first.is_some(), "the command did not run under the server");
+        assert_eq!(first, second, "two commands, two servers");
+    } else {
+        assert_eq!((first, second), (None, None), "a server ran the command");
+    }
+}
+
+/// A command cannot harm the sandbox server that started it, and through it the
+/// commands after it: under Landlock it can neither stop nor kill it (another uid when
+/// the engine is root; Landlock's signal scope otherwise), nor trace it, nor read its
+/// memory, descriptors or environment (not dumpable; Landlock's ptrace scope; seccomp
+/// denies `ptrace`). The server is told by pid, as the host sees it. In mode `off`
+/// nothing stops a command (it could end the engine as well): the engine then starts
+/// another server, and the next command runs.
+async fn the_server_is_out_of_the_commands_reach(mode: SandboxMode) {
+    if !served() {
+        return;
+    }
+    let Some(kit) = kit(mode) else { return };
+    let server = server_of(&kit).await.expect("a served command");
+    let ptrace = match python() {
+        Some(py) => format!(
+            "{py} -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+             print(\"ATTACHED\" if l.ptrace(16, {server}, 0, 0) == 0 else \"ptrace refused\")'; "
+        ),
+        None => String::new(),
+    };
+    let line = format!(
+        "{ptrace}head -c 1 /proc/{server}/mem >/dev/null 2>&1 && echo READ-MEM; \
+         ls /proc/{server}/fd >/dev/null 2>&1 && echo LISTED-FD; \
+         head -c 1 /proc/{server}/environ >/dev/null 2>&1 && echo READ-ENV; \
+         for s in STOP TERM KILL; do kill -$s {server} 2>/dev/null && echo SIGNALLED-$s; done; \
+         echo done"
+    );
+    let r = exec(&kit, json!({"command": ["sh", "-c", line]}))
+        .await
+        .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.ends_with("done\n"), "{r}");
+    if mode == SandboxMode::Off {
+        // Unsandboxed: the kill lands; the next command still runs, under a new server.
+        assert!(out.contains("SIGNALLED-KILL"), "{r}");
+        assert!(eventually(|| !alive(server)).await);
+        let again = server_of(&kit).await;
+        assert!(
+            again.is_some_and(|s| s != server),
+            "{again:?} after {server}"
+        );
+        return;
+    }
+    for word in ["ATTACHED", "READ-MEM", "LISTED-FD", "READ-ENV", "SIGNALLED"] {
+        assert!(!out.contains(word), "{word}: {r}");
+    }
+    let state = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap();
+    let state = state.rsplit(')').next().unwrap().split_whitespace().next();
+    // Neither stopped nor traced (it may be running: reaping the last supervisor).
+    assert!(
+        matches!(state, Some("S" | "R")),
+        "the server is not as before: {state:?}"
+    );
+    assert_eq!(server_of(&kit).await, Some(server), "the server changed");
+}
+
+/// Commands started at once each get their own output and exit code (through one
+/// server, their descriptors travel with each request).
+async fn concurrent_commands_keep_their_own_output(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let calls = (0..6).map(|i| {
+        exec(
+            &kit,
+            json!({"command": format!("sleep 0.0{i}; echo out-{i}; echo err-{i} >&2; exit {i}")}),
+        )
+    });
+    let results = futures_util::future::join_all(calls).await;
+    for (i, r) in results.into_iter().enumerate() {
+        let r = r.unwrap();
+        assert_eq!(r["stdout"], format!("out-{i}\n"), "{r}");
+        assert_eq!(r["stderr"], format!("err-{i}\n"), "{r}");
+        assert_eq!(r["exitCode"], i, "{r}");
+    }
+}
+
+/// A command too long for one message to the server (the served limit is below Linux's
+/// 128 KiB per argument) still runs, through a helper of its own.
+async fn a_long_command_runs_too(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let long = "k".repeat(100_000);
+    let r = exec(
+        &kit,
+        json!({"command": ["sh", "-c", "printf %s \"$1\" | wc -c", "sh", long]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"].as_str().unwrap().trim(), "100000", "{r}");
+}
+
+/// A served command whose supervisor is killed (by `SIGKILL`, which it cannot handle)
+/// does not run on: its tree, left to the server (a subreaper), is ended by the server,
+/// and the command ends as killed.
+async fn a_killed_supervisors_tree_is_ended(mode: SandboxMode) {
+    if !served() {
+        return;
+    }
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let r = process(
+        &kit,
+        json!({"action": "start", "command": ["sh", "-c", format!("sleep 1000.{tag}; true")]}),
+    )
+    .await
+    .unwrap();
+    let id = r["process"]["processId"].as_str().unwrap().to_owned();
+    let mut pid = None;
+    assert!(
+        eventually(|| {
+            pid = live_with(&format!("sleep 1000.{tag}")).into_iter().min();
+            pid.is_some()
+        })
+        .await
+    );
+    // The supervisor: the command's nearest ancestor with the server's command line.
+    let mut supervisor = None;
+    let mut at = pid;
+    while let Some(p) = at.filter(|p| *p > 1) {
+        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(klaw_sandbox::SERVE_ARG) {
+            supervisor = Some(p);
+            break;
+        }
+        at = parent_of(p);
+    }
+    let supervisor = supervisor.expect("a served command has a supervisor");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(supervisor).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        eventually(|| live_with(&format!("1000.{tag}")).is_empty()).await,
+        "the command outlived its supervisor: {:?}",
+        live_with(&format!("1000.{tag}"))
+    );
+    let mut ended = Value::Null;
+    assert!(
+        eventually(|| {
+            let status = futures_util::FutureExt::now_or_never(process(
+                &kit,
+                json!({"action": "status", "processId": id}),
+            ));
+            if let Some(Ok(s)) = status {
+                ended = s;
+            }
+            ended["process"]["running"] == false
+        })
+        .await,
+        "{ended}"
+    );
+    assert_eq!(ended["process"]["exitCode"], 137, "{ended}");
+}
+
+/// A helper that cannot serve (here: one that exits when asked to) costs nothing but
+/// the attempt: the commands run through a helper each, and no server is tried again.
+#[tokio::test]
+async fn commands_run_when_no_server_can_start() {
+    use std::os::unix::fs::PermissionsExt;
+    if !works(SandboxMode::Landlock) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("helper");
+    let tries = dir.path().join("tries");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = {serve} ]; then echo x >> {tries}; exit 3; fi\nexec {HELPER} \"$@\"\n",
+            serve = klaw_sandbox::SERVE_ARG,
+            tries = tries.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shell = ShellSettings::default()
+        .with_sandbox(SandboxMode::Landlock)
+        .with_sandbox_server(SandboxServer::Always);
+    let kit = kit_for(shell, script.to_str().unwrap());
+    for i in 0..3 {
+        let r = exec(&kit, json!({"command": format!("echo {i}")}))
+            .await
+            .unwrap();
+        assert_eq!(r["stdout"], format!("{i}\n"), "{r}");
+    }
+    assert_eq!(server_of(&kit).await, None);
+    assert_eq!(
+        std::fs::read_to_string(&tries).unwrap(),
+        "x\n",
+        "tried again"
+    );
+}
+
+/// A daemon a command leaves (`setsid` and a double fork) is gone by the time the
+/// command's result arrives, so before the next command starts: the supervisor ends
+/// the tree before it reports the exit (no waiting for it here).
+async fn a_daemon_is_gone_before_the_next_command(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let line =
+        format!("(setsid sh -c 'sleep 1000.{tag}; true' > /dev/null 2>&1 &); sleep 0.2; echo left");
+    let r = exec(&kit, json!({"command": line})).await.unwrap();
+    assert_eq!(r["stdout"], "left\n", "{r}");
+    let left = live_with(&format!("1000.{tag}"));
+    assert!(left.is_empty(), "the daemon outlived its command: {left:?}");
 }
 
 async fn leftovers_end_with_the_command(mode: SandboxMode) {
@@ -458,6 +748,23 @@ async fn no_namespaces_through_clone(mode: SandboxMode) {
         .await
         .unwrap();
     assert_eq!(r["stdout"], "thread\nchild 7\n", "{r}");
+}
+
+/// The x32 ABI's numbers (bit 30 set) reach no call the filter denies: `ptrace` and
+/// `unshare` through them fail, whether the kernel runs x32 calls (then the filter has
+/// the x32 rules) or not (then the kernel answers ENOSYS, and the filter leaves them
+/// out, which halves it). On a kernel without x32 this holds either way.
+async fn x32_calls_are_refused(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    // x32 ptrace(PTRACE_TRACEME) is 521, x32 unshare(CLONE_NEWUSER) 272.
+    let script = "import ctypes\n\
+        libc = ctypes.CDLL(None)\n\
+        print(libc.syscall(0x40000000 | 521, 0, 0, 0, 0), libc.syscall(0x40000000 | 272, 0x10000000))\n";
+    let r = exec(&kit, json!({"command": [py, "-c", script]}))
+        .await
+        .unwrap();
+    assert_eq!(r["stdout"], "-1 -1\n", "{r}");
 }
 
 /// A command cannot change the resource limits or the priority of another process of
@@ -880,25 +1187,38 @@ async fn engine_probe(mode: SandboxMode) {
 /// One `#[tokio::test]` per name, each calling the function of that name with `$mode`.
 /// The `probes` are entry points of a re-executed copy of this binary: ignored, so that
 /// they do not count as passed tests; their parent test runs them with `--ignored`.
+/// With `$served`, the commands run through the sandbox server (the thread's flag).
 macro_rules! tests_in_mode {
-    ($mode:expr; $($name:ident),* $(,)?; probes: $($probe:ident),* $(,)?) => {
+    ($mode:expr, $served:expr; $($name:ident),* $(,)?; probes: $($probe:ident),* $(,)?) => {
         $(
             #[tokio::test]
-            async fn $name() { super::$name($mode).await }
+            async fn $name() {
+                super::SERVED.with(|s| s.set($served));
+                super::$name($mode).await
+            }
         )*
         $(
             #[tokio::test]
             #[ignore = "entry point of a re-executed child; its parent test runs it"]
-            async fn $probe() { super::$probe($mode).await }
+            async fn $probe() {
+                super::SERVED.with(|s| s.set($served));
+                super::$probe($mode).await
+            }
         )*
     };
 }
 
 macro_rules! per_mode {
-    ($($module:ident => $mode:expr),*) => {$(
+    ($($module:ident => $mode:expr, $served:expr);*) => {$(
         mod $module {
             use super::*;
-            tests_in_mode!($mode;
+            tests_in_mode!($mode, $served;
+                commands_run_under_the_server,
+                the_server_is_out_of_the_commands_reach,
+                a_daemon_is_gone_before_the_next_command,
+                concurrent_commands_keep_their_own_output,
+                a_killed_supervisors_tree_is_ended,
+                a_long_command_runs_too,
                 timeout_kills_a_setsid_grandchild,
                 cancelling_a_call_kills_the_tree,
                 process_kill_ends_the_whole_tree,
@@ -920,15 +1240,16 @@ macro_rules! per_mode {
 }
 
 macro_rules! per_sandbox {
-    ($($module:ident => $mode:expr),*) => {$(
+    ($($module:ident => $mode:expr, $served:expr);*) => {$(
         mod $module {
             use super::*;
-            tests_in_mode!($mode;
+            tests_in_mode!($mode, $served;
                 writes_outside_the_workspace_do_not_land,
                 the_data_dir_and_home_are_not_visible,
                 host_unix_sockets_are_unreachable,
                 the_terminal_is_out_of_reach,
                 no_namespaces_through_clone,
+                x32_calls_are_refused,
                 other_processes_limits_are_out_of_reach,
                 proc_sys_is_read_only,
                 setuid_bits_and_devices_are_refused,
@@ -943,15 +1264,33 @@ macro_rules! per_sandbox {
                 probes: terminal_probe
             );
             #[tokio::test]
-            async fn no_network_by_default() { super::no_network_unless_allowed($mode, false).await }
+            async fn no_network_by_default() {
+                super::SERVED.with(|s| s.set($served));
+                super::no_network_unless_allowed($mode, false).await
+            }
             #[tokio::test]
-            async fn network_when_allowed() { super::no_network_unless_allowed($mode, true).await }
+            async fn network_when_allowed() {
+                super::SERVED.with(|s| s.set($served));
+                super::no_network_unless_allowed($mode, true).await
+            }
         }
     )*};
 }
 
-per_mode!(bwrap => SandboxMode::Bwrap, landlock => SandboxMode::Landlock, off => SandboxMode::Off, auto => SandboxMode::Auto);
-per_sandbox!(bwrap_boundary => SandboxMode::Bwrap, landlock_boundary => SandboxMode::Landlock);
+per_mode!(
+    bwrap => SandboxMode::Bwrap, false;
+    landlock => SandboxMode::Landlock, false;
+    off => SandboxMode::Off, false;
+    auto => SandboxMode::Auto, false;
+    // Through the sandbox server of a serving engine (bubblewrap is not served).
+    landlock_served => SandboxMode::Landlock, true;
+    off_served => SandboxMode::Off, true
+);
+per_sandbox!(
+    bwrap_boundary => SandboxMode::Bwrap, false;
+    landlock_boundary => SandboxMode::Landlock, false;
+    landlock_boundary_served => SandboxMode::Landlock, true
+);
 
 /// A set-user-ID file made in the workspace would run as its owner for whoever runs it
 /// on the host (as root: a set-uid-root binary). Neither Landlock nor bubblewrap covers
@@ -1824,6 +2163,10 @@ async fn unprivileged_probe(mode: SandboxMode) {
         only_bounded_filesystems_take_writes(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
+    // The engine's user is the command's here (Landlock's scopes keep the server out
+    // of its reach).
+    commands_run_under_the_server(mode).await;
+    the_server_is_out_of_the_commands_reach(mode).await;
     if works(mode) {
         eprintln!(
             "unprivileged probe ran ({mode:?}, uid {})",

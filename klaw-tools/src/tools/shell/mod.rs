@@ -14,6 +14,7 @@ mod process;
 mod run;
 mod sandbox;
 mod scratch;
+mod served;
 mod settings;
 
 pub use exec::{ExecResult, exec};
@@ -21,4 +22,4 @@ pub use klaw_sandbox::{HELPER_ARG, run_helper_if_requested};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};
 pub use run::{CommandLine, CommandOutput, SandboxedCommand, run_sandboxed};
 pub use sandbox::SandboxHelper;
-pub use settings::{SandboxMode, ShellSettings};
+pub use settings::{SandboxMode, SandboxServer, ShellSettings};

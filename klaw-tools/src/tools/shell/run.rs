@@ -1,7 +1,8 @@
 //! Starting a command in its sandbox and supervising it: the command line, the working
 //! directory, the environment, bounded output, and killing the whole tree.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,6 +18,7 @@ use klaw_sandbox::{Backend, DEFAULT_PATH, Policy};
 
 use super::sandbox::{self, SandboxHelper};
 use super::scratch::CommandTmp;
+use super::served::Servers;
 use super::settings::ShellSettings;
 use crate::schema::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
@@ -183,9 +185,9 @@ pub(crate) struct Running {
     // Declared (so dropped) before `child`: the tree is walked while its root still
     // lives; `child`'s kill-on-drop would kill the root first and orphan the rest.
     guard: KillGuard,
-    child: tokio::process::Child,
+    root: Root,
     /// The helper's lifeline (see `spawn`); closed when this is dropped.
-    lifeline: Option<tokio::process::ChildStdin>,
+    lifeline: Option<OwnedFd>,
     pub(crate) stdout: SharedTail,
     pub(crate) stderr: SharedTail,
     readers: Vec<JoinHandle<()>>,
@@ -194,6 +196,41 @@ pub(crate) struct Running {
     direct: bool,
     /// Removed when this is dropped, after the tree (see [`CommandTmp`]).
     _tmp: Option<CommandTmp>,
+}
+
+/// The process whose end is the command's end: the helper, bubblewrap or the command
+/// as the engine's child, or a served command's supervisor (a child of the sandbox
+/// server), whose exit code comes on its status pipe.
+#[derive(Debug)]
+enum Root {
+    Child(tokio::process::Child),
+    Served {
+        status: tokio::net::unix::pipe::Receiver,
+        /// The exit status once known (waiting is cancel-safe and may be repeated).
+        ended: Option<std::process::ExitStatus>,
+    },
+}
+
+impl Root {
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Root::Child(child) => child.wait().await,
+            Root::Served { status, ended } => {
+                if let Some(s) = ended {
+                    return Ok(*s);
+                }
+                let mut byte = [0_u8; 1];
+                let s = match tokio::io::AsyncReadExt::read(status, &mut byte).await? {
+                    // The supervisor's exit code, as a wait status.
+                    1 => std::process::ExitStatus::from_raw(i32::from(byte[0]) << 8),
+                    // End of file without a code: the supervisor was killed (SIGKILL).
+                    _ => std::process::ExitStatus::from_raw(9),
+                };
+                *ended = Some(s);
+                Ok(s)
+            }
+        }
+    }
 }
 
 /// Kills the whole tree when dropped while the command may still run (a cancelled or
@@ -251,18 +288,27 @@ pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
 pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
     let workspace = std::fs::canonicalize(ctx.workspace())
         .map_err(|e| ToolError::unavailable("the workspace is not usable").with_detail(e))?;
-    // bubblewrap gives the command a private /tmp; the others get a directory of its own.
+    // A serving engine's helper-run commands go through a long-lived sandbox server.
+    let lifeline = backend.has_lifeline();
+    let servers = ctx.shared_state::<Servers>();
+    let serve = lifeline && servers.wanted(ShellSettings::of(ctx).sandbox_server);
+    // bubblewrap gives the command a private /tmp; the others get a directory of its own
+    // (a served one, the one made ready after the previous command, if any).
     let tmp = match backend {
         Backend::Bwrap(_) => None,
-        _ => Some(CommandTmp::new().map_err(|e| {
-            ToolError::failed("cannot create a temporary directory").with_detail(e)
-        })?),
+        _ => Some(
+            servers
+                .ready_tmp(serve)
+                .map_or_else(CommandTmp::new, Ok)
+                .map_err(|e| {
+                    ToolError::failed("cannot create a temporary directory").with_detail(e)
+                })?,
+        ),
     };
     let tmp_path = tmp.as_ref().map(|t| t.path().to_path_buf());
     // The command's input. The helper's own stdin is the engine's lifeline, so it gets
     // the input as a file in the command's private temporary directory, which it opens
     // for the command; bubblewrap and a direct command get a pipe.
-    let lifeline = backend.has_lifeline();
     let stdin_file = match (&job.stdin, &tmp_path, lifeline) {
         (Some(data), Some(dir), true) => {
             let path = dir.join(".klaw-stdin");
@@ -280,6 +326,34 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         network: ShellSettings::of(ctx).network,
         stdin: stdin_file,
     };
+    let home = tmp_path.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
+    let env = command_env(&home);
+    // When no server can take the command, the helper runs it as below.
+    if serve {
+        let command = klaw_sandbox::ServedCommand {
+            argv: &job.argv,
+            cwd: &job.cwd,
+            tmp: tmp_path.as_deref(),
+            stdin: policy.stdin.as_deref(),
+            env: env.clone(),
+        };
+        match servers.spawn(backend, &policy, &command) {
+            Some(Ok(started)) => {
+                // The next command's temporary directory, made while this one runs.
+                let servers = std::sync::Arc::clone(&servers);
+                drop(tokio::task::spawn_blocking(move || {
+                    servers.make_tmp_ready()
+                }));
+                return served(ctx, backend, started, tmp);
+            }
+            Some(Err(e)) => tracing::warn!(
+                target: "klaw::shell",
+                error = %e,
+                "the sandbox server could not start a command; the helper runs it"
+            ),
+            None => {}
+        }
+    }
     let (program, args) = klaw_sandbox::wrap(backend, &policy, &job.argv, tmp_path.as_deref())
         .map_err(sandbox::tool_error)?;
     let mut cmd = tokio::process::Command::new(&program);
@@ -303,11 +377,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     if !lifeline {
         cmd.process_group(0);
     }
-    for key in ENV_ALLOW {
-        if let Some(v) = std::env::var_os(key) {
-            cmd.env(key, v);
-        }
-    }
+    cmd.envs(env);
     // Only stdin, stdout and stderr reach the command: descriptors the engine inherited
     // (a terminal, a file in the data dir, a socket) are closed when it starts. The
     // helper does that itself, first thing, so it is started without a `pre_exec` hook
@@ -316,11 +386,6 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     if matches!(backend, Backend::Direct) {
         klaw_sandbox::close_inherited_fds(cmd.as_std_mut());
     }
-    if std::env::var_os("PATH").is_none() {
-        cmd.env("PATH", DEFAULT_PATH);
-    }
-    let home = tmp_path.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
-    cmd.env("HOME", &home).env("TMPDIR", &home);
     let mut child = cmd.spawn().map_err(|e| match (backend, e.kind()) {
         (Backend::Direct, std::io::ErrorKind::NotFound) => ToolError::not_found(format!(
             "program `{}` not found",
@@ -334,7 +399,18 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     })?;
     let pipe = child.stdin.take();
     let lifeline = if lifeline {
-        pipe
+        // Dropped on failure, which ends the tree at once.
+        match pipe
+            .map(tokio::process::ChildStdin::into_owned_fd)
+            .transpose()
+        {
+            Ok(fd) => fd,
+            Err(e) => {
+                return Err(
+                    ToolError::failed("cannot keep the sandbox helper's lifeline").with_detail(e),
+                );
+            }
+        }
     } else {
         // Written beside the output readers, so a command that writes before it has
         // read all of it cannot stall either side.
@@ -358,13 +434,69 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     }
     Ok(Running {
         guard: KillGuard { pid },
-        child,
+        root: Root::Child(child),
         lifeline,
         stdout,
         stderr,
         readers,
         backend: backend.name(),
         direct: matches!(backend, Backend::Direct),
+        _tmp: tmp,
+    })
+}
+
+/// The command's environment: what passes through from the engine's ([`ENV_ALLOW`],
+/// a default `PATH`), and `HOME` and `TMPDIR` set to `home`.
+fn command_env(home: &Path) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = ENV_ALLOW
+        .iter()
+        .filter_map(|key| std::env::var_os(key).map(|v| (OsString::from(key), v)))
+        .collect();
+    if std::env::var_os("PATH").is_none() {
+        env.push(("PATH".into(), DEFAULT_PATH.into()));
+    }
+    env.push(("HOME".into(), home.into()));
+    env.push(("TMPDIR".into(), home.into()));
+    env
+}
+
+/// The [`Running`] of a command the sandbox server started: its output read from the
+/// pipes the server's supervisor writes, its end from the status pipe.
+fn served(
+    ctx: &ToolContext,
+    backend: &Backend,
+    started: klaw_sandbox::Started,
+    tmp: Option<CommandTmp>,
+) -> Result<Running, ToolError> {
+    // A failure below drops the lifeline, which ends the command's tree.
+    let pipe = |fd| {
+        tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+            .map_err(|e| ToolError::failed("cannot read the served command's pipes").with_detail(e))
+    };
+    let status = pipe(started.status)?;
+    let out = pipe(started.stdout)?;
+    let err = pipe(started.stderr)?;
+    let cap = ShellSettings::of(ctx).max_output_bytes;
+    let stdout = output::shared(cap);
+    let stderr = output::shared(cap);
+    let readers = vec![
+        tokio::spawn(output::drain(out, stdout.clone())),
+        tokio::spawn(output::drain(err, stderr.clone())),
+    ];
+    Ok(Running {
+        guard: KillGuard {
+            pid: Some(started.pid),
+        },
+        root: Root::Served {
+            status,
+            ended: None,
+        },
+        lifeline: Some(started.lifeline),
+        stdout,
+        stderr,
+        readers,
+        backend: backend.name(),
+        direct: false,
         _tmp: tmp,
     })
 }
@@ -379,8 +511,8 @@ impl Running {
     /// rest of its output.
     pub(crate) async fn wait(&mut self, limit: Option<Duration>) -> Exit {
         let waited = match limit {
-            Some(limit) => tokio::time::timeout(limit, self.child.wait()).await.ok(),
-            None => Some(self.child.wait().await),
+            Some(limit) => tokio::time::timeout(limit, self.root.wait()).await.ok(),
+            None => Some(self.root.wait().await),
         };
         let mut unproven = false;
         let (status, timed_out) = match waited {
@@ -391,7 +523,7 @@ impl Running {
                 // could prove the tree dead. The walk from here is the fallback.
                 let mut ended = None;
                 if self.lifeline.take().is_some() {
-                    let wait = tokio::time::timeout(Duration::from_secs(5), self.child.wait());
+                    let wait = tokio::time::timeout(Duration::from_secs(5), self.root.wait());
                     if let Ok(Ok(s)) = wait.await {
                         unproven = s.code() == Some(i32::from(klaw_sandbox::UNPROVEN));
                         ended = Some(s);
@@ -406,7 +538,7 @@ impl Running {
                     }
                     None => {
                         self.guard.kill();
-                        (self.child.wait().await.ok(), true)
+                        (self.root.wait().await.ok(), true)
                     }
                 }
             }

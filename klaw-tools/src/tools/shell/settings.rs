@@ -27,6 +27,26 @@ pub struct ShellSettings {
     pub sandbox: SandboxMode,
     /// Whether commands may use the network (`network`, default false).
     pub network: bool,
+    /// When commands run through a long-lived sandbox server instead of a helper
+    /// started per command (default [`SandboxServer::Auto`]).
+    pub sandbox_server: SandboxServer,
+}
+
+/// When a context's commands run through a long-lived sandbox server per workspace and
+/// policy ([`klaw_sandbox::Server`]: the sandbox's set-up done once, a supervisor forked
+/// per command) rather than through a helper started per command. Only the Landlock
+/// sandbox and mode `off` are served; bubblewrap builds its namespaces per command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SandboxServer {
+    /// From a context's second command on: a one-shot process (`klaw-engine call exec`)
+    /// starts no server, a serving engine keeps one.
+    #[default]
+    Auto,
+    /// From the first command on.
+    Always,
+    /// Never: a helper per command.
+    Never,
 }
 
 impl Default for ShellSettings {
@@ -38,6 +58,7 @@ impl Default for ShellSettings {
             max_processes: 8,
             sandbox: SandboxMode::Auto,
             network: false,
+            sandbox_server: SandboxServer::Auto,
         }
     }
 }
@@ -54,6 +75,13 @@ impl ShellSettings {
     #[must_use]
     pub fn with_network(mut self, network: bool) -> Self {
         self.network = network;
+        self
+    }
+
+    /// Sets when commands run through a long-lived sandbox server.
+    #[must_use]
+    pub fn with_sandbox_server(mut self, server: SandboxServer) -> Self {
+        self.sandbox_server = server;
         self
     }
 

@@ -1,0 +1,549 @@
+//! The sandbox server: one long-lived helper per workspace, mode and policy, for an
+//! engine that runs many commands (a serving engine). It does the expensive set-up
+//! once and then, per command, forks a supervisor that does exactly what the one-shot
+//! helper does after its set-up ([`supervise`](crate::supervisor::supervise)).
+//!
+//! - Started by the engine as `<helper> __klaw-sandbox-serve <policy-json>` with a
+//!   `SOCK_SEQPACKET` socket as its stdin (its only way in: an anonymous socket pair,
+//!   no path, no abstract name). It closes (marks close-on-exec) whatever else it
+//!   inherited, starts a session of its own, makes itself not dumpable (no ptrace, no
+//!   `/proc/<pid>/mem`, no `/proc/<pid>/fd` for anyone but root) and a child subreaper,
+//!   and, as root under Landlock, makes the workspace's idmapped mount in a mount
+//!   namespace of its own, once. Then it answers "ready" (or why not) and serves.
+//! - Per command, one message: the command (argv, working directory, private temporary
+//!   directory, environment, input file) and four descriptors: the lifeline (a pipe the
+//!   engine holds open), the command's stdout and stderr, and the status pipe. It forks
+//!   (it has one thread, so the child is a sound copy); the child closes the socket and
+//!   every other command's descriptor, puts the lifeline on its stdin and the output on
+//!   its stdout and stderr, and supervises: its own session, subreaper, the command
+//!   forked as root's unprivileged user in a PID namespace of its own (root) with
+//!   Landlock, seccomp and no capabilities applied in the command's process, the whole
+//!   tree ended on the lifeline's end of file and when the command ends. It writes its
+//!   exit code (one byte) on the status pipe right before it exits; end of file without
+//!   it means the supervisor was killed. The server answers with the supervisor's pid.
+//! - The server reaps its supervisors (pidfds in its `poll`), and, as subreaper, ends
+//!   whatever a supervisor that was killed left behind. It ends at the socket's end of
+//!   file (the engine dropped it, or died); supervisors still running are unaffected:
+//!   each ends with its own lifeline.
+//!
+//! What a command cannot do to the server: it runs under another uid when the engine
+//! is root (and has no capabilities), its Landlock domain scopes signals (ABI 6) and
+//! ptrace to the domain, seccomp denies `ptrace` and `process_vm_*`, the server is not
+//! dumpable, and no descriptor of the server reaches a command (all close-on-exec).
+//! Mode `off` has no sandbox, so a command there can end the server as it can end the
+//! engine itself; the engine then starts another.
+
+use std::ffi::OsString;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+
+use crate::backend::Backend;
+use crate::policy::{HelperPolicy, SERVE_ARG};
+
+/// The largest request (the command's JSON) the server takes; a longer command runs
+/// through the one-shot helper instead ([`Server::fits`]).
+const MAX_REQUEST: usize = 96 * 1024;
+
+/// How long the engine waits for the server's answer before it gives up on it.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A command for the server, as it travels.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Request {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    tmp: Option<PathBuf>,
+    stdin: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// The server's answer: ready / started (with the supervisor's pid), or why not.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Answer {
+    #[serde(default)]
+    pid: Option<i32>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// A command for [`Server::spawn`].
+#[derive(Debug, Clone)]
+pub struct ServedCommand<'a> {
+    /// The program and its arguments.
+    pub argv: &'a [String],
+    /// The working directory, canonical, inside the workspace.
+    pub cwd: &'a Path,
+    /// The command's private temporary directory (read-write for it).
+    pub tmp: Option<&'a Path>,
+    /// A file the command reads as its stdin (else nothing).
+    pub stdin: Option<&'a Path>,
+    /// The command's whole environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// A command the server started: the engine's ends of its pipes.
+#[derive(Debug)]
+pub struct Started {
+    /// The supervisor's pid (the root of the command's tree, for a last-resort kill).
+    pub pid: i32,
+    /// Held open while the command may run; closing it ends the whole tree.
+    pub lifeline: OwnedFd,
+    /// The command's stdout.
+    pub stdout: OwnedFd,
+    /// The command's stderr.
+    pub stderr: OwnedFd,
+    /// Yields the supervisor's exit code (one byte), then end of file; end of file
+    /// alone: the supervisor was killed.
+    pub status: OwnedFd,
+}
+
+/// The engine's handle on one sandbox server (see the module docs). Dropping it ends
+/// the server (commands still running end with their own lifelines).
+#[derive(Debug)]
+pub struct Server {
+    socket: Mutex<OwnedFd>,
+    child: Mutex<std::process::Child>,
+}
+
+impl Server {
+    /// Starts the server for `backend` (Landlock or the unrestricted helper of mode
+    /// `off`; the others are not served) and this workspace, data dir and network, and
+    /// waits until it is ready. Blocks for the set-up (milliseconds).
+    pub fn start(
+        backend: &Backend,
+        workspace: &Path,
+        hidden: &[PathBuf],
+        network: bool,
+    ) -> io::Result<Server> {
+        let (helper, landlock) = match backend {
+            Backend::Landlock(h) => (h, true),
+            Backend::Supervised(h) => (h, false),
+            _ => return Err(io::Error::other("this sandbox is not served")),
+        };
+        let policy = HelperPolicy {
+            landlock,
+            network,
+            write: vec![workspace.to_path_buf()],
+            cwd: workspace.to_path_buf(),
+            hidden: hidden.to_vec(),
+            ..HelperPolicy::default()
+        };
+        let json = serde_json::to_string(&policy).map_err(io::Error::other)?;
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        for which in [
+            rustix::net::sockopt::Timeout::Recv,
+            rustix::net::sockopt::Timeout::Send,
+        ] {
+            rustix::net::sockopt::set_socket_timeout(&ours, which, Some(ANSWER_TIMEOUT))?;
+        }
+        let child = std::process::Command::new(helper)
+            .arg(SERVE_ARG)
+            .arg(json)
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let server = Server {
+            socket: Mutex::new(ours),
+            child: Mutex::new(child),
+        };
+        let socket = server.socket.lock().unwrap_or_else(PoisonError::into_inner);
+        let answer = receive_answer(&socket)?;
+        drop(socket);
+        match answer.error {
+            Some(e) => Err(io::Error::other(e)),
+            None => Ok(server),
+        }
+    }
+
+    /// Whether commands under `backend` may be served here: mode `off` (nothing to
+    /// keep a command from, the server included), and Landlock where a command cannot
+    /// signal the server: the engine is root (the command is another uid) or the
+    /// kernel's Landlock scopes signals (ABI 6, Linux 6.12). Elsewhere a command of the
+    /// engine's own uid could stop or kill the server (and so delay the commands after
+    /// it), so each command gets a helper of its own. bubblewrap is never served.
+    pub fn serves(backend: &Backend) -> bool {
+        match backend {
+            Backend::Supervised(_) => true,
+            Backend::Landlock(_) => {
+                rustix::process::geteuid().is_root()
+                    || crate::sys::landlock_abi() >= landlock::ABI::V6
+            }
+            Backend::Bwrap(_) | Backend::Direct => false,
+        }
+    }
+
+    /// Whether `command` is small enough to be served (else run it through the
+    /// one-shot helper).
+    pub fn fits(command: &ServedCommand<'_>) -> bool {
+        let size: usize = command.argv.iter().map(|a| a.len() + 8).sum::<usize>()
+            + command
+                .env
+                .iter()
+                .map(|(k, v)| 4 * (k.len() + v.len()) + 32)
+                .sum::<usize>();
+        size < MAX_REQUEST / 2
+    }
+
+    /// Starts `command` in this server's sandbox. An error means the command did not
+    /// start, or, if the server died while starting it, that it is ending (its lifeline
+    /// is closed here); either way the server should not be used again.
+    pub fn spawn(&self, command: &ServedCommand<'_>) -> io::Result<Started> {
+        use rustix::pipe::{PipeFlags, pipe_with};
+        let request = Request {
+            argv: command.argv.to_vec(),
+            cwd: command.cwd.to_path_buf(),
+            tmp: command.tmp.map(Path::to_path_buf),
+            stdin: command.stdin.map(Path::to_path_buf),
+            env: command.env.clone(),
+        };
+        let json = serde_json::to_vec(&request).map_err(io::Error::other)?;
+        if json.len() > MAX_REQUEST {
+            return Err(io::Error::other("the command is too long to be served"));
+        }
+        let (lifeline_read, lifeline) = pipe_with(PipeFlags::CLOEXEC)?;
+        let (stdout, stdout_write) = pipe_with(PipeFlags::CLOEXEC)?;
+        let (stderr, stderr_write) = pipe_with(PipeFlags::CLOEXEC)?;
+        let (status, status_write) = pipe_with(PipeFlags::CLOEXEC)?;
+        let socket = self.socket.lock().unwrap_or_else(PoisonError::into_inner);
+        let fds = [
+            lifeline_read.as_fd(),
+            stdout_write.as_fd(),
+            stderr_write.as_fd(),
+            status_write.as_fd(),
+        ];
+        send(&socket, &json, &fds)?;
+        // Our copies of the command's ends: only the supervisor holds them now.
+        drop((lifeline_read, stdout_write, stderr_write, status_write));
+        let answer = receive_answer(&socket)?;
+        drop(socket);
+        match (answer.pid, answer.error) {
+            (Some(pid), None) => Ok(Started {
+                pid,
+                lifeline,
+                stdout,
+                stderr,
+                status,
+            }),
+            (_, Some(e)) => Err(io::Error::other(e)),
+            (None, None) => Err(io::Error::other("the sandbox server gave no pid")),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // End of file on its socket ends the server; the kill makes sure, and the wait
+        // leaves no zombie. Its supervisors are separate processes and keep running.
+        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Sends one message with `fds` attached.
+fn send(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("too many descriptors for one message"));
+    }
+    let sent = rustix::net::sendmsg(
+        socket,
+        &[io::IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    if sent == bytes.len() {
+        Ok(())
+    } else {
+        Err(io::Error::other("the message was cut"))
+    }
+}
+
+/// One message and the descriptors that came with it (close-on-exec); `None` at end
+/// of file.
+fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+    // One buffer for the process's life: a new one per message would be zeroed, page by
+    // page, each time (and copied again in every supervisor forked after).
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0_u8; MAX_REQUEST + 1]);
+    }
+    BUF.with_borrow_mut(|buf| receive_into(socket, buf))
+}
+
+/// [`receive`] into `buf`.
+fn receive_into(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match rustix::net::recvmsg(
+            socket,
+            &mut [io::IoSliceMut::new(buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => {}
+            other => break other?,
+        }
+    };
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
+        }
+    }
+    if got.bytes == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    if got.bytes > MAX_REQUEST
+        || got
+            .flags
+            .intersects(rustix::net::ReturnFlags::TRUNC | rustix::net::ReturnFlags::CTRUNC)
+    {
+        return Err(io::Error::other("the message was cut"));
+    }
+    Ok(Some((buf[..got.bytes].to_vec(), fds)))
+}
+
+/// The server's answer on `socket` (the engine's side).
+fn receive_answer(socket: &OwnedFd) -> io::Result<Answer> {
+    match receive(socket.as_fd()) {
+        Ok(Some((bytes, _))) => serde_json::from_slice(&bytes).map_err(io::Error::other),
+        Ok(None) => Err(io::Error::other("the sandbox server ended")),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            Err(io::Error::other("the sandbox server did not answer"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends `answer` on the server's socket (errors ignored: an engine that is gone
+/// cannot be told).
+fn answer(socket: BorrowedFd<'_>, answer: &Answer) {
+    if let Ok(json) = serde_json::to_vec(answer) {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let _ = rustix::net::sendmsg(
+            socket,
+            &[io::IoSlice::new(&json)],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        );
+    }
+}
+
+/// The server's main (`<helper> __klaw-sandbox-serve <policy-json>`): returns its exit
+/// code when the engine's socket ends, or why it could not serve.
+pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
+    crate::close_inherited_fds_on_exec();
+    let stdin = std::io::stdin();
+    let socket = stdin.as_fd();
+    let setup = set_up(args);
+    let policy = match setup {
+        Ok(policy) => {
+            answer(socket, &Answer::default());
+            policy
+        }
+        Err(e) => {
+            answer(
+                socket,
+                &Answer {
+                    error: Some(e.clone()),
+                    ..Answer::default()
+                },
+            );
+            return Err(e);
+        }
+    };
+    let mut live: Vec<(rustix::process::Pid, OwnedFd)> = Vec::new();
+    loop {
+        use rustix::event::{PollFd, PollFlags};
+        let (request, exited) = {
+            let mut polled = vec![PollFd::new(&socket, PollFlags::IN)];
+            polled.extend(live.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)));
+            match rustix::event::poll(&mut polled, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(format!("poll: {e}")),
+            }
+            let request = !polled[0].revents().is_empty();
+            let exited: Vec<bool> = polled[1..]
+                .iter()
+                .map(|p| !p.revents().is_empty())
+                .collect();
+            (request, exited)
+        };
+        reap(&mut live, &exited);
+        if !request {
+            continue;
+        }
+        match receive(socket) {
+            Ok(None) => return Ok(0),
+            Ok(Some((bytes, fds))) => match start(&policy, &bytes, fds, &mut live) {
+                Ok(pid) => answer(
+                    socket,
+                    &Answer {
+                        pid: Some(pid.as_raw_nonzero().get()),
+                        ..Answer::default()
+                    },
+                ),
+                Err(e) => answer(
+                    socket,
+                    &Answer {
+                        error: Some(e),
+                        ..Answer::default()
+                    },
+                ),
+            },
+            Err(e) => answer(
+                socket,
+                &Answer {
+                    error: Some(format!("cannot read the request: {e}")),
+                    ..Answer::default()
+                },
+            ),
+        }
+    }
+}
+
+/// The server's one-time set-up: the policy from `args`, its own session, not
+/// dumpable, subreaper; as root under Landlock, the workspace's idmapped mount.
+fn set_up(args: Vec<OsString>) -> Result<HelperPolicy, String> {
+    let policy = args.first().ok_or("no policy given")?;
+    let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
+        .map_err(|e| format!("invalid policy: {e}"))?;
+    if policy.bwrap.is_some() || policy.probe || policy.write.len() != 1 {
+        return Err("the sandbox server takes a workspace and no other policy".into());
+    }
+    rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
+    if policy.landlock && rustix::process::geteuid().is_root() {
+        crate::supervisor::map_workspace(&policy)?;
+    }
+    Ok(policy)
+}
+
+/// Starts the request in `bytes` with its descriptors: forks the supervisor, which
+/// never returns from here.
+fn start(
+    base: &HelperPolicy,
+    bytes: &[u8],
+    fds: Vec<OwnedFd>,
+    live: &mut Vec<(rustix::process::Pid, OwnedFd)>,
+) -> Result<rustix::process::Pid, String> {
+    let request: Request =
+        serde_json::from_slice(bytes).map_err(|e| format!("invalid request: {e}"))?;
+    let [lifeline, stdout, stderr, status]: [OwnedFd; 4] = fds
+        .try_into()
+        .map_err(|_| "a request takes four descriptors".to_owned())?;
+    let mut policy = base.clone();
+    policy.write.extend(request.tmp);
+    policy.cwd = request.cwd;
+    policy.stdin = request.stdin;
+    policy.env = Some(request.env);
+    match crate::sys::fork_single_threaded().map_err(|e| format!("fork: {e}"))? {
+        None => {
+            // The supervisor. Nothing of the server's stays open here: its socket is
+            // replaced by the lifeline, the other commands' pidfds are closed.
+            drop(std::mem::take(live));
+            let code = supervised(&policy, request.argv, lifeline, stdout, stderr, status);
+            crate::supervisor::leave(code)
+        }
+        Some(pid) => {
+            // The pid stays this supervisor's until the server reaps it (below).
+            let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                .map_err(|e| format!("pidfd_open: {e}"))?;
+            live.push((pid, pidfd));
+            Ok(pid)
+        }
+    }
+}
+
+/// In the forked supervisor: the descriptors in place, then the supervisor proper.
+fn supervised(
+    policy: &HelperPolicy,
+    argv: Vec<String>,
+    lifeline: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    status: OwnedFd,
+) -> u8 {
+    let _ = crate::supervisor::STATUS.set(status);
+    let placed = rustix::stdio::dup2_stdin(&lifeline)
+        .and_then(|()| rustix::stdio::dup2_stdout(&stdout))
+        .and_then(|()| rustix::stdio::dup2_stderr(&stderr));
+    drop((lifeline, stdout, stderr));
+    if placed.is_err() {
+        return crate::policy::UNPROVEN;
+    }
+    match crate::supervisor::supervise(policy, argv.into_iter().map(OsString::from), true) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("klaw-sandbox: {e}");
+            125
+        }
+    }
+}
+
+/// Reaps the supervisors whose pidfd said they exited; when one was killed (so it may
+/// have left processes, now the server's), ends every child of the server that is not
+/// a live supervisor, with its tree.
+fn reap(live: &mut Vec<(rustix::process::Pid, OwnedFd)>, exited: &[bool]) {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let mut killed = false;
+    let mut flags = exited.iter();
+    live.retain(|(_, pidfd)| {
+        let done = flags.next().copied().unwrap_or(false);
+        if !done {
+            return true;
+        }
+        match rustix::process::waitid(
+            WaitId::PidFd(pidfd.as_fd()),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        ) {
+            Ok(Some(s)) => {
+                killed |= !s.exited();
+                false
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        }
+    });
+    // Orphans of killed supervisors, reparented here, and zombies among them.
+    while let Ok(Some((_, s))) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+        killed |= !s.exited();
+    }
+    if killed {
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let supervisors: Vec<i32> = live.iter().map(|(p, _)| p.as_raw_nonzero().get()).collect();
+        for orphan in crate::tree::children(me) {
+            if !supervisors.contains(&orphan) {
+                crate::tree::kill_tree(orphan);
+            }
+        }
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+    }
+}
