@@ -164,6 +164,35 @@ impl Fusion {
     }
 }
 
+/// How hybrid search adds up the scores of several vector spaces (`memory.model` listing
+/// more than one model), each space's score being its own [`Fusion`] of its cosines with
+/// the text evidence. Not an API, as [`Fusion`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Spaces {
+    /// The sum of every space's score.
+    Sum,
+    /// The sum, except when the first space's best chunk is in another script than the
+    /// query (its meaning points across languages): then the other spaces count this
+    /// much (0: the first space alone). For a first model that finds across languages
+    /// better than the others.
+    FirstAcross(f64),
+}
+
+impl Spaces {
+    /// How `memory_search` adds up the spaces.
+    pub const DEFAULT: Spaces = Spaces::FirstAcross(0.0);
+
+    /// The weight of space `n` (0 is the first); `across`: the first space's best chunk
+    /// is in another script than the query.
+    pub(super) fn weight(self, n: usize, across: bool) -> f64 {
+        match self {
+            Spaces::FirstAcross(w) if n > 0 && across => w,
+            _ => 1.0,
+        }
+    }
+}
+
 /// One candidate of a [`Fusion::Lift`]: its id, cosine to the query, text evidence (0 to
 /// 1) and the sides that found it.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -47,7 +47,7 @@ pub use store::{Hit, Period, StoreError};
 /// in-memory copy). Hidden from the docs; it changes whenever the internals do.
 #[doc(hidden)]
 pub mod bench_support {
-    pub use super::fuse::{Evidence, Fusion};
+    pub use super::fuse::{Evidence, Fusion, Spaces};
     pub use super::store::{MIN_RESCORED, MemoryStore, NewChunk, RESCORE_FACTOR};
     pub use super::vectors::VectorCache;
 
