@@ -18,9 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
 use super::fuse::{Fusion, Spaces, Weights};
-use super::store::{
-    self, Hit, InsertReport, MemoryStore, NewChunk, Period, SpaceSide, StoreError,
-};
+use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, SpaceSide, StoreError};
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
@@ -301,14 +299,18 @@ impl Index {
             return Err(MemoryError::NoModel);
         }
         for (i, m) in models.iter().enumerate() {
-            if models[..i].iter().any(|x| x.fingerprint() == m.fingerprint()) {
+            if models[..i]
+                .iter()
+                .any(|x| x.fingerprint() == m.fingerprint())
+            {
                 return Err(MemoryError::SameModelTwice {
                     name: m.config().name.clone(),
                     fingerprint: m.fingerprint().to_owned(),
                 });
             }
         }
-        let specs: Vec<(usize, &str)> = models.iter().map(|m| (m.dims(), m.fingerprint())).collect();
+        let specs: Vec<(usize, &str)> =
+            models.iter().map(|m| (m.dims(), m.fingerprint())).collect();
         let names = |new: &[bool]| -> String {
             models
                 .iter()
@@ -519,7 +521,11 @@ impl Index {
                 let handles: Vec<_> = self
                     .models
                     .iter()
-                    .map(|m| std::thread::Builder::new().spawn_scoped(s, move || embed(m)).ok())
+                    .map(|m| {
+                        std::thread::Builder::new()
+                            .spawn_scoped(s, move || embed(m))
+                            .ok()
+                    })
                     .collect();
                 let other = meanwhile();
                 let vectors = handles
@@ -561,7 +567,9 @@ impl Index {
                     };
                     let vecs = match fusion {
                         Fusion::Rrf => store.search_space(space, &vector, depth, period)?,
-                        Fusion::Lift { .. } => store.vector_pool(space, &vector, k, depth, period)?,
+                        Fusion::Lift { .. } => {
+                            store.vector_pool(space, &vector, k, depth, period)?
+                        }
                     };
                     sides.push(SpaceSide {
                         space,
@@ -753,7 +761,10 @@ impl Memory {
     /// Every model of [`MemoryConfig`] (`model_dir`'s first, then `more_model_dirs`'),
     /// configured once, each loaded on first use.
     pub fn embedders(&self, ctx: &ToolContext) -> Result<Vec<Embedder>, MemoryError> {
-        let mut slot = self.embedders.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self
+            .embedders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = slot.as_ref() {
             return Ok(e.clone());
         }

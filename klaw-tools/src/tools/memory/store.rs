@@ -1150,9 +1150,7 @@ impl MemoryStore {
             // across languages
             let neutral = match evidence {
                 Evidence::IdfNeutral(level) => Some(level),
-                Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => {
-                    Some(level)
-                }
+                Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => Some(level),
                 _ => None,
             };
             if let Some(level) = neutral
@@ -1553,10 +1551,7 @@ fn codes_blob(codes: &[i8]) -> Vec<u8> {
 /// Fills a space's codes table from the float vectors in its `vec0` table (inside the
 /// caller's transaction): for a database made before the codes, or codes out of step.
 fn fill_codes(conn: &Connection, space: &Space) -> Result<(), StoreError> {
-    let mut read = conn.prepare(&format!(
-        "SELECT rowid, embedding FROM {}",
-        space.vec_table
-    ))?;
+    let mut read = conn.prepare(&format!("SELECT rowid, embedding FROM {}", space.vec_table))?;
     let mut write = conn.prepare(&format!(
         "INSERT INTO {} (id, scale, codes) VALUES (?1, ?2, ?3)",
         space.codes_table
