@@ -63,6 +63,25 @@ pub mod bench_support {
         index.search_fused(query, k, mode, super::Period::default(), fusion)
     }
 
+    /// [`Index::search`](super::Index::search) of an index of several models with their
+    /// spaces added up by `spaces` (the retrieval sets compare the candidates).
+    pub fn search_spaces(
+        index: &super::Index,
+        query: &str,
+        k: usize,
+        mode: super::SearchMode,
+        spaces: Spaces,
+    ) -> Result<Vec<super::Hit>, super::MemoryError> {
+        index.search_spaces(
+            query,
+            k,
+            mode,
+            super::Period::default(),
+            index.fusion(),
+            spaces,
+        )
+    }
+
     /// The fusion `index`'s hybrid search uses (the default with its model's lift).
     pub fn fusion(index: &super::Index) -> Fusion {
         index.fusion()

@@ -1119,7 +1119,12 @@ impl MemoryStore {
                     .get(&h.id)
                     .or_else(|| looked_up.get(&h.id))
                     .copied()
-                    .unwrap_or(0.0);
+                    .unwrap_or(0.0)
+                    + if n > 0 && is_foreign[i] {
+                        spaces.across_gap
+                    } else {
+                        0.0
+                    };
                 let text_score = bm25.get(&h.id).copied();
                 let evidence = match evidence {
                     Evidence::Bm25 => text_score
@@ -1173,8 +1178,13 @@ impl MemoryStore {
                 }
             }
             let weight = spaces.weight(n, across);
-            for f in fuse::lift(&candidates, weights, lift, stretch, spread) {
-                *total.entry(f.id).or_default() += weight * f.score;
+            let scored = fuse::lift(&candidates, weights, lift, stretch, spread);
+            let floor = match scored.first() {
+                Some(best) if n > 0 && spaces.cap > 0.0 => best.score - spaces.cap,
+                _ => f64::NEG_INFINITY,
+            };
+            for f in scored {
+                *total.entry(f.id).or_default() += weight * f.score.max(floor);
             }
         }
         let mut fused: Vec<fuse::Fused<i64>> = ids
