@@ -21,6 +21,15 @@ fn another_model() -> Embedder {
     Embedder::new(EmbedderConfig::load(dir, lib).expect("installed by `make setup`"))
 }
 
+/// Asserts that `index`'s first hit for `query` in `mode` contains `needle`.
+fn finds_first(index: &Index, query: &str, mode: SearchMode, needle: &str) {
+    let hits = index.search(query, 1, mode).unwrap();
+    assert!(
+        hits.first().is_some_and(|h| h.content.contains(needle)),
+        "{query:?} ({mode:?}): {hits:?}"
+    );
+}
+
 fn doc(content: &str) -> Document {
     Document {
         content: content.into(),
@@ -55,10 +64,12 @@ fn save_search_remove_and_reopen() {
     ));
 
     // Cross-language: a Russian question finds the English note by meaning only.
-    let hits = index
-        .search("какой сервер для тестовой среды?", 1, SearchMode::Vector)
-        .unwrap();
-    assert!(hits[0].content.contains("srv-db-07"), "{hits:?}");
+    finds_first(
+        &index,
+        "какой сервер для тестовой среды?",
+        SearchMode::Vector,
+        "srv-db-07",
+    );
     let hits = index.search("srv-db-07", 2, SearchMode::Text).unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].source, "notes.md");
@@ -175,10 +186,12 @@ fn only_an_unfinished_reembedding_makes_open_look_for_chunks_without_vectors() {
     }
     let index = Index::open(&path, e.clone(), &MemoryConfig::default()).unwrap();
     assert_eq!(index.reembedded(), 2);
-    let hits = index
-        .search("какой сервер для тестовой среды?", 1, SearchMode::Vector)
-        .unwrap();
-    assert!(hits[0].content.contains("srv-db-07"), "{hits:?}");
+    finds_first(
+        &index,
+        "какой сервер для тестовой среды?",
+        SearchMode::Vector,
+        "srv-db-07",
+    );
     drop(index);
 
     // Every chunk has its vector and the store says so: a vector lost behind its back
@@ -251,12 +264,13 @@ fn two_models_save_into_two_spaces_and_search_finds_through_both() {
     assert_eq!(bench_support::store(&index).spaces(), 2);
     assert_eq!(named_spaces(&path).len(), 1, "one space beside the first");
     for mode in [SearchMode::Hybrid, SearchMode::Vector] {
-        let hits = index
-            .search("какой сервер для тестовой среды?", 1, mode)
-            .unwrap();
-        assert!(hits[0].content.contains("srv-db-07"), "{mode:?}: {hits:?}");
-        let hits = index.search("what is the cat afraid of?", 1, mode).unwrap();
-        assert!(hits[0].content.contains("Мурка"), "{mode:?}: {hits:?}");
+        finds_first(
+            &index,
+            "какой сервер для тестовой среды?",
+            mode,
+            "srv-db-07",
+        );
+        finds_first(&index, "what is the cat afraid of?", mode, "Мурка");
     }
     let hits = index.search("srv-db-07", 1, SearchMode::Hybrid).unwrap();
     assert_eq!(hits[0].found_by, klaw_tools::tools::memory::FoundBy::Both);
@@ -279,10 +293,12 @@ fn two_models_save_into_two_spaces_and_search_finds_through_both() {
     let index =
         Index::open_models(&path, vec![embedder(), e5()], &MemoryConfig::default()).unwrap();
     assert_eq!(index.reembedded(), 0);
-    let hits = index
-        .search("which server is used for staging?", 1, SearchMode::Vector)
-        .unwrap();
-    assert!(hits[0].content.contains("srv-db-07"), "{hits:?}");
+    finds_first(
+        &index,
+        "which server is used for staging?",
+        SearchMode::Vector,
+        "srv-db-07",
+    );
     // the one-model index of the first model alone does not find it any more
     drop(index);
     let alone = Index::open(&path, embedder(), &MemoryConfig::default()).unwrap();
@@ -309,10 +325,7 @@ fn a_changed_model_list_embeds_only_the_new_space_and_drops_the_removed_one() {
     let opened = |models: Vec<Embedder>| {
         let index = Index::open_models(&path, models, &config).unwrap();
         let r = index.reembedded_by_model().to_vec();
-        let hits = index
-            .search("когда встреча с Анной?", 1, SearchMode::Hybrid)
-            .unwrap();
-        assert!(hits[0].content.contains("Anna"), "{hits:?}");
+        finds_first(&index, "когда встреча с Анной?", SearchMode::Hybrid, "Anna");
         r
     };
     assert_eq!(
@@ -369,10 +382,12 @@ fn an_interrupted_second_space_is_completed_on_open() {
     )
     .unwrap();
     assert_eq!(index.reembedded_by_model(), [0, 3]);
-    let hits = index
-        .search("what is the cat afraid of?", 1, SearchMode::Vector)
-        .unwrap();
-    assert!(hits[0].content.contains("Мурка"), "{hits:?}");
+    finds_first(
+        &index,
+        "what is the cat afraid of?",
+        SearchMode::Vector,
+        "Мурка",
+    );
     drop(index);
     let index = Index::open_models(&path, vec![first, second], &MemoryConfig::default()).unwrap();
     assert_eq!(index.reembedded_by_model(), [0, 0]);
