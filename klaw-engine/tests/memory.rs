@@ -59,6 +59,14 @@ impl Env {
         serde_json::from_str(&self.ok(&["call", tool, &args.to_string()])).unwrap()
     }
 
+    /// The content of `memory search`'s first hit for `query` by meaning (`--mode
+    /// vector`), which must succeed.
+    fn first_by_meaning(&self, query: &str) -> Value {
+        let out = self.ok(&["memory", "search", query, "--mode", "vector", "--json"]);
+        let found: Value = serde_json::from_str(&out).unwrap();
+        found["results"][0]["content"].clone()
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -459,16 +467,10 @@ fn doctor_warns_about_an_index_of_another_model_until_it_is_reembedded() {
         "{out}"
     );
     // a search re-embeds (with the warning in the log) and finds it by meaning
-    let found: Value = serde_json::from_str(&env.ok(&[
-        "memory",
-        "search",
-        "какой чай пьёт Анна?",
-        "--mode",
-        "vector",
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!(found["results"][0]["content"], "Anna drinks green tea.");
+    assert_eq!(
+        env.first_by_meaning("какой чай пьёт Анна?"),
+        "Anna drinks green tea."
+    );
     let out = env.ok(&["doctor"]);
     assert!(out.contains("ok    memory db"), "{out}");
 }
@@ -556,16 +558,10 @@ fn two_models_from_the_variable_save_search_and_are_checked_by_the_doctor() {
     assert!(out.contains("multilingual-e5-small"), "{out}");
 
     // back to the default: its vectors were kept, nothing to re-embed
-    let found: Value = serde_json::from_str(&env.ok(&[
-        "memory",
-        "search",
-        "какой чай пьёт Анна?",
-        "--mode",
-        "vector",
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!(found["results"][0]["content"], "Anna drinks green tea.");
+    assert_eq!(
+        env.first_by_meaning("какой чай пьёт Анна?"),
+        "Anna drinks green tea."
+    );
 
     let missing = "use-multilingual-v3,no-such-model";
     let o = with(missing, &["memory", "search", "tea", "--json"]);
