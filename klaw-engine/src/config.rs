@@ -145,10 +145,14 @@ section! {
             /// English), `multilingual-e5-small` (~100 languages) or `all-minilm-l6-v2`
             /// (light, English only). Changing it re-embeds the indexes on open. A value
             /// with a `/`, or starting with `~` or `.`, is the path of a model directory
-            /// (`model.onnx`, `tokenizer.json`, `klaw-model.json`).
-            model: String = DEFAULT_MEMORY_MODEL.into();
+            /// (`model.onnx`, `tokenizer.json`, `klaw-model.json`). A list of several
+            /// (`["use-multilingual-v3", "multilingual-e5-small"]`; in the variable,
+            /// separated by commas) embeds every text with each, one vector space per
+            /// model, and search adds them up, the first leading: better recall for
+            /// every text embedded twice (see doc/memory.md, "Two models").
+            model: MemoryModels = DEFAULT_MEMORY_MODEL.into();
                 key "model", env "KLAW_MEMORY_MODEL",
-                type "string: a model name or a directory path", check model_named;
+                type "string: a model name or a directory path; or an array of them", check model_named;
             /// The ONNX Runtime shared library (version 1.31; `ort` 2.0.0-rc.15 is built
             /// for it).
             runtime_library: Option<PathBuf> = None;
@@ -588,6 +592,60 @@ impl serde::Serialize for Secret {
     }
 }
 
+/// `memory.model`: one model (a name or a directory path), or several, the first
+/// leading. Read from a string or an array of strings; written as a string when there is
+/// one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryModels(Vec<String>);
+
+impl MemoryModels {
+    /// The models, as written, the first leading.
+    pub fn names(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The first (leading) model.
+    pub fn first(&self) -> &str {
+        self.0.first().map_or(DEFAULT_MEMORY_MODEL, String::as_str)
+    }
+}
+
+impl From<&str> for MemoryModels {
+    fn from(name: &str) -> Self {
+        Self(vec![name.to_owned()])
+    }
+}
+
+impl From<Vec<String>> for MemoryModels {
+    fn from(names: Vec<String>) -> Self {
+        Self(names)
+    }
+}
+
+impl serde::Serialize for MemoryModels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_str(one),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MemoryModels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged, expecting = "a model name or path, or an array of them")]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(m) => Self(vec![m]),
+            OneOrMany::Many(ms) => Self(ms),
+        })
+    }
+}
+
 /// One of `llm.models`: what differs from the `llm` section.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -714,14 +772,22 @@ fn valid_log_filter(filter: &str, _: &EngineConfig) -> Result<(), String> {
     }
 }
 
-/// `memory.model`: not empty.
-fn model_named(model: &str, _: &MemorySection) -> Result<(), String> {
-    if model.trim().is_empty() {
+/// `memory.model`: at least one model, none empty, none twice.
+fn model_named(models: &MemoryModels, _: &MemorySection) -> Result<(), String> {
+    let names = models.names();
+    if names.is_empty() || names.iter().any(|m| m.trim().is_empty()) {
         return Err(
             "must name a model (such as use-multilingual-v3 or multilingual-e5-small) \
-                    or a model directory"
+                    or a model directory, or a list of them"
                 .into(),
         );
+    }
+    for (i, m) in names.iter().enumerate() {
+        if names[..i].iter().any(|x| x.trim() == m.trim()) {
+            return Err(format!(
+                "lists {m:?} twice: each model is one vector space, list it once"
+            ));
+        }
     }
     Ok(())
 }
@@ -867,9 +933,13 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The time zone.
     pub timezone: String,
-    /// The embedding model's directory (`memory.model` resolved); `None` when it is a
-    /// name and there is no cache directory (neither `KLAW_CACHE` nor `HOME`).
+    /// The embedding model's directory (`memory.model` resolved, its first model); `None`
+    /// when it is a name and there is no cache directory (neither `KLAW_CACHE` nor
+    /// `HOME`).
     pub memory_model_dir: Option<PathBuf>,
+    /// The directories of `memory.model`'s other models, when it lists several (names
+    /// without a cache directory left out, as above).
+    pub memory_more_model_dirs: Vec<PathBuf>,
     /// The ONNX Runtime library (`memory.runtimeLibrary` resolved); `None` as above.
     pub memory_runtime_library: Option<PathBuf>,
     /// ONNX Runtime intra-op threads (`memory.threads`, else one per core).
@@ -1013,11 +1083,21 @@ impl Config {
         };
         let cache = klaw_tools::cache_dir_from(env);
         let m = &raw.memory;
-        let memory_model_dir = if is_path(&m.model) {
-            Some(dir(Path::new(&m.model), "KLAW_MEMORY_MODEL"))
-        } else {
-            cache.as_ref().map(|c| c.join("models").join(&m.model))
+        let model_dir = |model: &str| {
+            if is_path(model) {
+                Some(dir(Path::new(model), "KLAW_MEMORY_MODEL"))
+            } else {
+                cache.as_ref().map(|c| c.join("models").join(model))
+            }
         };
+        let memory_model_dir = model_dir(m.model.first().trim());
+        let memory_more_model_dirs: Vec<PathBuf> = m
+            .model
+            .names()
+            .iter()
+            .skip(1)
+            .filter_map(|n| model_dir(n.trim()))
+            .collect();
         let memory_runtime_library = match &m.runtime_library {
             Some(lib) => Some(dir(lib, "KLAW_MEMORY_RUNTIME_LIBRARY")),
             None => cache
@@ -1031,6 +1111,12 @@ impl Config {
             ],
             &workspace,
         )?;
+        for d in &memory_more_model_dirs {
+            check_loaded_outside(
+                [("memory.model", Some(d)), ("memory.model", None)],
+                &workspace,
+            )?;
+        }
         let memory_threads = m
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -1041,6 +1127,7 @@ impl Config {
             data_dir,
             timezone,
             memory_model_dir,
+            memory_more_model_dirs,
             memory_runtime_library,
             memory_threads,
             provider_keys: ProviderKeys::from_env(env),
@@ -1135,6 +1222,7 @@ impl Config {
         let m = &self.raw.memory;
         klaw_tools::tools::memory::MemoryConfig {
             model_dir: self.memory_model_dir.clone(),
+            more_model_dirs: self.memory_more_model_dirs.clone(),
             runtime_library: self.memory_runtime_library.clone(),
             threads: Some(self.memory_threads),
             weights: Weights {
@@ -1713,6 +1801,103 @@ mod tests {
         let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "europe/moscow")]);
         let c = resolve_defaults(&e).unwrap();
         assert_eq!(c.timezone, "Europe/Moscow", "canonical spelling");
+    }
+
+    /// Issue 30: `memory.model` as a list (two vector spaces), from the file and from
+    /// the variable (comma-separated); one model is written back as a string.
+    #[test]
+    fn memory_model_may_list_several_models() {
+        let file = ConfigSource::File("/etc/klaw/engine.json".into());
+        let raw = parse(
+            Path::new("/etc/klaw/engine.json"),
+            r#"{"memory": {"model": ["use-multilingual-v3", "./models/mine"]}}"#,
+        )
+        .unwrap();
+        let c = Config::resolve(raw.clone(), file.clone(), &env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(
+            c.memory_model_dir,
+            Some(PathBuf::from("/h/.cache/klaw/models/use-multilingual-v3"))
+        );
+        assert_eq!(
+            c.memory_more_model_dirs,
+            [PathBuf::from("/etc/klaw/./models/mine")]
+        );
+        assert_eq!(
+            c.memory().more_model_dirs,
+            [PathBuf::from("/etc/klaw/./models/mine")]
+        );
+        assert_eq!(
+            c.effective()["memory"]["model"],
+            serde_json::json!(["use-multilingual-v3", "./models/mine"])
+        );
+
+        let e = env(&[
+            ("HOME", "/h"),
+            (
+                "KLAW_MEMORY_MODEL",
+                "multilingual-e5-small, use-multilingual-v3",
+            ),
+        ]);
+        let c = Config::resolve(raw, file.clone(), &e).unwrap();
+        assert_eq!(
+            c.memory_model_dir,
+            Some(PathBuf::from("/h/.cache/klaw/models/multilingual-e5-small"))
+        );
+        assert_eq!(
+            c.memory_more_model_dirs,
+            [PathBuf::from("/h/.cache/klaw/models/use-multilingual-v3")]
+        );
+
+        // one model, as a string or a list of one: the same, and no second space
+        for json in [
+            r#"{"memory": {"model": "multilingual-e5-small"}}"#,
+            r#"{"memory": {"model": ["multilingual-e5-small"]}}"#,
+        ] {
+            let raw = parse(Path::new("e.json"), json).unwrap();
+            let c = Config::resolve(raw, file.clone(), &env(&[("HOME", "/h")])).unwrap();
+            assert!(c.memory_more_model_dirs.is_empty(), "{json}");
+            assert_eq!(c.effective()["memory"]["model"], "multilingual-e5-small");
+        }
+
+        for (json, vars, want) in [
+            (
+                r#"{"memory": {"model": []}}"#,
+                &[][..],
+                "memory.model: must name a model",
+            ),
+            (
+                r#"{"memory": {"model": ["use-multilingual-v3", ""]}}"#,
+                &[][..],
+                "memory.model: must name a model",
+            ),
+            (
+                r#"{"memory": {"model": ["multilingual-e5-small", "multilingual-e5-small"]}}"#,
+                &[][..],
+                "memory.model: lists \"multilingual-e5-small\" twice",
+            ),
+            (
+                "{}",
+                &[(
+                    "KLAW_MEMORY_MODEL",
+                    "use-multilingual-v3,,multilingual-e5-small",
+                )][..],
+                "memory.model (set by KLAW_MEMORY_MODEL): must name a model",
+            ),
+        ] {
+            let raw = parse(Path::new("e.json"), json).unwrap();
+            let mut vars = vars.to_vec();
+            vars.push(("HOME", "/h"));
+            let err = Config::resolve(raw, file.clone(), &env(&vars))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(want), "{json}: {err}");
+        }
+        let err = parse(Path::new("e.json"), r#"{"memory": {"model": 7}}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a model name or path, or an array of them"),
+            "{err}"
+        );
     }
 
     #[test]

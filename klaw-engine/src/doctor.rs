@@ -122,6 +122,15 @@ pub fn doctor() -> Vec<Check> {
         // klaw-model.json, read once for both checks
         let model = config.memory().embedder_config();
         out.push(memory_check(&model));
+        if !config.memory_more_model_dirs.is_empty() {
+            // `memory.model` lists several: each of the others, as the first
+            for c in config.memory().embedder_configs().map_or_else(
+                |e| vec![Err(e)],
+                |all| all.into_iter().skip(1).map(Ok).collect(),
+            ) {
+                out.push(memory_check(&c));
+            }
+        }
         out.push(memory_index_check(&config, model.as_ref().ok()));
     }
     #[cfg(feature = "docs")]

@@ -47,7 +47,7 @@ pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
     AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    McpServer, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
+    McpServer, MemoryModels, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
     TelemetrySection,
 };
 pub use doctor::{Check, Status, doctor};

@@ -59,6 +59,14 @@ impl Env {
         serde_json::from_str(&self.ok(&["call", tool, &args.to_string()])).unwrap()
     }
 
+    /// The content of `memory search`'s first hit for `query` by meaning (`--mode
+    /// vector`), which must succeed.
+    fn first_by_meaning(&self, query: &str) -> Value {
+        let out = self.ok(&["memory", "search", query, "--mode", "vector", "--json"]);
+        let found: Value = serde_json::from_str(&out).unwrap();
+        found["results"][0]["content"].clone()
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -459,16 +467,10 @@ fn doctor_warns_about_an_index_of_another_model_until_it_is_reembedded() {
         "{out}"
     );
     // a search re-embeds (with the warning in the log) and finds it by meaning
-    let found: Value = serde_json::from_str(&env.ok(&[
-        "memory",
-        "search",
-        "какой чай пьёт Анна?",
-        "--mode",
-        "vector",
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!(found["results"][0]["content"], "Anna drinks green tea.");
+    assert_eq!(
+        env.first_by_meaning("какой чай пьёт Анна?"),
+        "Anna drinks green tea."
+    );
     let out = env.ok(&["doctor"]);
     assert!(out.contains("ok    memory db"), "{out}");
 }
@@ -521,4 +523,51 @@ fn mcp_warms_the_memory_at_start_up_and_a_first_search_waits_for_it() {
         "{found}"
     );
     assert!(mcp.finish().success());
+}
+
+/// Issue 30: `memory.model` as a list (here the variable, comma-separated): a memory saved
+/// with two models is found with them, doctor checks each model, the list shrunk back to
+/// the default keeps the memory, and a listed model that is not installed is "not set
+/// up" (exit code and doctor's warning), as the one model always was.
+#[test]
+fn two_models_from_the_variable_save_search_and_are_checked_by_the_doctor() {
+    let env = Env::new();
+    let two = "use-multilingual-v3, multilingual-e5-small";
+    let with = |models: &str, args: &[&str]| {
+        env.cmd(args)
+            .env("KLAW_MEMORY_MODEL", models)
+            .output()
+            .unwrap()
+    };
+    let o = with(
+        two,
+        &[
+            "call",
+            "memory_save",
+            r#"{"content": "Anna drinks green tea."}"#,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = with(two, &["memory", "search", "какой чай пьёт Анна?", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let found: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(found["results"][0]["content"], "Anna drinks green tea.");
+    let o = with(two, &["doctor"]);
+    let out = stdout(&o);
+    assert_eq!(out.matches("ok    memory ").count(), 3, "{out}"); // two models, the db
+    assert!(out.contains("multilingual-e5-small"), "{out}");
+
+    // back to the default: its vectors were kept, nothing to re-embed
+    assert_eq!(
+        env.first_by_meaning("какой чай пьёт Анна?"),
+        "Anna drinks green tea."
+    );
+
+    let missing = "use-multilingual-v3,no-such-model";
+    let o = with(missing, &["memory", "search", "tea", "--json"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no-such-model"), "{}", stderr(&o));
+    let out = stdout(&with(missing, &["doctor"]));
+    assert!(out.contains("warn  memory"), "{out}");
+    assert!(out.contains("no-such-model"), "{out}");
 }

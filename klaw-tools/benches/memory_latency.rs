@@ -10,6 +10,10 @@
 //! load that changes over the run weighs on both alike; `hybrid_topK` calls
 //! [`Index::search`], `memory_search_topK` the tool by name through the registry, as the
 //! engine does (arguments checked, the search, the answer built and serialised).
+//! The `two_models` cases search an index of two models (issue 30, `memory.model` as a
+//! list: the default model and multilingual-e5-small, one vector space each): the
+//! default's store copied, with an e5 space added (the test set's notes really embedded,
+//! the filler random, as in the first space), cached beside it.
 //! Prints only; asserts nothing.
 //!
 //! Arguments that do not start with `--` select the cases whose name contains one of
@@ -25,8 +29,10 @@ mod support;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use klaw_tools::tools::memory::bench_support;
-use klaw_tools::tools::memory::{Index, MEMORY_DB, Period, SearchMode, Weights};
+use klaw_tools::tools::memory::bench_support::{self, MemoryStore};
+use klaw_tools::tools::memory::{
+    Embedder, EmbedderConfig, Index, MEMORY_DB, MemoryConfig, Period, SearchMode, Weights,
+};
 use klaw_tools::{ToolContext, ToolRegistry};
 
 const K: usize = 10;
@@ -48,6 +54,73 @@ enum Case {
     HybridTopK,
     /// The `memory_search` tool (hybrid) at topK 10 and 50, in turn, through the registry.
     ToolTopK,
+    /// Hybrid with embedding (both models') on the index of two models.
+    TwoHybrid,
+    /// Vector with embedding (both models') on the index of two models.
+    TwoVector,
+}
+
+impl Case {
+    /// Whether the case searches the index of two models.
+    fn two(self) -> bool {
+        matches!(self, Case::TwoHybrid | Case::TwoVector)
+    }
+}
+
+/// The index of `n` chunks with two models, `first`'s (the store of
+/// [`support::big_index`]) and `second`'s: a copy of the first's store with a space for
+/// the second, whose vectors are the test set's notes embedded by it and random unit
+/// vectors for the filler. Cached beside the first's store.
+fn two_model_index(n: usize, first: &Embedder, second: &Embedder) -> Index {
+    let src = support::big_index(n, first).path().to_owned();
+    let path = src.with_extension("two-models.sqlite");
+    let models = vec![first.clone(), second.clone()];
+    if !path.exists() {
+        let t = Instant::now();
+        eprintln!("building {} ...", path.display());
+        let tmp = src.with_extension("two-models.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        klaw_sqlite_vec::register().unwrap();
+        rusqlite::Connection::open(&src)
+            .unwrap()
+            .execute("VACUUM INTO ?1", [tmp.to_str().unwrap()])
+            .unwrap();
+        let specs = [
+            (first.dims(), first.fingerprint()),
+            (second.dims(), second.fingerprint()),
+        ];
+        let (mut store, _) = MemoryStore::open_models(&tmp, &specs, false).unwrap();
+        let todo = store.chunks_without_vectors_in(1).unwrap();
+        // the test set's notes are the first chunks
+        let notes = support::test_set().notes.len();
+        let mut rng = support::Rng::new(0x7770_0000 + n as u64);
+        let mut batches = todo.chunks(10_000).enumerate().peekable();
+        while let Some((b, batch)) = batches.next() {
+            let vectors: Vec<(i64, Vec<f32>)> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, (id, text))| {
+                    let v = if b * 10_000 + i < notes {
+                        second.embed_passages(&[text.as_str()]).unwrap().remove(0)
+                    } else {
+                        support::random_unit(&mut rng, second.dims())
+                    };
+                    (*id, v)
+                })
+                .collect();
+            if batches.peek().is_some() {
+                store.set_vectors_in(1, &vectors).unwrap();
+            } else {
+                store.finish_vectors_in(1, &vectors).unwrap();
+            }
+        }
+        drop(store);
+        std::fs::rename(&tmp, &path).unwrap();
+        eprintln!("built in {:.1} s", t.elapsed().as_secs_f64());
+    }
+    let index = Index::open_models(&path, models, &MemoryConfig::default()).unwrap();
+    assert_eq!(index.reembedded(), 0, "{}", path.display());
+    index
 }
 
 /// `memory_search` on a store: the registry, a context whose data directory has the
@@ -106,6 +179,8 @@ fn main() {
         // `from`/`to`: a week (about 1,000 chunks) and a year (about half of them)
         (100_000, "100k/hybrid_week", Case::HybridPeriod(7)),
         (100_000, "100k/hybrid_year", Case::HybridPeriod(365)),
+        (100_000, "100k/two_models_hybrid", Case::TwoHybrid),
+        (100_000, "100k/two_models_vector", Case::TwoVector),
     ];
     let selected: Vec<_> = cases
         .into_iter()
@@ -117,19 +192,31 @@ fn main() {
     let vectors = e.embed_queries(&questions).unwrap();
     // the tool opens the store again with a model of its own: only when a case asks
     // (its peak RSS counts a second model)
-    let mut stores: Vec<(usize, Index, Option<ToolRun>)> = Vec::new();
+    let mut stores: Vec<((usize, bool), Index, Option<ToolRun>)> = Vec::new();
     println!(
         "{:<26} {:>9} {:>9} {:>9} {:>9}",
         "case (ms)", "p50", "p90", "p99", "max"
     );
     for (n, name, case) in selected {
-        if !stores.iter().any(|(m, _, _)| *m == n) {
+        let key = (n, case.two());
+        if !stores.iter().any(|(m, _, _)| *m == key) {
             drop(support::big_store(n, &e));
             let t = Instant::now();
-            let index = support::big_index(n, &e);
+            let (index, what) = if case.two() {
+                let e5 = Embedder::new(
+                    EmbedderConfig::from_cache_model("multilingual-e5-small").unwrap(),
+                );
+                e5.load().unwrap();
+                let index = two_model_index(n, &e, &e5);
+                // its first search loads the second space's in-memory copy
+                black_box(index.search(questions[0], K, SearchMode::Vector).unwrap());
+                (index, "two_models_open")
+            } else {
+                (support::big_index(n, &e), "open_index")
+            };
             println!(
                 "{:<26} {:>9.2}",
-                format!("{}k/open_index", n / 1000),
+                format!("{}k/{what}", n / 1000),
                 ms(t.elapsed())
             );
             // the first vector search loads the in-memory copy of the vectors
@@ -144,9 +231,9 @@ fn main() {
                 format!("{}k/first_vector_search", n / 1000),
                 ms(t.elapsed())
             );
-            stores.push((n, index, None));
+            stores.push((key, index, None));
         }
-        let (_, store, tool) = stores.iter_mut().find(|(m, _, _)| *m == n).unwrap();
+        let (_, store, tool) = stores.iter_mut().find(|(m, _, _)| *m == key).unwrap();
         if matches!(case, Case::ToolTopK) && tool.is_none() {
             *tool = Some(ToolRun::new(store.path()));
         }
@@ -206,11 +293,11 @@ fn main() {
 
 fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
     match case {
-        Case::HybridInclEmbed => {
+        Case::HybridInclEmbed | Case::TwoHybrid => {
             black_box(index.search(q, K, SearchMode::Hybrid).unwrap());
         }
         Case::HybridTopK | Case::ToolTopK => unreachable!("timed in turn by main"),
-        Case::VectorInclEmbed => {
+        Case::VectorInclEmbed | Case::TwoVector => {
             black_box(index.search(q, K, SearchMode::Vector).unwrap());
         }
         Case::Text => {

@@ -1,8 +1,10 @@
-//! What a second embedding model would cost (issue 30, `memory.model` as a list; not
-//! built): the import's throughput with the default model (USE), with e5, and with both
-//! (every chunk embedded by each); the resident memory with one and with both sessions;
-//! a query embedded by each, and by both at once on two threads (a search of two vector
-//! spaces would wait for the slower). The texts: the conversations of
+//! What a second embedding model costs (issue 30, `memory.model` as a list): the
+//! embedding throughput with the default model (USE), with e5, and with both (every chunk
+//! embedded by each); the resident memory with one and with both sessions; a query
+//! embedded by each, and by both at once on two threads (a search of two vector spaces
+//! waits for the slower); then the import as `memory import` runs it (`Index::save_all`
+//! into a new index, SQLite included) with one model and with both, and a hybrid
+//! search's p50 on each of those indexes. The texts: the conversations of
 //! `tests/data/conversations` as `memory import` embeds them (each turn after its date
 //! and the turn before). Prints only; asserts nothing.
 //!
@@ -13,7 +15,9 @@
 use std::time::{Duration, Instant};
 
 use klaw_tools::tools::memory::conversation::{self, Turn};
-use klaw_tools::tools::memory::{Embedder, EmbedderConfig};
+use klaw_tools::tools::memory::{
+    Document, Embedder, EmbedderConfig, Index, MemoryConfig, SearchMode,
+};
 
 const DIALOGUES: [&str; 4] = ["family-ru", "friends-en", "work-mixed", "climbing-en"];
 const QUERY_RUNS: usize = 200;
@@ -34,6 +38,17 @@ fn model(dir: &str) -> Embedder {
 }
 
 fn texts() -> Vec<String> {
+    documents()
+        .into_iter()
+        .map(|d| match d.context {
+            Some(c) if !c.is_empty() => format!("{c}\n{}", d.content),
+            _ => d.content,
+        })
+        .collect()
+}
+
+/// The dialogues as `memory import` imports them.
+fn documents() -> Vec<Document> {
     let mut out = Vec::new();
     for name in DIALOGUES {
         let path = format!(
@@ -47,12 +62,7 @@ fn texts() -> Vec<String> {
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| Turn::from_line(&serde_json::from_str(l).unwrap(), i + 1).unwrap())
             .collect();
-        for d in conversation::documents(&turns, name) {
-            out.push(match d.context {
-                Some(c) if !c.is_empty() => format!("{c}\n{}", d.content),
-                _ => d.content,
-            });
-        }
+        out.extend(conversation::documents(&turns, name));
     }
     out
 }
@@ -132,5 +142,40 @@ fn main() {
         p50(e),
         p50(both)
     );
+
+    // the import through the index, as `memory import` runs it, and a search of it
+    let docs = documents();
+    for models in [vec![use3.clone()], vec![use3.clone(), e5.clone()]] {
+        let label = models
+            .iter()
+            .map(|m| m.config().name.as_str())
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open_models(
+            &dir.path().join("m.sqlite"),
+            models,
+            &MemoryConfig::default(),
+        )
+        .unwrap();
+        let t = Instant::now();
+        let r = index.save_all(&docs).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        let mut times = Vec::new();
+        for q in &questions {
+            let t = Instant::now();
+            std::hint::black_box(index.search(q, 10, SearchMode::Hybrid).unwrap());
+            times.push(t.elapsed());
+        }
+        println!(
+            "import into an index of {label}: {} chunks in {secs:.1} s, {:.0} chunks/s; \
+             hybrid search p50 {:.2} ms ({} chunks); RSS {}",
+            r.inserted,
+            r.inserted as f64 / secs,
+            p50(times),
+            index.len().unwrap(),
+            rss("VmRSS")
+        );
+    }
     println!("peak RSS {}", rss("VmHWM"));
 }

@@ -164,6 +164,19 @@ impl FromEnv for Vec<String> {
     }
 }
 
+impl FromEnv for super::MemoryModels {
+    const EXPECTED: &'static str = "a model name or path, or several separated by commas";
+    fn from_env(value: &str) -> Result<Self, String> {
+        // kept as written: `memory.model`'s check refuses an empty one
+        Ok(Self::from(
+            value
+                .split(',')
+                .map(|v| v.trim().to_owned())
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
 impl<T: FromEnv> FromEnv for Option<T> {
     const EXPECTED: &'static str = T::EXPECTED;
     fn from_env(value: &str) -> Result<Self, String> {

@@ -267,5 +267,6 @@ fn chunk(content: String, vector: Vec<f32>, i: usize) -> NewChunk {
         created_at: Some(FIRST_CHUNK_AT + i as i64 * CHUNK_EVERY),
         context: None,
         vector,
+        more_vectors: Vec::new(),
     }
 }

@@ -164,6 +164,49 @@ impl Fusion {
     }
 }
 
+/// How hybrid search adds up the scores of several vector spaces (`memory.model` listing
+/// more than one model), each space's score being its own [`Fusion`] of its cosines with
+/// the text evidence (its model's lift). Not an API, as [`Fusion`]: the default sums
+/// them; the other fields are the ways measured against it (`make eval`, issue 30; see
+/// `doc/memory.md`, "Two models"), none of which won.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spaces {
+    /// The weight of every space after the first (the first weighs 1).
+    pub others: f64,
+    /// Their weight instead when the first space's best chunk is in another script than
+    /// the query (its meaning points across languages).
+    pub across: f64,
+    /// Added to the cosine, in every space after the first, of a chunk in another script
+    /// than the query: a model weaker across languages than in one (e5) scores a text
+    /// and its translation lower than a text and its paraphrase.
+    pub across_gap: f64,
+    /// If above 0: in every space after the first, a candidate scores at least that
+    /// space's best score less this much (the space may reorder the first space's near
+    /// ties but not overturn a clear lead).
+    pub cap: f64,
+}
+
+impl Spaces {
+    /// Every space's score summed: how `memory_search` adds up the spaces.
+    pub const DEFAULT: Spaces = Spaces {
+        others: 1.0,
+        across: 1.0,
+        across_gap: 0.0,
+        cap: 0.0,
+    };
+
+    /// The weight of space `n` (0 is the first); `across`: the first space's best chunk
+    /// is in another script than the query.
+    pub(super) fn weight(self, n: usize, across: bool) -> f64 {
+        match (n, across) {
+            (0, _) => 1.0,
+            (_, true) => self.across,
+            (_, false) => self.others,
+        }
+    }
+}
+
 /// One candidate of a [`Fusion::Lift`]: its id, cosine to the query, text evidence (0 to
 /// 1) and the sides that found it.
 #[derive(Debug, Clone, Copy, PartialEq)]

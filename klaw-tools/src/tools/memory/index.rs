@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
-use super::fuse::{Fusion, Weights};
-use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, StoreError};
+use super::fuse::{Fusion, Spaces, Weights};
+use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, SpaceSide, StoreError};
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
@@ -45,6 +45,11 @@ pub struct MemoryConfig {
     /// The model directory (`model.onnx`, `tokenizer.json`, `klaw-model.json`); `None`:
     /// the default model in the cache.
     pub model_dir: Option<PathBuf>,
+    /// More models' directories (`memory.model` listing several): each gets a vector
+    /// space of its own in every index beside `model_dir`'s, every chunk is embedded by
+    /// each, and hybrid search adds up their scores (see `doc/memory.md`, "Two models").
+    /// Empty (the default): one model.
+    pub more_model_dirs: Vec<PathBuf>,
     /// The ONNX Runtime library; `None`: the one in the cache.
     pub runtime_library: Option<PathBuf>,
     /// ONNX Runtime intra-op threads; `None`: one per core.
@@ -72,6 +77,23 @@ impl MemoryConfig {
         }
         Ok(cfg)
     }
+
+    /// Every model's configuration, [`embedder_config`](Self::embedder_config)'s first,
+    /// then those of [`more_model_dirs`](Self::more_model_dirs) with the same runtime
+    /// and threads.
+    pub fn embedder_configs(&self) -> Result<Vec<EmbedderConfig>, EmbedError> {
+        let first = self.embedder_config()?;
+        let mut out = Vec::with_capacity(1 + self.more_model_dirs.len());
+        for dir in &self.more_model_dirs {
+            let mut cfg = EmbedderConfig::load(dir.clone(), first.runtime_library.clone())?;
+            if let Some(t) = self.threads {
+                cfg.threads = t;
+            }
+            out.push(cfg);
+        }
+        out.insert(0, first);
+        Ok(out)
+    }
 }
 
 /// Why a memory operation failed.
@@ -87,6 +109,19 @@ pub enum MemoryError {
     /// The text to save has no words.
     #[error("nothing to save: the text is empty")]
     Empty,
+    /// [`Index::open_models`] was given no model.
+    #[error("no embedding model given: memory.model must name at least one")]
+    NoModel,
+    /// [`Index::open_models`] was given one model twice (by two names or paths).
+    #[error(
+        "the embedding model {name} is listed twice (fingerprint {fingerprint}): list each model once in memory.model"
+    )]
+    SameModelTwice {
+        /// The model's name.
+        name: String,
+        /// Its fingerprint.
+        fingerprint: String,
+    },
     /// A chunk given to [`Index::sync`] has a source outside its document: neither the
     /// document's key nor `key#...`.
     #[error("the chunk source `{found}` is not `{key}` or `{key}#...`")]
@@ -212,18 +247,23 @@ pub struct IndexInfo {
     pub synced: BTreeMap<String, String>,
 }
 
-/// One index: a store and the model whose vectors it holds. Shared between calls; the
-/// store is behind a lock, the model runs outside it.
+/// One index: a store and the model whose vectors it holds (or the models, one vector
+/// space each: [`Index::open_models`]). Shared between calls; the store is behind a lock,
+/// the models run outside it.
 #[derive(Debug)]
 pub struct Index {
     path: PathBuf,
     store: Mutex<MemoryStore>,
-    embedder: Embedder,
+    /// The models, one per vector space of the store, in its order (at least one).
+    models: Vec<Embedder>,
     weights: Weights,
-    /// Hybrid search's fusion, with the model's lift.
-    fusion: Fusion,
+    /// Hybrid search's fusion per model, each with its model's lift.
+    fusions: Vec<Fusion>,
+    /// How hybrid search adds up the spaces' scores (with several models).
+    spaces: Spaces,
     chunk: ChunkOptions,
-    reembedded: usize,
+    /// Per model, chunks embedded when the index was opened.
+    reembedded: Vec<usize>,
 }
 
 impl Index {
@@ -239,51 +279,79 @@ impl Index {
         embedder: Embedder,
         config: &MemoryConfig,
     ) -> Result<Self, MemoryError> {
-        let (dims, fp) = (embedder.dims(), embedder.fingerprint().to_owned());
-        let mut store = match MemoryStore::open(path, dims, &fp) {
+        Self::open_models(path, vec![embedder], config)
+    }
+
+    /// [`open`](Self::open) for several models (`memory.model` as a list), the first
+    /// leading: one vector space per model in the store, each chunk embedded by every
+    /// model, and hybrid search adding up the spaces' scores (see `doc/memory.md`, "Two
+    /// models"). A model already in the index keeps its vectors, wherever it is in the
+    /// list; a model new to it is embedded now for every chunk (an index of one model
+    /// opened with that model first and another after embeds only for the other); a
+    /// space whose model is no longer listed is dropped. A re-embedding that was
+    /// interrupted is completed, space by space.
+    pub fn open_models(
+        path: &Path,
+        models: Vec<Embedder>,
+        config: &MemoryConfig,
+    ) -> Result<Self, MemoryError> {
+        if models.is_empty() {
+            return Err(MemoryError::NoModel);
+        }
+        for (i, m) in models.iter().enumerate() {
+            if models[..i]
+                .iter()
+                .any(|x| x.fingerprint() == m.fingerprint())
+            {
+                return Err(MemoryError::SameModelTwice {
+                    name: m.config().name.clone(),
+                    fingerprint: m.fingerprint().to_owned(),
+                });
+            }
+        }
+        let specs: Vec<(usize, &str)> =
+            models.iter().map(|m| (m.dims(), m.fingerprint())).collect();
+        let names = |new: &[bool]| -> String {
+            models
+                .iter()
+                .zip(new)
+                .filter(|(_, n)| **n)
+                .map(|(m, _)| m.config().name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (mut store, opened) = match MemoryStore::open_models(path, &specs, false) {
             Ok(s) => s,
             Err(e) if e.is_fingerprint_mismatch() => {
-                tracing::warn!(index = %path.display(), "{e}; re-embedding every chunk with model {}", embedder.config().name);
-                MemoryStore::open_reembed(path, dims, &fp)?
+                let (store, opened) = MemoryStore::open_models(path, &specs, true)?;
+                tracing::warn!(index = %path.display(), "{e}; re-embedding every chunk with model {}", names(&opened.new));
+                (store, opened)
             }
             Err(e) => return Err(e.into()),
         };
-        // a scan of every chunk: only when re-embedding was started and not finished,
-        // or the store does not say (made before it recorded it)
-        let pending = store.vectors_pending()?;
-        let missing = if pending {
-            store.chunks_without_vectors()?
-        } else {
-            Vec::new()
-        };
-        let mut batches = missing.chunks(EMBED_BATCH).peekable();
-        while let Some(batch) = batches.next() {
-            let texts: Vec<&str> = batch.iter().map(|(_, c)| c.as_str()).collect();
-            let vectors = embedder.embed_passages(&texts)?;
-            let pairs: Vec<(i64, Vec<f32>)> =
-                batch.iter().map(|(id, _)| *id).zip(vectors).collect();
-            if batches.peek().is_some() {
-                store.set_vectors(&pairs)?;
-            } else {
-                // the last vectors and "none is missing" in one transaction
-                store.finish_vectors(&pairs)?;
-            }
+        if opened.new.iter().any(|n| *n) && models.len() > 1 && opened.dropped.is_empty() {
+            tracing::info!(index = %path.display(), "a new vector space: embedding every chunk with model {}", names(&opened.new));
         }
-        if pending && missing.is_empty() {
-            store.finish_vectors(&[])?;
+        let mut reembedded = Vec::with_capacity(models.len());
+        for (space, embedder) in models.iter().enumerate() {
+            reembedded.push(complete_space(&mut store, space, embedder)?);
         }
-        if !missing.is_empty() {
-            tracing::info!(index = %path.display(), chunks = missing.len(), "re-embedded");
+        if reembedded.iter().any(|n| *n > 0) {
+            tracing::info!(index = %path.display(), chunks = ?reembedded, "re-embedded");
         }
-        let fusion = Fusion::for_model(embedder.config().hybrid_lift);
+        let fusions = models
+            .iter()
+            .map(|m| Fusion::for_model(m.config().hybrid_lift))
+            .collect();
         Ok(Self {
             path: path.to_owned(),
             store: Mutex::new(store),
-            embedder,
+            models,
             weights: config.weights,
-            fusion,
+            fusions,
+            spaces: Spaces::DEFAULT,
             chunk: config.chunk,
-            reembedded: missing.len(),
+            reembedded,
         })
     }
 
@@ -292,14 +360,26 @@ impl Index {
         &self.path
     }
 
-    /// The model.
+    /// The model (the first, with several).
     pub fn embedder(&self) -> &Embedder {
-        &self.embedder
+        &self.models[0]
     }
 
-    /// Chunks re-embedded when the index was opened (another model had built it).
+    /// Every model, one per vector space, the first leading.
+    pub fn embedders(&self) -> &[Embedder] {
+        &self.models
+    }
+
+    /// Chunks re-embedded when the index was opened (another model had built it), in
+    /// all its vector spaces together.
     pub fn reembedded(&self) -> usize {
-        self.reembedded
+        self.reembedded.iter().sum()
+    }
+
+    /// [`reembedded`](Self::reembedded) per model, in [`embedders`](Self::embedders)'
+    /// order.
+    pub fn reembedded_by_model(&self) -> &[usize] {
+        &self.reembedded
     }
 
     /// Looks into the index at `path` read-only (no model, no sqlite-vec, nothing
@@ -353,6 +433,7 @@ impl Index {
                     created_at: d.created_at,
                     context: d.context.clone(),
                     vector: Vec::new(),
+                    more_vectors: Vec::new(),
                 });
             }
         }
@@ -380,7 +461,9 @@ impl Index {
     /// meanwhile waits for the parts being loaded (the model's load, the store's lock)
     /// instead of loading them a second time. `mcp` and `run` call it at start-up.
     pub fn warm(&self) -> Result<(), MemoryError> {
-        self.embedder.load()?;
+        for m in &self.models {
+            m.load()?;
+        }
         self.search("warm-up", 1, SearchMode::Hybrid)?;
         Ok(())
     }
@@ -394,15 +477,16 @@ impl Index {
         mode: SearchMode,
         period: Period,
     ) -> Result<Vec<Hit>, MemoryError> {
-        self.search_fused(query, k, mode, period, self.fusion)
+        self.search_fused(query, k, mode, period, self.fusion())
     }
 
-    /// The fusion hybrid search uses: the default with the model's lift.
+    /// The fusion hybrid search uses: the default with the (first) model's lift.
     pub(crate) fn fusion(&self) -> Fusion {
-        self.fusion
+        self.fusions[0]
     }
 
-    /// [`search_in`](Self::search_in) with hybrid's two sides fused by `fusion`.
+    /// [`search_in`](Self::search_in) with hybrid's two sides fused by `fusion` (in the
+    /// first space; the others with their model's default).
     pub(crate) fn search_fused(
         &self,
         query: &str,
@@ -411,36 +495,91 @@ impl Index {
         period: Period,
         fusion: Fusion,
     ) -> Result<Vec<Hit>, MemoryError> {
-        let embed = || -> Result<Vec<f32>, MemoryError> {
-            let mut v = self.embedder.embed_queries(&[query])?;
+        self.search_spaces(query, k, mode, period, fusion, self.spaces)
+    }
+
+    /// [`search_fused`](Self::search_fused) with several models' spaces added up by
+    /// `spaces`.
+    pub(crate) fn search_spaces(
+        &self,
+        query: &str,
+        k: usize,
+        mode: SearchMode,
+        period: Period,
+        fusion: Fusion,
+        spaces: Spaces,
+    ) -> Result<Vec<Hit>, MemoryError> {
+        let embed = |m: &Embedder| -> Result<Vec<f32>, MemoryError> {
+            let mut v = m.embed_queries(&[query])?;
             v.pop()
                 .ok_or_else(|| EmbedError::Inference("no vector for the query".into()).into())
+        };
+        // every model's query vector, each on a thread of its own while `meanwhile` runs
+        // here (without a thread, the OS refused one: one after the other)
+        let embed_all = |meanwhile: &dyn Fn() -> Result<Vec<Hit>, MemoryError>| {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = self
+                    .models
+                    .iter()
+                    .map(|m| {
+                        std::thread::Builder::new()
+                            .spawn_scoped(s, move || embed(m))
+                            .ok()
+                    })
+                    .collect();
+                let other = meanwhile();
+                let vectors = handles
+                    .into_iter()
+                    .zip(&self.models)
+                    .map(|(h, m)| match h {
+                        Some(handle) => handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        None => embed(m),
+                    })
+                    .collect::<Result<Vec<_>, _>>();
+                (vectors, other)
+            })
         };
         match mode {
             SearchMode::Text => Ok(self.store().search_text_in(query, k, period)?),
             SearchMode::Vector => {
-                let v = embed()?;
-                Ok(self.store().search_vector_in(&v, k, period)?)
-            }
-            SearchMode::Hybrid => std::thread::scope(|s| {
-                // without a thread (the OS refused one), one after the other
-                let vector = std::thread::Builder::new().spawn_scoped(s, embed).ok();
-                let depth = fusion.depth(k);
-                let text = self.store().hybrid_text_side(query, depth, period);
-                let vector = match vector {
-                    Some(handle) => handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
-                    None => embed()?,
-                };
-                let text = text?;
+                let (vectors, _) = embed_all(&|| Ok(Vec::new()));
+                let vectors = vectors?;
                 let store = self.store();
-                let vecs = match fusion {
-                    Fusion::Rrf => store.search_vector_in(&vector, depth, period)?,
-                    Fusion::Lift { .. } => store.vector_pool(&vector, k, depth, period)?,
-                };
-                Ok(store.fuse(query, &vector, text, vecs, k, self.weights, fusion)?)
-            }),
+                if let [v] = vectors.as_slice() {
+                    return Ok(store.search_vector_in(v, k, period)?);
+                }
+                Ok(store.search_vector_spaces(&vectors, k, period)?)
+            }
+            SearchMode::Hybrid => {
+                let depth = fusion.depth(k);
+                let (vectors, text) =
+                    embed_all(&|| Ok(self.store().hybrid_text_side(query, depth, period)?));
+                let (vectors, text) = (vectors?, text?);
+                let store = self.store();
+                let mut sides = Vec::with_capacity(vectors.len());
+                for (space, vector) in vectors.into_iter().enumerate() {
+                    let fusion = if space == 0 {
+                        fusion
+                    } else {
+                        self.fusions[space]
+                    };
+                    let vecs = match fusion {
+                        Fusion::Rrf => store.search_space(space, &vector, depth, period)?,
+                        Fusion::Lift { .. } => {
+                            store.vector_pool(space, &vector, k, depth, period)?
+                        }
+                    };
+                    sides.push(SpaceSide {
+                        space,
+                        vector,
+                        vecs,
+                        fusion,
+                    });
+                }
+                Ok(store.fuse_spaces(query, text, sides, k, self.weights, spaces)?)
+            }
         }
     }
 
@@ -515,6 +654,7 @@ impl Index {
                     created_at: None,
                     context: None,
                     vector: Vec::new(),
+                    more_vectors: Vec::new(),
                 })
                 .collect();
             new.sort_by_key(|c| c.content.len());
@@ -552,6 +692,8 @@ impl Index {
     /// Fills in the chunks' vectors, `batch` texts per model call.
     /// Embeds `chunks` in batches of `batch`, telling `progress` how many of how many
     /// are done after each.
+    /// With several models, each embeds every chunk (the first's vector in
+    /// [`NewChunk::vector`], the others' in [`NewChunk::more_vectors`]).
     fn embed(
         &self,
         chunks: &mut [NewChunk],
@@ -563,9 +705,16 @@ impl Index {
         for batch in chunks.chunks_mut(batch) {
             let texts: Vec<String> = batch.iter().map(NewChunk::embed_text).collect();
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let vectors = self.embedder.embed_passages(&texts)?;
-            for (c, v) in batch.iter_mut().zip(vectors) {
-                c.vector = v;
+            for (n, model) in self.models.iter().enumerate() {
+                let vectors = model.embed_passages(&texts)?;
+                for (c, v) in batch.iter_mut().zip(vectors) {
+                    if n == 0 {
+                        c.vector = v;
+                        c.more_vectors.clear();
+                    } else {
+                        c.more_vectors.push(v);
+                    }
+                }
             }
             done += batch.len();
             progress(done, total);
@@ -588,7 +737,8 @@ impl Index {
 /// Tools reach it with `ctx.shared_state::<Memory>()`.
 #[derive(Debug, Default)]
 pub struct Memory {
-    embedder: Mutex<Option<Embedder>>,
+    /// The models (at least one once configured), loaded on first use.
+    embedders: Mutex<Option<Vec<Embedder>>>,
     indexes: Mutex<HashMap<PathBuf, Arc<Index>>>,
 }
 
@@ -600,13 +750,29 @@ impl Memory {
             .unwrap_or_default()
     }
 
-    /// The model (configured once; loaded on first use).
+    /// The model (configured once; loaded on first use); the first, with several.
     pub fn embedder(&self, ctx: &ToolContext) -> Result<Embedder, MemoryError> {
-        let mut slot = self.embedder.lock().unwrap_or_else(PoisonError::into_inner);
+        self.embedders(ctx)?
+            .into_iter()
+            .next()
+            .ok_or(MemoryError::NoModel)
+    }
+
+    /// Every model of [`MemoryConfig`] (`model_dir`'s first, then `more_model_dirs`'),
+    /// configured once, each loaded on first use.
+    pub fn embedders(&self, ctx: &ToolContext) -> Result<Vec<Embedder>, MemoryError> {
+        let mut slot = self
+            .embedders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = slot.as_ref() {
             return Ok(e.clone());
         }
-        let e = Embedder::new(Self::config(ctx).embedder_config()?);
+        let e: Vec<Embedder> = Self::config(ctx)
+            .embedder_configs()?
+            .into_iter()
+            .map(Embedder::new)
+            .collect();
         *slot = Some(e.clone());
         Ok(e)
     }
@@ -620,8 +786,8 @@ impl Memory {
         if let Some(i) = indexes.get(&path) {
             return Ok(Arc::clone(i));
         }
-        let embedder = self.embedder(ctx)?;
-        let index = Arc::new(Index::open(&path, embedder, &Self::config(ctx))?);
+        let models = self.embedders(ctx)?;
+        let index = Arc::new(Index::open_models(&path, models, &Self::config(ctx))?);
         indexes.insert(path, Arc::clone(&index));
         Ok(index)
     }
@@ -641,6 +807,38 @@ impl Memory {
         self.memory(ctx)?.warm()?;
         Ok(true)
     }
+}
+
+/// Embeds, in space `space` of `store`, the chunks that have no vector there yet (when
+/// the store says some may be missing: a new space, or an interrupted re-embedding), and
+/// records that every chunk has one; returns how many were embedded.
+fn complete_space(
+    store: &mut MemoryStore,
+    space: usize,
+    embedder: &Embedder,
+) -> Result<usize, MemoryError> {
+    // a scan of every chunk: only when re-embedding was started and not finished, or the
+    // store does not say (made before it recorded it)
+    if !store.vectors_pending_in(space)? {
+        return Ok(0);
+    }
+    let missing = store.chunks_without_vectors_in(space)?;
+    let mut batches = missing.chunks(EMBED_BATCH).peekable();
+    while let Some(batch) = batches.next() {
+        let texts: Vec<&str> = batch.iter().map(|(_, c)| c.as_str()).collect();
+        let vectors = embedder.embed_passages(&texts)?;
+        let pairs: Vec<(i64, Vec<f32>)> = batch.iter().map(|(id, _)| *id).zip(vectors).collect();
+        if batches.peek().is_some() {
+            store.set_vectors_in(space, &pairs)?;
+        } else {
+            // the last vectors and "none is missing" in one transaction
+            store.finish_vectors_in(space, &pairs)?;
+        }
+    }
+    if missing.is_empty() {
+        store.finish_vectors_in(space, &[])?;
+    }
+    Ok(missing.len())
 }
 
 /// Whether a chunk from `source` is part of the synced document `key`.

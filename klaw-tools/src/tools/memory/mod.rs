@@ -47,7 +47,7 @@ pub use store::{Hit, Period, StoreError};
 /// in-memory copy). Hidden from the docs; it changes whenever the internals do.
 #[doc(hidden)]
 pub mod bench_support {
-    pub use super::fuse::{Evidence, Fusion};
+    pub use super::fuse::{Evidence, Fusion, Spaces};
     pub use super::store::{MIN_RESCORED, MemoryStore, NewChunk, RESCORE_FACTOR};
     pub use super::vectors::VectorCache;
 
@@ -61,6 +61,25 @@ pub mod bench_support {
         fusion: Fusion,
     ) -> Result<Vec<super::Hit>, super::MemoryError> {
         index.search_fused(query, k, mode, super::Period::default(), fusion)
+    }
+
+    /// [`Index::search`](super::Index::search) of an index of several models with their
+    /// spaces added up by `spaces` (the retrieval sets compare the candidates).
+    pub fn search_spaces(
+        index: &super::Index,
+        query: &str,
+        k: usize,
+        mode: super::SearchMode,
+        spaces: Spaces,
+    ) -> Result<Vec<super::Hit>, super::MemoryError> {
+        index.search_spaces(
+            query,
+            k,
+            mode,
+            super::Period::default(),
+            index.fusion(),
+            spaces,
+        )
     }
 
     /// The fusion `index`'s hybrid search uses (the default with its model's lift).

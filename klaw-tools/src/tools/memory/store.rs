@@ -9,7 +9,7 @@
 //! with another model is a [`StoreError::FingerprintMismatch`], never a silent mix.
 
 use super::fts;
-use super::fuse::{self, Candidate, Evidence, FoundBy, Fusion, Weights};
+use super::fuse::{self, Candidate, Evidence, FoundBy, Fusion, Spaces, Weights};
 use super::vectors::{self, VectorCache};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -47,6 +47,18 @@ pub enum StoreError {
     /// sqlite-vec could not be registered with SQLite.
     #[error("sqlite-vec could not be registered: {0}")]
     Extension(String),
+    /// A chunk to store has vectors for another number of models than the store has
+    /// vector spaces.
+    #[error("a chunk has vectors of {got} models, the index has {expected} vector spaces")]
+    WrongSpaces {
+        /// The store's vector spaces.
+        expected: usize,
+        /// The chunk's vectors.
+        got: usize,
+    },
+    /// The same model was asked for twice (one vector space per model).
+    #[error("the model {0} is listed twice: one vector space per model")]
+    SameModelTwice(String),
 }
 
 impl StoreError {
@@ -71,6 +83,9 @@ pub struct NewChunk {
     pub context: Option<String>,
     /// Its embedding, `dims` long (normalised by the store).
     pub vector: Vec<f32>,
+    /// Its embeddings by the other models of a store with several vector spaces, in
+    /// their order (empty with one model).
+    pub more_vectors: Vec<Vec<f32>>,
 }
 
 impl NewChunk {
@@ -146,11 +161,85 @@ pub struct Hit {
 #[derive(Debug)]
 pub struct MemoryStore {
     conn: Connection,
+    /// One per model, in the order the models were given: the first is the one every
+    /// call without a space number uses.
+    spaces: Vec<Space>,
+}
+
+/// One model's vectors: a `vec0` table of the float vectors, a table of their int8
+/// codes, and the codes' in-memory copy.
+///
+/// The first model a store was made with keeps its vectors in `chunks_vec` and
+/// `chunks_codes` and its identity in the meta keys `fingerprint`, `dims` and
+/// [`VECTORS_COMPLETE`] (as a store of one model always had). Every other model's space
+/// is named after its model (`space_<h>_vec`, `space_<h>_codes`, the meta keys
+/// `space:<h>` and `vectors_complete:<h>`, `h` a hash of the model; see [`space_hash`]),
+/// so a model keeps its vectors whatever its place in the list.
+#[derive(Debug)]
+struct Space {
+    /// The `vec0` table.
+    vec_table: String,
+    /// The int8 codes' table.
+    codes_table: String,
+    /// The meta key that says every chunk has a vector in this space.
+    complete_key: String,
     dims: usize,
-    /// The model as [`VECTORS_COMPLETE`] records it: `fingerprint (dims dims)`.
+    /// The model as the space records it: `fingerprint (dims dims)`.
     model: String,
     /// The vectors' in-memory copy, loaded on the first vector search.
     cache: RefCell<Option<VectorCache>>,
+}
+
+impl Space {
+    fn legacy(dims: usize, model: String) -> Self {
+        Space {
+            vec_table: "chunks_vec".into(),
+            codes_table: "chunks_codes".into(),
+            complete_key: VECTORS_COMPLETE.into(),
+            dims,
+            model,
+            cache: RefCell::new(None),
+        }
+    }
+
+    fn named(dims: usize, model: String) -> Self {
+        let h = space_hash(&model);
+        Space {
+            vec_table: format!("space_{h}_vec"),
+            codes_table: format!("space_{h}_codes"),
+            complete_key: format!("{VECTORS_COMPLETE}:{h}"),
+            dims,
+            model,
+            cache: RefCell::new(None),
+        }
+    }
+}
+
+/// What names a model's vector space other than the first: 16 hex digits of the
+/// SHA-256 of `fingerprint (dims dims)`.
+fn space_hash(model: &str) -> String {
+    Sha256::digest(model.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The hash of a named space's codes table (`space_<h>_codes`), `None` for another table.
+fn space_of_table(name: &str) -> Option<&str> {
+    let h = name.strip_prefix("space_")?.strip_suffix("_codes")?;
+    (h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit())).then_some(h)
+}
+
+/// What opening a store of several models did to its vector spaces.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpacesOpened {
+    /// The models (`fingerprint (dims dims)`) whose vectors were dropped: no longer
+    /// listed.
+    pub dropped: Vec<String>,
+    /// For each model asked for, in order: whether its space is new (or was emptied for
+    /// it) and must be filled.
+    pub new: Vec<bool>,
 }
 
 /// The SHA-256 of a chunk's text, hex: how exact duplicates are recognised. A chunk with
@@ -266,9 +355,7 @@ impl MemoryStore {
     /// [`StoreError::FingerprintMismatch`]; [`MemoryStore::open_reembed`] opens it for
     /// re-embedding.
     pub fn open(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
-        let store = Self::connect(path, dims, fingerprint)?;
-        store.init(fingerprint, false)?;
-        Ok(store)
+        Ok(Self::open_models(path, &[(dims, fingerprint)], false)?.0)
     }
 
     /// Opens the database for a new model: when the fingerprint or the dimensions differ,
@@ -276,12 +363,35 @@ impl MemoryStore {
     /// embeds [`MemoryStore::chunks_without_vectors`] and stores them with
     /// [`MemoryStore::set_vectors`].
     pub fn open_reembed(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
-        let store = Self::connect(path, dims, fingerprint)?;
-        store.init(fingerprint, true)?;
-        Ok(store)
+        Ok(Self::open_models(path, &[(dims, fingerprint)], true)?.0)
     }
 
-    fn connect(path: &Path, dims: usize, fingerprint: &str) -> Result<Self, StoreError> {
+    /// Opens (or creates) the database for several models, `(dims, fingerprint)` each,
+    /// one vector space per model (see [`Space`]): space `i` holds model `i`'s vectors.
+    /// A model that has a space keeps it, wherever it is in the list; a model without
+    /// one gets a new, empty space (to be filled: [`SpacesOpened::new`]); a space whose
+    /// model is not listed is dropped, but only with `reembed` (without, that is a
+    /// [`StoreError::FingerprintMismatch`], as [`open`](Self::open) gives).
+    pub fn open_models(
+        path: &Path,
+        models: &[(usize, &str)],
+        reembed: bool,
+    ) -> Result<(Self, SpacesOpened), StoreError> {
+        let wanted: Vec<(usize, String)> = models
+            .iter()
+            .map(|(dims, fp)| (*dims, format!("{fp} ({dims} dims)")))
+            .collect();
+        if wanted.is_empty() {
+            return Err(StoreError::WrongSpaces {
+                expected: 1,
+                got: 0,
+            });
+        }
+        for (i, (_, m)) in wanted.iter().enumerate() {
+            if wanted[..i].iter().any(|(_, x)| x == m) {
+                return Err(StoreError::SameModelTwice(m.clone()));
+            }
+        }
         klaw_sqlite_vec::register().map_err(StoreError::Extension)?;
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -291,105 +401,34 @@ impl MemoryStore {
         // through a memory map instead of a `read` per page (the file's pages are the OS
         // page cache's, shared, not this process's heap).
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
-        Ok(MemoryStore {
-            conn,
-            dims,
-            model: format!("{fingerprint} ({dims} dims)"),
-            cache: RefCell::new(None),
-        })
-    }
-
-    fn init(&self, fingerprint: &str, reembed: bool) -> Result<(), StoreError> {
-        // Immediate: opening may write (a new table, the context column, another model),
-        // and two processes opening one database must not both read then try to write.
-        let tx = rusqlite::Transaction::new_unchecked(
-            &self.conn,
-            rusqlite::TransactionBehavior::Immediate,
-        )?;
-        tx.execute_batch(
-            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS chunks (
-                 id INTEGER PRIMARY KEY,
-                 content TEXT NOT NULL,
-                 source TEXT NOT NULL,
-                 created_at INTEGER NOT NULL,
-                 content_hash TEXT NOT NULL UNIQUE,
-                 context TEXT
-             );
-             CREATE INDEX IF NOT EXISTS chunks_created_at ON chunks (created_at);
-             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-                 content, stems, tokenize = 'unicode61 remove_diacritics 2'
-             );",
-        )?;
-        // Made before chunks had a context: add the column (no chunk has one).
-        let has_context: bool = tx.query_row(
-            "SELECT count(*) FROM pragma_table_info('chunks') WHERE name = 'context'",
-            [],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
-        )?;
-        if !has_context {
-            tx.execute_batch("ALTER TABLE chunks ADD COLUMN context TEXT;")?;
-        }
-        let stored_fp = read_meta(&tx, "fingerprint")?;
-        let stored_dims = read_meta(&tx, "dims")?;
-        let requested = self.model.clone();
-        let same = stored_fp.as_deref() == Some(fingerprint)
-            && stored_dims.as_deref() == Some(self.dims.to_string().as_str());
-        if let (Some(fp), false) = (&stored_fp, same) {
-            if !reembed {
-                return Err(StoreError::FingerprintMismatch {
-                    stored: format!("{fp} ({} dims)", stored_dims.unwrap_or_default()),
-                    requested,
-                });
-            }
-            // the flag goes with the vectors: a process that dies before every chunk has
-            // its new vector leaves the work to the next open
-            tx.execute("DELETE FROM meta WHERE key = ?1", [VECTORS_COMPLETE])?;
-            tx.execute_batch(
-                "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_codes;",
-            )?;
-        }
-        tx.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(
-                 embedding float[{}] distance_metric=l2
-             );",
-            self.dims
-        ))?;
-        let had_codes: bool = tx.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'chunks_codes'",
-            [],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
-        )?;
-        if !had_codes {
-            // New, or made before the codes existed: quantise the vectors there are.
-            tx.execute_batch(
-                "CREATE TABLE chunks_codes (
-                     id INTEGER PRIMARY KEY, scale REAL NOT NULL, codes BLOB NOT NULL
-                 );",
-            )?;
-            fill_codes(&tx)?;
-        }
-        if !same {
-            // only when it changes: every commit makes other processes reload their copy
-            // of the vectors (`PRAGMA data_version`)
-            tx.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('fingerprint', ?1), ('dims', ?2)",
-                params![fingerprint, self.dims.to_string()],
-            )?;
-        }
-        tx.commit()?;
+        let (spaces, opened) = init(&conn, &wanted, reembed)?;
         // the index's document frequencies, for the IDF of hybrid search's text evidence
         // (a temporary table: nothing is written to the file)
-        self.conn.execute_batch(
+        conn.execute_batch(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab
                  USING fts5vocab(main, chunks_fts, row);",
         )?;
-        Ok(())
+        Ok((MemoryStore { conn, spaces }, opened))
     }
 
-    /// The vectors' dimensions.
+    /// How many vector spaces (models) the store has.
+    pub fn spaces(&self) -> usize {
+        self.spaces.len()
+    }
+
+    /// The first space (every call without a space number).
+    fn first(&self) -> &Space {
+        &self.spaces[0]
+    }
+
+    /// Space `i`; the first if there is none (callers pass their own model's number).
+    fn space(&self, i: usize) -> &Space {
+        self.spaces.get(i).unwrap_or(&self.spaces[0])
+    }
+
+    /// The vectors' dimensions (of the first space).
     pub fn dims(&self) -> usize {
-        self.dims
+        self.first().dims
     }
 
     /// The SQLite journal mode (`wal` once opened).
@@ -415,9 +454,22 @@ impl MemoryStore {
     /// Stores chunks with their vectors in one transaction: all or none. A chunk whose
     /// text is already stored (same [`content_hash`]) is skipped.
     pub fn insert(&mut self, chunks: &[NewChunk]) -> Result<InsertReport, StoreError> {
+        // per chunk, its vector in each space
         let vectors = chunks
             .iter()
-            .map(|c| normalised(&c.vector, self.dims))
+            .map(|c| {
+                if c.more_vectors.len() + 1 != self.spaces.len() {
+                    return Err(StoreError::WrongSpaces {
+                        expected: self.spaces.len(),
+                        got: c.more_vectors.len() + 1,
+                    });
+                }
+                std::iter::once(&c.vector)
+                    .chain(&c.more_vectors)
+                    .zip(&self.spaces)
+                    .map(|(v, s)| normalised(v, s.dims))
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let tx = self.conn.transaction()?;
         let mut report = InsertReport::default();
@@ -429,7 +481,7 @@ impl MemoryStore {
             )?;
             let mut fts =
                 tx.prepare("INSERT INTO chunks_fts (rowid, content, stems) VALUES (?1, ?2, ?3)")?;
-            let mut vec = VecWriter::new(&tx)?;
+            let mut vec = VecWriters::new(&tx, &self.spaces)?;
             for (c, v) in chunks.iter().zip(&vectors) {
                 let context = c.context.as_deref().filter(|x| !x.is_empty());
                 let n = ins.execute(params![
@@ -448,10 +500,10 @@ impl MemoryStore {
                 vec.insert(id, v)?;
                 report.inserted += 1;
             }
-            vec.changes
+            vec.changes()
         };
         tx.commit()?;
-        self.after_commit(changes);
+        self.after_commit_all(changes);
         Ok(report)
     }
 
@@ -477,17 +529,17 @@ impl MemoryStore {
         };
         let changes = {
             let mut fts = tx.prepare("DELETE FROM chunks_fts WHERE rowid = ?1")?;
-            let mut vec = VecWriter::new(&tx)?;
+            let mut vec = VecWriters::new(&tx, &self.spaces)?;
             let mut chunk = tx.prepare("DELETE FROM chunks WHERE id = ?1")?;
             for id in &ids {
                 fts.execute([id])?;
                 vec.delete(*id)?;
                 chunk.execute([id])?;
             }
-            vec.changes
+            vec.changes()
         };
         tx.commit()?;
-        self.after_commit(changes);
+        self.after_commit_all(changes);
         Ok(ids.len())
     }
 
@@ -512,17 +564,32 @@ impl MemoryStore {
     /// [`chunks_without_vectors`](Self::chunks_without_vectors) is empty and need not be
     /// asked.
     pub fn vectors_pending(&self) -> Result<bool, StoreError> {
-        Ok(self.meta(VECTORS_COMPLETE)?.as_deref() != Some(self.model.as_str()))
+        self.vectors_pending_in(0)
+    }
+
+    /// [`vectors_pending`](Self::vectors_pending) of space `space`.
+    pub fn vectors_pending_in(&self, space: usize) -> Result<bool, StoreError> {
+        let s = self.space(space);
+        Ok(self.meta(&s.complete_key)?.as_deref() != Some(s.model.as_str()))
     }
 
     /// Chunks that have no vector (after [`MemoryStore::open_reembed`]), as `(id, text to
     /// embed)` ([`embed_text`]: the content, after its context if it has one). Reads
     /// every chunk: ask [`vectors_pending`](Self::vectors_pending) first.
     pub fn chunks_without_vectors(&self) -> Result<Vec<(i64, String)>, StoreError> {
-        let mut st = self.conn.prepare(
+        self.chunks_without_vectors_in(0)
+    }
+
+    /// [`chunks_without_vectors`](Self::chunks_without_vectors) in space `space`.
+    pub fn chunks_without_vectors_in(
+        &self,
+        space: usize,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        let mut st = self.conn.prepare(&format!(
             "SELECT id, content, context FROM chunks
-             WHERE id NOT IN (SELECT rowid FROM chunks_vec) ORDER BY id",
-        )?;
+             WHERE id NOT IN (SELECT rowid FROM {}) ORDER BY id",
+            self.space(space).vec_table
+        ))?;
         let rows = st.query_map([], |r| {
             let (content, context): (String, Option<String>) = (r.get(1)?, r.get(2)?);
             Ok((r.get(0)?, embed_text(&content, context.as_deref())))
@@ -532,42 +599,63 @@ impl MemoryStore {
 
     /// Stores vectors for existing chunks, `(id, vector)`, in one transaction.
     pub fn set_vectors(&mut self, vectors: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
-        self.write_vectors(vectors, false)
+        self.write_vectors(0, vectors, false)
+    }
+
+    /// [`set_vectors`](Self::set_vectors) in space `space`.
+    pub fn set_vectors_in(
+        &mut self,
+        space: usize,
+        vectors: &[(i64, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        self.write_vectors(space, vectors, false)
     }
 
     /// [`set_vectors`](Self::set_vectors) for the last of the chunks without a vector
     /// (or none), recording in the same transaction that every chunk has one: the next
     /// open skips [`chunks_without_vectors`](Self::chunks_without_vectors).
     pub fn finish_vectors(&mut self, vectors: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
-        self.write_vectors(vectors, true)
+        self.write_vectors(0, vectors, true)
+    }
+
+    /// [`finish_vectors`](Self::finish_vectors) in space `space`.
+    pub fn finish_vectors_in(
+        &mut self,
+        space: usize,
+        vectors: &[(i64, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        self.write_vectors(space, vectors, true)
     }
 
     fn write_vectors(
         &mut self,
+        space: usize,
         vectors: &[(i64, Vec<f32>)],
         finish: bool,
     ) -> Result<(), StoreError> {
+        let space = space.min(self.spaces.len() - 1);
+        let s = &self.spaces[space];
         let blobs = vectors
             .iter()
-            .map(|(id, v)| Ok((*id, normalised(v, self.dims)?)))
+            .map(|(id, v)| Ok((*id, normalised(v, s.dims)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let tx = self.conn.transaction()?;
         let changes = {
-            let mut vec = VecWriter::new(&tx)?;
+            let mut vec = VecWriter::new(&tx, s)?;
             for (id, blob) in &blobs {
                 vec.delete(*id)?;
                 vec.insert(*id, blob)?;
             }
             vec.changes
         };
-        if finish && read_meta(&tx, VECTORS_COMPLETE)?.as_deref() != Some(self.model.as_str()) {
+        if finish && read_meta(&tx, &s.complete_key)?.as_deref() != Some(s.model.as_str()) {
             tx.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-                params![VECTORS_COMPLETE, self.model],
+                params![s.complete_key, s.model],
             )?;
         }
         tx.commit()?;
-        self.after_commit(changes);
+        self.after_commit(space, changes);
         Ok(())
     }
 
@@ -638,8 +726,60 @@ impl MemoryStore {
         k: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
+        self.search_space(0, vector, k, period)
+    }
+
+    /// [`search_vector_in`](Self::search_vector_in) in space `space`, with that space's
+    /// model's query vector.
+    pub fn search_space(
+        &self,
+        space: usize,
+        vector: &[f32],
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
         let wanted = k.saturating_mul(RESCORE_FACTOR).max(MIN_RESCORED);
-        self.search_vector_rescoring(vector, k, wanted, period)
+        self.search_vector_rescoring(self.space(space), vector, k, wanted, period)
+    }
+
+    /// Vector search over every space, `vectors[i]` the query's vector by space `i`'s
+    /// model: each space proposes its nearest (as [`search_space`](Self::search_space)),
+    /// and every chunk proposed is scored by the sum of its cosines in all the spaces.
+    pub fn search_vector_spaces(
+        &self,
+        vectors: &[Vec<f32>],
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (space, v) in vectors.iter().enumerate() {
+            for h in self.search_space(space, v, k, period)? {
+                if seen.insert(h.id) {
+                    hits.push(h);
+                }
+            }
+        }
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        let mut total = vec![0.0; ids.len()];
+        for (space, v) in vectors.iter().enumerate() {
+            let space = self.space(space);
+            let query = floats(&normalised(v, space.dims)?);
+            for (t, c) in total.iter_mut().zip(self.cosines(space, &query, &ids)?) {
+                *t += c;
+            }
+        }
+        let mut fused: Vec<fuse::Fused<i64>> = ids
+            .iter()
+            .zip(total)
+            .map(|(id, score)| fuse::Fused {
+                id: *id,
+                score,
+                found_by: FoundBy::Vector,
+            })
+            .collect();
+        fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        Ok(in_fused_order(fused, hits, k))
     }
 
     /// The vector side of a hybrid search proposing `depth` candidates (at least the `k`
@@ -649,34 +789,43 @@ impl MemoryStore {
     /// does, would buy little for its cost: each float vector is read from `vec0`, whose
     /// chunk of vectors is one long blob walked page by page to the vector (issue 32:
     /// with `4 × k`, topK 50 read 200 where topK 10 read 50, and most of the extra time
-    /// went there).
+    /// went there). In space `space`.
     pub(super) fn vector_pool(
         &self,
+        space: usize,
         vector: &[f32],
         k: usize,
         depth: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
         let pool = depth.max(k);
-        self.search_vector_rescoring(vector, pool, pool.max(MIN_RESCORED), period)
+        self.search_vector_rescoring(
+            self.space(space),
+            vector,
+            pool,
+            pool.max(MIN_RESCORED),
+            period,
+        )
     }
 
-    /// The best `k` of the `wanted` nearest by the in-memory codes, re-scored exactly.
+    /// The best `k` of the `wanted` nearest by the in-memory codes of `space`, re-scored
+    /// exactly.
     fn search_vector_rescoring(
         &self,
+        space: &Space,
         vector: &[f32],
         k: usize,
         wanted: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
-        let blob = normalised(vector, self.dims)?;
+        let blob = normalised(vector, space.dims)?;
         let k = k.min(MAX_K);
         if k == 0 {
             return Ok(Vec::new());
         }
         let query = floats(&blob);
         let candidates = if period.is_all() {
-            self.with_cache(|c| c.candidates(&query, wanted))?
+            self.with_cache(space, |c| c.candidates(&query, wanted))?
         } else {
             let (from, to) = period.bounds();
             let mut st = self.conn.prepare_cached(
@@ -686,22 +835,18 @@ impl MemoryStore {
                 .query_map(params![from, to], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
             let keep = |id: i64| ids.contains(&id);
-            self.with_cache(|c| c.candidates_among(&query, wanted, Some(&keep)))?
+            self.with_cache(space, |c| c.candidates_among(&query, wanted, Some(&keep)))?
         };
         let mut scored: Vec<(f64, i64)> = Vec::with_capacity(candidates.len());
         {
-            let mut get = self
-                .conn
-                .prepare_cached("SELECT embedding FROM chunks_vec WHERE rowid = ?1")?;
+            let mut get = self.conn.prepare_cached(&format!(
+                "SELECT embedding FROM {} WHERE rowid = ?1",
+                space.vec_table
+            ))?;
             for id in candidates {
                 let stored: Option<Vec<u8>> = get.query_row([id], |r| r.get(0)).optional()?;
                 if let Some(stored) = stored {
-                    let cos: f64 = floats(&stored)
-                        .iter()
-                        .zip(&query)
-                        .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                        .sum();
-                    scored.push((cos, id));
+                    scored.push((dot(&floats(&stored), &query), id));
                 }
             }
         }
@@ -722,28 +867,47 @@ impl MemoryStore {
         Ok(hits)
     }
 
-    /// Runs `f` on the in-memory copy of the vectors, loading it first if there is none
-    /// or another connection has committed a change since it was loaded.
-    fn with_cache<T>(&self, f: impl FnOnce(&mut VectorCache) -> T) -> Result<T, StoreError> {
+    /// The cosine of each of `ids` to `query` (normalised) in `space`: 0 for a chunk
+    /// without a vector there (yet).
+    fn cosines(&self, space: &Space, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError> {
+        let mut get = self.conn.prepare_cached(&format!(
+            "SELECT embedding FROM {} WHERE rowid = ?1",
+            space.vec_table
+        ))?;
+        ids.iter()
+            .map(|id| {
+                let stored: Option<Vec<u8>> = get.query_row([id], |r| r.get(0)).optional()?;
+                Ok(stored.map_or(0.0, |b| dot(&floats(&b), query)))
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the in-memory copy of `space`'s vectors, loading it first if there is
+    /// none or another connection has committed a change since it was loaded.
+    fn with_cache<T>(
+        &self,
+        space: &Space,
+        f: impl FnOnce(&mut VectorCache) -> T,
+    ) -> Result<T, StoreError> {
         let version: i64 = self
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))?;
-        let mut slot = self.cache.borrow_mut();
+        let mut slot = space.cache.borrow_mut();
         let cache = match slot.take() {
             Some(c) if c.version() == version => slot.insert(c),
-            _ => slot.insert(self.load_cache(version)?),
+            _ => slot.insert(self.load_cache(space, version)?),
         };
         Ok(f(cache))
     }
 
-    /// Reads the in-memory copy from `chunks_codes`. Codes out of step with the chunks
+    /// Reads the in-memory copy from the space's codes. Codes out of step with the chunks
     /// (written by a binary that did not know them, or by hand) are made again from the
     /// float vectors first.
-    fn load_cache(&self, version: i64) -> Result<VectorCache, StoreError> {
+    fn load_cache(&self, space: &Space, version: i64) -> Result<VectorCache, StoreError> {
         let chunks: i64 = self
             .conn
             .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-        if let Some(cache) = self.read_codes(version)?
+        if let Some(cache) = self.read_codes(space, version)?
             && i64::try_from(cache.len()) == Ok(chunks)
         {
             return Ok(cache);
@@ -752,24 +916,25 @@ impl MemoryStore {
             "the memory index's int8 codes are out of step with its vectors: making them again"
         );
         let tx = self.conn.unchecked_transaction()?;
-        tx.execute("DELETE FROM chunks_codes", [])?;
-        fill_codes(&tx)?;
+        tx.execute(&format!("DELETE FROM {}", space.codes_table), [])?;
+        fill_codes(&tx, space)?;
         tx.commit()?;
         Ok(self
-            .read_codes(version)?
-            .unwrap_or_else(|| VectorCache::new(self.dims, version)))
+            .read_codes(space, version)?
+            .unwrap_or_else(|| VectorCache::new(space.dims, version)))
     }
 
-    /// `chunks_codes` as an in-memory copy; `None` if a row has the wrong length.
-    fn read_codes(&self, version: i64) -> Result<Option<VectorCache>, StoreError> {
-        let mut cache = VectorCache::new(self.dims, version);
-        let mut st = self
-            .conn
-            .prepare("SELECT id, scale, codes FROM chunks_codes")?;
+    /// The space's codes as an in-memory copy; `None` if a row has the wrong length.
+    fn read_codes(&self, space: &Space, version: i64) -> Result<Option<VectorCache>, StoreError> {
+        let mut cache = VectorCache::new(space.dims, version);
+        let mut st = self.conn.prepare(&format!(
+            "SELECT id, scale, codes FROM {}",
+            space.codes_table
+        ))?;
         let mut rows = st.query([])?;
         while let Some(row) = rows.next()? {
             let blob: Vec<u8> = row.get(2)?;
-            if blob.len() != self.dims {
+            if blob.len() != space.dims {
                 return Ok(None);
             }
             let codes = blob.into_iter().map(u8::cast_signed).collect();
@@ -779,10 +944,10 @@ impl MemoryStore {
         Ok(Some(cache))
     }
 
-    /// Applies committed vector changes to the in-memory copy, if loaded (this
-    /// connection's commits do not change `PRAGMA data_version`).
-    fn after_commit(&self, changes: Vec<VecChange>) {
-        if let Some(cache) = self.cache.borrow_mut().as_mut() {
+    /// Applies committed vector changes of space `space` to its in-memory copy, if loaded
+    /// (this connection's commits do not change `PRAGMA data_version`).
+    fn after_commit(&self, space: usize, changes: Vec<VecChange>) {
+        if let Some(cache) = self.space(space).cache.borrow_mut().as_mut() {
             for change in changes {
                 match change {
                     VecChange::Set { id, codes, scale } => cache.insert_codes(id, codes, scale),
@@ -792,11 +957,18 @@ impl MemoryStore {
         }
     }
 
+    /// [`after_commit`](Self::after_commit) of every space's changes, in order.
+    fn after_commit_all(&self, changes: Vec<Vec<VecChange>>) {
+        for (space, changes) in changes.into_iter().enumerate() {
+            self.after_commit(space, changes);
+        }
+    }
+
     /// Vector search over every float vector (sqlite-vec's brute-force scan): the exact
     /// `k` nearest, which [`search_vector`](Self::search_vector) approximates on a big
     /// store. For comparison and tests.
     pub fn search_vector_exact(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
-        let blob = normalised(vector, self.dims)?;
+        let blob = normalised(vector, self.dims())?;
         let k = k.min(MAX_K);
         if k == 0 {
             return Ok(Vec::new());
@@ -825,7 +997,7 @@ impl MemoryStore {
     ) -> Result<Vec<Hit>, StoreError> {
         let depth = Fusion::DEFAULT.depth(k);
         let text = self.hybrid_text_side(query, depth, Period::default())?;
-        let vecs = self.vector_pool(vector, k, depth, Period::default())?;
+        let vecs = self.vector_pool(0, vector, k, depth, Period::default())?;
         self.fuse(query, vector, text, vecs, k, weights, Fusion::DEFAULT)
     }
 
@@ -844,118 +1016,188 @@ impl MemoryStore {
         weights: Weights,
         fusion: Fusion,
     ) -> Result<Vec<Hit>, StoreError> {
-        let (evidence, lift, stretch, bm25_part, spread) = match fusion {
-            Fusion::Rrf => return Ok(fuse_hits(text, vecs, k, weights)),
-            Fusion::Lift {
-                evidence,
-                lift,
-                stretch,
-                bm25,
-                spread,
-                ..
-            } => (evidence, lift, stretch, bm25.clamp(0.0, 1.0), spread),
+        let side = SpaceSide {
+            space: 0,
+            vector: vector.to_vec(),
+            vecs,
+            fusion,
         };
-        let bm25: std::collections::HashMap<i64, f64> =
-            text.iter().map(|h| (h.id, h.score)).collect();
-        let best_bm25 = text.iter().map(|h| h.score).fold(0.0_f64, f64::max);
-        let in_vec: std::collections::HashSet<i64> = vecs.iter().map(|h| h.id).collect();
-        let mut hits: Vec<Hit> = Vec::with_capacity(text.len() + vecs.len());
-        for h in vecs.into_iter().chain(text) {
-            if !hits.iter().any(|x| x.id == h.id) {
-                hits.push(h);
-            }
+        self.fuse_spaces(query, text, vec![side], k, weights, Spaces::DEFAULT)
+    }
+
+    /// [`fuse`](Self::fuse) with a vector side per space (the first space's first): each
+    /// space scores every candidate of every side with its own cosines and fusion, and
+    /// `spaces` adds the spaces' scores up. With one space, that space's fusion alone.
+    /// [`Fusion::Rrf`] in the first space fuses the text side with the first space's
+    /// vector side only.
+    pub(super) fn fuse_spaces(
+        &self,
+        query: &str,
+        text: Vec<Hit>,
+        sides: Vec<SpaceSide>,
+        k: usize,
+        weights: Weights,
+        spaces: Spaces,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let Some(first) = sides.first() else {
+            return Ok(text.into_iter().take(k).collect());
+        };
+        if first.fusion == Fusion::Rrf {
+            let vecs = sides.into_iter().next().map(|s| s.vecs).unwrap_or_default();
+            return Ok(fuse_hits(text, vecs, k, weights));
         }
-        let query_vector = floats(&normalised(vector, self.dims)?);
-        let terms = match evidence {
-            Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
-                fts::query_terms(query)
-            }
-            Evidence::Bm25 => Vec::new(),
-        };
         let script = fts::mostly_cyrillic(query);
-        let idf = self.idf(&terms)?;
-        let mut get = self
-            .conn
-            .prepare_cached("SELECT embedding FROM chunks_vec WHERE rowid = ?1")?;
-        let mut candidates = Vec::with_capacity(hits.len());
-        for h in &hits {
-            let cosine = if in_vec.contains(&h.id) {
-                h.score
-            } else {
-                let stored: Option<Vec<u8>> = get.query_row([h.id], |r| r.get(0)).optional()?;
-                stored.map_or(0.0, |b| {
-                    floats(&b)
-                        .iter()
-                        .zip(&query_vector)
-                        .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                        .sum()
-                })
-            };
-            let text_score = bm25.get(&h.id).copied();
-            let evidence = match evidence {
-                Evidence::Bm25 => {
-                    text_score.map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
-                }
-                Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
-                    let relative = match text_score {
-                        Some(s) if best_bm25 > 0.0 => s / best_bm25,
-                        _ => 0.0,
-                    };
-                    fts::idf_coverage(&terms, &idf, &h.content)
-                        * (1.0 - bm25_part + bm25_part * relative)
-                }
-            };
-            candidates.push(Candidate {
-                id: h.id,
-                cosine,
-                evidence,
-                found_by: match (text_score.is_some(), in_vec.contains(&h.id)) {
-                    (true, true) => FoundBy::Both,
-                    (true, false) => FoundBy::Text,
-                    _ => FoundBy::Vector,
-                },
-            });
-        }
         let foreign = |h: &Hit| {
             let s = fts::mostly_cyrillic(&h.content);
             s.is_some() && s != script
         };
-        // the vector side's best is the first of `hits`
-        let neutral = match evidence {
-            Evidence::IdfNeutral(level) => Some(level),
-            Evidence::IdfAcross(level)
-                if hits
-                    .first()
-                    .is_some_and(|h| in_vec.contains(&h.id) && foreign(h)) =>
-            {
-                Some(level)
-            }
-            _ => None,
-        };
-        if let Some(level) = neutral
-            && script.is_some()
+        // across languages by the first space's meaning: its best chunk is in another
+        // script than the query
+        let across = script.is_some() && first.vecs.first().is_some_and(foreign);
+        let bm25: std::collections::HashMap<i64, f64> =
+            text.iter().map(|h| (h.id, h.score)).collect();
+        let best_bm25 = text.iter().map(|h| h.score).fold(0.0_f64, f64::max);
+        let in_vec: std::collections::HashSet<i64> = sides
+            .iter()
+            .flat_map(|s| s.vecs.iter().map(|h| h.id))
+            .collect();
+        // every side's candidates, the first space's vector side first
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for h in sides
+            .iter()
+            .flat_map(|s| s.vecs.iter().cloned())
+            .chain(text)
         {
-            // the text side cannot judge a chunk in another script: it gets the best
-            // evidence of the query's script, so the cosine alone ranks it against those
-            let foreign: Vec<bool> = hits.iter().map(foreign).collect();
-            let best = candidates
-                .iter()
-                .zip(&foreign)
-                .filter(|(_, f)| !**f)
-                .map(|(c, _)| c.evidence)
-                .fold(0.0_f64, f64::max)
-                * level;
-            for (c, f) in candidates.iter_mut().zip(&foreign) {
-                if *f {
-                    c.evidence = best;
-                }
+            if seen.insert(h.id) {
+                hits.push(h);
             }
         }
-        Ok(in_fused_order(
-            fuse::lift(&candidates, weights, lift, stretch, spread),
-            hits,
-            k,
-        ))
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        let found_by: Vec<FoundBy> = ids
+            .iter()
+            .map(|id| match (bm25.contains_key(id), in_vec.contains(id)) {
+                (true, true) => FoundBy::Both,
+                (true, false) => FoundBy::Text,
+                _ => FoundBy::Vector,
+            })
+            .collect();
+        let is_foreign: Vec<bool> = hits.iter().map(foreign).collect();
+        let terms = fts::query_terms(query);
+        let idf = self.idf(&terms)?;
+        let mut total: std::collections::HashMap<i64, f64> = std::collections::HashMap::new();
+        for (n, side) in sides.iter().enumerate() {
+            let Fusion::Lift {
+                evidence,
+                lift,
+                stretch,
+                bm25: bm25_part,
+                spread,
+                ..
+            } = side.fusion
+            else {
+                continue;
+            };
+            let bm25_part = bm25_part.clamp(0.0, 1.0);
+            let space = self.space(side.space);
+            let query_vector = floats(&normalised(&side.vector, space.dims)?);
+            let own: std::collections::HashMap<i64, f64> =
+                side.vecs.iter().map(|h| (h.id, h.score)).collect();
+            let missing: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !own.contains_key(id))
+                .collect();
+            let looked_up: std::collections::HashMap<i64, f64> = missing
+                .iter()
+                .copied()
+                .zip(self.cosines(space, &query_vector, &missing)?)
+                .collect();
+            let mut candidates: Vec<Candidate<i64>> = Vec::with_capacity(hits.len());
+            for (i, h) in hits.iter().enumerate() {
+                let cosine = own
+                    .get(&h.id)
+                    .or_else(|| looked_up.get(&h.id))
+                    .copied()
+                    .unwrap_or(0.0)
+                    + if n > 0 && is_foreign[i] {
+                        spaces.across_gap
+                    } else {
+                        0.0
+                    };
+                let text_score = bm25.get(&h.id).copied();
+                let evidence = match evidence {
+                    Evidence::Bm25 => text_score
+                        .map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 }),
+                    Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
+                        let relative = match text_score {
+                            Some(s) if best_bm25 > 0.0 => s / best_bm25,
+                            _ => 0.0,
+                        };
+                        fts::idf_coverage(&terms, &idf, &h.content)
+                            * (1.0 - bm25_part + bm25_part * relative)
+                    }
+                };
+                candidates.push(Candidate {
+                    id: h.id,
+                    cosine,
+                    evidence,
+                    // found by the text side or another space only: not this space's
+                    // vector side (for the spread of its cosines)
+                    found_by: if own.contains_key(&h.id) {
+                        found_by[i]
+                    } else {
+                        FoundBy::Text
+                    },
+                });
+            }
+            // the space's own vector side's best decides whether its meaning points
+            // across languages
+            let neutral = match evidence {
+                Evidence::IdfNeutral(level) => Some(level),
+                Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => Some(level),
+                _ => None,
+            };
+            if let Some(level) = neutral
+                && script.is_some()
+            {
+                // the text side cannot judge a chunk in another script: it gets the best
+                // evidence of the query's script, so the cosine alone ranks it against
+                // those
+                let best = candidates
+                    .iter()
+                    .zip(&is_foreign)
+                    .filter(|(_, f)| !**f)
+                    .map(|(c, _)| c.evidence)
+                    .fold(0.0_f64, f64::max)
+                    * level;
+                for (c, f) in candidates.iter_mut().zip(&is_foreign) {
+                    if *f {
+                        c.evidence = best;
+                    }
+                }
+            }
+            let weight = spaces.weight(n, across);
+            let scored = fuse::lift(&candidates, weights, lift, stretch, spread);
+            let floor = match scored.first() {
+                Some(best) if n > 0 && spaces.cap > 0.0 => best.score - spaces.cap,
+                _ => f64::NEG_INFINITY,
+            };
+            for f in scored {
+                *total.entry(f.id).or_default() += weight * f.score.max(floor);
+            }
+        }
+        let mut fused: Vec<fuse::Fused<i64>> = ids
+            .iter()
+            .zip(&found_by)
+            .map(|(id, found_by)| fuse::Fused {
+                id: *id,
+                score: total.get(id).copied().unwrap_or(0.0),
+                found_by: *found_by,
+            })
+            .collect();
+        fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        Ok(in_fused_order(fused, hits, k))
     }
 
     /// The [IDF](fts::idf) of each of `terms` in this index: a term's chunks are those
@@ -964,7 +1206,7 @@ impl MemoryStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let n = self.with_cache(|c| c.len())? as u64;
+        let n = self.with_cache(self.first(), |c| c.len())? as u64;
         let mut st = self
             .conn
             .prepare_cached("SELECT doc FROM temp.chunks_vocab WHERE term = ?1")?;
@@ -1009,6 +1251,162 @@ impl MemoryStore {
     }
 }
 
+/// Makes the tables a store needs and gives each of `wanted` (`(dims, fingerprint (dims
+/// dims))`) its vector space, in one transaction (see [`MemoryStore::open_models`]).
+fn init(
+    conn: &Connection,
+    wanted: &[(usize, String)],
+    reembed: bool,
+) -> Result<(Vec<Space>, SpacesOpened), StoreError> {
+    // Immediate: opening may write (a new table, the context column, another model),
+    // and two processes opening one database must not both read then try to write.
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE IF NOT EXISTS chunks (
+             id INTEGER PRIMARY KEY,
+             content TEXT NOT NULL,
+             source TEXT NOT NULL,
+             created_at INTEGER NOT NULL,
+             content_hash TEXT NOT NULL UNIQUE,
+             context TEXT
+         );
+         CREATE INDEX IF NOT EXISTS chunks_created_at ON chunks (created_at);
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+             content, stems, tokenize = 'unicode61 remove_diacritics 2'
+         );",
+    )?;
+    // Made before chunks had a context: add the column (no chunk has one).
+    let has_context: bool = tx.query_row(
+        "SELECT count(*) FROM pragma_table_info('chunks') WHERE name = 'context'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_context {
+        tx.execute_batch("ALTER TABLE chunks ADD COLUMN context TEXT;")?;
+    }
+    let mismatch = |stored: &str| StoreError::FingerprintMismatch {
+        stored: stored.to_owned(),
+        requested: wanted
+            .iter()
+            .map(|(_, m)| m.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let mut opened = SpacesOpened {
+        dropped: Vec::new(),
+        new: vec![false; wanted.len()],
+    };
+    // The first space (`chunks_vec`): whose it is, and dropped if its model is not wanted.
+    let legacy = read_meta(&tx, "fingerprint")?.map(|fp| {
+        let dims = read_meta(&tx, "dims").ok().flatten().unwrap_or_default();
+        format!("{fp} ({dims} dims)")
+    });
+    let mut legacy_owner = legacy
+        .as_ref()
+        .and_then(|m| wanted.iter().position(|(_, w)| w == m));
+    if let (Some(stored), None) = (&legacy, legacy_owner) {
+        if !reembed {
+            return Err(mismatch(stored));
+        }
+        // the flag goes with the vectors: a process that dies before every chunk has
+        // its new vector leaves the work to the next open
+        tx.execute(
+            "DELETE FROM meta WHERE key IN (?1, 'fingerprint', 'dims')",
+            [VECTORS_COMPLETE],
+        )?;
+        tx.execute_batch("DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_codes;")?;
+        opened.dropped.push(stored.clone());
+    }
+    // The named spaces: kept if their model is wanted (and not in the first space).
+    let named: Vec<String> = {
+        let mut st = tx.prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'space_*_codes'",
+        )?;
+        let names = st.query_map([], |r| r.get::<_, String>(0))?;
+        names
+            .collect::<Result<Vec<_>, _>>()?
+            .iter()
+            .filter_map(|n| space_of_table(n).map(str::to_owned))
+            .collect()
+    };
+    let mut kept: Vec<String> = Vec::new();
+    for h in named {
+        let owner = wanted
+            .iter()
+            .position(|(_, m)| space_hash(m) == h)
+            .filter(|i| Some(*i) != legacy_owner);
+        if owner.is_some() {
+            kept.push(h);
+            continue;
+        }
+        let model = read_meta(&tx, &format!("space:{h}"))?.unwrap_or_else(|| h.clone());
+        if !reembed {
+            return Err(mismatch(&model));
+        }
+        tx.execute(
+            "DELETE FROM meta WHERE key IN (?1, ?2)",
+            params![format!("space:{h}"), format!("{VECTORS_COMPLETE}:{h}")],
+        )?;
+        tx.execute_batch(&format!(
+            "DROP TABLE IF EXISTS space_{h}_vec; DROP TABLE IF EXISTS space_{h}_codes;"
+        ))?;
+        opened.dropped.push(model);
+    }
+    let mut spaces = Vec::with_capacity(wanted.len());
+    for (i, (dims, model)) in wanted.iter().enumerate() {
+        let h = space_hash(model);
+        let space = if legacy_owner == Some(i) {
+            Space::legacy(*dims, model.clone())
+        } else if kept.contains(&h) {
+            Space::named(*dims, model.clone())
+        } else if legacy_owner.is_none() {
+            // the first space is free (a new store, or its model is gone): this model's
+            legacy_owner = Some(i);
+            opened.new[i] = true;
+            let fp = model.rsplit_once(" (").map_or(model.as_str(), |(fp, _)| fp);
+            // only when it changes: every commit makes other processes reload their
+            // copy of the vectors (`PRAGMA data_version`)
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('fingerprint', ?1), ('dims', ?2)",
+                params![fp, dims.to_string()],
+            )?;
+            Space::legacy(*dims, model.clone())
+        } else {
+            opened.new[i] = true;
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                params![format!("space:{h}"), model],
+            )?;
+            Space::named(*dims, model.clone())
+        };
+        tx.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS {} USING vec0(
+                 embedding float[{dims}] distance_metric=l2
+             );",
+            space.vec_table
+        ))?;
+        let had_codes: bool = tx.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [&space.codes_table],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !had_codes {
+            // New, or made before the codes existed: quantise the vectors there are.
+            tx.execute_batch(&format!(
+                "CREATE TABLE {} (
+                     id INTEGER PRIMARY KEY, scale REAL NOT NULL, codes BLOB NOT NULL
+                 );",
+                space.codes_table
+            ))?;
+            fill_codes(&tx, &space)?;
+        }
+        spaces.push(space);
+    }
+    tx.commit()?;
+    Ok((spaces, opened))
+}
+
 /// Fuses a hybrid search's text side and vector side (best first) with Reciprocal Rank
 /// Fusion (k = 60, `weights` per side): the best `k`, scored by RRF, each marked with
 /// the side(s) that found it.
@@ -1040,6 +1438,27 @@ fn in_fused_order(
         .collect()
 }
 
+/// The dot product of two vectors (the cosine of unit vectors).
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+        .sum()
+}
+
+/// One space's vector side of a hybrid search, for [`MemoryStore::fuse_spaces`].
+#[derive(Debug, Clone)]
+pub(super) struct SpaceSide {
+    /// The space.
+    pub(super) space: usize,
+    /// The query's vector by the space's model.
+    pub(super) vector: Vec<f32>,
+    /// The space's vector side, best first.
+    pub(super) vecs: Vec<Hit>,
+    /// How the space fuses its cosines with the text evidence (its model's lift).
+    pub(super) fusion: Fusion,
+}
+
 /// Little-endian `f32`s of a vector blob.
 fn floats(blob: &[u8]) -> Vec<f32> {
     blob.chunks_exact(4)
@@ -1055,9 +1474,9 @@ enum VecChange {
     Deleted(i64),
 }
 
-/// Writes chunks' vectors to `chunks_vec` and their int8 codes to `chunks_codes`, or
-/// deletes both, inside the caller's transaction, and remembers the changes for the
-/// in-memory copy ([`MemoryStore::after_commit`]).
+/// Writes chunks' vectors to a space's `vec0` table and their int8 codes to its codes
+/// table, or deletes both, inside the caller's transaction, and remembers the changes for
+/// the in-memory copy ([`MemoryStore::after_commit`]).
 struct VecWriter<'t> {
     insert: rusqlite::Statement<'t>,
     delete: rusqlite::Statement<'t>,
@@ -1067,13 +1486,17 @@ struct VecWriter<'t> {
 }
 
 impl<'t> VecWriter<'t> {
-    fn new(tx: &'t rusqlite::Transaction<'_>) -> Result<Self, StoreError> {
+    fn new(tx: &'t rusqlite::Transaction<'_>, space: &Space) -> Result<Self, StoreError> {
+        let (v, c) = (&space.vec_table, &space.codes_table);
         Ok(VecWriter {
-            insert: tx.prepare("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
-            delete: tx.prepare("DELETE FROM chunks_vec WHERE rowid = ?1")?,
-            insert_codes: tx
-                .prepare("INSERT INTO chunks_codes (id, scale, codes) VALUES (?1, ?2, ?3)")?,
-            delete_codes: tx.prepare("DELETE FROM chunks_codes WHERE id = ?1")?,
+            insert: tx.prepare(&format!(
+                "INSERT INTO {v} (rowid, embedding) VALUES (?1, ?2)"
+            ))?,
+            delete: tx.prepare(&format!("DELETE FROM {v} WHERE rowid = ?1"))?,
+            insert_codes: tx.prepare(&format!(
+                "INSERT INTO {c} (id, scale, codes) VALUES (?1, ?2, ?3)"
+            ))?,
+            delete_codes: tx.prepare(&format!("DELETE FROM {c} WHERE id = ?1"))?,
             changes: Vec::new(),
         })
     }
@@ -1096,16 +1519,53 @@ impl<'t> VecWriter<'t> {
     }
 }
 
+/// A [`VecWriter`] per space: a chunk's vectors are written to every space, or deleted
+/// from every space, together.
+struct VecWriters<'t>(Vec<VecWriter<'t>>);
+
+impl<'t> VecWriters<'t> {
+    fn new(tx: &'t rusqlite::Transaction<'_>, spaces: &[Space]) -> Result<Self, StoreError> {
+        Ok(VecWriters(
+            spaces
+                .iter()
+                .map(|s| VecWriter::new(tx, s))
+                .collect::<Result<_, _>>()?,
+        ))
+    }
+
+    /// `blobs`: the chunk's normalised vector in each space, in order.
+    fn insert(&mut self, id: i64, blobs: &[Vec<u8>]) -> Result<(), StoreError> {
+        for (w, blob) in self.0.iter_mut().zip(blobs) {
+            w.insert(id, blob)?;
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, id: i64) -> Result<(), StoreError> {
+        for w in &mut self.0 {
+            w.delete(id)?;
+        }
+        Ok(())
+    }
+
+    /// Each space's changes, in order.
+    fn changes(self) -> Vec<Vec<VecChange>> {
+        self.0.into_iter().map(|w| w.changes).collect()
+    }
+}
+
 fn codes_blob(codes: &[i8]) -> Vec<u8> {
     codes.iter().map(|c| c.cast_unsigned()).collect()
 }
 
-/// Fills `chunks_codes` from the float vectors in `chunks_vec` (inside the caller's
-/// transaction): for a database made before the codes, or codes out of step.
-fn fill_codes(conn: &Connection) -> Result<(), StoreError> {
-    let mut read = conn.prepare("SELECT rowid, embedding FROM chunks_vec")?;
-    let mut write =
-        conn.prepare("INSERT INTO chunks_codes (id, scale, codes) VALUES (?1, ?2, ?3)")?;
+/// Fills a space's codes table from the float vectors in its `vec0` table (inside the
+/// caller's transaction): for a database made before the codes, or codes out of step.
+fn fill_codes(conn: &Connection, space: &Space) -> Result<(), StoreError> {
+    let mut read = conn.prepare(&format!("SELECT rowid, embedding FROM {}", space.vec_table))?;
+    let mut write = conn.prepare(&format!(
+        "INSERT INTO {} (id, scale, codes) VALUES (?1, ?2, ?3)",
+        space.codes_table
+    ))?;
     let mut rows = read.query([])?;
     while let Some(row) = rows.next()? {
         let blob: Vec<u8> = row.get(1)?;

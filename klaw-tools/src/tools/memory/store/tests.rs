@@ -20,6 +20,7 @@ fn chunk(content: &str, v: Vec<f32>) -> NewChunk {
         source: "test".to_string(),
         created_at: Some(1_700_000_000), // 2023-11-14 22:13:20 UTC
         vector: v,
+        more_vectors: Vec::new(),
         context: None,
     }
 }
