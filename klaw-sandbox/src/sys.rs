@@ -105,6 +105,49 @@ pub(crate) fn restrict_before_exec(
     }
 }
 
+/// Whether this kernel gives process file descriptors (`pidfd_open`, Linux 5.3).
+pub(crate) fn pidfds_work() -> bool {
+    rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .is_ok()
+}
+
+/// A process file descriptor of our child `pid` (readable once it has exited).
+pub(crate) fn pidfd(pid: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
+/// Waits until `a` or `b` is readable or hung up; says which are.
+pub(crate) fn poll_two(
+    a: std::os::fd::BorrowedFd<'_>,
+    b: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<(bool, bool)> {
+    use std::os::fd::AsRawFd;
+    let entry = |fd: std::os::fd::BorrowedFd<'_>| libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [entry(a), entry(b)];
+    // SAFETY: `poll` reads and writes the two valid, exclusively borrowed `pollfd`s; the
+    // descriptors are borrowed for the call, so they stay open during it.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let ready = |p: &libc::pollfd| p.revents != 0;
+    Ok((ready(&fds[0]), ready(&fds[1])))
+}
+
 /// The kernel's Landlock ABI version (`ABI::Unsupported` without Landlock), as the
 /// `landlock` crate reads it when it applies a ruleset.
 pub(crate) fn landlock_abi() -> landlock::ABI {
