@@ -188,7 +188,8 @@ pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
 ///
 /// A short-lived child is cloned into the new namespace, its maps are written from
 /// here (as root, no `setgroups` change is needed), the namespace is opened, and the
-/// child is released and reaped.
+/// child is killed (reaped at once if it is gone already, else with this process's
+/// other children: nothing waits for it to be scheduled).
 pub(crate) fn user_namespace(
     uid: (u32, u32),
     gid: (u32, u32),
@@ -241,10 +242,18 @@ pub(crate) fn user_namespace(
         ))?))
     })();
     drop(release_write);
+    // The namespace lives on through the descriptor: the child is killed, and reaped
+    // now if it is already gone, else later with the helper's other children (the
+    // supervisor reaps every one; bubblewrap, which this process may become, reaps
+    // children it does not know) instead of waiting here for it to be scheduled.
     let pid = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
     let mut status = 0;
-    // SAFETY: waits for the child cloned above, writing its status into a valid int.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    // SAFETY: signals and reaps (if it has ended) the child cloned above, which is not
+    // yet reaped, so `pid` is still ours; the status goes into a valid int.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
     result
 }
 
