@@ -73,7 +73,7 @@ pub mod tree {
 #[cfg(target_os = "linux")]
 pub mod unprivileged;
 
-pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, wrap};
+pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, select_known, wrap};
 pub use helper::{helper_beside, helper_main, helper_only_main, run_helper_if_requested};
 pub use policy::{Bwrap, HELPER_ARG, Policy, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]
