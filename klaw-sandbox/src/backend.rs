@@ -419,6 +419,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn nothing_is_known_before_a_probe_has_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-helper");
+        for mode in [Mode::Off, Mode::Landlock, Mode::Bwrap, Mode::Auto] {
+            assert_eq!(select_known(mode, None), None, "{mode}");
+            // No file, so no key to remember an answer under, and no probe ran here.
+            assert_eq!(select_known(mode, Some(&missing)), None, "{mode}");
+        }
+    }
+
+    #[test]
     fn programs_are_found_only_in_absolute_path_entries() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
