@@ -1423,10 +1423,31 @@ fn system_timezone(env: Env<'_>) -> String {
             return zone.iana_name().unwrap_or(tz).to_owned();
         }
     }
-    jiff::tz::TimeZone::try_system()
-        .ok()
-        .and_then(|z| z.iana_name().map(str::to_owned))
+    localtime_link_name()
+        .or_else(|| {
+            jiff::tz::TimeZone::try_system()
+                .ok()
+                .and_then(|z| z.iana_name().map(str::to_owned))
+        })
         .unwrap_or_else(|| "UTC".into())
+}
+
+/// The zone `/etc/localtime` names when it is a link into a zoneinfo directory (its
+/// usual form: `/usr/share/zoneinfo/Europe/Moscow`), as spelled in the time zones
+/// compiled into the engine; `None` for anything else.
+///
+/// The same reading of the link as `jiff::tz::TimeZone::try_system`, without its
+/// database of the system's zones, which lists the whole zoneinfo directory (some 600
+/// files in 22 directories) on first use: every start of the engine paid for that scan.
+fn localtime_link_name() -> Option<String> {
+    const LOCALTIME: &str = "/etc/localtime";
+    let target = std::fs::read_link(LOCALTIME).ok()?;
+    // A link to nothing is not a zone (`try_system` falls back to UTC then too).
+    std::fs::metadata(LOCALTIME).ok()?;
+    let target = target.to_str()?;
+    let name = &target[target.rfind("zoneinfo/")? + "zoneinfo/".len()..];
+    let zone = jiff::tz::TimeZoneDatabase::bundled().get(name).ok()?;
+    zone.iana_name().map(str::to_owned)
 }
 
 #[cfg(test)]

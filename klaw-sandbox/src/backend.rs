@@ -89,6 +89,21 @@ pub fn select(mode: Mode, helper: Option<&Path>) -> Result<Backend, Error> {
     }
 }
 
+/// The backend [`select`] would pick for `mode`, when that is known without running a
+/// probe: answered earlier in this process, or remembered on disk (a few small file
+/// reads). `None` when choosing would run one; then call [`select`] (off the async
+/// threads). Lets a short-lived process start its first command without handing the
+/// choice to another thread.
+pub fn select_known(mode: Mode, helper: Option<&Path>) -> Option<Backend> {
+    let helper = helper?;
+    match mode {
+        Mode::Off => known_helper(helper, false).then(|| Backend::Supervised(helper.into())),
+        Mode::Landlock => known_helper(helper, true).then(|| Backend::Landlock(helper.into())),
+        // `auto` takes bubblewrap whenever it works.
+        Mode::Bwrap | Mode::Auto => known_bwrap(helper).map(Backend::Bwrap),
+    }
+}
+
 /// Which sandbox `mode` gives on this machine, for `doctor`: `Ok(description)` or
 /// `Err(why commands are refused)`.
 pub fn describe(mode: Mode, helper: Option<&Path>) -> Result<String, String> {
@@ -112,22 +127,11 @@ pub fn describe(mode: Mode, helper: Option<&Path>) -> Result<String, String> {
 /// Whether bubblewrap, started by `helper` with the seccomp filter, runs a command
 /// here, and how (cached per helper).
 pub(crate) fn probe_bwrap(helper: &Path) -> Result<Bwrap, String> {
-    static PROBES: Probes<PathBuf, Result<Bwrap, String>> = OnceLock::new();
-    cached(&PROBES, helper.to_path_buf(), || {
-        // Remembered across processes (see `remembered`), keyed by both programs.
+    cached(&BWRAP_PROBES, helper.to_path_buf(), || {
         #[cfg(target_os = "linux")]
-        let key = {
-            let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
-            find_program("bwrap", &path)
-                .and_then(|bwrap| crate::remembered::key("bwrap", &[helper, &bwrap]))
-        };
+        let key = bwrap_key(helper);
         #[cfg(target_os = "linux")]
-        if let Some(bwrap) = key
-            .as_deref()
-            .and_then(crate::remembered::recall)
-            .and_then(|text| serde_json::from_str::<Bwrap>(&text).ok())
-            .filter(|b| b.helper == helper)
-        {
+        if let Some(bwrap) = key.as_deref().and_then(|k| recall_bwrap(k, helper)) {
             return Ok(bwrap);
         }
         let result = run_bwrap_probe(helper);
@@ -143,6 +147,86 @@ pub(crate) fn probe_bwrap(helper: &Path) -> Result<Bwrap, String> {
 
 /// Probe results by key, computed once per process.
 type Probes<K, V> = OnceLock<Mutex<HashMap<K, V>>>;
+
+/// [`probe_bwrap`]'s answers, per helper.
+static BWRAP_PROBES: Probes<PathBuf, Result<Bwrap, String>> = OnceLock::new();
+
+/// [`probe_helper`]'s answers, per helper and question (with Landlock or not).
+static HELPER_PROBES: Probes<(PathBuf, bool), Result<(), String>> = OnceLock::new();
+
+/// The key under which bubblewrap's answer for `helper` is remembered across processes
+/// (see `remembered`): both programs' files are part of it.
+#[cfg(target_os = "linux")]
+fn bwrap_key(helper: &Path) -> Option<String> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+    find_program("bwrap", &path)
+        .and_then(|bwrap| crate::remembered::key("bwrap", &[helper, &bwrap]))
+}
+
+/// bubblewrap's remembered answer under `key`, if it is for `helper`.
+#[cfg(target_os = "linux")]
+fn recall_bwrap(key: &str, helper: &Path) -> Option<Bwrap> {
+    crate::remembered::recall(key)
+        .and_then(|text| serde_json::from_str::<Bwrap>(&text).ok())
+        .filter(|b| b.helper == helper)
+}
+
+/// The key under which [`probe_helper`]'s answer is remembered across processes.
+#[cfg(target_os = "linux")]
+fn helper_key(helper: &Path, landlock: bool) -> Option<String> {
+    let what = if landlock {
+        "helper landlock"
+    } else {
+        "helper"
+    };
+    crate::remembered::key(what, &[helper])
+}
+
+/// The answer in this process's cache under `key`, if there is one.
+fn cached_answer<K: std::hash::Hash + Eq, V: Clone>(
+    cache: &'static Probes<K, V>,
+    key: &K,
+) -> Option<V> {
+    cache
+        .get()?
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(key)
+        .cloned()
+}
+
+/// Whether bubblewrap is known to work through `helper` without a probe (see
+/// [`select_known`]); a remembered answer is kept for this process too.
+fn known_bwrap(helper: &Path) -> Option<Bwrap> {
+    if let Some(answer) = cached_answer(&BWRAP_PROBES, &helper.to_path_buf()) {
+        return answer.ok();
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let bwrap = bwrap_key(helper).and_then(|k| recall_bwrap(&k, helper))?;
+        cached(&BWRAP_PROBES, helper.to_path_buf(), || Ok(bwrap.clone())).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Whether `helper` is known to act as the helper (with `landlock`, to apply Landlock)
+/// without a probe (see [`select_known`]); a remembered answer is kept for this process.
+fn known_helper(helper: &Path, landlock: bool) -> bool {
+    let key = (helper.to_path_buf(), landlock);
+    if let Some(answer) = cached_answer(&HELPER_PROBES, &key) {
+        return answer.is_ok();
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let remembered = helper_key(helper, landlock)
+            .and_then(|k| crate::remembered::recall(&k))
+            .is_some_and(|text| text == PROBE_OK);
+        remembered && cached(&HELPER_PROBES, key, || Ok(())).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
 
 /// The result for `key` in `cache`, computed by `probe` the first time. The lock is not
 /// held while probing (a probe runs processes), so two first callers may both probe.
@@ -228,18 +312,10 @@ pub fn find_program(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 /// Whether `helper` acts as the sandbox helper and (with `landlock`) can apply
 /// Landlock + seccomp here (cached per helper).
 pub(crate) fn probe_helper(helper: &Path, landlock: bool) -> Result<(), String> {
-    static PROBES: Probes<(PathBuf, bool), Result<(), String>> = OnceLock::new();
-    cached(&PROBES, (helper.to_path_buf(), landlock), || {
+    cached(&HELPER_PROBES, (helper.to_path_buf(), landlock), || {
         // Remembered across processes (see `remembered`).
         #[cfg(target_os = "linux")]
-        let key = crate::remembered::key(
-            if landlock {
-                "helper landlock"
-            } else {
-                "helper"
-            },
-            &[helper],
-        );
+        let key = helper_key(helper, landlock);
         #[cfg(target_os = "linux")]
         if key
             .as_deref()
@@ -342,6 +418,17 @@ pub fn wrap(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nothing_is_known_before_a_probe_has_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-helper");
+        for mode in [Mode::Off, Mode::Landlock, Mode::Bwrap, Mode::Auto] {
+            assert_eq!(select_known(mode, None), None, "{mode}");
+            // No file, so no key to remember an answer under, and no probe ran here.
+            assert_eq!(select_known(mode, Some(&missing)), None, "{mode}");
+        }
+    }
 
     #[test]
     fn programs_are_found_only_in_absolute_path_entries() {

@@ -307,13 +307,15 @@ fn ruleset(policy: &HelperPolicy) -> Result<RulesetCreated, String> {
 
 /// Empties the capability bounding set, as far as this process may (it takes
 /// `CAP_SETPCAP`; an unprivileged user has nothing to drop).
+///
+/// One `PR_CAPBSET_DROP` per capability (dropping one that is not in the set succeeds),
+/// and none after the first refused for want of `CAP_SETPCAP`: every other would be
+/// refused too.
 pub(crate) fn drop_bounding_set() {
-    use rustix::thread::{
-        CapabilitySet, capability_is_in_bounding_set, remove_capability_from_bounding_set,
-    };
+    use rustix::thread::{CapabilitySet, remove_capability_from_bounding_set};
     for cap in CapabilitySet::all().iter() {
-        if capability_is_in_bounding_set(cap).unwrap_or(false) {
-            let _ = remove_capability_from_bounding_set(cap);
+        if remove_capability_from_bounding_set(cap) == Err(rustix::io::Errno::PERM) {
+            break;
         }
     }
 }

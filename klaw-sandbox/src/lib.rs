@@ -9,8 +9,9 @@
 //! | `auto` | bwrap if it works, else Landlock; **fails closed** if neither works |
 //! | `off` | the helper without restrictions (it still ends the whole tree), or, if the helper is missing, the command alone in its own process group |
 //!
-//! How to run a command: [`select`] the backend for a mode once (it probes), [`wrap`]
-//! the command line for it, start the program it gives, and end it with
+//! How to run a command: [`select`] the backend for a mode once (it probes; where the
+//! answer is already known, [`select_known`] gives it without a probe), [`wrap`] the
+//! command line for it, start the program it gives, and end it with
 //! [`tree::kill_tree`]. The helper is a program started with [`HELPER_ARG`]: a copy of
 //! the calling program (every program that runs commands calls
 //! [`run_helper_if_requested`] first in `main`), or a small binary beside it that does
@@ -79,7 +80,7 @@ pub mod tree {
 #[cfg(target_os = "linux")]
 pub mod unprivileged;
 
-pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, wrap};
+pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, select_known, wrap};
 pub use helper::{
     helper_beside, helper_main, helper_only_main, run_helper_if_requested, serve_main,
 };

@@ -74,17 +74,22 @@ pub(crate) fn supervise(
     };
     let program = args.next().ok_or("no command given")?;
     // Our stdin is a pipe the engine holds open: end of file means the engine is gone
-    // (or dropped the command, e.g. on timeout), so end the whole tree.
-    std::thread::spawn(|| {
-        use std::io::Read;
-        let mut buf = [0_u8; 64];
-        while let Ok(n) = std::io::stdin().read(&mut buf) {
-            if n == 0 {
-                break;
+    // (or dropped the command, e.g. on timeout), so end the whole tree. Watched beside
+    // the command's exit by one `poll` (below) where the kernel has pidfds (Linux 5.3),
+    // else by a thread: no thread to start, and none to wake before this process ends.
+    let pidfds = crate::sys::pidfds_work();
+    if !pidfds {
+        std::thread::spawn(|| {
+            use std::io::Read;
+            let mut buf = [0_u8; 64];
+            while let Ok(n) = std::io::stdin().read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
             }
-        }
-        leave(if end_the_tree() { 137 } else { UNPROVEN });
-    });
+            leave(lifeline_ended());
+        });
+    }
     // As root, the command becomes PID 1 of a PID namespace of its own: when it ends,
     // the kernel ends every process left in it, however fast they move to new PIDs.
     // (Elsewhere the walk in `end_the_tree` does what it can, and says when it could
@@ -110,10 +115,18 @@ pub(crate) fn supervise(
         crate::sys::restrict_before_exec(&mut command, prepared, false);
         report
     });
-    let status = command.status();
+    let child = command.spawn();
     // The ruleset and the report's write end, held by the hook, are closed here (so
     // reading the report below cannot block).
     drop(command);
+    let status = match child {
+        Ok(child) if pidfds => match wait_or_lifeline(child) {
+            Some(status) => Ok(status),
+            None => return Ok(lifeline_ended()),
+        },
+        Ok(mut child) => child.wait(),
+        Err(e) => Err(e),
+    };
     let code = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
@@ -152,6 +165,38 @@ pub(crate) fn leave(code: u8) -> ! {
         let _ = rustix::io::write(status, &[code]);
     }
     std::process::exit(i32::from(code))
+}
+
+/// Waits for `child` to exit while watching the lifeline on stdin: its status, or `None`
+/// once the lifeline ended (the engine is gone or dropped the command).
+fn wait_or_lifeline(mut child: std::process::Child) -> Option<std::process::ExitStatus> {
+    use std::os::fd::AsFd;
+    // No pidfd after all (no descriptor left): no thread watches the lifeline either,
+    // so the command is not left to outlive the engine; it is ended with its tree.
+    let Ok(pidfd) = crate::sys::pidfd(child.id()) else {
+        return None;
+    };
+    loop {
+        match crate::sys::poll_two(std::io::stdin().as_fd(), pidfd.as_fd()) {
+            Ok((_, true)) => return child.wait().ok(),
+            Ok((true, false)) => {
+                use std::io::Read;
+                let mut buf = [0_u8; 64];
+                if !matches!(std::io::stdin().read(&mut buf), Ok(n) if n > 0) {
+                    return None;
+                }
+            }
+            Ok((false, false)) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Ends the whole tree once the lifeline ended: the helper's exit code, 137 (killed) or
+/// [`UNPROVEN`] when some process kept moving to new process ids.
+fn lifeline_ended() -> u8 {
+    if end_the_tree() { 137 } else { UNPROVEN }
 }
 
 /// The Landlock probe: a child applies the restrictions, then exits instead of running

@@ -105,6 +105,49 @@ pub(crate) fn restrict_before_exec(
     }
 }
 
+/// Whether this kernel gives process file descriptors (`pidfd_open`, Linux 5.3).
+pub(crate) fn pidfds_work() -> bool {
+    rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .is_ok()
+}
+
+/// A process file descriptor of our child `pid` (readable once it has exited).
+pub(crate) fn pidfd(pid: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
+/// Waits until `a` or `b` is readable or hung up; says which are.
+pub(crate) fn poll_two(
+    a: std::os::fd::BorrowedFd<'_>,
+    b: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<(bool, bool)> {
+    use std::os::fd::AsRawFd;
+    let entry = |fd: std::os::fd::BorrowedFd<'_>| libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [entry(a), entry(b)];
+    // SAFETY: `poll` reads and writes the two valid, exclusively borrowed `pollfd`s; the
+    // descriptors are borrowed for the call, so they stay open during it.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let ready = |p: &libc::pollfd| p.revents != 0;
+    Ok((ready(&fds[0]), ready(&fds[1])))
+}
+
 /// The kernel's Landlock ABI version (`ABI::Unsupported` without Landlock), as the
 /// `landlock` crate reads it when it applies a ruleset.
 pub(crate) fn landlock_abi() -> landlock::ABI {
@@ -175,7 +218,8 @@ pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
 ///
 /// A short-lived child is cloned into the new namespace, its maps are written from
 /// here (as root, no `setgroups` change is needed), the namespace is opened, and the
-/// child is released and reaped.
+/// child is killed (reaped at once if it is gone already, else with this process's
+/// other children: nothing waits for it to be scheduled).
 pub(crate) fn user_namespace(
     uid: (u32, u32),
     gid: (u32, u32),
@@ -228,10 +272,18 @@ pub(crate) fn user_namespace(
         ))?))
     })();
     drop(release_write);
+    // The namespace lives on through the descriptor: the child is killed, and reaped
+    // now if it is already gone, else later with the helper's other children (the
+    // supervisor reaps every one; bubblewrap, which this process may become, reaps
+    // children it does not know) instead of waiting here for it to be scheduled.
     let pid = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
     let mut status = 0;
-    // SAFETY: waits for the child cloned above, writing its status into a valid int.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    // SAFETY: signals and reaps (if it has ended) the child cloned above, which is not
+    // yet reaped, so `pid` is still ours; the status goes into a valid int.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
     result
 }
 

@@ -270,18 +270,22 @@ pub(crate) struct Exit {
     pub(crate) unproven: bool,
 }
 
-/// Chooses the sandbox for this context, off the async threads (the first call probes).
+/// Chooses the sandbox for this context: here when the answer is known (this process
+/// chose before, or the probe's success is remembered), else off the async threads (the
+/// first call probes).
 pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
     let mode = ShellSettings::of(ctx).sandbox;
     let helper = SandboxHelper::for_context(ctx);
-    tokio::task::spawn_blocking(move || {
-        // Once per process, off the async threads: what killed engines left in /tmp.
-        super::scratch::sweep_once();
-        klaw_sandbox::select(mode, helper.as_deref())
-    })
-    .await
-    .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
-    .map_err(sandbox::tool_error)
+    // Once per process, off the async threads and beside the command: what killed
+    // engines left in /tmp.
+    super::scratch::sweep_in_background();
+    if let Some(known) = klaw_sandbox::select_known(mode, helper.as_deref()) {
+        return Ok(known);
+    }
+    tokio::task::spawn_blocking(move || klaw_sandbox::select(mode, helper.as_deref()))
+        .await
+        .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
+        .map_err(sandbox::tool_error)
 }
 
 /// Starts `job` under `backend` with the context's policy.

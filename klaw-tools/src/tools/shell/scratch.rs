@@ -52,6 +52,13 @@ impl CommandTmp {
 impl Drop for CommandTmp {
     fn drop(&mut self) {
         let path = std::mem::take(&mut self.path);
+        // Left empty (the usual case): one `rmdir`, here. Anything else is removed off
+        // the async threads.
+        match std::fs::remove_dir(&path) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(_) => {}
+        }
         // Off the async threads where there are some: processes of a tree that was just
         // killed may still be exiting (and writing), so removal retries for a moment.
         match tokio::runtime::Handle::try_current() {
@@ -194,10 +201,13 @@ fn still_running(tag: &str) -> bool {
 }
 
 /// Removes what engines that are gone left in the system's temporary directory, once
-/// per process (blocking: call it off the async threads).
-pub(crate) fn sweep_once() {
+/// per process, on the blocking pool (nothing waits for it: it touches only directories
+/// of engines that no longer run). Call it inside the runtime.
+pub(crate) fn sweep_in_background() {
     static SWEPT: OnceLock<()> = OnceLock::new();
-    SWEPT.get_or_init(|| sweep(&std::env::temp_dir()));
+    SWEPT.get_or_init(|| {
+        drop(tokio::task::spawn_blocking(|| sweep(&std::env::temp_dir())));
+    });
 }
 
 /// Removes from `parent` the command directories of engines that no longer run (this
