@@ -246,10 +246,10 @@ fn parent_of(pid: i32) -> Option<i32> {
         .ok()
 }
 
-/// The sandbox server a command of `kit` runs under (its topmost ancestor that is
-/// `<helper> __klaw-sandbox-serve`; the supervisor between them is a fork of it, with
-/// its command line), found from the host's `/proc` while a `process` job runs.
-async fn server_of(kit: &Kit) -> Option<i32> {
+/// Starts a `process` job sleeping under a marker and waits until it runs: its job id,
+/// the marker, and the ancestors of its command (nearest first) whose command line is
+/// the sandbox server's (the served supervisor, then the server).
+async fn sleeping_job(kit: &Kit) -> (String, String, Vec<i32>) {
     let tag = marker();
     let r = process(
         kit,
@@ -266,15 +266,26 @@ async fn server_of(kit: &Kit) -> Option<i32> {
         })
         .await
     );
-    let mut server = None;
+    let mut serving = Vec::new();
     let mut at = pid;
     while let Some(p) = at.filter(|p| *p > 1) {
         let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
         if String::from_utf8_lossy(&cmdline).contains(klaw_sandbox::SERVE_ARG) {
-            server = Some(p);
+            serving.push(p);
         }
         at = parent_of(p);
     }
+    (id, tag, serving)
+}
+
+/// The sandbox server a command of `kit` runs under (its topmost ancestor that is
+/// `<helper> __klaw-sandbox-serve`; the supervisor between them is a fork of it, with
+/// its command line), found from the host's `/proc` while a `process` job runs.
+async fn server_of(kit: &Kit) -> Option<i32> {
+    let (id, _, serving) = sleeping_job(kit).await;
+    // The outermost: the supervisor between the command and the server carries the
+    // server's command line too.
+    let server = serving.last().copied();
     process(kit, json!({"action": "kill", "processId": id}))
         .await
         .unwrap();
@@ -393,33 +404,9 @@ async fn a_killed_supervisors_tree_is_ended(mode: SandboxMode) {
         return;
     }
     let Some(kit) = kit(mode) else { return };
-    let tag = marker();
-    let r = process(
-        &kit,
-        json!({"action": "start", "command": ["sh", "-c", format!("sleep 1000.{tag}; true")]}),
-    )
-    .await
-    .unwrap();
-    let id = r["process"]["processId"].as_str().unwrap().to_owned();
-    let mut pid = None;
-    assert!(
-        eventually(|| {
-            pid = live_with(&format!("sleep 1000.{tag}")).into_iter().min();
-            pid.is_some()
-        })
-        .await
-    );
     // The supervisor: the command's nearest ancestor with the server's command line.
-    let mut supervisor = None;
-    let mut at = pid;
-    while let Some(p) = at.filter(|p| *p > 1) {
-        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(klaw_sandbox::SERVE_ARG) {
-            supervisor = Some(p);
-            break;
-        }
-        at = parent_of(p);
-    }
+    let (id, tag, serving) = sleeping_job(&kit).await;
+    let supervisor = serving.first().copied();
     let supervisor = supervisor.expect("a served command has a supervisor");
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(supervisor).unwrap(),
