@@ -86,7 +86,7 @@ pub use helper::{
 };
 pub use policy::{Bwrap, HELPER_ARG, Policy, SERVE_ARG, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]
-pub use server::{ServedCommand, Server, Started};
+pub use server::{ServedCommand, Server, SpawnError, Started};
 #[cfg(target_os = "linux")]
 pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
 

@@ -202,10 +202,15 @@ impl Server {
         size < MAX_REQUEST / 2
     }
 
-    /// Starts `command` in this server's sandbox. An error means the command did not
-    /// start, or, if the server died while starting it, that it is ending (its lifeline
-    /// is closed here); either way the server should not be used again.
-    pub fn spawn(&self, command: &ServedCommand<'_>) -> io::Result<Started> {
+    /// Starts `command` in this server's sandbox. On an error the server should not be
+    /// used again; [`SpawnError::delivered`] says whether the command may have started
+    /// (the server took it, then died or did not answer: its lifeline is closed here, so
+    /// whatever started is ending), in which case it must not be run again elsewhere.
+    pub fn spawn(&self, command: &ServedCommand<'_>) -> Result<Started, SpawnError> {
+        let before = |error| SpawnError {
+            error,
+            delivered: false,
+        };
         use rustix::pipe::{PipeFlags, pipe_with};
         let request = Request {
             argv: command.argv.to_vec(),
@@ -214,14 +219,19 @@ impl Server {
             stdin: command.stdin.map(Path::to_path_buf),
             env: command.env.clone(),
         };
-        let json = serde_json::to_vec(&request).map_err(io::Error::other)?;
+        let json = serde_json::to_vec(&request)
+            .map_err(io::Error::other)
+            .map_err(before)?;
         if json.len() > MAX_REQUEST {
-            return Err(io::Error::other("the command is too long to be served"));
+            return Err(before(io::Error::other(
+                "the command is too long to be served",
+            )));
         }
-        let (lifeline_read, lifeline) = pipe_with(PipeFlags::CLOEXEC)?;
-        let (stdout, stdout_write) = pipe_with(PipeFlags::CLOEXEC)?;
-        let (stderr, stderr_write) = pipe_with(PipeFlags::CLOEXEC)?;
-        let (status, status_write) = pipe_with(PipeFlags::CLOEXEC)?;
+        let pipe = || pipe_with(PipeFlags::CLOEXEC).map_err(|e| before(e.into()));
+        let (lifeline_read, lifeline) = pipe()?;
+        let (stdout, stdout_write) = pipe()?;
+        let (stderr, stderr_write) = pipe()?;
+        let (status, status_write) = pipe()?;
         let socket = self.socket.lock().unwrap_or_else(PoisonError::into_inner);
         let fds = [
             lifeline_read.as_fd(),
@@ -229,10 +239,16 @@ impl Server {
             stderr_write.as_fd(),
             status_write.as_fd(),
         ];
-        send(&socket, &json, &fds)?;
+        // A message on a sequenced-packet socket arrives whole or not at all: an error
+        // here means the server never got the command.
+        send(&socket, &json, &fds).map_err(before)?;
         // Our copies of the command's ends: only the supervisor holds them now.
         drop((lifeline_read, stdout_write, stderr_write, status_write));
-        let answer = receive_answer(&socket)?;
+        let after = |error| SpawnError {
+            error,
+            delivered: true,
+        };
+        let answer = receive_answer(&socket).map_err(after)?;
         drop(socket);
         match (answer.pid, answer.error) {
             (Some(pid), None) => Ok(Started {
@@ -242,10 +258,22 @@ impl Server {
                 stderr,
                 status,
             }),
-            (_, Some(e)) => Err(io::Error::other(e)),
-            (None, None) => Err(io::Error::other("the sandbox server gave no pid")),
+            // The server's own refusal (an invalid request, a failed fork): nothing ran.
+            (_, Some(e)) => Err(before(io::Error::other(e))),
+            (None, None) => Err(after(io::Error::other("the sandbox server gave no pid"))),
         }
     }
+}
+
+/// Why [`Server::spawn`] did not start a command.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct SpawnError {
+    /// What went wrong.
+    pub error: io::Error,
+    /// Whether the server had taken the command when it failed: it may have started,
+    /// so it must not be run again.
+    pub delivered: bool,
 }
 
 impl Drop for Server {
@@ -545,5 +573,71 @@ fn reap(live: &mut Vec<(rustix::process::Pid, OwnedFd)>, exited: &[bool]) {
             }
         }
         while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in server (Python, on the real socket `s`): runs `first`, answers
+    /// "ready", then runs `then`.
+    fn fake_server(dir: &Path, name: &str, first: &str, then: &str) -> PathBuf {
+        let path = dir.join(name);
+        let script = format!(
+            "#!/usr/bin/python3\nimport os, socket\ns = socket.socket(fileno=0)\n\
+             {first}\ns.send(b'{{}}')\n{then}\n"
+        );
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn spawn_through(helper: PathBuf, workspace: &Path) -> Result<Started, SpawnError> {
+        let server = Server::start(&Backend::Supervised(helper), workspace, &[], false).unwrap();
+        let argv = ["true".to_owned()];
+        server.spawn(&ServedCommand {
+            argv: &argv,
+            cwd: workspace,
+            tmp: None,
+            stdin: None,
+            env: Vec::new(),
+        })
+    }
+
+    /// A server that took the command and died before answering may have started it:
+    /// the error says so, so the engine does not run it a second time; one that died
+    /// before taking it did not, and the command may go elsewhere.
+    #[test]
+    fn a_command_the_server_took_is_not_reported_as_unstarted() {
+        if !Path::new("/usr/bin/python3").exists() {
+            eprintln!("skipped: no /usr/bin/python3 for the stand-in server");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let taken = dir.path().join("taken");
+        let after = fake_server(
+            dir.path(),
+            "after",
+            "pass",
+            &format!(
+                "s.recvmsg(200000, socket.CMSG_SPACE(16))\nopen({:?}, 'w').close()\nos._exit(0)",
+                taken.display().to_string()
+            ),
+        );
+        let e = spawn_through(after, dir.path()).unwrap_err();
+        assert!(e.delivered, "{e}");
+        assert!(taken.exists());
+
+        // It stops receiving before it says it is ready: the command cannot reach it.
+        let before = fake_server(
+            dir.path(),
+            "before",
+            "s.shutdown(socket.SHUT_RD)",
+            "os._exit(0)",
+        );
+        let e = spawn_through(before, dir.path()).unwrap_err();
+        assert!(!e.delivered, "{e}");
     }
 }

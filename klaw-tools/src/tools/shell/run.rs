@@ -350,6 +350,15 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
                 }));
                 return served(ctx, backend, started, tmp);
             }
+            // The server took the command and then failed: it may have run (and is being
+            // ended), so it is not run a second time.
+            Some(Err(e)) if e.delivered => {
+                return Err(ToolError::failed(
+                    "the sandbox ended while starting the command, which may have started \
+                     and was stopped; it was not run again (run it again if it is safe to)",
+                )
+                .with_detail(e));
+            }
             Some(Err(e)) => tracing::warn!(
                 target: "klaw::shell",
                 error = %e,

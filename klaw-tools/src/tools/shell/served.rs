@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use klaw_sandbox::{Backend, Policy, ServedCommand, Server, Started};
+use klaw_sandbox::{Backend, Policy, ServedCommand, Server, SpawnError, Started};
 
 use super::scratch::CommandTmp;
 use super::settings::SandboxServer;
@@ -83,19 +83,24 @@ impl Servers {
     /// Starts `command` through the server of `backend` and `policy`, starting the
     /// server first if there is none (or it died). `None` when the command is not to be
     /// served ([`Server::serves`], a command too long for one message); an
-    /// error when no server could start it (the caller runs it the one-shot way).
+    /// error when no server could start it: the caller runs it the one-shot way unless
+    /// [`SpawnError::delivered`] (it may have started: it must not run twice).
     pub(crate) fn spawn(
         &self,
         backend: &Backend,
         policy: &Policy,
         command: &ServedCommand<'_>,
-    ) -> Option<std::io::Result<Started>> {
+    ) -> Option<Result<Started, SpawnError>> {
+        let failed = |error| SpawnError {
+            error,
+            delivered: false,
+        };
         if !Server::serves(backend) || !Server::fits(command) {
             return None;
         }
         let identity = match std::fs::metadata(&policy.workspace) {
             Ok(m) => (m.dev(), m.ino()),
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Some(Err(failed(e))),
         };
         let key = Key {
             backend: format!("{backend:?}"),
@@ -105,18 +110,22 @@ impl Servers {
             network: policy.network,
         };
         // Twice at most: a kept server may have died since its last command (then it is
-        // forgotten, and one new server gets the command).
+        // forgotten, and one new server gets the command) — unless it had taken the
+        // command, which may have started.
         let mut last = None;
         for _ in 0..2 {
             let server = match self.server(&key, backend, policy) {
                 Ok(Some(s)) => s,
                 Ok(None) => return None,
-                Err(e) => return Some(Err(e)),
+                Err(e) => return Some(Err(failed(e))),
             };
             match server.spawn(command) {
                 Ok(started) => return Some(Ok(started)),
                 Err(e) => {
                     self.forget(&key, &server);
+                    if e.delivered {
+                        return Some(Err(e));
+                    }
                     last = Some(e);
                 }
             }
