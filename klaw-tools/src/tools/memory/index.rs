@@ -514,12 +514,14 @@ impl Index {
             v.pop()
                 .ok_or_else(|| EmbedError::Inference("no vector for the query".into()).into())
         };
-        // every model's query vector, each on a thread of its own while `meanwhile` runs
-        // here (without a thread, the OS refused one: one after the other)
-        let embed_all = |meanwhile: &dyn Fn() -> Result<Vec<Hit>, MemoryError>| {
+        // Every model's query vector, each on a thread of its own while `meanwhile` runs
+        // here; with nothing to do meanwhile, the first model's on this thread (without a
+        // thread, the OS refused one: one after the other).
+        type Meanwhile<'a> = &'a dyn Fn() -> Result<Vec<Hit>, MemoryError>;
+        let embed_all = |meanwhile: Option<Meanwhile<'_>>| {
+            let here = usize::from(meanwhile.is_none()).min(self.models.len());
             std::thread::scope(|s| {
-                let handles: Vec<_> = self
-                    .models
+                let handles: Vec<_> = self.models[here..]
                     .iter()
                     .map(|m| {
                         std::thread::Builder::new()
@@ -527,16 +529,18 @@ impl Index {
                             .ok()
                     })
                     .collect();
-                let other = meanwhile();
-                let vectors = handles
-                    .into_iter()
-                    .zip(&self.models)
-                    .map(|(h, m)| match h {
-                        Some(handle) => handle
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                        None => embed(m),
-                    })
+                let other = meanwhile.map(|f| f());
+                let vectors = self.models[..here]
+                    .iter()
+                    .map(embed)
+                    .chain(handles.into_iter().zip(&self.models[here..]).map(|(h, m)| {
+                        match h {
+                            Some(handle) => handle
+                                .join()
+                                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                            None => embed(m),
+                        }
+                    }))
                     .collect::<Result<Vec<_>, _>>();
                 (vectors, other)
             })
@@ -544,8 +548,7 @@ impl Index {
         match mode {
             SearchMode::Text => Ok(self.store().search_text_in(query, k, period)?),
             SearchMode::Vector => {
-                let (vectors, _) = embed_all(&|| Ok(Vec::new()));
-                let vectors = vectors?;
+                let vectors = embed_all(None).0?;
                 let store = self.store();
                 if let [v] = vectors.as_slice() {
                     return Ok(store.search_vector_in(v, k, period)?);
@@ -554,9 +557,10 @@ impl Index {
             }
             SearchMode::Hybrid => {
                 let depth = fusion.depth(k);
-                let (vectors, text) =
-                    embed_all(&|| Ok(self.store().hybrid_text_side(query, depth, period)?));
-                let (vectors, text) = (vectors?, text?);
+                let (vectors, text) = embed_all(Some(&|| {
+                    Ok(self.store().hybrid_text_side(query, depth, period)?)
+                }));
+                let (vectors, text) = (vectors?, text.transpose()?.unwrap_or_default());
                 let store = self.store();
                 let mut sides = Vec::with_capacity(vectors.len());
                 for (space, vector) in vectors.into_iter().enumerate() {
