@@ -9,6 +9,12 @@ use std::path::Path;
 
 use crate::policy::{Bwrap, Policy, SYSTEM_DIRS};
 
+/// Where a command's private `/tmp` is.
+pub(crate) const TMP_DIR: &str = "/tmp";
+
+/// Where a command's private POSIX shared memory is.
+pub(crate) const SHM_DIR: &str = "/dev/shm";
+
 /// The size of a command's private `/tmp` (a tmpfs, so memory): 512 MiB.
 pub(crate) const TMP_SIZE: u64 = 512 << 20;
 
@@ -17,7 +23,7 @@ pub(crate) const TMP_SIZE: u64 = 512 << 20;
 pub(crate) const SHM_SIZE: u64 = 64 << 20;
 
 /// Parts of /proc bound read-only (the ones runc and Docker make read-only).
-const PROC_READ_ONLY: &[&str] = &[
+pub(crate) const PROC_READ_ONLY: &[&str] = &[
     "/proc/sys",
     "/proc/sysrq-trigger",
     "/proc/irq",
@@ -39,7 +45,7 @@ const PROC_MASKED: &[&str] = &[
 
 /// The [`PROC_MASKED`] files this kernel has (looked up once: bwrap cannot bind over a
 /// file that does not exist).
-fn proc_masked() -> &'static [&'static str] {
+pub(crate) fn proc_masked() -> &'static [&'static str] {
     static FOUND: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     FOUND.get_or_init(|| {
         PROC_MASKED
@@ -116,7 +122,7 @@ pub(crate) fn args(
     push(&[&"--dev", &"/dev"]);
     // /tmp and /dev/shm are tmpfs, so in memory: bounded (a bubblewrap without
     // `--size` fails the probe, so it is not used).
-    for (dir, size) in [("/tmp", TMP_SIZE), ("/dev/shm", SHM_SIZE)] {
+    for (dir, size) in [(TMP_DIR, TMP_SIZE), (SHM_DIR, SHM_SIZE)] {
         push(&[&"--size", &size.to_string(), &"--tmpfs", &dir]);
     }
     push(&[&"--bind", &policy.workspace, &policy.workspace]);

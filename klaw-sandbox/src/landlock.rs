@@ -322,7 +322,7 @@ pub(crate) fn drop_bounding_set() {
 
 /// Drops every capability (bounding, ambient, effective, permitted, inheritable). Only
 /// system calls, no allocation: it runs in the forked child.
-fn drop_capabilities() -> std::io::Result<()> {
+pub(crate) fn drop_capabilities() -> std::io::Result<()> {
     use rustix::thread::{
         CapabilitySet, CapabilitySets, clear_ambient_capability_set, set_capabilities,
     };

@@ -19,7 +19,8 @@
 //!
 //! A serving engine, which runs many commands, may keep one long-lived helper per
 //! workspace and policy instead ([`Server`]): it does the set-up once and forks a
-//! supervisor per command (Landlock and `off`; bubblewrap stays per command).
+//! supervisor per command; under bubblewrap it keeps one sandbox, built once, which
+//! each command enters with namespaces of its own (`kept`).
 //!
 //! The parts:
 //! - [`seccomp`]: the one seccomp filter of both backends.
@@ -52,6 +53,8 @@ mod policy;
 
 #[cfg(target_os = "linux")]
 mod bwrap;
+#[cfg(target_os = "linux")]
+mod kept;
 #[cfg(target_os = "linux")]
 mod landlock;
 #[cfg(target_os = "linux")]

@@ -8,8 +8,9 @@
 //!   no path, no abstract name). It closes (marks close-on-exec) whatever else it
 //!   inherited, starts a session of its own, makes itself not dumpable (no ptrace, no
 //!   `/proc/<pid>/mem`, no `/proc/<pid>/fd` for anyone but root) and a child subreaper,
-//!   and, as root under Landlock, makes the workspace's idmapped mount in a mount
-//!   namespace of its own, once. Then it answers "ready" (or why not) and serves.
+//!   and, as root under Landlock or bubblewrap, makes the workspace's idmapped mount in
+//!   a mount namespace of its own, once; under bubblewrap it builds the kept sandbox
+//!   (`crate::kept`). Then it answers "ready" (or why not) and serves.
 //! - Per command, one message: the command (argv, working directory, private temporary
 //!   directory, environment, input file) and four descriptors: the lifeline (a pipe the
 //!   engine holds open), the command's stdout and stderr, and the status pipe. It forks
@@ -30,8 +31,9 @@
 //! is root (and has no capabilities), its Landlock domain scopes signals (ABI 6) and
 //! ptrace to the domain, seccomp denies `ptrace` and `process_vm_*`, the server is not
 //! dumpable, and no descriptor of the server reaches a command (all close-on-exec).
-//! Mode `off` has no sandbox, so a command there can end the server as it can end the
-//! engine itself; the engine then starts another.
+//! Under bubblewrap a command lives in a PID namespace of its own, where neither the
+//! server nor any supervisor has a pid. Mode `off` has no sandbox, so a command there
+//! can end the server as it can end the engine itself; the engine then starts another.
 
 use std::ffi::OsString;
 use std::io;
@@ -116,8 +118,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server for `backend` (Landlock or the unrestricted helper of mode
-    /// `off`; the others are not served) and this workspace, data dir and network, and
+    /// Starts the server for `backend` (Landlock, bubblewrap or the unrestricted helper
+    /// of mode `off`; a command without the helper is not served) and this workspace, data dir and network, and
     /// waits until it is ready. Blocks for the set-up (milliseconds).
     pub fn start(
         backend: &Backend,
@@ -125,13 +127,15 @@ impl Server {
         hidden: &[PathBuf],
         network: bool,
     ) -> io::Result<Server> {
-        let (helper, landlock) = match backend {
-            Backend::Landlock(h) => (h, true),
-            Backend::Supervised(h) => (h, false),
-            _ => return Err(io::Error::other("this sandbox is not served")),
+        let (helper, landlock, bwrap) = match backend {
+            Backend::Landlock(h) => (h, true, None),
+            Backend::Supervised(h) => (h, false, None),
+            Backend::Bwrap(b) => (&b.helper, false, Some(b.clone())),
+            Backend::Direct => return Err(io::Error::other("this sandbox is not served")),
         };
         let policy = HelperPolicy {
             landlock,
+            bwrap,
             network,
             write: vec![workspace.to_path_buf()],
             cwd: workspace.to_path_buf(),
@@ -174,19 +178,21 @@ impl Server {
     }
 
     /// Whether commands under `backend` may be served here: mode `off` (nothing to
-    /// keep a command from, the server included), and Landlock where a command cannot
-    /// signal the server: the engine is root (the command is another uid) or the
-    /// kernel's Landlock scopes signals (ABI 6, Linux 6.12). Elsewhere a command of the
+    /// keep a command from, the server included); bubblewrap (the server stays outside
+    /// the sandbox it keeps, and each command lives in a PID namespace of its own, where
+    /// no process of the server has a pid); and Landlock where a command cannot signal
+    /// the server: the engine is root (the command is another uid) or the kernel's
+    /// Landlock scopes signals (ABI 6, Linux 6.12). Elsewhere a Landlock command of the
     /// engine's own uid could stop or kill the server (and so delay the commands after
-    /// it), so each command gets a helper of its own. bubblewrap is never served.
+    /// it), so each command gets a helper of its own.
     pub fn serves(backend: &Backend) -> bool {
         match backend {
-            Backend::Supervised(_) => true,
+            Backend::Supervised(_) | Backend::Bwrap(_) => true,
             Backend::Landlock(_) => {
                 rustix::process::geteuid().is_root()
                     || crate::sys::landlock_abi() >= landlock::ABI::V6
             }
-            Backend::Bwrap(_) | Backend::Direct => false,
+            Backend::Direct => false,
         }
     }
 
@@ -388,10 +394,10 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
     let stdin = std::io::stdin();
     let socket = stdin.as_fd();
     let setup = set_up(args);
-    let policy = match setup {
-        Ok(policy) => {
+    let (policy, kept) = match setup {
+        Ok(set) => {
             answer(socket, &Answer::default());
-            policy
+            set
         }
         Err(e) => {
             answer(
@@ -404,24 +410,47 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
             return Err(e);
         }
     };
+    // A kept bubblewrap sandbox: bubblewrap's pidfd, watched beside the requests (when
+    // it ends, so does the server: the engine starts another), and its pid, spared by
+    // the sweep of orphans.
+    let kept_pidfd = match kept
+        .as_ref()
+        .and_then(|k| rustix::process::Pid::from_raw(k.pid()))
+    {
+        Some(pid) => Some(
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                .map_err(|e| format!("pidfd_open: {e}"))?,
+        ),
+        None => None,
+    };
+    let spared: Vec<i32> = kept.iter().map(crate::kept::Kept::pid).collect();
     let mut live: Vec<(rustix::process::Pid, OwnedFd)> = Vec::new();
     loop {
         use rustix::event::{PollFd, PollFlags};
-        let (request, exited) = {
+        let (request, exited, kept_ended) = {
             let mut polled = vec![PollFd::new(&socket, PollFlags::IN)];
+            polled.extend(kept_pidfd.iter().map(|fd| PollFd::new(fd, PollFlags::IN)));
+            let first = polled.len();
             polled.extend(live.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)));
             match rustix::event::poll(&mut polled, None) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(format!("poll: {e}")),
             }
             let request = !polled[0].revents().is_empty();
-            let exited: Vec<bool> = polled[1..]
+            let kept_ended = polled[1..first].iter().any(|p| !p.revents().is_empty());
+            let exited: Vec<bool> = polled[first..]
                 .iter()
                 .map(|p| !p.revents().is_empty())
                 .collect();
-            (request, exited)
+            (request, exited, kept_ended)
         };
-        reap(&mut live, &exited);
+        if kept_ended {
+            // bubblewrap is gone, perhaps reaped by the sweep below already: not killed
+            // by pid again.
+            std::mem::forget(kept);
+            return Err("the kept bubblewrap sandbox ended".into());
+        }
+        reap(&mut live, &exited, &spared);
         if !request {
             continue;
         }
@@ -455,12 +484,13 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
 }
 
 /// The server's one-time set-up: the policy from `args`, its own session, not
-/// dumpable, subreaper; as root under Landlock, the workspace's idmapped mount.
-fn set_up(args: Vec<OsString>) -> Result<HelperPolicy, String> {
+/// dumpable, subreaper; as root under Landlock or bubblewrap, the workspace's idmapped
+/// mount; under bubblewrap, the kept sandbox.
+fn set_up(args: Vec<OsString>) -> Result<(HelperPolicy, Option<crate::kept::Kept>), String> {
     let policy = args.first().ok_or("no policy given")?;
     let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
         .map_err(|e| format!("invalid policy: {e}"))?;
-    if policy.bwrap.is_some() || policy.probe || policy.write.len() != 1 {
+    if policy.probe || policy.write.len() != 1 || (policy.landlock && policy.bwrap.is_some()) {
         return Err("the sandbox server takes a workspace and no other policy".into());
     }
     rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
@@ -468,10 +498,14 @@ fn set_up(args: Vec<OsString>) -> Result<HelperPolicy, String> {
         .map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
-    if policy.landlock && rustix::process::geteuid().is_root() {
+    if (policy.landlock || policy.bwrap.is_some()) && rustix::process::geteuid().is_root() {
         crate::supervisor::map_workspace(&policy)?;
     }
-    Ok(policy)
+    let kept = match &policy.bwrap {
+        Some(bwrap) => Some(crate::kept::Kept::start(bwrap, &policy)?),
+        None => None,
+    };
+    Ok((policy, kept))
 }
 
 /// Starts the request in `bytes` with its descriptors: forks the supervisor, which
@@ -527,7 +561,8 @@ fn supervised(
     if placed.is_err() {
         return crate::policy::UNPROVEN;
     }
-    match crate::supervisor::supervise(policy, argv.into_iter().map(OsString::from), true) {
+    let kept = crate::kept::get();
+    match crate::supervisor::supervise(policy, argv.into_iter().map(OsString::from), true, kept) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("klaw-sandbox: {e}");
@@ -538,8 +573,8 @@ fn supervised(
 
 /// Reaps the supervisors whose pidfd said they exited; when one was killed (so it may
 /// have left processes, now the server's), ends every child of the server that is not
-/// a live supervisor, with its tree.
-fn reap(live: &mut Vec<(rustix::process::Pid, OwnedFd)>, exited: &[bool]) {
+/// a live supervisor or `spared` (the kept sandbox's bubblewrap), with its tree.
+fn reap(live: &mut Vec<(rustix::process::Pid, OwnedFd)>, exited: &[bool], spared: &[i32]) {
     use rustix::process::{WaitId, WaitIdOptions};
     let mut killed = false;
     let mut flags = exited.iter();
@@ -568,7 +603,7 @@ fn reap(live: &mut Vec<(rustix::process::Pid, OwnedFd)>, exited: &[bool]) {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let supervisors: Vec<i32> = live.iter().map(|(p, _)| p.as_raw_nonzero().get()).collect();
         for orphan in crate::tree::children(me) {
-            if !supervisors.contains(&orphan) {
+            if !supervisors.contains(&orphan) && !spared.contains(&orphan) {
                 crate::tree::kill_tree(orphan);
             }
         }

@@ -22,17 +22,19 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
     if let Some(bwrap) = &policy.bwrap {
         return Err(exec_bwrap(bwrap, &policy, args.collect()));
     }
-    supervise(&policy, args, false)
+    supervise(&policy, args, false, None)
 }
 
 /// The supervisor itself, in this process: starts the command `args` under `policy`,
 /// waits for it, ends what it left, and returns its exit code. `mapped`: this process
 /// already lives in a mount namespace with the workspace idmapped (a served command,
-/// forked by `crate::server`).
+/// forked by `crate::server`). `kept`: the command enters the server's kept bubblewrap
+/// sandbox (`crate::kept`).
 pub(crate) fn supervise(
     policy: &HelperPolicy,
     mut args: impl Iterator<Item = OsString>,
     mapped: bool,
+    kept: Option<&'static crate::kept::Namespaces>,
 ) -> Result<u8, String> {
     use std::os::unix::process::ExitStatusExt;
 
@@ -110,6 +112,12 @@ pub(crate) fn supervise(
     command.args(args).current_dir(&policy.cwd).stdin(stdin);
     if let Some(env) = &policy.env {
         command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    if let Some(ns) = kept {
+        // As bubblewrap sets them for a one-shot command: its private /tmp.
+        command.env("HOME", "/tmp").env("TMPDIR", "/tmp");
+        let cwd = crate::kept::c_path(&policy.cwd)?;
+        crate::sys::enter_kept_before_exec(&mut command, ns, cwd);
     }
     let report = prepared.map(|(prepared, report)| {
         crate::sys::restrict_before_exec(&mut command, prepared, false);

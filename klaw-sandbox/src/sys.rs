@@ -332,6 +332,303 @@ pub(crate) fn idmap_tree(
     }
 }
 
+/// The user namespace that owns the namespace `ns` (`NS_GET_USERNS`), opened.
+pub(crate) fn owning_user_namespace(
+    ns: &std::os::fd::OwnedFd,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    /// `_IO(0xb7, 0x1)`.
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: `NS_GET_USERNS` takes no argument and returns a new descriptor (opened
+    // close-on-exec by the kernel) or -1; `ns` is open for the call.
+    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Makes `cmd`'s child enter the server's kept bubblewrap sandbox before it runs its
+/// program, in `cwd` (see `crate::kept`): the child joins the sandbox's namespaces,
+/// makes a mount, PID and IPC namespace of its own and forks; the grandchild, PID 1 of
+/// that namespace, mounts its `/proc`, `/tmp` and `/dev/shm`, restricts itself and runs
+/// the program, while the child waits for it and exits with its status (128 + the
+/// signal when it was killed). `supervisor` is the pid of the calling process: the
+/// child dies with it (and so the whole tree, with the grandchild's PID namespace).
+pub(crate) fn enter_kept_before_exec(
+    cmd: &mut std::process::Command,
+    ns: &'static crate::kept::Namespaces,
+    cwd: std::ffi::CString,
+) {
+    let supervisor = rustix::process::getpid().as_raw_nonzero().get();
+    // SAFETY: the closure runs in the forked child before `exec`, where only
+    // async-signal-safe functions may be called: `enter_kept` makes system calls only
+    // (`prctl`, `getppid`, `setgroups`/`setresgid`/`setresuid` on this thread, `setns`,
+    // `unshare`, `fork`, `close_range`, `waitpid`, `_exit`, `setsid`, `mount`, `chdir`,
+    // `capset`, `seccomp`, `write`) on memory and descriptors made before the fork
+    // (`ns` lives as long as the process), allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || enter_kept(ns, &cwd, supervisor));
+    }
+}
+
+/// Writes `what` on stderr (the command's), for a failed step of [`enter_kept`].
+fn say(what: &[u8]) {
+    let _ = rustix::io::write(rustix::stdio::stderr(), what);
+}
+
+/// The step `what` of [`enter_kept`] failed: says so, and returns the error.
+fn failed(what: &[u8]) -> std::io::Error {
+    let e = std::io::Error::last_os_error();
+    say(b"klaw-sandbox: cannot enter the kept sandbox: ");
+    say(what);
+    say(b"\n");
+    e
+}
+
+/// Checks a C-style return value (0 on success) of the step `what`.
+fn check(r: libc::c_int, what: &[u8]) -> std::io::Result<()> {
+    if r == 0 { Ok(()) } else { Err(failed(what)) }
+}
+
+/// The body of [`enter_kept_before_exec`]'s hook.
+fn enter_kept(
+    ns: &crate::kept::Namespaces,
+    cwd: &std::ffi::CStr,
+    supervisor: libc::pid_t,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY (every block below): plain system calls on integers, descriptors that are
+    // open, and NUL-terminated strings that live through the call.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
+        b"PR_SET_PDEATHSIG",
+    )?;
+    if unsafe { libc::getppid() } != supervisor {
+        // The supervisor died before the line above: nothing to run for.
+        unsafe { libc::_exit(137) }
+    }
+    if ns.root {
+        let id = crate::unprivileged::UNPRIVILEGED_ID;
+        let uid = rustix::process::Uid::from_raw(id);
+        let gid = rustix::process::Gid::from_raw(id);
+        rustix::thread::set_thread_groups(&[])
+            .and_then(|()| rustix::thread::set_thread_res_gid(gid, gid, gid))
+            .and_then(|()| rustix::thread::set_thread_res_uid(uid, uid, uid))
+            .map_err(|_| failed(b"switching to the unprivileged user"))?;
+    }
+    check(
+        unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) },
+        b"joining its user namespace",
+    )?;
+    check(
+        unsafe { libc::setns(ns.mnt.as_raw_fd(), libc::CLONE_NEWNS) },
+        b"joining its mount namespace",
+    )?;
+    for (fd, kind) in &ns.others {
+        check(
+            unsafe { libc::setns(fd.as_raw_fd(), *kind) },
+            b"joining its namespaces",
+        )?;
+    }
+    check(
+        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC) },
+        b"making the command's namespaces",
+    )?;
+    match unsafe { libc::fork() } {
+        -1 => Err(failed(b"fork")),
+        0 => enter_kept_inside(ns, cwd),
+        command => {
+            // Nothing of the command's stays open here (its output, the standard
+            // library's pipe for a failed `exec`): this process only waits.
+            unsafe { libc::syscall(libc::SYS_close_range, 0_u32, u32::MAX, 0_u32) };
+            let mut status = 0;
+            loop {
+                let r = unsafe { libc::waitpid(command, &raw mut status, 0) };
+                if r == command {
+                    break;
+                }
+                if r == -1
+                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    unsafe { libc::_exit(crate::policy::UNPROVEN.into()) }
+                }
+            }
+            let code = if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            };
+            unsafe { libc::_exit(code) }
+        }
+    }
+}
+
+/// `open_tree(2)`: a copy of the mount, detached.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+/// `open_tree(2)`: the mounts below too.
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+/// `move_mount(2)`: the source is the descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// The command's side of [`enter_kept`], in its new PID namespace.
+fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let none = std::ptr::null::<libc::c_char>();
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY (every block below): as in `enter_kept`.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
+        b"PR_SET_PDEATHSIG",
+    )?;
+    if unsafe { libc::setsid() } == -1 {
+        return Err(failed(b"setsid"));
+    }
+    // Nothing mounted here reaches the kept sandbox or another command (bubblewrap's
+    // mounts are private already; this does not depend on it).
+    check(
+        unsafe {
+            libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none.cast(),
+            )
+        },
+        b"making its mounts private",
+    )?;
+    check(
+        unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                flags,
+                none.cast(),
+            )
+        },
+        b"mounting /proc",
+    )?;
+    for dir in &ns.proc_read_only {
+        let p = dir.as_ptr();
+        if unsafe { libc::mount(p, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) } != 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                continue;
+            }
+            return Err(failed(b"binding a part of /proc"));
+        }
+        check(
+            unsafe {
+                libc::mount(
+                    none,
+                    p,
+                    none,
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                    none.cast(),
+                )
+            },
+            b"making a part of /proc read-only",
+        )?;
+    }
+    for file in &ns.proc_masked {
+        let p = file.as_ptr();
+        check(
+            unsafe { libc::mount(c"/dev/null".as_ptr(), p, none, libc::MS_BIND, none.cast()) },
+            b"masking a file of /proc",
+        )?;
+        check(
+            unsafe {
+                libc::mount(
+                    none,
+                    p,
+                    none,
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                    none.cast(),
+                )
+            },
+            b"masking a file of /proc",
+        )?;
+    }
+    // A workspace under /tmp or /dev/shm: a copy of its mount (with the hidden data dir
+    // on it), put back once the fresh directory covers it.
+    let workspace = match &ns.covered {
+        Some((path, _)) => {
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
+                )
+            };
+            if fd < 0 {
+                return Err(failed(b"copying the workspace's mount"));
+            }
+            Some(fd as libc::c_int)
+        }
+        None => None,
+    };
+    for (dir, options) in [(c"/tmp", &ns.tmp_options), (c"/dev/shm", &ns.shm_options)] {
+        check(
+            unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                )
+            },
+            b"mounting /tmp or /dev/shm",
+        )?;
+    }
+    if let (Some(fd), Some((path, dirs))) = (workspace, &ns.covered) {
+        for dir in dirs {
+            if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
+            {
+                return Err(failed(b"making the workspace's directory"));
+            }
+        }
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                fd,
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            )
+        };
+        if r != 0 {
+            return Err(failed(b"mounting the workspace again"));
+        }
+        unsafe { libc::close(fd) };
+    }
+    if let Some(inner) = &ns.inner {
+        check(
+            unsafe { libc::setns(inner.as_raw_fd(), libc::CLONE_NEWUSER) },
+            b"joining its nested user namespace",
+        )?;
+    }
+    check(
+        unsafe { libc::chdir(cwd.as_ptr()) },
+        b"changing to the working directory",
+    )?;
+    crate::landlock::drop_capabilities().map_err(|_| failed(b"dropping capabilities"))?;
+    check(
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
+        b"PR_SET_NO_NEW_PRIVS",
+    )?;
+    for filter in &ns.filters {
+        crate::seccomp::install_one(filter)
+            .map_err(|_| failed(b"installing the seccomp filter"))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,8 @@
 //! Round trip of `exec` with `true` (the shell line, so `sh -c true`): through the
 //! registry, with each sandbox mode that works on this machine (off, bwrap, landlock),
 //! each both with a helper per command (`<mode>`, what a one-shot `klaw-engine call
-//! exec` does) and through the sandbox server of a serving engine (`<mode>_served`;
-//! bubblewrap is not served), beside `plain_spawn`, the same `sh -c true` started from
+//! exec` does) and through the sandbox server of a serving engine (`<mode>_served`),
+//! beside `plain_spawn`, the same `sh -c true` started from
 //! Rust with its output piped and waited for (issue 32's yardstick: Landlock within
 //! 2.5x, bwrap within 3x of it), and `plain_spawn_pre_exec`, the same with the
 //! `pre_exec` hook that closes inherited descriptors (what a command without the helper
@@ -61,9 +61,6 @@ fn variants(rt: &'static tokio::runtime::Runtime) -> Vec<Variant> {
             ("", SandboxServer::Never),
             ("_served", SandboxServer::Always),
         ] {
-            if mode == SandboxMode::Bwrap && server == SandboxServer::Always {
-                continue; // not served: the same as per command
-            }
             let shell = ShellSettings::default()
                 .with_sandbox(mode)
                 .with_sandbox_server(server);

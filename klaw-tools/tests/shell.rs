@@ -92,6 +92,7 @@ fn mode_module(mode: SandboxMode) -> &'static str {
     match (mode, served()) {
         (SandboxMode::Landlock, true) => return "landlock_served",
         (SandboxMode::Off, true) => return "off_served",
+        (SandboxMode::Bwrap, true) => return "bwrap_served",
         _ => {}
     }
     match mode {
@@ -1269,14 +1270,16 @@ per_mode!(
     landlock => SandboxMode::Landlock, false;
     off => SandboxMode::Off, false;
     auto => SandboxMode::Auto, false;
-    // Through the sandbox server of a serving engine (bubblewrap is not served).
+    // Through the sandbox server of a serving engine.
+    bwrap_served => SandboxMode::Bwrap, true;
     landlock_served => SandboxMode::Landlock, true;
     off_served => SandboxMode::Off, true
 );
 per_sandbox!(
     bwrap_boundary => SandboxMode::Bwrap, false;
     landlock_boundary => SandboxMode::Landlock, false;
-    landlock_boundary_served => SandboxMode::Landlock, true
+    landlock_boundary_served => SandboxMode::Landlock, true;
+    bwrap_boundary_served => SandboxMode::Bwrap, true
 );
 
 /// A set-user-ID file made in the workspace would run as its owner for whoever runs it
@@ -1431,6 +1434,89 @@ async fn bwrap_has_its_own_loopback() {
         .await
         .unwrap();
     assert_eq!(r["stdout"], "ping\n", "{r}");
+}
+
+/// Two bubblewrap commands running at once, one-shot or through the kept sandbox of a
+/// serving engine, do not meet: neither sees the other's processes (each is PID 1 of a
+/// namespace of its own, with its own `/proc`), its `/tmp`, its `/dev/shm` or its System
+/// V IPC; and none of the sandbox server's processes has a pid a command could name.
+#[tokio::test]
+async fn bwrap_commands_do_not_meet() {
+    for serve in [false, true] {
+        SERVED.with(|s| s.set(serve));
+        let Some(kit) = kit(SandboxMode::Bwrap) else {
+            return;
+        };
+        let tag = marker();
+        let key = ipc_key(7);
+        let first = format!(
+            "echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; \
+             {ipc}sleep 1000.{tag}",
+            ipc = python().map_or(String::new(), |py| format!(
+                "{py} -c 'import ctypes; l = ctypes.CDLL(None); \
+                 print(l.shmget({key}, 4096, 0o1600))'; "
+            ))
+        );
+        let r = process(
+            &kit,
+            json!({"action": "start", "command": ["sh", "-c", first]}),
+        )
+        .await
+        .unwrap();
+        let id = r["process"]["processId"].as_str().unwrap().to_owned();
+        assert!(eventually(|| !live_with(&format!("sleep 1000.{tag}")).is_empty()).await);
+        let probe = format!(
+            "ls /tmp/mark.{tag} /dev/shm/mark.{tag} 2>/dev/null && echo SEEN-FILE; \
+             for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = sleep ] && echo SEEN-PROCESS; done; \
+             awk '$1 == {key}' /proc/sysvipc/shm | grep -q . && echo SEEN-IPC; \
+             ls /proc | grep -c '^[0-9]'; echo done"
+        );
+        let r = exec(&kit, json!({"command": ["sh", "-c", probe]}))
+            .await
+            .unwrap();
+        let out = r["stdout"].as_str().unwrap();
+        assert!(out.ends_with("done\n"), "served {serve}: {r}");
+        for word in ["SEEN-FILE", "SEEN-PROCESS", "SEEN-IPC"] {
+            assert!(!out.contains(word), "served {serve}: {word}: {r}");
+        }
+        // Its own processes only: sh, ls and grep.
+        let pids: u32 = out.lines().rev().nth(1).unwrap().trim().parse().unwrap();
+        assert!(pids <= 4, "served {serve}: {pids} processes seen: {r}");
+        process(&kit, json!({"action": "kill", "processId": id}))
+            .await
+            .unwrap();
+    }
+}
+
+/// When the kept sandbox of a serving engine dies (its bubblewrap killed), its server
+/// ends with it, and the next command runs under a new server and sandbox.
+#[tokio::test]
+async fn a_dead_kept_sandbox_is_replaced() {
+    SERVED.with(|s| s.set(true));
+    let Some(kit) = kit(SandboxMode::Bwrap) else {
+        return;
+    };
+    let server = server_of(&kit).await.expect("a served command");
+    let bwrap = live_with("--die-with-parent")
+        .into_iter()
+        .find(|p| parent_of(*p) == Some(server))
+        .expect("the server's bubblewrap");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(bwrap).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        eventually(|| !alive(server)).await,
+        "the server outlived its sandbox"
+    );
+    let r = exec(&kit, json!({"command": "echo again"})).await.unwrap();
+    assert_eq!(r["stdout"], "again\n", "{r}");
+    let again = server_of(&kit).await;
+    assert!(
+        again.is_some_and(|s| s != server),
+        "{again:?} after {server}"
+    );
 }
 
 /// The helper enters the working directory by descriptor, beneath the workspace and

@@ -295,7 +295,11 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
     // A serving engine's helper-run commands go through a long-lived sandbox server.
     let lifeline = backend.has_lifeline();
     let servers = ctx.shared_state::<Servers>();
-    let serve = lifeline && servers.wanted(ShellSettings::of(ctx).sandbox_server);
+    // (Under bubblewrap, whose one-shot path has no helper watching a lifeline, a
+    // command's input is a pipe, which the server does not pass: such a command runs
+    // the one-shot way.)
+    let servable = lifeline || (matches!(backend, Backend::Bwrap(_)) && job.stdin.is_none());
+    let serve = servable && servers.wanted(ShellSettings::of(ctx).sandbox_server);
     // bubblewrap gives the command a private /tmp; the others get a directory of its own
     // (a served one, the one made ready after the previous command, if any).
     let tmp = match backend {
