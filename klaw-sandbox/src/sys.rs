@@ -472,6 +472,22 @@ const AT_RECURSIVE: libc::c_uint = 0x8000;
 /// `move_mount(2)`: the source is the descriptor itself.
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
+/// Makes the bind mount at `path` (in `/proc`) read-only, keeping `/proc`'s flags.
+fn read_only(path: &std::ffi::CStr, what: &[u8]) -> std::io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    let flags = libc::MS_REMOUNT
+        | libc::MS_BIND
+        | libc::MS_RDONLY
+        | libc::MS_NOSUID
+        | libc::MS_NODEV
+        | libc::MS_NOEXEC;
+    // SAFETY: `mount` reads the NUL-terminated `path`, which lives through the call.
+    check(
+        unsafe { libc::mount(none, path.as_ptr(), none, flags, none.cast()) },
+        what,
+    )
+}
+
 /// The command's side of [`enter_kept`], in its new PID namespace.
 fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -519,18 +535,7 @@ fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std:
             }
             return Err(failed(b"binding a part of /proc"));
         }
-        check(
-            unsafe {
-                libc::mount(
-                    none,
-                    p,
-                    none,
-                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
-                    none.cast(),
-                )
-            },
-            b"making a part of /proc read-only",
-        )?;
+        read_only(dir, b"making a part of /proc read-only")?;
     }
     for file in &ns.proc_masked {
         let p = file.as_ptr();
@@ -538,18 +543,7 @@ fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std:
             unsafe { libc::mount(c"/dev/null".as_ptr(), p, none, libc::MS_BIND, none.cast()) },
             b"masking a file of /proc",
         )?;
-        check(
-            unsafe {
-                libc::mount(
-                    none,
-                    p,
-                    none,
-                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
-                    none.cast(),
-                )
-            },
-            b"masking a file of /proc",
-        )?;
+        read_only(file, b"masking a file of /proc")?;
     }
     // A workspace under /tmp or /dev/shm: a copy of its mount (with the hidden data dir
     // on it), put back once the fresh directory covers it.
