@@ -3,17 +3,17 @@
 //! a one-shot command ([`crate::bwrap::args`]), around a holder that only waits; the
 //! server opens the holder's namespaces, and each command enters them from outside.
 //!
-//! Per command, the supervisor stays where it is (outside every namespace, out of the
-//! command's reach) and its child, before `exec`:
-//! - switches to the unprivileged user when the engine is root (the holder's user),
-//! - joins the holder's user namespace (the one that owns its mount namespace), its
-//!   mount namespace (the read-only system directories, the workspace, the hidden data
-//!   dir, read-only root and `/dev`), its UTS and cgroup namespaces, and its network
-//!   namespace (its own loopback) unless the network is allowed,
-//! - makes a mount, PID and IPC namespace of the command's own, and forks: the command
-//!   is PID 1 of its PID namespace (when it ends the kernel ends every process left in
-//!   it) while the child waits for it and passes its status on;
-//! - mounts a `/proc` of that PID namespace, read-only and masked as bubblewrap's, and a
+//! Per command, the supervisor stays in the host's mount and PID namespaces (out of the
+//! command's reach: it has no pid there), switches to the unprivileged user when the
+//! engine is root (the holder's user), joins the holder's user namespace (the one that
+//! owns its mount namespace) and makes a PID namespace whose PID 1 its command is (when
+//! it ends the kernel ends every process left in it). The command's process, before
+//! `exec`:
+//! - joins the holder's mount namespace (the read-only system directories, the
+//!   workspace, the hidden data dir, read-only root and `/dev`), its UTS and cgroup
+//!   namespaces, and its network namespace (its own loopback) unless the network is
+//!   allowed, and makes a mount and IPC namespace of its own,
+//! - mounts a `/proc` of its PID namespace, read-only and masked as bubblewrap's, and a
 //!   fresh bounded `/tmp` and `/dev/shm`,
 //! - joins the nested user namespace bubblewrap made with `--disable-userns` (as a
 //!   one-shot command runs), starts a session of its own, drops every capability, sets

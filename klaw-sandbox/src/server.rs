@@ -187,7 +187,10 @@ impl Server {
     /// it), so each command gets a helper of its own.
     pub fn serves(backend: &Backend) -> bool {
         match backend {
-            Backend::Supervised(_) | Backend::Bwrap(_) => true,
+            Backend::Supervised(_) => true,
+            // A kept sandbox's supervisor watches its command by pidfd (Linux 5.3): a
+            // thread could not be made once it has joined the sandbox.
+            Backend::Bwrap(_) => crate::sys::pidfds_work(),
             Backend::Landlock(_) => {
                 rustix::process::geteuid().is_root()
                     || crate::sys::landlock_abi() >= landlock::ABI::V6

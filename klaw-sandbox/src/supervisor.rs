@@ -74,6 +74,22 @@ pub(crate) fn supervise(
         Some((prepared, report)) if policy.probe => return probe(policy, prepared, &report),
         other => other,
     };
+    // The command's input: the file the engine wrote, opened here (before any
+    // restriction, so the command needs no right to it), or nothing.
+    let stdin = match &policy.stdin {
+        Some(path) => Stdio::from(
+            std::fs::File::open(path)
+                .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?,
+        ),
+        None => Stdio::null(),
+    };
+    // Under the server's kept bubblewrap sandbox: into its user namespace, the command
+    // PID 1 of a PID namespace of its own. (This process has one thread: the server
+    // keeps bubblewrap only where the kernel has pidfds, so none is made below.)
+    if let Some(ns) = kept {
+        crate::sys::join_kept_user_namespace(ns)
+            .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
+    }
     let program = args.next().ok_or("no command given")?;
     // Our stdin is a pipe the engine holds open: end of file means the engine is gone
     // (or dropped the command, e.g. on timeout), so end the whole tree. Watched beside
@@ -99,17 +115,12 @@ pub(crate) fn supervise(
     if policy.landlock && root {
         let _ = crate::children_in_new_pid_namespace();
     }
-    // The command's input: the file the engine wrote, opened here (before any
-    // restriction, so the command needs no right to it), or nothing.
-    let stdin = match &policy.stdin {
-        Some(path) => Stdio::from(
-            std::fs::File::open(path)
-                .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?,
-        ),
-        None => Stdio::null(),
-    };
     let mut command = std::process::Command::new(&program);
-    command.args(args).current_dir(&policy.cwd).stdin(stdin);
+    command.args(args).stdin(stdin);
+    if kept.is_none() {
+        // (The kept sandbox's command changes directory once inside it.)
+        command.current_dir(&policy.cwd);
+    }
     if let Some(env) = &policy.env {
         command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }

@@ -349,27 +349,44 @@ pub(crate) fn owning_user_namespace(
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
-/// Makes `cmd`'s child enter the server's kept bubblewrap sandbox before it runs its
-/// program, in `cwd` (see `crate::kept`): the child joins the sandbox's namespaces,
-/// makes a mount, PID and IPC namespace of its own and forks; the grandchild, PID 1 of
-/// that namespace, mounts its `/proc`, `/tmp` and `/dev/shm`, restricts itself and runs
-/// the program, while the child waits for it and exits with its status (128 + the
-/// signal when it was killed). `supervisor` is the pid of the calling process: the
-/// child dies with it (and so the whole tree, with the grandchild's PID namespace).
+/// The supervisor's side of entering the server's kept bubblewrap sandbox (see
+/// `crate::kept`), before it starts the command: as root, it becomes the unprivileged
+/// user (the sandbox's); it joins the sandbox's user namespace (which gives it no
+/// capability anywhere else) and makes its next child PID 1 of a new PID namespace
+/// owned by that user namespace. It stays in the host's mount and PID namespaces (it
+/// reads the host's `/proc` to end the tree), where no command can name it. Call it
+/// while this process has one thread.
+pub(crate) fn join_kept_user_namespace(ns: &crate::kept::Namespaces) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if ns.root {
+        crate::unprivileged::become_unprivileged(crate::unprivileged::UNPRIVILEGED_ID)?;
+    }
+    // SAFETY: `setns` on a descriptor that is open for the call; this process has one
+    // thread (the caller's duty; the kernel refuses otherwise).
+    if unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    children_in_new_pid_namespace()
+}
+
+/// Makes `cmd`'s child, PID 1 of the PID namespace [`join_kept_user_namespace`] made,
+/// enter the rest of the kept sandbox before it runs its program, in `cwd`: it joins
+/// the sandbox's mount, UTS, cgroup and (without network) network namespaces, makes a
+/// mount and IPC namespace of its own, mounts its `/proc`, `/tmp` and `/dev/shm`, joins
+/// the nested user namespace, starts a session and restricts itself.
 pub(crate) fn enter_kept_before_exec(
     cmd: &mut std::process::Command,
     ns: &'static crate::kept::Namespaces,
     cwd: std::ffi::CString,
 ) {
-    let supervisor = rustix::process::getpid().as_raw_nonzero().get();
     // SAFETY: the closure runs in the forked child before `exec`, where only
     // async-signal-safe functions may be called: `enter_kept` makes system calls only
-    // (`prctl`, `getppid`, `setgroups`/`setresgid`/`setresuid` on this thread, `setns`,
-    // `unshare`, `fork`, `close_range`, `waitpid`, `_exit`, `setsid`, `mount`, `chdir`,
-    // `capset`, `seccomp`, `write`) on memory and descriptors made before the fork
-    // (`ns` lives as long as the process), allocates nothing and takes no lock.
+    // (`setns`, `unshare`, `setsid`, `mount`, `open_tree`, `mkdir`, `move_mount`,
+    // `close`, `chdir`, `prctl`, `capset`, `seccomp`, `write`) on memory and
+    // descriptors made before the fork (`ns` lives as long as the process), allocates
+    // nothing and takes no lock.
     unsafe {
-        cmd.pre_exec(move || enter_kept(ns, &cwd, supervisor));
+        cmd.pre_exec(move || enter_kept(ns, &cwd));
     }
 }
 
@@ -390,79 +407,6 @@ fn failed(what: &[u8]) -> std::io::Error {
 /// Checks a C-style return value (0 on success) of the step `what`.
 fn check(r: libc::c_int, what: &[u8]) -> std::io::Result<()> {
     if r == 0 { Ok(()) } else { Err(failed(what)) }
-}
-
-/// The body of [`enter_kept_before_exec`]'s hook.
-fn enter_kept(
-    ns: &crate::kept::Namespaces,
-    cwd: &std::ffi::CStr,
-    supervisor: libc::pid_t,
-) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY (every block below): plain system calls on integers, descriptors that are
-    // open, and NUL-terminated strings that live through the call.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
-        b"PR_SET_PDEATHSIG",
-    )?;
-    if unsafe { libc::getppid() } != supervisor {
-        // The supervisor died before the line above: nothing to run for.
-        unsafe { libc::_exit(137) }
-    }
-    if ns.root {
-        let id = crate::unprivileged::UNPRIVILEGED_ID;
-        let uid = rustix::process::Uid::from_raw(id);
-        let gid = rustix::process::Gid::from_raw(id);
-        rustix::thread::set_thread_groups(&[])
-            .and_then(|()| rustix::thread::set_thread_res_gid(gid, gid, gid))
-            .and_then(|()| rustix::thread::set_thread_res_uid(uid, uid, uid))
-            .map_err(|_| failed(b"switching to the unprivileged user"))?;
-    }
-    check(
-        unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) },
-        b"joining its user namespace",
-    )?;
-    check(
-        unsafe { libc::setns(ns.mnt.as_raw_fd(), libc::CLONE_NEWNS) },
-        b"joining its mount namespace",
-    )?;
-    for (fd, kind) in &ns.others {
-        check(
-            unsafe { libc::setns(fd.as_raw_fd(), *kind) },
-            b"joining its namespaces",
-        )?;
-    }
-    check(
-        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC) },
-        b"making the command's namespaces",
-    )?;
-    match unsafe { libc::fork() } {
-        -1 => Err(failed(b"fork")),
-        0 => enter_kept_inside(ns, cwd),
-        command => {
-            // Nothing of the command's stays open here (its output, the standard
-            // library's pipe for a failed `exec`): this process only waits.
-            unsafe { libc::syscall(libc::SYS_close_range, 0_u32, u32::MAX, 0_u32) };
-            let mut status = 0;
-            loop {
-                let r = unsafe { libc::waitpid(command, &raw mut status, 0) };
-                if r == command {
-                    break;
-                }
-                if r == -1
-                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-                {
-                    unsafe { libc::_exit(crate::policy::UNPROVEN.into()) }
-                }
-            }
-            let code = if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                128 + libc::WTERMSIG(status)
-            };
-            unsafe { libc::_exit(code) }
-        }
-    }
 }
 
 /// `open_tree(2)`: a copy of the mount, detached.
@@ -488,15 +432,26 @@ fn read_only(path: &std::ffi::CStr, what: &[u8]) -> std::io::Result<()> {
     )
 }
 
-/// The command's side of [`enter_kept`], in its new PID namespace.
-fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Result<()> {
+/// The body of [`enter_kept_before_exec`]'s hook.
+fn enter_kept(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    // SAFETY (every block below): as in `enter_kept`.
+    // SAFETY (every block below): plain system calls on integers, descriptors that are
+    // open, and NUL-terminated strings that live through the call.
     check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
-        b"PR_SET_PDEATHSIG",
+        unsafe { libc::setns(ns.mnt.as_raw_fd(), libc::CLONE_NEWNS) },
+        b"joining its mount namespace",
+    )?;
+    for (fd, kind) in &ns.others {
+        check(
+            unsafe { libc::setns(fd.as_raw_fd(), *kind) },
+            b"joining its namespaces",
+        )?;
+    }
+    check(
+        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) },
+        b"making the command's namespaces",
     )?;
     if unsafe { libc::setsid() } == -1 {
         return Err(failed(b"setsid"));
