@@ -119,8 +119,9 @@ pub struct Server {
 
 impl Server {
     /// Starts the server for `backend` (Landlock, bubblewrap or the unrestricted helper
-    /// of mode `off`; a command without the helper is not served) and this workspace, data dir and network, and
-    /// waits until it is ready. Blocks for the set-up (milliseconds).
+    /// of mode `off`; a command without the helper is not served) and this workspace,
+    /// data dir and network, and waits until it is ready. Blocks for the set-up
+    /// (milliseconds; under bubblewrap, bubblewrap's own set-up once).
     pub fn start(
         backend: &Backend,
         workspace: &Path,
