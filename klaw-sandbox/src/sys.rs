@@ -401,14 +401,6 @@ fn enter_kept(
     use std::os::fd::AsRawFd;
     // SAFETY (every block below): plain system calls on integers, descriptors that are
     // open, and NUL-terminated strings that live through the call.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
-        b"PR_SET_PDEATHSIG",
-    )?;
-    if unsafe { libc::getppid() } != supervisor {
-        // The supervisor died before the line above: nothing to run for.
-        unsafe { libc::_exit(137) }
-    }
     if ns.root {
         let id = crate::unprivileged::UNPRIVILEGED_ID;
         let uid = rustix::process::Uid::from_raw(id);
@@ -417,6 +409,15 @@ fn enter_kept(
             .and_then(|()| rustix::thread::set_thread_res_gid(gid, gid, gid))
             .and_then(|()| rustix::thread::set_thread_res_uid(uid, uid, uid))
             .map_err(|_| failed(b"switching to the unprivileged user"))?;
+    }
+    // After the switch of user: a change of uid or gid clears the parent-death signal.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
+        b"PR_SET_PDEATHSIG",
+    )?;
+    if unsafe { libc::getppid() } != supervisor {
+        // The supervisor died before the line above: nothing to run for.
+        unsafe { libc::_exit(137) }
     }
     check(
         unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) },

@@ -1519,6 +1519,33 @@ async fn a_dead_kept_sandbox_is_replaced() {
     );
 }
 
+/// A kept bubblewrap command dies with its supervisor even where nothing sweeps after
+/// it (here: the server is stopped): the process between them, which waits for the
+/// command (PID 1 of its namespace), is killed by the kernel when the supervisor dies,
+/// and the command with it. (Its parent-death signal was set before it switched to the
+/// unprivileged user, and a change of uid clears it: the engine as root left it without.)
+#[tokio::test]
+async fn a_kept_command_dies_with_its_supervisor() {
+    use rustix::process::{Pid, Signal, kill_process};
+    SERVED.with(|s| s.set(true));
+    let Some(kit) = kit(SandboxMode::Bwrap) else {
+        return;
+    };
+    let (id, tag, serving) = sleeping_job(&kit).await;
+    // The process between (a fork of the supervisor), the supervisor, the server.
+    let [_, supervisor, server] = serving[..] else {
+        panic!("not a served kept command: {serving:?}");
+    };
+    let pid = |p| Pid::from_raw(p).unwrap();
+    kill_process(pid(server), Signal::STOP).unwrap();
+    kill_process(pid(supervisor), Signal::KILL).unwrap();
+    let gone = eventually(|| live_with(&format!("1000.{tag}")).is_empty()).await;
+    let left = live_with(&format!("1000.{tag}"));
+    kill_process(pid(server), Signal::CONT).unwrap();
+    assert!(gone, "the command outlived its supervisor: {left:?}");
+    let _ = process(&kit, json!({"action": "kill", "processId": id})).await;
+}
+
 /// The helper enters the working directory by descriptor, beneath the workspace and
 /// through no link: a link swapped in for the directory after the engine checked it
 /// (here: already there, as the race would leave it) is refused, not followed outside.
