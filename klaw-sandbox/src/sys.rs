@@ -433,10 +433,17 @@ fn enter_kept(
             b"joining its namespaces",
         )?;
     }
+    // Without the network, a network namespace of the command's own too: two commands
+    // sharing one would meet on its loopback (one taking the other's connections or
+    // holding its port).
+    let net = if ns.network { 0 } else { libc::CLONE_NEWNET };
     check(
-        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC) },
+        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | net) },
         b"making the command's namespaces",
     )?;
+    if !ns.network {
+        loopback_up()?;
+    }
     match unsafe { libc::fork() } {
         -1 => Err(failed(b"fork")),
         0 => enter_kept_inside(ns, cwd),
@@ -463,6 +470,33 @@ fn enter_kept(
             };
             unsafe { libc::_exit(code) }
         }
+    }
+}
+
+/// Brings up the loopback interface of this process's new network namespace, as
+/// bubblewrap does for a one-shot command (the kernel gives it 127.0.0.1 and ::1).
+/// System calls only, on a request on the stack: it runs in the forked child.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: `socket` and `close` on integers; `ifreq` is plain data, for which all
+    // zeroes is valid; the two `ioctl`s read and write the request, which lives through
+    // them; `ifru_flags` is the member `SIOCGIFFLAGS` sets.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(failed(b"bringing up its loopback"));
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &raw mut request);
+        if r == 0 {
+            request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            r = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &raw mut request);
+        }
+        let e = (r != 0).then(|| failed(b"bringing up its loopback"));
+        libc::close(fd);
+        e.map_or(Ok(()), Err)
     }
 }
 
@@ -585,6 +619,20 @@ fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std:
             b"mounting /tmp or /dev/shm",
         )?;
     }
+    // A devpts instance of its own: bubblewrap's is shared by every command, so one
+    // could open another's terminal (and read the input meant for its program).
+    check(
+        unsafe {
+            libc::mount(
+                c"devpts".as_ptr(),
+                c"/dev/pts".as_ptr(),
+                c"devpts".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                c"newinstance,ptmxmode=0666,mode=620".as_ptr().cast(),
+            )
+        },
+        b"mounting /dev/pts",
+    )?;
     if let (Some(fd), Some((path, dirs))) = (workspace, &ns.covered) {
         for dir in dirs {
             if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0

@@ -1420,26 +1420,35 @@ async fn bwrap_tmp_is_bounded() {
 
 /// Without `network`, bubblewrap's command still has its own loopback (test suites start
 /// local servers): the seccomp filter it gets allows IP sockets, its network namespace
-/// keeps them off the host.
+/// keeps them off the host. One-shot (bubblewrap brings it up) and kept (the command's
+/// process makes the namespace and brings it up itself).
 #[tokio::test]
 async fn bwrap_has_its_own_loopback() {
     let Some(py) = python() else { return };
-    let Some(kit) = kit(SandboxMode::Bwrap) else {
-        return;
-    };
-    let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
-        c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
-        c.sendall(b'ping'); print(a.recv(4).decode())\n";
-    let r = exec(&kit, json!({"command": [py, "-c", script]}))
-        .await
-        .unwrap();
-    assert_eq!(r["stdout"], "ping\n", "{r}");
+    for serve in [false, true] {
+        SERVED.with(|s| s.set(serve));
+        let Some(kit) = kit(SandboxMode::Bwrap) else {
+            return;
+        };
+        let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+            c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+            c.sendall(b'ping'); print(a.recv(4).decode())\n\
+            socket.socket(socket.AF_INET6).bind(('::1', 0)); print('::1')\n";
+        let r = exec(&kit, json!({"command": [py, "-c", script]}))
+            .await
+            .unwrap();
+        assert_eq!(r["stdout"], "ping\n::1\n", "served {serve}: {r}");
+    }
 }
 
 /// Two bubblewrap commands running at once, one-shot or through the kept sandbox of a
 /// serving engine, do not meet: neither sees the other's processes (each is PID 1 of a
 /// namespace of its own, with its own `/proc`), its `/tmp`, its `/dev/shm` or its System
-/// V IPC; and none of the sandbox server's processes has a pid a command could name.
+/// V IPC; neither can open the other's terminal (a pseudo-terminal it opened: reading
+/// its slave takes the input meant for the program on it) nor reach a listener it opened
+/// on loopback (TCP or an abstract UNIX socket: a command could take the connections
+/// meant for the other's test server, or hold its port); and none of the sandbox
+/// server's processes has a pid a command could name.
 #[tokio::test]
 async fn bwrap_commands_do_not_meet() {
     for serve in [false, true] {
@@ -1449,14 +1458,25 @@ async fn bwrap_commands_do_not_meet() {
         };
         let tag = marker();
         let key = ipc_key(7);
-        let first = format!(
-            "echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; \
-             {ipc}sleep 1000.{tag}",
-            ipc = python().map_or(String::new(), |py| format!(
-                "{py} -c 'import ctypes; l = ctypes.CDLL(None); \
-                 print(l.shmget({key}, 4096, 0o1600))'; "
-            ))
-        );
+        // With Python, the first command also holds a terminal with input waiting on it,
+        // a TCP listener and an abstract UNIX listener, and says where (in the shared
+        // workspace) before it sleeps.
+        let first = match python() {
+            Some(py) => format!(
+                "echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; {py} -c '
+import ctypes, os, pty, socket, subprocess
+print(ctypes.CDLL(None).shmget({key}, 4096, 0o1600))
+m, s = pty.openpty(); os.write(m, b\"secret-input\\n\")
+t = socket.socket(); t.bind((\"127.0.0.1\", 0)); t.listen()
+u = socket.socket(socket.AF_UNIX); u.bind(\"\\0klaw-meet-{tag}\"); u.listen()
+open(\"meet.{tag}\", \"w\").write(\"%s %d\\n\" % (os.ttyname(s), t.getsockname()[1]))
+subprocess.call([\"sleep\", \"1000.{tag}\"])
+'"
+            ),
+            None => {
+                format!("echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; sleep 1000.{tag}")
+            }
+        };
         let r = process(
             &kit,
             json!({"action": "start", "command": ["sh", "-c", first]}),
@@ -1465,10 +1485,25 @@ async fn bwrap_commands_do_not_meet() {
         .unwrap();
         let id = r["process"]["processId"].as_str().unwrap().to_owned();
         assert!(eventually(|| !live_with(&format!("sleep 1000.{tag}")).is_empty()).await);
+        let meet = python().map_or(String::new(), |py| {
+            format!(
+                "read tty port < meet.{tag}; echo \"tty $tty\"; \
+                 timeout 2 head -n 1 $tty 2>/dev/null | grep -q secret && echo SEEN-TERMINAL; \
+                 {py} -c '
+import socket, sys
+for family, address, word in [(socket.AF_INET, (\"127.0.0.1\", int(sys.argv[1])), \"SEEN-LOOPBACK\"),
+                              (socket.AF_UNIX, \"\\0klaw-meet-{tag}\", \"SEEN-ABSTRACT\")]:
+    try:
+        socket.socket(family).connect(address); print(word)
+    except OSError:
+        pass
+' $port; "
+            )
+        });
         let probe = format!(
             "ls /tmp/mark.{tag} /dev/shm/mark.{tag} 2>/dev/null && echo SEEN-FILE; \
              for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = sleep ] && echo SEEN-PROCESS; done; \
-             awk '$1 == {key}' /proc/sysvipc/shm | grep -q . && echo SEEN-IPC; \
+             awk '$1 == {key}' /proc/sysvipc/shm | grep -q . && echo SEEN-IPC; {meet}\
              ls /proc | grep -c '^[0-9]'; echo done"
         );
         let r = exec(&kit, json!({"command": ["sh", "-c", probe]}))
@@ -1476,9 +1511,21 @@ async fn bwrap_commands_do_not_meet() {
             .unwrap();
         let out = r["stdout"].as_str().unwrap();
         assert!(out.ends_with("done\n"), "served {serve}: {r}");
-        for word in ["SEEN-FILE", "SEEN-PROCESS", "SEEN-IPC"] {
+        for word in [
+            "SEEN-FILE",
+            "SEEN-PROCESS",
+            "SEEN-IPC",
+            "SEEN-TERMINAL",
+            "SEEN-LOOPBACK",
+            "SEEN-ABSTRACT",
+        ] {
             assert!(!out.contains(word), "served {serve}: {word}: {r}");
         }
+        // The first command's terminal and listeners were there to be found.
+        assert!(
+            python().is_none() || out.contains("tty /dev/pts/"),
+            "served {serve}: {r}"
+        );
         // Its own processes only: sh, ls and grep.
         let pids: u32 = out.lines().rev().nth(1).unwrap().trim().parse().unwrap();
         assert!(pids <= 4, "served {serve}: {pids} processes seen: {r}");
