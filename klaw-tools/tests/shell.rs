@@ -1535,6 +1535,35 @@ for family, address, word in [(socket.AF_INET, (\"127.0.0.1\", int(sys.argv[1]))
     }
 }
 
+/// A bubblewrap command cannot take away the mounts it was given to reach what they
+/// cover: in the kept sandbox of a serving engine its `/proc`, `/tmp`, `/dev/shm` and
+/// `/dev/pts` lie over the sandbox's own, which every command of the server shares (the
+/// holder's `/proc`, the one devpts), so unmounting one would open a way to the other
+/// commands. `umount2` (plain and detached) fails on each, and each stays the same
+/// filesystem; one-shot too.
+#[tokio::test]
+async fn bwrap_covered_mounts_stay_covered() {
+    let Some(py) = python() else { return };
+    for serve in [false, true] {
+        SERVED.with(|s| s.set(serve));
+        let Some(kit) = kit(SandboxMode::Bwrap) else {
+            return;
+        };
+        let script = "import ctypes, os\n\
+            libc = ctypes.CDLL(None, use_errno=True)\n\
+            dirs = ['/proc', '/tmp', '/dev/shm', '/dev/pts']\n\
+            before = [os.stat(d).st_dev for d in dirs]\n\
+            for d in dirs:\n\
+            \x20   for flags in (0, 2):\n\
+            \x20       if libc.umount2(d.encode(), flags) == 0: print('UNMOUNTED', d)\n\
+            print('same' if [os.stat(d).st_dev for d in dirs] == before else 'CHANGED')\n";
+        let r = exec(&kit, json!({"command": [py, "-c", script]}))
+            .await
+            .unwrap();
+        assert_eq!(r["stdout"], "same\n", "served {serve}: {r}");
+    }
+}
+
 /// When the kept sandbox of a serving engine dies (its bubblewrap killed), its server
 /// ends with it, and the next command runs under a new server and sandbox.
 #[tokio::test]
