@@ -405,9 +405,10 @@ async fn a_killed_supervisors_tree_is_ended(mode: SandboxMode) {
         return;
     }
     let Some(kit) = kit(mode) else { return };
-    // The supervisor: the command's nearest ancestor with the server's command line.
+    // The supervisor: the server's child above the command (under bubblewrap, kept,
+    // the process between supervisor and command has the server's command line too).
     let (id, tag, serving) = sleeping_job(&kit).await;
-    let supervisor = serving.first().copied();
+    let supervisor = serving.iter().rev().nth(1).copied();
     let supervisor = supervisor.expect("a served command has a supervisor");
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(supervisor).unwrap(),
