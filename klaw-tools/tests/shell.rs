@@ -1452,6 +1452,12 @@ async fn bwrap_has_its_own_loopback() {
 /// server's processes has a pid a command could name.
 #[tokio::test]
 async fn bwrap_commands_do_not_meet() {
+    bwrap_commands_do_not_meet_at_all().await;
+}
+
+/// The body of [`bwrap_commands_do_not_meet`] (also run by an unprivileged engine);
+/// leaves the thread's commands served.
+async fn bwrap_commands_do_not_meet_at_all() {
     for serve in [false, true] {
         SERVED.with(|s| s.set(serve));
         let Some(kit) = kit(SandboxMode::Bwrap) else {
@@ -1544,6 +1550,12 @@ for family, address, word in [(socket.AF_INET, (\"127.0.0.1\", int(sys.argv[1]))
 /// filesystem; one-shot too.
 #[tokio::test]
 async fn bwrap_covered_mounts_stay_covered() {
+    bwrap_covered_mounts_stay_covered_at_all().await;
+}
+
+/// The body of [`bwrap_covered_mounts_stay_covered`] (also run by an unprivileged
+/// engine); leaves the thread's commands served.
+async fn bwrap_covered_mounts_stay_covered_at_all() {
     let Some(py) = python() else { return };
     for serve in [false, true] {
         SERVED.with(|s| s.set(serve));
@@ -1603,6 +1615,12 @@ async fn a_dead_kept_sandbox_is_replaced() {
 /// unprivileged user, and a change of uid clears it: the engine as root left it without.)
 #[tokio::test]
 async fn a_kept_command_dies_with_its_supervisor() {
+    a_kept_command_dies_with_its_supervisor_at_all().await;
+}
+
+/// The body of [`a_kept_command_dies_with_its_supervisor`] (also run by an unprivileged
+/// engine).
+async fn a_kept_command_dies_with_its_supervisor_at_all() {
     use rustix::process::{Pid, Signal, kill_process};
     SERVED.with(|s| s.set(true));
     let Some(kit) = kit(SandboxMode::Bwrap) else {
@@ -2344,6 +2362,13 @@ async fn unprivileged_probe(mode: SandboxMode) {
     // of its reach).
     commands_run_under_the_server(mode).await;
     the_server_is_out_of_the_commands_reach(mode).await;
+    if matches!(mode, SandboxMode::Bwrap) && served() {
+        // The kept sandbox of an engine that is not root: its commands, its server and
+        // its supervisors all have the engine's uid.
+        bwrap_commands_do_not_meet_at_all().await;
+        a_kept_command_dies_with_its_supervisor_at_all().await;
+        bwrap_covered_mounts_stay_covered_at_all().await;
+    }
     if works(mode) {
         eprintln!(
             "unprivileged probe ran ({mode:?}, uid {})",
