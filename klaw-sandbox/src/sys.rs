@@ -365,8 +365,8 @@ pub(crate) fn enter_kept_before_exec(
     // SAFETY: the closure runs in the forked child before `exec`, where only
     // async-signal-safe functions may be called: `enter_kept` makes system calls only
     // (`prctl`, `getppid`, `setgroups`/`setresgid`/`setresuid` on this thread, `setns`,
-    // `unshare`, `fork`, `close_range`, `waitpid`, `_exit`, `setsid`, `mount`, `chdir`,
-    // `capset`, `seccomp`, `write`) on memory and descriptors made before the fork
+    // `unshare`, `socket`, `ioctl`, `pidfd_open`, `fork`, `poll`, `close`, `close_range`,
+    // `waitpid`, `_exit`, `setsid`, `mount`, `chdir`, `capset`, `seccomp`, `write`) on memory and descriptors made before the fork
     // (`ns` lives as long as the process), allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || enter_kept(ns, &cwd, supervisor));
@@ -444,9 +444,15 @@ fn enter_kept(
     if !ns.network {
         loopback_up()?;
     }
+    // This process, as a descriptor the command's side polls once its parent-death
+    // signal is set, to know that this process did not die before (its parent is
+    // outside its PID namespace, so `getppid` says 0 either way). -1 where the kernel
+    // has no pidfds (before Linux 5.3).
+    let me = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0_u32) };
+    let me = libc::c_int::try_from(me).unwrap_or(-1);
     match unsafe { libc::fork() } {
         -1 => Err(failed(b"fork")),
-        0 => enter_kept_inside(ns, cwd),
+        0 => enter_kept_inside(ns, cwd, me),
         command => {
             // Nothing of the command's stays open here (its output, the standard
             // library's pipe for a failed `exec`): this process only waits.
@@ -508,15 +514,35 @@ const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
 /// The command's side of [`enter_kept`], in its new PID namespace.
-fn enter_kept_inside(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Result<()> {
+/// `parent`: a pidfd of the process that forked this one, or -1.
+fn enter_kept_inside(
+    ns: &crate::kept::Namespaces,
+    cwd: &std::ffi::CStr,
+    parent: libc::c_int,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    // SAFETY (every block below): as in `enter_kept`.
+    // SAFETY (every block below): as in `enter_kept`; `poll` reads and writes one
+    // `pollfd` on the stack.
     check(
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
         b"PR_SET_PDEATHSIG",
     )?;
+    if parent >= 0 {
+        let mut watch = libc::pollfd {
+            fd: parent,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ended = unsafe { libc::poll(&raw mut watch, 1, 0) } == 1;
+        unsafe { libc::close(parent) };
+        if ended {
+            // The process between died before the line above (and so its supervisor,
+            // or it was killed): nothing to run for, and no one to end this.
+            unsafe { libc::_exit(137) }
+        }
+    }
     if unsafe { libc::setsid() } == -1 {
         return Err(failed(b"setsid"));
     }
