@@ -1419,6 +1419,21 @@ async fn bwrap_tmp_is_bounded() {
     assert!(bytes > 0 && bytes <= 512 << 20, "{r}");
 }
 
+/// Kits under bubblewrap, one-shot then served (the kept sandbox), each with whether it
+/// is served; none where bubblewrap does not work here. Leaves the thread's commands
+/// served.
+fn bwrap_one_shot_and_kept() -> Vec<(bool, Kit)> {
+    let mut kits = Vec::new();
+    for serve in [false, true] {
+        SERVED.with(|s| s.set(serve));
+        let Some(kit) = kit(SandboxMode::Bwrap) else {
+            break;
+        };
+        kits.push((serve, kit));
+    }
+    kits
+}
+
 /// Without `network`, bubblewrap's command still has its own loopback (test suites start
 /// local servers): the seccomp filter it gets allows IP sockets, its network namespace
 /// keeps them off the host. One-shot (bubblewrap brings it up) and kept (the command's
@@ -1426,11 +1441,7 @@ async fn bwrap_tmp_is_bounded() {
 #[tokio::test]
 async fn bwrap_has_its_own_loopback() {
     let Some(py) = python() else { return };
-    for serve in [false, true] {
-        SERVED.with(|s| s.set(serve));
-        let Some(kit) = kit(SandboxMode::Bwrap) else {
-            return;
-        };
+    for (serve, kit) in bwrap_one_shot_and_kept() {
         let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
             c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
             c.sendall(b'ping'); print(a.recv(4).decode())\n\
@@ -1458,11 +1469,7 @@ async fn bwrap_commands_do_not_meet() {
 /// The body of [`bwrap_commands_do_not_meet`] (also run by an unprivileged engine);
 /// leaves the thread's commands served.
 async fn bwrap_commands_do_not_meet_at_all() {
-    for serve in [false, true] {
-        SERVED.with(|s| s.set(serve));
-        let Some(kit) = kit(SandboxMode::Bwrap) else {
-            return;
-        };
+    for (serve, kit) in bwrap_one_shot_and_kept() {
         let tag = marker();
         let key = ipc_key(7);
         // With Python, the first command also holds a terminal with input waiting on it,
@@ -1557,11 +1564,7 @@ async fn bwrap_covered_mounts_stay_covered() {
 /// engine); leaves the thread's commands served.
 async fn bwrap_covered_mounts_stay_covered_at_all() {
     let Some(py) = python() else { return };
-    for serve in [false, true] {
-        SERVED.with(|s| s.set(serve));
-        let Some(kit) = kit(SandboxMode::Bwrap) else {
-            return;
-        };
+    for (serve, kit) in bwrap_one_shot_and_kept() {
         let script = "import ctypes, os\n\
             libc = ctypes.CDLL(None, use_errno=True)\n\
             dirs = ['/proc', '/tmp', '/dev/shm', '/dev/pts']\n\
