@@ -10,18 +10,18 @@
 //! it ends the kernel ends every process left in it). The command's process, before
 //! `exec`:
 //! - joins the holder's mount namespace (the read-only system directories, the
-//!   workspace, the hidden data dir, read-only root and `/dev`), its UTS and cgroup
-//!   namespaces, and its network namespace (its own loopback) unless the network is
-//!   allowed, and makes a mount and IPC namespace of its own,
-//! - mounts a `/proc` of its PID namespace, read-only and masked as bubblewrap's, and a
-//!   fresh bounded `/tmp` and `/dev/shm`,
+//!   workspace, the hidden data dir, read-only root and `/dev`) and its UTS and cgroup
+//!   namespaces, and makes a mount and IPC namespace of its own (and, unless the network
+//!   is allowed, a network namespace with its own loopback up),
+//! - mounts a `/proc` of its PID namespace, read-only and masked as bubblewrap's, a
+//!   fresh bounded `/tmp` and `/dev/shm`, and a devpts instance of its own on `/dev/pts`,
 //! - joins the nested user namespace bubblewrap made with `--disable-userns` (as a
 //!   one-shot command runs), starts a session of its own, drops every capability, sets
 //!   no-new-privileges and installs the seccomp filter of the one-shot path.
 //!
 //! What commands of one server share is what a one-shot command sees of the host too:
-//! the system directories, the workspace; plus a private network namespace (loopback
-//! only) — never a process, a `/tmp`, System V IPC or a mount of another command.
+//! the system directories, the workspace — never a process, a `/tmp`, a terminal, a
+//! loopback, System V IPC or a mount of another command.
 
 use std::ffi::CString;
 use std::io::{BufRead, Read};
@@ -51,8 +51,11 @@ pub(crate) struct Namespaces {
     /// The holder's mount namespace.
     pub(crate) mnt: OwnedFd,
     /// The holder's other namespaces that differ from the server's, each with its type
-    /// (`CLONE_NEW*`): UTS, cgroup, and the network when it is not allowed.
+    /// (`CLONE_NEW*`): UTS and cgroup.
     pub(crate) others: Vec<(OwnedFd, i32)>,
+    /// The network is allowed: commands use the server's; else each makes one of its
+    /// own (loopback only), as a one-shot command has.
+    pub(crate) network: bool,
     /// The seccomp filter, in the order of installation.
     pub(crate) filters: Vec<BpfProgram>,
     /// The engine is root: commands switch to the unprivileged user first.
@@ -185,14 +188,10 @@ fn namespaces(pid: i32, workspace: &Path, network: bool, root: bool) -> Result<N
     let holder_user = open("user")?;
     let inner = (identity(&holder_user)? != identity(&user)?).then_some(holder_user);
     let mut others = Vec::new();
-    let mut kinds = vec![
+    for (name, kind) in [
         ("uts", libc::CLONE_NEWUTS),
         ("cgroup", libc::CLONE_NEWCGROUP),
-    ];
-    if !network {
-        kinds.push(("net", libc::CLONE_NEWNET));
-    }
-    for (name, kind) in kinds {
+    ] {
         let fd = open(name)?;
         if Some(identity(&fd)?) != ours(name) {
             others.push((fd, kind));
@@ -227,6 +226,7 @@ fn namespaces(pid: i32, workspace: &Path, network: bool, root: bool) -> Result<N
         inner,
         mnt,
         others,
+        network,
         filters,
         root,
         proc_read_only: bwrap::PROC_READ_ONLY

@@ -128,7 +128,8 @@ pub(crate) fn supervise(
         // As bubblewrap sets them for a one-shot command: its private /tmp.
         command.env("HOME", "/tmp").env("TMPDIR", "/tmp");
         let cwd = crate::kept::c_path(&policy.cwd)?;
-        crate::sys::enter_kept_before_exec(&mut command, ns, cwd);
+        crate::sys::enter_kept_before_exec(&mut command, ns, cwd)
+            .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
     }
     let report = prepared.map(|(prepared, report)| {
         crate::sys::restrict_before_exec(&mut command, prepared, false);

@@ -378,16 +378,25 @@ pub(crate) fn enter_kept_before_exec(
     cmd: &mut std::process::Command,
     ns: &'static crate::kept::Namespaces,
     cwd: std::ffi::CString,
-) {
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // The supervisor, as a descriptor its child polls once its parent-death signal is
+    // set, to know that the supervisor did not die before (PID 1 of its namespace, the
+    // child's `getppid` says 0 either way). Close-on-exec: the command never has it.
+    let supervisor = rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )?;
     // SAFETY: the closure runs in the forked child before `exec`, where only
     // async-signal-safe functions may be called: `enter_kept` makes system calls only
-    // (`setns`, `unshare`, `setsid`, `mount`, `open_tree`, `mkdir`, `move_mount`,
-    // `close`, `chdir`, `prctl`, `capset`, `seccomp`, `write`) on memory and
-    // descriptors made before the fork (`ns` lives as long as the process), allocates
-    // nothing and takes no lock.
+    // (`setns`, `unshare`, `socket`, `ioctl`, `setsid`, `mount`, `open_tree`, `mkdir`,
+    // `move_mount`, `close`, `chdir`, `capset`, `prctl`, `poll`, `seccomp`, `write`) on
+    // memory and descriptors made before the fork (`ns` lives as long as the process),
+    // allocates nothing and takes no lock.
     unsafe {
-        cmd.pre_exec(move || enter_kept(ns, &cwd));
+        cmd.pre_exec(move || enter_kept(ns, &cwd, supervisor.as_raw_fd()));
     }
+    Ok(())
 }
 
 /// Writes `what` on stderr (the command's), for a failed step of [`enter_kept`].
@@ -407,6 +416,33 @@ fn failed(what: &[u8]) -> std::io::Error {
 /// Checks a C-style return value (0 on success) of the step `what`.
 fn check(r: libc::c_int, what: &[u8]) -> std::io::Result<()> {
     if r == 0 { Ok(()) } else { Err(failed(what)) }
+}
+
+/// Brings up the loopback interface of this process's new network namespace, as
+/// bubblewrap does for a one-shot command (the kernel gives it 127.0.0.1 and ::1).
+/// System calls only, on a request on the stack: it runs in the forked child.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: `socket` and `close` on integers; `ifreq` is plain data, for which all
+    // zeroes is valid; the two `ioctl`s read and write the request, which lives through
+    // them; `ifru_flags` is the member `SIOCGIFFLAGS` sets.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(failed(b"bringing up its loopback"));
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &raw mut request);
+        if r == 0 {
+            request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            r = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &raw mut request);
+        }
+        let e = (r != 0).then(|| failed(b"bringing up its loopback"));
+        libc::close(fd);
+        e.map_or(Ok(()), Err)
+    }
 }
 
 /// `open_tree(2)`: a copy of the mount, detached.
@@ -433,12 +469,17 @@ fn read_only(path: &std::ffi::CStr, what: &[u8]) -> std::io::Result<()> {
 }
 
 /// The body of [`enter_kept_before_exec`]'s hook.
-fn enter_kept(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Result<()> {
+fn enter_kept(
+    ns: &crate::kept::Namespaces,
+    cwd: &std::ffi::CStr,
+    supervisor: libc::c_int,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     // SAFETY (every block below): plain system calls on integers, descriptors that are
-    // open, and NUL-terminated strings that live through the call.
+    // open, NUL-terminated strings that live through the call, and (`poll`) one
+    // `pollfd` on the stack.
     check(
         unsafe { libc::setns(ns.mnt.as_raw_fd(), libc::CLONE_NEWNS) },
         b"joining its mount namespace",
@@ -449,10 +490,17 @@ fn enter_kept(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Re
             b"joining its namespaces",
         )?;
     }
+    // Without the network, a network namespace of the command's own too: two commands
+    // sharing one would meet on its loopback (one taking the other's connections or
+    // holding its port).
+    let net = if ns.network { 0 } else { libc::CLONE_NEWNET };
     check(
-        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) },
+        unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC | net) },
         b"making the command's namespaces",
     )?;
+    if !ns.network {
+        loopback_up()?;
+    }
     if unsafe { libc::setsid() } == -1 {
         return Err(failed(b"setsid"));
     }
@@ -533,6 +581,20 @@ fn enter_kept(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Re
             b"mounting /tmp or /dev/shm",
         )?;
     }
+    // A devpts instance of its own: bubblewrap's is shared by every command, so one
+    // could open another's terminal (and read the input meant for its program).
+    check(
+        unsafe {
+            libc::mount(
+                c"devpts".as_ptr(),
+                c"/dev/pts".as_ptr(),
+                c"devpts".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                c"newinstance,ptmxmode=0666,mode=620".as_ptr().cast(),
+            )
+        },
+        b"mounting /dev/pts",
+    )?;
     if let (Some(fd), Some((path, dirs))) = (workspace, &ns.covered) {
         for dir in dirs {
             if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0
@@ -567,6 +629,21 @@ fn enter_kept(ns: &crate::kept::Namespaces, cwd: &std::ffi::CStr) -> std::io::Re
         b"changing to the working directory",
     )?;
     crate::landlock::drop_capabilities().map_err(|_| failed(b"dropping capabilities"))?;
+    // Dies with the supervisor (set after the last change of credentials, which could
+    // clear it), unless the supervisor is already gone: then nothing is to run, and no
+    // one would end it.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) },
+        b"PR_SET_PDEATHSIG",
+    )?;
+    let mut watch = libc::pollfd {
+        fd: supervisor,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    if unsafe { libc::poll(&raw mut watch, 1, 0) } != 0 {
+        unsafe { libc::_exit(137) }
+    }
     check(
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
         b"PR_SET_NO_NEW_PRIVS",

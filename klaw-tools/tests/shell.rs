@@ -405,9 +405,9 @@ async fn a_killed_supervisors_tree_is_ended(mode: SandboxMode) {
         return;
     }
     let Some(kit) = kit(mode) else { return };
-    // The supervisor: the command's nearest ancestor with the server's command line.
+    // The supervisor: the server's child above the command.
     let (id, tag, serving) = sleeping_job(&kit).await;
-    let supervisor = serving.first().copied();
+    let supervisor = serving.iter().rev().nth(1).copied();
     let supervisor = supervisor.expect("a served command has a supervisor");
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(supervisor).unwrap(),
@@ -1418,45 +1418,78 @@ async fn bwrap_tmp_is_bounded() {
     assert!(bytes > 0 && bytes <= 512 << 20, "{r}");
 }
 
+/// Kits under bubblewrap, one-shot then served (the kept sandbox), each with whether it
+/// is served; none where bubblewrap does not work here. Leaves the thread's commands
+/// served.
+fn bwrap_one_shot_and_kept() -> Vec<(bool, Kit)> {
+    let mut kits = Vec::new();
+    for serve in [false, true] {
+        SERVED.with(|s| s.set(serve));
+        let Some(kit) = kit(SandboxMode::Bwrap) else {
+            break;
+        };
+        kits.push((serve, kit));
+    }
+    kits
+}
+
 /// Without `network`, bubblewrap's command still has its own loopback (test suites start
 /// local servers): the seccomp filter it gets allows IP sockets, its network namespace
-/// keeps them off the host.
+/// keeps them off the host. One-shot (bubblewrap brings it up) and kept (the command's
+/// process makes the namespace and brings it up itself).
 #[tokio::test]
 async fn bwrap_has_its_own_loopback() {
     let Some(py) = python() else { return };
-    let Some(kit) = kit(SandboxMode::Bwrap) else {
-        return;
-    };
-    let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
-        c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
-        c.sendall(b'ping'); print(a.recv(4).decode())\n";
-    let r = exec(&kit, json!({"command": [py, "-c", script]}))
-        .await
-        .unwrap();
-    assert_eq!(r["stdout"], "ping\n", "{r}");
+    for (serve, kit) in bwrap_one_shot_and_kept() {
+        let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+            c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+            c.sendall(b'ping'); print(a.recv(4).decode())\n\
+            socket.socket(socket.AF_INET6).bind(('::1', 0)); print('::1')\n";
+        let r = exec(&kit, json!({"command": [py, "-c", script]}))
+            .await
+            .unwrap();
+        assert_eq!(r["stdout"], "ping\n::1\n", "served {serve}: {r}");
+    }
 }
 
 /// Two bubblewrap commands running at once, one-shot or through the kept sandbox of a
 /// serving engine, do not meet: neither sees the other's processes (each is PID 1 of a
 /// namespace of its own, with its own `/proc`), its `/tmp`, its `/dev/shm` or its System
-/// V IPC; and none of the sandbox server's processes has a pid a command could name.
+/// V IPC; neither can open the other's terminal (a pseudo-terminal it opened: reading
+/// its slave takes the input meant for the program on it) nor reach a listener it opened
+/// on loopback (TCP or an abstract UNIX socket: a command could take the connections
+/// meant for the other's test server, or hold its port); and none of the sandbox
+/// server's processes has a pid a command could name.
 #[tokio::test]
 async fn bwrap_commands_do_not_meet() {
-    for serve in [false, true] {
-        SERVED.with(|s| s.set(serve));
-        let Some(kit) = kit(SandboxMode::Bwrap) else {
-            return;
-        };
+    bwrap_commands_do_not_meet_at_all().await;
+}
+
+/// The body of [`bwrap_commands_do_not_meet`] (also run by an unprivileged engine);
+/// leaves the thread's commands served.
+async fn bwrap_commands_do_not_meet_at_all() {
+    for (serve, kit) in bwrap_one_shot_and_kept() {
         let tag = marker();
         let key = ipc_key(7);
-        let first = format!(
-            "echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; \
-             {ipc}sleep 1000.{tag}",
-            ipc = python().map_or(String::new(), |py| format!(
-                "{py} -c 'import ctypes; l = ctypes.CDLL(None); \
-                 print(l.shmget({key}, 4096, 0o1600))'; "
-            ))
-        );
+        // With Python, the first command also holds a terminal with input waiting on it,
+        // a TCP listener and an abstract UNIX listener, and says where (in the shared
+        // workspace) before it sleeps.
+        let first = match python() {
+            Some(py) => format!(
+                "echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; {py} -c '
+import ctypes, os, pty, socket, subprocess
+print(ctypes.CDLL(None).shmget({key}, 4096, 0o1600))
+m, s = pty.openpty(); os.write(m, b\"secret-input\\n\")
+t = socket.socket(); t.bind((\"127.0.0.1\", 0)); t.listen()
+u = socket.socket(socket.AF_UNIX); u.bind(\"\\0klaw-meet-{tag}\"); u.listen()
+open(\"meet.{tag}\", \"w\").write(\"%s %d\\n\" % (os.ttyname(s), t.getsockname()[1]))
+subprocess.call([\"sleep\", \"1000.{tag}\"])
+'"
+            ),
+            None => {
+                format!("echo x > /tmp/mark.{tag}; echo x > /dev/shm/mark.{tag}; sleep 1000.{tag}")
+            }
+        };
         let r = process(
             &kit,
             json!({"action": "start", "command": ["sh", "-c", first]}),
@@ -1465,10 +1498,25 @@ async fn bwrap_commands_do_not_meet() {
         .unwrap();
         let id = r["process"]["processId"].as_str().unwrap().to_owned();
         assert!(eventually(|| !live_with(&format!("sleep 1000.{tag}")).is_empty()).await);
+        let meet = python().map_or(String::new(), |py| {
+            format!(
+                "read tty port < meet.{tag}; echo \"tty $tty\"; \
+                 timeout 2 head -n 1 $tty 2>/dev/null | grep -q secret && echo SEEN-TERMINAL; \
+                 {py} -c '
+import socket, sys
+for family, address, word in [(socket.AF_INET, (\"127.0.0.1\", int(sys.argv[1])), \"SEEN-LOOPBACK\"),
+                              (socket.AF_UNIX, \"\\0klaw-meet-{tag}\", \"SEEN-ABSTRACT\")]:
+    try:
+        socket.socket(family).connect(address); print(word)
+    except OSError:
+        pass
+' $port; "
+            )
+        });
         let probe = format!(
             "ls /tmp/mark.{tag} /dev/shm/mark.{tag} 2>/dev/null && echo SEEN-FILE; \
              for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = sleep ] && echo SEEN-PROCESS; done; \
-             awk '$1 == {key}' /proc/sysvipc/shm | grep -q . && echo SEEN-IPC; \
+             awk '$1 == {key}' /proc/sysvipc/shm | grep -q . && echo SEEN-IPC; {meet}\
              ls /proc | grep -c '^[0-9]'; echo done"
         );
         let r = exec(&kit, json!({"command": ["sh", "-c", probe]}))
@@ -1476,15 +1524,58 @@ async fn bwrap_commands_do_not_meet() {
             .unwrap();
         let out = r["stdout"].as_str().unwrap();
         assert!(out.ends_with("done\n"), "served {serve}: {r}");
-        for word in ["SEEN-FILE", "SEEN-PROCESS", "SEEN-IPC"] {
+        for word in [
+            "SEEN-FILE",
+            "SEEN-PROCESS",
+            "SEEN-IPC",
+            "SEEN-TERMINAL",
+            "SEEN-LOOPBACK",
+            "SEEN-ABSTRACT",
+        ] {
             assert!(!out.contains(word), "served {serve}: {word}: {r}");
         }
+        // The first command's terminal and listeners were there to be found.
+        assert!(
+            python().is_none() || out.contains("tty /dev/pts/"),
+            "served {serve}: {r}"
+        );
         // Its own processes only: sh, ls and grep.
         let pids: u32 = out.lines().rev().nth(1).unwrap().trim().parse().unwrap();
         assert!(pids <= 4, "served {serve}: {pids} processes seen: {r}");
         process(&kit, json!({"action": "kill", "processId": id}))
             .await
             .unwrap();
+    }
+}
+
+/// A bubblewrap command cannot take away the mounts it was given to reach what they
+/// cover: in the kept sandbox of a serving engine its `/proc`, `/tmp`, `/dev/shm` and
+/// `/dev/pts` lie over the sandbox's own, which every command of the server shares (the
+/// holder's `/proc`, the one devpts), so unmounting one would open a way to the other
+/// commands. `umount2` (plain and detached) fails on each, and each stays the same
+/// filesystem; one-shot too.
+#[tokio::test]
+async fn bwrap_covered_mounts_stay_covered() {
+    bwrap_covered_mounts_stay_covered_at_all().await;
+}
+
+/// The body of [`bwrap_covered_mounts_stay_covered`] (also run by an unprivileged
+/// engine); leaves the thread's commands served.
+async fn bwrap_covered_mounts_stay_covered_at_all() {
+    let Some(py) = python() else { return };
+    for (serve, kit) in bwrap_one_shot_and_kept() {
+        let script = "import ctypes, os\n\
+            libc = ctypes.CDLL(None, use_errno=True)\n\
+            dirs = ['/proc', '/tmp', '/dev/shm', '/dev/pts']\n\
+            before = [os.stat(d).st_dev for d in dirs]\n\
+            for d in dirs:\n\
+            \x20   for flags in (0, 2):\n\
+            \x20       if libc.umount2(d.encode(), flags) == 0: print('UNMOUNTED', d)\n\
+            print('same' if [os.stat(d).st_dev for d in dirs] == before else 'CHANGED')\n";
+        let r = exec(&kit, json!({"command": [py, "-c", script]}))
+            .await
+            .unwrap();
+        assert_eq!(r["stdout"], "same\n", "served {serve}: {r}");
     }
 }
 
@@ -1517,6 +1608,39 @@ async fn a_dead_kept_sandbox_is_replaced() {
         again.is_some_and(|s| s != server),
         "{again:?} after {server}"
     );
+}
+
+/// A kept bubblewrap command dies with its supervisor even where nothing sweeps after
+/// it (here: the server is stopped): the command (PID 1 of its namespace) is killed by
+/// the kernel when the supervisor dies, and everything in its namespace with it. (Its
+/// parent-death signal is set after its last change of credentials, which could clear
+/// it.)
+#[tokio::test]
+async fn a_kept_command_dies_with_its_supervisor() {
+    a_kept_command_dies_with_its_supervisor_at_all().await;
+}
+
+/// The body of [`a_kept_command_dies_with_its_supervisor`] (also run by an unprivileged
+/// engine).
+async fn a_kept_command_dies_with_its_supervisor_at_all() {
+    use rustix::process::{Pid, Signal, kill_process};
+    SERVED.with(|s| s.set(true));
+    let Some(kit) = kit(SandboxMode::Bwrap) else {
+        return;
+    };
+    let (id, tag, serving) = sleeping_job(&kit).await;
+    // The supervisor, the server.
+    let [supervisor, server] = serving[..] else {
+        panic!("not a served kept command: {serving:?}");
+    };
+    let pid = |p| Pid::from_raw(p).unwrap();
+    kill_process(pid(server), Signal::STOP).unwrap();
+    kill_process(pid(supervisor), Signal::KILL).unwrap();
+    let gone = eventually(|| live_with(&format!("1000.{tag}")).is_empty()).await;
+    let left = live_with(&format!("1000.{tag}"));
+    kill_process(pid(server), Signal::CONT).unwrap();
+    assert!(gone, "the command outlived its supervisor: {left:?}");
+    let _ = process(&kit, json!({"action": "kill", "processId": id})).await;
 }
 
 /// The helper enters the working directory by descriptor, beneath the workspace and
@@ -2240,6 +2364,13 @@ async fn unprivileged_probe(mode: SandboxMode) {
     // of its reach).
     commands_run_under_the_server(mode).await;
     the_server_is_out_of_the_commands_reach(mode).await;
+    if matches!(mode, SandboxMode::Bwrap) && served() {
+        // The kept sandbox of an engine that is not root: its commands, its server and
+        // its supervisors all have the engine's uid.
+        bwrap_commands_do_not_meet_at_all().await;
+        a_kept_command_dies_with_its_supervisor_at_all().await;
+        bwrap_covered_mounts_stay_covered_at_all().await;
+    }
     if works(mode) {
         eprintln!(
             "unprivileged probe ran ({mode:?}, uid {})",
