@@ -42,13 +42,13 @@ const DEVICES: &[&str] = &[
 
 /// The restrictions of one command, made ready in the supervisor (everything that
 /// allocates, opens a path or compiles happens there: the Landlock ruleset with its
-/// rules, the seccomp filters, the working directory's names), then applied by
+/// rules, the seccomp filter, the working directory's names), then applied by
 /// [`Prepared::apply`] in the command's forked process right before `exec`, which only
 /// makes system calls. No second copy of the (large) helper binary is started.
 pub(crate) struct Prepared {
     ruleset: Option<RulesetCreated>,
-    filters: Vec<seccompiler::BpfProgram>,
-    /// The kernel's Landlock ABI, capped at [`NEWEST`], as the filters were chosen for.
+    filter: seccompiler::BpfProgram,
+    /// The kernel's Landlock ABI, capped at [`NEWEST`], as the filter was chosen for.
     abi: ABI,
     /// Switch to [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID) first (the
     /// supervisor is root).
@@ -70,7 +70,7 @@ pub(crate) enum Step {
     WorkingDir = 2,
     /// Applying the Landlock ruleset.
     Landlock = 3,
-    /// Installing the seccomp filters.
+    /// Installing the seccomp filter.
     Seccomp = 4,
     /// Dropping capabilities.
     Capabilities = 5,
@@ -140,7 +140,7 @@ pub(crate) fn prepare(
         (false, true) => &[],
     };
     // The command shares the host's IPC namespace: System V IPC looks absent.
-    let filters = seccomp::filters(families, seccomp::Ipc::Host)?;
+    let filter = seccomp::filter(families, seccomp::Ipc::Host)?;
     let ruleset = ruleset(policy)?;
     let enter = if policy.probe {
         None
@@ -161,7 +161,7 @@ pub(crate) fn prepare(
     Ok((
         Prepared {
             ruleset: Some(ruleset),
-            filters,
+            filter,
             abi,
             unprivileged,
             enter,
@@ -234,9 +234,7 @@ impl Prepared {
                 std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
             ));
         }
-        for filter in &self.filters {
-            seccomp::install_one(filter).map_err(|e| (Step::Seccomp, e))?;
-        }
+        seccomp::install_forked(&self.filter).map_err(|e| (Step::Seccomp, e))?;
         drop_capabilities().map_err(|e| (Step::Capabilities, e))
     }
 }

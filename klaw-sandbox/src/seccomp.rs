@@ -1,6 +1,8 @@
 //! The seccomp filter every sandboxed command runs under, in both backends: the helper
 //! installs it on itself before a Landlock command starts, and hands it to bubblewrap
-//! (`--add-seccomp-fd`), which installs it right before it runs the command.
+//! (`--add-seccomp-fd`), which installs it right before it runs the command. It is one
+//! program (two compiled rule sets, one after the other: see [`filter`]), so the kernel
+//! checks, converts, compiles and walks one program per command, not two.
 //!
 //! Listed calls fail with `EPERM` (`clone3` and `openat2`, whose flags seccomp cannot
 //! see, with `ENOSYS`, so programs fall back to the calls filtered here); everything
@@ -16,7 +18,7 @@ use std::collections::BTreeMap;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule,
+    SeccompRule, sock_filter,
 };
 
 /// `ioctl` requests that type into a terminal (the same on x86_64 and aarch64).
@@ -45,10 +47,22 @@ pub enum Ipc {
     Host,
 }
 
-/// The filters, in the order they are to be installed: listed calls fail with `EPERM`,
-/// then `clone3` and `openat2` (and, with [`Ipc::Host`], System V IPC) with `ENOSYS`;
-/// everything else is allowed. `socket(2)` fails for every family not in `families`.
-pub fn filters(families: &[i32], ipc: Ipc) -> Result<Vec<BpfProgram>, String> {
+/// The filter: listed calls fail with `EPERM`, `clone3` and `openat2` (and, with
+/// [`Ipc::Host`], System V IPC) with `ENOSYS`; everything else is allowed. `socket(2)`
+/// fails for every family not in `families`.
+///
+/// One program that decides exactly as the two rule sets ([`programs`]) would if
+/// installed one after the other ([`chain`]): each installed filter costs the kernel a
+/// check, a conversion, a compilation and a walk per system call number for its action
+/// cache, at every command's start.
+pub fn filter(families: &[i32], ipc: Ipc) -> Result<BpfProgram, String> {
+    let (denied, absent) = programs(families, ipc)?;
+    chain(&denied, &absent)
+}
+
+/// The two rule sets of [`filter`], each compiled alone: the calls that fail with
+/// `EPERM`, and those that look absent (`ENOSYS`).
+fn programs(families: &[i32], ipc: Ipc) -> Result<(BpfProgram, BpfProgram), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for call in [
         libc::SYS_ptrace,
@@ -228,7 +242,47 @@ pub fn filters(families: &[i32], ipc: Ipc) -> Result<Vec<BpfProgram>, String> {
             absent.insert(call | 0x4000_0000, Vec::new());
         }
     }
-    Ok(vec![denied, compile(absent, libc::ENOSYS)?])
+    Ok((denied, compile(absent, libc::ENOSYS)?))
+}
+
+/// The longest program the kernel takes (`BPF_MAXINSNS`).
+const MAX_LEN: usize = 4096;
+
+/// One program that decides as `first` and `second` installed in that order: `first`,
+/// whose every "allow" goes on to `second` instead (a forward jump to its start).
+///
+/// The kernel runs every installed filter and keeps the strongest action (the newest
+/// filter's on a tie), so the two agree wherever `first` allows (the verdict is
+/// `second`'s) and wherever `first` refuses a call that `second` allows. They would
+/// differ only where both refuse a call with the same kind of action (two `errno`s:
+/// the installed pair answers with `second`'s, the chain with `first`'s): the two rule
+/// sets of [`programs`] list no call in common (a test checks the verdicts).
+fn chain(first: &[sock_filter], second: &[sock_filter]) -> Result<BpfProgram, String> {
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+    let len = first.len() + second.len();
+    if len > MAX_LEN {
+        return Err(format!(
+            "the seccomp filter is too long ({len} instructions; the kernel takes {MAX_LEN})"
+        ));
+    }
+    let mut program = Vec::with_capacity(len);
+    for (i, insn) in first.iter().enumerate() {
+        if insn.code == RET_K && insn.k == libc::SECCOMP_RET_ALLOW {
+            // To the first instruction of `second`: `k` instructions after the next.
+            let k = u32::try_from(first.len() - i - 1).map_err(|e| e.to_string())?;
+            program.push(sock_filter {
+                code: JA,
+                jt: 0,
+                jf: 0,
+                k,
+            });
+        } else {
+            program.push(insn.clone());
+        }
+    }
+    program.extend_from_slice(second);
+    Ok(program)
 }
 
 /// The System V IPC calls (x86_64 and aarch64 have each under its own number; no
@@ -248,16 +302,14 @@ const SYSV_IPC: [i64; 12] = [
     libc::SYS_semctl,
 ];
 
-/// Installs `filters` on the calling thread (and so on every process it starts).
-pub fn install(filters: &[BpfProgram]) -> Result<(), String> {
-    filters
-        .iter()
-        .try_for_each(|f| seccompiler::apply_filter(f).map_err(|e| format!("seccomp: {e}")))
+/// Installs `filter` on the calling thread (and so on every process it starts).
+pub fn install(filter: &BpfProgram) -> Result<(), String> {
+    seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))
 }
 
-/// Installs one filter on the calling thread. Only system calls (`prctl`, `seccomp`),
-/// no allocation, even on failure: it runs in a forked child before `exec`.
-pub(crate) fn install_one(filter: &BpfProgram) -> std::io::Result<()> {
+/// Installs `filter` on the calling thread. Only system calls (`prctl`, `seccomp`), no
+/// allocation, even on failure: it runs in a forked child before `exec`.
+pub(crate) fn install_forked(filter: &BpfProgram) -> std::io::Result<()> {
     seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())
 }
 
@@ -366,4 +418,212 @@ fn arg_is(index: u8, value: u64) -> Result<SeccompRule, String> {
     let c = SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
         .map_err(|e| e.to_string())?;
     SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// `AUDIT_ARCH_*` of this machine, as the filter checks it.
+    #[cfg(target_arch = "x86_64")]
+    const NATIVE: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const NATIVE: u32 = 0xC000_00B7;
+    /// `AUDIT_ARCH_I386`: another architecture's calls (the filter kills them).
+    const OTHER: u32 = 0x4000_0003;
+
+    /// A `struct seccomp_data` as the kernel lays it out for a filter: `nr`, `arch`,
+    /// `instruction_pointer`, `args[6]`, in native byte order.
+    fn data(nr: u32, arch: u32, args: [u64; 6]) -> [u8; 64] {
+        let mut d = [0_u8; 64];
+        d[0..4].copy_from_slice(&nr.to_ne_bytes());
+        d[4..8].copy_from_slice(&arch.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            d[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+        }
+        d
+    }
+
+    /// Runs a classic BPF program over `data` as the kernel would: its return value.
+    /// Only the instructions a seccomp filter of ours may hold; any other fails the test.
+    fn run(program: &[sock_filter], data: &[u8; 64]) -> u32 {
+        let mut a: u32 = 0;
+        let mut pc = 0_usize;
+        loop {
+            let insn = &program[pc];
+            pc += 1;
+            let code = u32::from(insn.code);
+            let k = insn.k;
+            let jump = |taken: bool| usize::from(if taken { insn.jt } else { insn.jf });
+            match code {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => {
+                    let at = usize::try_from(k).unwrap();
+                    assert!(at % 4 == 0 && at + 4 <= 64, "load at {at}");
+                    a = u32::from_ne_bytes(data[at..at + 4].try_into().unwrap());
+                }
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => a &= k,
+                c if c == libc::BPF_JMP | libc::BPF_JA => pc += usize::try_from(k).unwrap(),
+                c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => pc += jump(a == k),
+                c if c == libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K => pc += jump(a > k),
+                c if c == libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K => pc += jump(a >= k),
+                c if c == libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K => pc += jump(a & k != 0),
+                c if c == libc::BPF_RET | libc::BPF_K => return k,
+                other => panic!("unexpected instruction {other:#x}"),
+            }
+        }
+    }
+
+    /// The verdict of `filters` installed in that order: the kernel runs them all,
+    /// newest first, and keeps the strongest action (lowest as a signed number; on a
+    /// tie, the first found).
+    fn installed(filters: &[&[sock_filter]], data: &[u8; 64]) -> u32 {
+        let action = |r: u32| (r & libc::SECCOMP_RET_ACTION_FULL).cast_signed();
+        let mut verdict = libc::SECCOMP_RET_ALLOW;
+        for filter in filters.iter().rev() {
+            let r = run(filter, data);
+            if action(r) < action(verdict) {
+                verdict = r;
+            }
+        }
+        verdict
+    }
+
+    /// What `programs` compare: the system call numbers (constants compared after the
+    /// number is loaded) and the argument values (compared or masked after an argument
+    /// is loaded), each argument value also with its high half set (the rules compare
+    /// the low 32 bits) and beside 0, 1 and all ones.
+    fn constants(programs: &[&[sock_filter]]) -> (BTreeSet<u32>, BTreeSet<u64>) {
+        let (mut numbers, mut values) = (BTreeSet::new(), BTreeSet::from([0, 1, u64::MAX]));
+        for program in programs {
+            // Every path (the program jumps forward only), with the offset last loaded.
+            let mut todo = vec![(0_usize, 0_u32)];
+            let mut done = BTreeSet::new();
+            while let Some((pc, loaded)) = todo.pop() {
+                if !done.insert((pc, loaded)) {
+                    continue;
+                }
+                let insn = &program[pc];
+                let code = u32::from(insn.code);
+                let mut compared = || match loaded {
+                    0 => {
+                        numbers.insert(insn.k);
+                    }
+                    16.. => {
+                        let k = u64::from(insn.k);
+                        values.extend([k, k | 0xffff_ffff_0000_0000, k.wrapping_sub(1)]);
+                    }
+                    _ => {}
+                };
+                if code == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS {
+                    todo.push((pc + 1, insn.k));
+                } else if code == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K {
+                    compared();
+                    todo.push((pc + 1, loaded));
+                } else if code == libc::BPF_JMP | libc::BPF_JA {
+                    todo.push((pc + 1 + usize::try_from(insn.k).unwrap(), loaded));
+                } else if code & 0x07 == libc::BPF_JMP {
+                    compared();
+                    todo.push((pc + 1 + usize::from(insn.jt), loaded));
+                    todo.push((pc + 1 + usize::from(insn.jf), loaded));
+                }
+            }
+        }
+        (numbers, values)
+    }
+
+    /// Argument patterns for one call: none set, each of the first four arguments alone
+    /// at each value, and (`pairs`) each two of them at each two values.
+    fn patterns(values: &BTreeSet<u64>, pairs: bool) -> Vec<[u64; 6]> {
+        let mut out = vec![[0; 6]];
+        for i in 0..4 {
+            for &v in values {
+                let mut a = [0; 6];
+                a[i] = v;
+                out.push(a);
+                if pairs {
+                    for j in i + 1..4 {
+                        for &w in values {
+                            let mut b = a;
+                            b[j] = w;
+                            out.push(b);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The one program decides every call as the two rule sets installed one after the
+    /// other (the kernel's rules for several filters), for every system call number
+    /// (x32 ones too), with many argument patterns, in every configuration; and each
+    /// verdict (allowed, `EPERM`, `ENOSYS`, killed) occurs, so the comparison is not
+    /// empty.
+    #[test]
+    fn the_one_program_decides_as_the_two_filters() {
+        let families: [&[i32]; 3] = [&[], &[libc::AF_UNIX], NETWORK_FAMILIES];
+        let mut seen = BTreeSet::new();
+        for (n, families) in families.into_iter().enumerate() {
+            for ipc in [Ipc::Host, Ipc::Private] {
+                let (denied, absent) = programs(families, ipc).unwrap();
+                let one = filter(families, ipc).unwrap();
+                assert!(one.len() <= MAX_LEN);
+                let (listed, values) = constants(&[&denied, &absent]);
+                // Every two arguments at every two values once (the rules that look at
+                // two arguments are the same in every configuration).
+                let dense = patterns(&values, n == 0 && ipc == Ipc::Host);
+                let sparse = patterns(&BTreeSet::from([0, 1, u64::MAX]), false);
+                let numbers = (0..600_u32).chain((0..600).map(|n| n | 0x4000_0000));
+                for nr in numbers.chain([u32::MAX, 0x8000_0000]) {
+                    let cases = if listed.contains(&nr) {
+                        &dense
+                    } else {
+                        &sparse
+                    };
+                    for (arch, args) in cases.iter().map(|a| (NATIVE, a)).chain([(OTHER, &[0; 6])])
+                    {
+                        let d = data(nr, arch, *args);
+                        let two = installed(&[&denied, &absent], &d);
+                        assert_eq!(
+                            run(&one, &d),
+                            two,
+                            "call {nr:#x}, arch {arch:#x}, {args:x?}, {families:?}, {ipc:?}"
+                        );
+                        seen.insert((nr, two));
+                    }
+                }
+            }
+        }
+        // Each verdict occurs, and each call whose verdict depends on its arguments
+        // gets both (the patterns reach the rules).
+        let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e.unsigned_abs();
+        let verdicts: BTreeSet<u32> = seen.iter().map(|(_, v)| *v).collect();
+        for verdict in [
+            libc::SECCOMP_RET_ALLOW,
+            errno(libc::EPERM),
+            errno(libc::ENOSYS),
+            libc::SECCOMP_RET_KILL_PROCESS,
+        ] {
+            assert!(verdicts.contains(&verdict), "{verdict:#x} never seen");
+        }
+        for call in [
+            libc::SYS_clone,
+            libc::SYS_openat,
+            libc::SYS_socket,
+            libc::SYS_ioctl,
+            libc::SYS_kill,
+            libc::SYS_fchmodat,
+            libc::SYS_mknodat,
+            libc::SYS_prlimit64,
+            libc::SYS_setpriority,
+            libc::SYS_ioprio_set,
+        ] {
+            let nr = u32::try_from(call).unwrap();
+            for v in [libc::SECCOMP_RET_ALLOW, errno(libc::EPERM)] {
+                assert!(seen.contains(&(nr, v)), "call {call} never got {v:#x}");
+            }
+        }
+    }
 }

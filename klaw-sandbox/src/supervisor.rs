@@ -282,8 +282,8 @@ pub(crate) fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
 }
 
 /// Replaces this process with bubblewrap running `argv` under `policy`, handing it the
-/// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, one
-/// per filter, each in a memory file this process leaves open across `exec`). As root,
+/// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, in a
+/// memory file this process leaves open across `exec`). As root,
 /// first switches to an unprivileged user that sees the workspace through an idmapped
 /// mount (`crate::unprivileged`). Returns only on failure.
 fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> String {
@@ -296,22 +296,20 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
     let mut cmd = std::process::Command::new(&bwrap.path);
     // bubblewrap's own namespaces contain the network (its own loopback, unless
     // `network`), the host's UNIX sockets and System V IPC.
-    let filters = match crate::seccomp::filters(
+    let filter = match crate::seccomp::filter(
         crate::seccomp::NETWORK_FAMILIES,
         crate::seccomp::Ipc::Private,
     ) {
         Ok(f) => f,
         Err(e) => return e,
     };
-    for filter in &filters {
-        let fd = match sealed_memfd(&crate::seccomp::to_bytes(filter)) {
-            Ok(fd) => fd,
-            Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
-        };
-        // Left open (not close-on-exec) on purpose: bubblewrap reads and closes it.
-        cmd.arg("--add-seccomp-fd")
-            .arg(fd.into_raw_fd().to_string());
-    }
+    let fd = match sealed_memfd(&crate::seccomp::to_bytes(&filter)) {
+        Ok(fd) => fd,
+        Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
+    };
+    // Left open (not close-on-exec) on purpose: bubblewrap reads and closes it.
+    cmd.arg("--add-seccomp-fd")
+        .arg(fd.into_raw_fd().to_string());
     let root = rustix::process::geteuid().is_root();
     if root && let Err(e) = map_workspace(policy) {
         return e;
