@@ -46,7 +46,7 @@ const DEVICES: &[&str] = &[
 /// [`Prepared::apply`] in the command's forked process right before `exec`, which only
 /// makes system calls. No second copy of the (large) helper binary is started.
 pub(crate) struct Prepared {
-    ruleset: Option<RulesetCreated>,
+    ruleset: RulesetCreated,
     filter: seccompiler::BpfProgram,
     /// The kernel's Landlock ABI, capped at [`NEWEST`], as the filter was chosen for.
     abi: ABI,
@@ -160,7 +160,7 @@ pub(crate) fn prepare(
         .map_err(|e| format!("pipe: {e}"))?;
     Ok((
         Prepared {
-            ruleset: Some(ruleset),
+            ruleset,
             filter,
             abi,
             unprivileged,
@@ -175,16 +175,17 @@ impl Prepared {
     /// Applies the restrictions to the calling process: as root, first the switch to
     /// the unprivileged user; then the working directory, Landlock, seccomp and the
     /// capability drop. Runs in the forked child before `exec`, so it only makes system
-    /// calls on what [`prepare`] made: no allocation, no lock. A failed step is reported
-    /// to the supervisor before the error is returned.
-    pub(crate) fn apply(&mut self) -> std::io::Result<()> {
+    /// calls on what [`prepare`] made: no allocation, no lock, and no change to memory
+    /// (the child may share the supervisor's, `crate::sys::spawn_restricted`). A failed
+    /// step is reported to the supervisor before the error is returned.
+    pub(crate) fn apply(&self) -> std::io::Result<()> {
         self.steps().map_err(|(step, e)| {
             let _ = rustix::io::write(&self.report, &[step as u8]);
             e
         })
     }
 
-    fn steps(&mut self) -> Result<(), (Step, std::io::Error)> {
+    fn steps(&self) -> Result<(), (Step, std::io::Error)> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
         if self.unprivileged {
             // While root may still do it: no capability can come back through `exec`.
@@ -222,10 +223,8 @@ impl Prepared {
             rustix::process::fchdir(&dir).map_err(moved)?;
         }
         let landlock_failed = || (Step::Landlock, std::io::Error::last_os_error());
-        let ruleset = self.ruleset.take().ok_or((
-            Step::Landlock,
-            std::io::Error::from_raw_os_error(libc::EINVAL),
-        ))?;
+        // A copy of the descriptor (the ruleset itself stays the supervisor's).
+        let ruleset = self.ruleset.try_clone().map_err(|e| (Step::Landlock, e))?;
         let status = ruleset.restrict_self().map_err(|_| landlock_failed())?;
         let enforced = !matches!(status.ruleset, RulesetStatus::NotEnforced);
         if !enforced || ABI::from(status.landlock).min(NEWEST) != self.abi {

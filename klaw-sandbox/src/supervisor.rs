@@ -99,26 +99,41 @@ pub(crate) fn supervise(
     }
     // The command's input: the file the engine wrote, opened here (before any
     // restriction, so the command needs no right to it), or nothing.
-    let stdin = match &policy.stdin {
-        Some(path) => Stdio::from(
-            std::fs::File::open(path)
-                .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?,
-        ),
-        None => Stdio::null(),
+    let stdin: std::os::fd::OwnedFd = match &policy.stdin {
+        Some(path) => std::fs::File::open(path)
+            .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?
+            .into(),
+        None => std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| format!("cannot open /dev/null: {e}"))?
+            .into(),
     };
-    let mut command = std::process::Command::new(&program);
-    command.args(args).current_dir(&policy.cwd).stdin(stdin);
-    if let Some(env) = &policy.env {
-        command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    }
-    let report = prepared.map(|(prepared, report)| {
-        crate::sys::restrict_before_exec(&mut command, prepared, false);
-        report
-    });
-    let child = command.spawn();
-    // The ruleset and the report's write end, held by the hook, are closed here (so
-    // reading the report below cannot block).
-    drop(command);
+    let (child, report) = match prepared {
+        // Restricted in its own process, which shares this one's memory until it runs
+        // the program (nothing of this process is copied for it).
+        Some((prepared, report)) => {
+            let env = policy.env.as_deref();
+            let child = crate::sys::Exec::new(&program, args, &policy.cwd, env, stdin)
+                .and_then(|mut exec| crate::sys::spawn_restricted(&mut exec, &prepared));
+            // The ruleset and the report's write end are closed here (so reading the
+            // report below cannot block).
+            drop(prepared);
+            (child.map(Running::Restricted), Some(report))
+        }
+        None => {
+            let mut command = std::process::Command::new(&program);
+            command
+                .args(args)
+                .current_dir(&policy.cwd)
+                .stdin(Stdio::from(stdin));
+            if let Some(env) = &policy.env {
+                command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+            }
+            (command.spawn().map(Running::Plain), None)
+        }
+    };
     let status = match child {
         Ok(child) if pidfds => match wait_or_lifeline(child) {
             Some(status) => Ok(status),
@@ -167,9 +182,42 @@ pub(crate) fn leave(code: u8) -> ! {
     std::process::exit(i32::from(code))
 }
 
+/// The command's process: started by the standard library (no sandbox), or restricted
+/// by `crate::sys::spawn_restricted`.
+enum Running {
+    Plain(std::process::Child),
+    Restricted(rustix::process::Pid),
+}
+
+impl Running {
+    fn id(&self) -> u32 {
+        match self {
+            Running::Plain(child) => child.id(),
+            Running::Restricted(pid) => pid.as_raw_nonzero().get().unsigned_abs(),
+        }
+    }
+
+    /// Waits for it to exit (and reaps it).
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Running::Plain(child) => child.wait(),
+            Running::Restricted(pid) => loop {
+                match rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::empty()) {
+                    Ok(Some((_, status))) => {
+                        return Ok(std::process::ExitStatus::from_raw(status.as_raw()));
+                    }
+                    Ok(None) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            },
+        }
+    }
+}
+
 /// Waits for `child` to exit while watching the lifeline on stdin: its status, or `None`
 /// once the lifeline ended (the engine is gone or dropped the command).
-fn wait_or_lifeline(mut child: std::process::Child) -> Option<std::process::ExitStatus> {
+fn wait_or_lifeline(mut child: Running) -> Option<std::process::ExitStatus> {
     use std::os::fd::AsFd;
     // No pidfd after all (no descriptor left): no thread watches the lifeline either,
     // so the command is not left to outlive the engine; it is ended with its tree.
