@@ -1,6 +1,6 @@
 //! The Landlock + seccomp backend. The helper (`__klaw-sandbox`) supervises the command
 //! from outside the sandbox: it makes everything below ready ([`prepare`]), then the
-//! command's forked process applies it to itself right before `exec`
+//! command's process applies it to itself right before `exec`
 //! ([`Prepared::apply`]), so the command and every descendant inherit it while the
 //! supervisor stays out of their reach, and no second copy of the helper is started.
 //!
@@ -43,7 +43,7 @@ const DEVICES: &[&str] = &[
 /// The restrictions of one command, made ready in the supervisor (everything that
 /// allocates, opens a path or compiles happens there: the Landlock ruleset with its
 /// rules, the seccomp filter, the working directory's names), then applied by
-/// [`Prepared::apply`] in the command's forked process right before `exec`, which only
+/// [`Prepared::apply`] in the command's process right before `exec`, which only
 /// makes system calls. No second copy of the (large) helper binary is started.
 pub(crate) struct Prepared {
     ruleset: RulesetCreated,

@@ -1,5 +1,5 @@
 //! The helper's Linux side: the supervisor that starts and outlives the command (whose
-//! forked process restricts itself before it runs the program), and the start of
+//! process restricts itself before it runs the program), and the start of
 //! bubblewrap with the seccomp filter.
 
 use std::ffi::OsString;
