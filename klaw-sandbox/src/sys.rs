@@ -224,6 +224,13 @@ const GUARD: usize = 4096;
 /// `posix_spawn` does) until it runs the program, while this thread waits. No page
 /// table is copied and no page faults in copy-on-write, in the child or here after it.
 /// The child's pid, or why the program did not run (the child has then been reaped).
+///
+/// Until `exec` the child's memory is this supervisor's, after its switch to the
+/// unprivileged user too: the memory is not dumpable (the supervisor made it so; a uid
+/// change would too), so no process but root's may trace the child or open its
+/// `/proc/<pid>/mem`, and a sandboxed command could not anyway (seccomp denies `ptrace`
+/// and `process_vm_*`, Landlock scopes ptrace to its domain); a signal finds every
+/// handler at its default, so none runs on the shared memory.
 pub(crate) fn spawn_restricted(
     exec: &mut Exec,
     prepared: &crate::landlock::Prepared,
