@@ -199,12 +199,11 @@ fn listed(families: &[i32], ipc: Ipc) -> BTreeMap<u32, Listed> {
             arg: mode,
             test: Test::Any(SET_ID),
         };
-        let o_creat = libc::O_CREAT.unsigned_abs();
-        let o_tmpfile = libc::O_TMPFILE.unsigned_abs();
-        vec![
-            vec![when(flags, Test::Any(o_creat))[0], set_id],
-            vec![when(flags, Test::Masked(o_tmpfile, o_tmpfile))[0], set_id],
-        ]
+        let (o_creat, o_tmpfile) = (libc::O_CREAT.unsigned_abs(), libc::O_TMPFILE.unsigned_abs());
+        [Test::Any(o_creat), Test::Masked(o_tmpfile, o_tmpfile)]
+            .into_iter()
+            .map(|test| vec![Cond { arg: flags, test }, set_id])
+            .collect::<Vec<_>>()
     };
     rules.insert(libc::SYS_openat, created(2, 3));
     #[cfg(target_arch = "x86_64")]
@@ -655,7 +654,7 @@ mod tests {
         verdict
     }
 
-    /// What `programs` compare: the system call numbers (constants compared after the
+    /// What the `programs` compare: the system call numbers (constants compared after the
     /// number is loaded) and the argument values (compared or masked after an argument
     /// is loaded), each argument value also with its high half set (the rules compare
     /// the low 32 bits) and beside 0, 1 and all ones.
