@@ -341,11 +341,19 @@ const MAX_LEN: usize = 4096;
 const LEAF: usize = 4;
 
 /// `AUDIT_ARCH_*` of the architecture this is built for, as the kernel reports a
-/// system call's.
+/// system call's (those `seccompiler` knows; elsewhere [`filter`] fails).
 #[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
+const AUDIT_ARCH: Option<u32> = Some(0xC000_003E);
 #[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
+const AUDIT_ARCH: Option<u32> = Some(0xC000_00B7);
+#[cfg(target_arch = "riscv64")]
+const AUDIT_ARCH: Option<u32> = Some(0xC000_00F3);
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+const AUDIT_ARCH: Option<u32> = None;
 
 /// Where `struct seccomp_data` holds the call number, the architecture, and the low 32
 /// bits of argument `i` (`16 + 8 * i`, the high ones 4 further on on a little-endian
@@ -365,10 +373,16 @@ fn arg_low(i: u8) -> u32 {
 /// reaches "allow" through comparisons of the number alone, so it is cached as allowed
 /// and never runs the program again.
 fn compile(listed: &BTreeMap<u32, Listed>) -> Result<BpfProgram, String> {
+    let arch = AUDIT_ARCH.ok_or_else(|| {
+        format!(
+            "no seccomp filter for this architecture ({})",
+            std::env::consts::ARCH
+        )
+    })?;
     let calls: Vec<(u32, &Listed)> = listed.iter().map(|(nr, l)| (*nr, l)).collect();
     let mut program = vec![
         stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, ARCH),
-        jump(libc::BPF_JEQ, AUDIT_ARCH, 1, 0),
+        jump(libc::BPF_JEQ, arch, 1, 0),
         ret(libc::SECCOMP_RET_KILL_PROCESS),
         stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, NR),
     ];
@@ -591,10 +605,7 @@ mod tests {
     }
 
     /// `AUDIT_ARCH_*` of this machine, as the filter checks it.
-    #[cfg(target_arch = "x86_64")]
-    const NATIVE: u32 = 0xC000_003E;
-    #[cfg(target_arch = "aarch64")]
-    const NATIVE: u32 = 0xC000_00B7;
+    const NATIVE: u32 = AUDIT_ARCH.unwrap();
     /// `AUDIT_ARCH_I386`: another architecture's calls (the filter kills them).
     const OTHER: u32 = 0x4000_0003;
 
