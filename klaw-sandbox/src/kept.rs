@@ -56,8 +56,8 @@ pub(crate) struct Namespaces {
     /// The network is allowed: commands use the server's; else each makes one of its
     /// own (loopback only), as a one-shot command has.
     pub(crate) network: bool,
-    /// The seccomp filter, in the order of installation.
-    pub(crate) filters: Vec<BpfProgram>,
+    /// The seccomp filter.
+    pub(crate) filter: BpfProgram,
     /// The engine is root: commands switch to the unprivileged user first.
     pub(crate) root: bool,
     /// The parts of `/proc` bound read-only over themselves.
@@ -197,7 +197,7 @@ fn namespaces(pid: i32, workspace: &Path, network: bool, root: bool) -> Result<N
             others.push((fd, kind));
         }
     }
-    let filters = crate::seccomp::filters(
+    let filter = crate::seccomp::filter(
         crate::seccomp::NETWORK_FAMILIES,
         crate::seccomp::Ipc::Private,
     )?;
@@ -227,7 +227,7 @@ fn namespaces(pid: i32, workspace: &Path, network: bool, root: bool) -> Result<N
         mnt,
         others,
         network,
-        filters,
+        filter,
         root,
         proc_read_only: bwrap::PROC_READ_ONLY
             .iter()

@@ -1,6 +1,6 @@
 //! The Landlock + seccomp backend. The helper (`__klaw-sandbox`) supervises the command
 //! from outside the sandbox: it makes everything below ready ([`prepare`]), then the
-//! command's forked process applies it to itself right before `exec`
+//! command's process applies it to itself right before `exec`
 //! ([`Prepared::apply`]), so the command and every descendant inherit it while the
 //! supervisor stays out of their reach, and no second copy of the helper is started.
 //!
@@ -42,13 +42,13 @@ const DEVICES: &[&str] = &[
 
 /// The restrictions of one command, made ready in the supervisor (everything that
 /// allocates, opens a path or compiles happens there: the Landlock ruleset with its
-/// rules, the seccomp filters, the working directory's names), then applied by
-/// [`Prepared::apply`] in the command's forked process right before `exec`, which only
+/// rules, the seccomp filter, the working directory's names), then applied by
+/// [`Prepared::apply`] in the command's process right before `exec`, which only
 /// makes system calls. No second copy of the (large) helper binary is started.
 pub(crate) struct Prepared {
-    ruleset: Option<RulesetCreated>,
-    filters: Vec<seccompiler::BpfProgram>,
-    /// The kernel's Landlock ABI, capped at [`NEWEST`], as the filters were chosen for.
+    ruleset: RulesetCreated,
+    filter: seccompiler::BpfProgram,
+    /// The kernel's Landlock ABI, capped at [`NEWEST`], as the filter was chosen for.
     abi: ABI,
     /// Switch to [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID) first (the
     /// supervisor is root).
@@ -70,7 +70,7 @@ pub(crate) enum Step {
     WorkingDir = 2,
     /// Applying the Landlock ruleset.
     Landlock = 3,
-    /// Installing the seccomp filters.
+    /// Installing the seccomp filter.
     Seccomp = 4,
     /// Dropping capabilities.
     Capabilities = 5,
@@ -140,7 +140,7 @@ pub(crate) fn prepare(
         (false, true) => &[],
     };
     // The command shares the host's IPC namespace: System V IPC looks absent.
-    let filters = seccomp::filters(families, seccomp::Ipc::Host)?;
+    let filter = seccomp::filter(families, seccomp::Ipc::Host)?;
     let ruleset = ruleset(policy)?;
     let enter = if policy.probe {
         None
@@ -160,8 +160,8 @@ pub(crate) fn prepare(
         .map_err(|e| format!("pipe: {e}"))?;
     Ok((
         Prepared {
-            ruleset: Some(ruleset),
-            filters,
+            ruleset,
+            filter,
             abi,
             unprivileged,
             enter,
@@ -175,16 +175,17 @@ impl Prepared {
     /// Applies the restrictions to the calling process: as root, first the switch to
     /// the unprivileged user; then the working directory, Landlock, seccomp and the
     /// capability drop. Runs in the forked child before `exec`, so it only makes system
-    /// calls on what [`prepare`] made: no allocation, no lock. A failed step is reported
-    /// to the supervisor before the error is returned.
-    pub(crate) fn apply(&mut self) -> std::io::Result<()> {
+    /// calls on what [`prepare`] made: no allocation, no lock, and no change to memory
+    /// (the child may share the supervisor's, `crate::sys::spawn_restricted`). A failed
+    /// step is reported to the supervisor before the error is returned.
+    pub(crate) fn apply(&self) -> std::io::Result<()> {
         self.steps().map_err(|(step, e)| {
             let _ = rustix::io::write(&self.report, &[step as u8]);
             e
         })
     }
 
-    fn steps(&mut self) -> Result<(), (Step, std::io::Error)> {
+    fn steps(&self) -> Result<(), (Step, std::io::Error)> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
         if self.unprivileged {
             // While root may still do it: no capability can come back through `exec`.
@@ -222,10 +223,8 @@ impl Prepared {
             rustix::process::fchdir(&dir).map_err(moved)?;
         }
         let landlock_failed = || (Step::Landlock, std::io::Error::last_os_error());
-        let ruleset = self.ruleset.take().ok_or((
-            Step::Landlock,
-            std::io::Error::from_raw_os_error(libc::EINVAL),
-        ))?;
+        // A copy of the descriptor (the ruleset itself stays the supervisor's).
+        let ruleset = self.ruleset.try_clone().map_err(|e| (Step::Landlock, e))?;
         let status = ruleset.restrict_self().map_err(|_| landlock_failed())?;
         let enforced = !matches!(status.ruleset, RulesetStatus::NotEnforced);
         if !enforced || ABI::from(status.landlock).min(NEWEST) != self.abi {
@@ -234,9 +233,7 @@ impl Prepared {
                 std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
             ));
         }
-        for filter in &self.filters {
-            seccomp::install_one(filter).map_err(|e| (Step::Seccomp, e))?;
-        }
+        seccomp::install_forked(&self.filter).map_err(|e| (Step::Seccomp, e))?;
         drop_capabilities().map_err(|e| (Step::Capabilities, e))
     }
 }

@@ -1,5 +1,5 @@
 //! The helper's Linux side: the supervisor that starts and outlives the command (whose
-//! forked process restricts itself before it runs the program), and the start of
+//! process restricts itself before it runs the program), and the start of
 //! bubblewrap with the seccomp filter.
 
 use std::ffi::OsString;
@@ -76,12 +76,16 @@ pub(crate) fn supervise(
     };
     // The command's input: the file the engine wrote, opened here (before any
     // restriction, so the command needs no right to it), or nothing.
-    let stdin = match &policy.stdin {
-        Some(path) => Stdio::from(
-            std::fs::File::open(path)
-                .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?,
-        ),
-        None => Stdio::null(),
+    let stdin: std::os::fd::OwnedFd = match &policy.stdin {
+        Some(path) => std::fs::File::open(path)
+            .map_err(|e| format!("cannot open the command's input {}: {e}", path.display()))?
+            .into(),
+        None => std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| format!("cannot open /dev/null: {e}"))?
+            .into(),
     };
     // Under the server's kept bubblewrap sandbox: into its user namespace, the command
     // PID 1 of a PID namespace of its own. (This process has one thread: the server
@@ -115,30 +119,38 @@ pub(crate) fn supervise(
     if policy.landlock && root {
         let _ = crate::children_in_new_pid_namespace();
     }
-    let mut command = std::process::Command::new(&program);
-    command.args(args).stdin(stdin);
-    if kept.is_none() {
-        // (The kept sandbox's command changes directory once inside it.)
-        command.current_dir(&policy.cwd);
-    }
-    if let Some(env) = &policy.env {
-        command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    }
-    if let Some(ns) = kept {
-        // As bubblewrap sets them for a one-shot command: its private /tmp.
-        command.env("HOME", "/tmp").env("TMPDIR", "/tmp");
-        let cwd = crate::kept::c_path(&policy.cwd)?;
-        crate::sys::enter_kept_before_exec(&mut command, ns, cwd)
-            .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
-    }
-    let report = prepared.map(|(prepared, report)| {
-        crate::sys::restrict_before_exec(&mut command, prepared, false);
-        report
-    });
-    let child = command.spawn();
-    // The ruleset and the report's write end, held by the hook, are closed here (so
-    // reading the report below cannot block).
-    drop(command);
+    let (child, report) = match prepared {
+        // Restricted in its own process, which shares this one's memory until it runs
+        // the program (nothing of this process is copied for it).
+        Some((prepared, report)) => {
+            let env = policy.env.as_deref();
+            let child = crate::sys::Exec::new(&program, args, &policy.cwd, env, stdin)
+                .and_then(|mut exec| crate::sys::spawn_restricted(&mut exec, &prepared));
+            // The ruleset and the report's write end are closed here (so reading the
+            // report below cannot block).
+            drop(prepared);
+            (child.map(Running::Restricted), Some(report))
+        }
+        None => {
+            let mut command = std::process::Command::new(&program);
+            command.args(args).stdin(Stdio::from(stdin));
+            if kept.is_none() {
+                // (The kept sandbox's command changes directory once inside it.)
+                command.current_dir(&policy.cwd);
+            }
+            if let Some(env) = &policy.env {
+                command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+            }
+            if let Some(ns) = kept {
+                // As bubblewrap sets them for a one-shot command: its private /tmp.
+                command.env("HOME", "/tmp").env("TMPDIR", "/tmp");
+                let cwd = crate::kept::c_path(&policy.cwd)?;
+                crate::sys::enter_kept_before_exec(&mut command, ns, cwd)
+                    .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
+            }
+            (command.spawn().map(Running::Plain), None)
+        }
+    };
     let status = match child {
         Ok(child) if pidfds => match wait_or_lifeline(child) {
             Some(status) => Ok(status),
@@ -187,9 +199,42 @@ pub(crate) fn leave(code: u8) -> ! {
     std::process::exit(i32::from(code))
 }
 
+/// The command's process: started by the standard library (no sandbox), or restricted
+/// by `crate::sys::spawn_restricted`.
+enum Running {
+    Plain(std::process::Child),
+    Restricted(rustix::process::Pid),
+}
+
+impl Running {
+    fn id(&self) -> u32 {
+        match self {
+            Running::Plain(child) => child.id(),
+            Running::Restricted(pid) => pid.as_raw_nonzero().get().unsigned_abs(),
+        }
+    }
+
+    /// Waits for it to exit (and reaps it).
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Running::Plain(child) => child.wait(),
+            Running::Restricted(pid) => loop {
+                match rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::empty()) {
+                    Ok(Some((_, status))) => {
+                        return Ok(std::process::ExitStatus::from_raw(status.as_raw()));
+                    }
+                    Ok(None) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            },
+        }
+    }
+}
+
 /// Waits for `child` to exit while watching the lifeline on stdin: its status, or `None`
 /// once the lifeline ended (the engine is gone or dropped the command).
-fn wait_or_lifeline(mut child: std::process::Child) -> Option<std::process::ExitStatus> {
+fn wait_or_lifeline(mut child: Running) -> Option<std::process::ExitStatus> {
     use std::os::fd::AsFd;
     // No pidfd after all (no descriptor left): no thread watches the lifeline either,
     // so the command is not left to outlive the engine; it is ended with its tree.
@@ -302,8 +347,8 @@ pub(crate) fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
 }
 
 /// Replaces this process with bubblewrap running `argv` under `policy`, handing it the
-/// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, one
-/// per filter, each in a memory file this process leaves open across `exec`). As root,
+/// seccomp filter to install right before it runs the command (`--add-seccomp-fd`, in a
+/// memory file this process leaves open across `exec`). As root,
 /// first switches to an unprivileged user that sees the workspace through an idmapped
 /// mount (`crate::unprivileged`). Returns only on failure.
 fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> String {
@@ -316,22 +361,20 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
     let mut cmd = std::process::Command::new(&bwrap.path);
     // bubblewrap's own namespaces contain the network (its own loopback, unless
     // `network`), the host's UNIX sockets and System V IPC.
-    let filters = match crate::seccomp::filters(
+    let filter = match crate::seccomp::filter(
         crate::seccomp::NETWORK_FAMILIES,
         crate::seccomp::Ipc::Private,
     ) {
         Ok(f) => f,
         Err(e) => return e,
     };
-    for filter in &filters {
-        let fd = match sealed_memfd(&crate::seccomp::to_bytes(filter)) {
-            Ok(fd) => fd,
-            Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
-        };
-        // Left open (not close-on-exec) on purpose: bubblewrap reads and closes it.
-        cmd.arg("--add-seccomp-fd")
-            .arg(fd.into_raw_fd().to_string());
-    }
+    let fd = match sealed_memfd(&crate::seccomp::to_bytes(&filter)) {
+        Ok(fd) => fd,
+        Err(e) => return format!("cannot pass the seccomp filter to bwrap: {e}"),
+    };
+    // Left open (not close-on-exec) on purpose: bubblewrap reads and closes it.
+    cmd.arg("--add-seccomp-fd")
+        .arg(fd.into_raw_fd().to_string());
     let root = rustix::process::geteuid().is_root();
     if root && let Err(e) = map_workspace(policy) {
         return e;

@@ -85,7 +85,7 @@ fn fd_limit() -> libc::c_int {
 /// program.
 pub(crate) fn restrict_before_exec(
     cmd: &mut std::process::Command,
-    mut prepared: crate::landlock::Prepared,
+    prepared: crate::landlock::Prepared,
     probe: bool,
 ) {
     // SAFETY: the closure runs in the forked child before `exec`, where only
@@ -103,6 +103,294 @@ pub(crate) fn restrict_before_exec(
             Ok(())
         });
     }
+}
+
+/// A program to run as `std::process::Command` would run it (`execvp`: the `PATH`
+/// search, a file without `#!` run by `/bin/sh`), made ready before the child starts:
+/// every string and table it needs, so the child only makes system calls.
+pub(crate) struct Exec {
+    /// The paths to try, in order: the program itself if it holds a `/`, else each
+    /// directory of the command's `PATH` (`/bin:/usr/bin` without one) with it.
+    candidates: Vec<std::ffi::CString>,
+    /// `argv` (the strings are held by `_strings`), ending in a null pointer.
+    argv: Vec<*const libc::c_char>,
+    /// `/bin/sh`, the candidate (set in the child), `argv[1..]`, null: for a file the
+    /// kernel cannot run (`ENOEXEC`), as `execvp` does.
+    sh_argv: Vec<*const libc::c_char>,
+    /// The environment, ending in a null pointer (`None`: this process's).
+    envp: Option<Vec<*const libc::c_char>>,
+    cwd: std::ffi::CString,
+    stdin: std::os::fd::OwnedFd,
+    _strings: Vec<std::ffi::CString>,
+}
+
+impl Exec {
+    /// `program` with `args`, in `cwd`, with `env` (else this process's environment)
+    /// and `stdin` as its standard input.
+    pub(crate) fn new(
+        program: &std::ffi::OsStr,
+        args: impl Iterator<Item = std::ffi::OsString>,
+        cwd: &std::path::Path,
+        env: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
+        stdin: std::os::fd::OwnedFd,
+    ) -> std::io::Result<Exec> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let c = |b: &[u8]| CString::new(b).map_err(std::io::Error::from);
+        let file = program.as_bytes();
+        let path = match env {
+            Some(env) => env
+                .iter()
+                .find(|(k, _)| k.as_bytes() == b"PATH")
+                .map(|(_, v)| v.as_bytes().to_vec()),
+            None => std::env::var_os("PATH").map(|v| v.as_bytes().to_vec()),
+        };
+        let candidates = if file.is_empty() {
+            Vec::new()
+        } else if file.contains(&b'/') {
+            vec![c(file)?]
+        } else {
+            path.as_deref()
+                .unwrap_or(b"/bin:/usr/bin")
+                .split(|b| *b == b':')
+                .map(|dir| {
+                    // An empty entry is the working directory, as in `execvp`.
+                    let mut p = dir.to_vec();
+                    if !p.is_empty() {
+                        p.push(b'/');
+                    }
+                    p.extend_from_slice(file);
+                    c(&p)
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut strings = vec![c(file)?];
+        for a in args {
+            strings.push(c(a.as_bytes())?);
+        }
+        let argc = strings.len();
+        let sh = c(b"/bin/sh")?;
+        let mut sh_argv = vec![sh.as_ptr(), std::ptr::null()];
+        sh_argv.extend(strings[1..].iter().map(|s| s.as_ptr()));
+        sh_argv.push(std::ptr::null());
+        strings.push(sh);
+        let mut argv: Vec<*const libc::c_char> =
+            strings[..argc].iter().map(|s| s.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let envp = match env {
+            Some(env) => {
+                let mut ptrs = Vec::with_capacity(env.len() + 1);
+                for (k, v) in env {
+                    let mut kv = k.as_bytes().to_vec();
+                    kv.push(b'=');
+                    kv.extend_from_slice(v.as_bytes());
+                    let kv = c(&kv)?;
+                    ptrs.push(kv.as_ptr());
+                    strings.push(kv);
+                }
+                ptrs.push(std::ptr::null());
+                Some(ptrs)
+            }
+            None => None,
+        };
+        Ok(Exec {
+            candidates,
+            argv,
+            sh_argv,
+            envp,
+            cwd: c(cwd.as_os_str().as_bytes())?,
+            stdin,
+            _strings: strings,
+        })
+    }
+}
+
+/// What the child of [`spawn_restricted`] reads and writes (in the parent's memory,
+/// which it shares until it runs the program or exits).
+struct Shared<'a> {
+    exec: &'a mut Exec,
+    prepared: &'a crate::landlock::Prepared,
+    /// The error that kept the program from running (0: none; the child ran it).
+    errno: libc::c_int,
+}
+
+/// The size of the stack of [`spawn_restricted`]'s child, a guard page below it.
+const CHILD_STACK: usize = 256 * 1024;
+const GUARD: usize = 4096;
+
+/// Starts `exec` restricted by `prepared` (see `Prepared::apply`), as
+/// `std::process::Command` with `restrict_before_exec` would, but without copying this
+/// process: the child shares its memory (`clone(CLONE_VM | CLONE_VFORK)`, as
+/// `posix_spawn` does) until it runs the program, while this thread waits. No page
+/// table is copied and no page faults in copy-on-write, in the child or here after it.
+/// The child's pid, or why the program did not run (the child has then been reaped).
+///
+/// Until `exec` the child's memory is this supervisor's, after its switch to the
+/// unprivileged user too: the memory is not dumpable (the supervisor made it so; a uid
+/// change would too), so no process but root's may trace the child or open its
+/// `/proc/<pid>/mem`, and a sandboxed command could not anyway (seccomp denies `ptrace`
+/// and `process_vm_*`, Landlock scopes ptrace to its domain); a signal finds every
+/// handler at its default, so none runs on the shared memory.
+pub(crate) fn spawn_restricted(
+    exec: &mut Exec,
+    prepared: &crate::landlock::Prepared,
+) -> std::io::Result<rustix::process::Pid> {
+    let mut shared = Shared {
+        exec,
+        prepared,
+        errno: 0,
+    };
+    // SAFETY: the stack is a fresh private mapping (a guard page below it), unmapped
+    // only after the child has run the program or exited (CLONE_VFORK suspends this
+    // thread until then), so the child never runs on memory that goes away. Every
+    // signal is blocked here across the clone, so no handler of this process runs on
+    // the child's stack; the child sets every handled signal back to its default
+    // before it unblocks them. `child` only makes system calls on `shared`, which
+    // lives on this thread's stack until `clone` returns. The mask is restored after.
+    unsafe {
+        let stack = libc::mmap(
+            std::ptr::null_mut(),
+            CHILD_STACK + GUARD,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if stack == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let usable = stack.cast::<u8>().add(GUARD);
+        if libc::mprotect(
+            usable.cast(),
+            CHILD_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) != 0
+        {
+            let e = std::io::Error::last_os_error();
+            libc::munmap(stack, CHILD_STACK + GUARD);
+            return Err(e);
+        }
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child,
+            usable.add(CHILD_STACK).cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw mut shared).cast(),
+        );
+        let clone_error = std::io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        libc::munmap(stack, CHILD_STACK + GUARD);
+        if pid < 0 {
+            return Err(clone_error);
+        }
+        let errno = std::ptr::read_volatile(&raw const shared.errno);
+        if errno != 0 {
+            let mut status = 0;
+            while libc::waitpid(pid, &mut status, 0) < 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
+            return Err(std::io::Error::from_raw_os_error(errno));
+        }
+        rustix::process::Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("no pid"))
+    }
+}
+
+/// The child of [`spawn_restricted`]: signals to their defaults, its standard input,
+/// its working directory, the restrictions, then the program; on failure the error in
+/// `Shared::errno` and exit 127.
+extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Shared` of `spawn_restricted`, whose thread is suspended
+    // until this child runs the program or exits: nothing else touches it meanwhile.
+    // Only system calls follow (no allocation, no lock: the memory is the parent's).
+    unsafe {
+        let shared = &mut *arg.cast::<Shared<'_>>();
+        let errno = run_child(shared.exec, shared.prepared);
+        std::ptr::write_volatile(&raw mut shared.errno, errno.max(1));
+        libc::_exit(127)
+    }
+}
+
+/// The steps of [`child`]; returns only on failure, with the error number.
+///
+/// # Safety
+/// In the child of [`spawn_restricted`] only.
+unsafe fn run_child(exec: &mut Exec, prepared: &crate::landlock::Prepared) -> libc::c_int {
+    use std::os::fd::AsRawFd;
+    let last = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL)
+    };
+    // SAFETY: system calls on memory of this function and of `exec`, made ready before.
+    unsafe {
+        // Handlers of the parent's would run on memory it shares: back to the defaults
+        // (SIGPIPE too, which the Rust runtime ignores, as `std::process` does), then
+        // every signal unblocked.
+        for sig in 1..65 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if sig == libc::SIGPIPE
+                || (old.sa_sigaction != libc::SIG_IGN && old.sa_sigaction != libc::SIG_DFL)
+            {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &default, std::ptr::null_mut());
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        let stdin = exec.stdin.as_raw_fd();
+        if stdin != 0 && libc::dup2(stdin, 0) < 0 {
+            return last();
+        }
+        if libc::chdir(exec.cwd.as_ptr()) != 0 {
+            return last();
+        }
+        if let Err(e) = prepared.apply() {
+            return e.raw_os_error().unwrap_or(libc::EPERM);
+        }
+        let envp = match &exec.envp {
+            Some(envp) => envp.as_ptr(),
+            None => libc_environ(),
+        };
+        // `execvp`: each candidate in turn; a missing or unreachable one is skipped,
+        // a refused one remembered, any other error ends the search.
+        let mut refused = false;
+        let mut errno = libc::ENOENT;
+        for path in &exec.candidates {
+            libc::execve(path.as_ptr(), exec.argv.as_ptr(), envp);
+            errno = last();
+            if errno == libc::ENOEXEC {
+                exec.sh_argv[1] = path.as_ptr();
+                libc::execve(exec.sh_argv[0], exec.sh_argv.as_ptr(), envp);
+                errno = last();
+            }
+            match errno {
+                libc::EACCES => refused = true,
+                libc::ENOENT | libc::ESTALE | libc::ENOTDIR | libc::ENODEV | libc::ETIMEDOUT => {}
+                _ => return errno,
+            }
+        }
+        if refused { libc::EACCES } else { errno }
+    }
+}
+
+/// This process's environment (`environ`).
+fn libc_environ() -> *const *const libc::c_char {
+    unsafe extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: reads the pointer; nothing here changes the environment meanwhile.
+    unsafe { environ }
 }
 
 /// Whether this kernel gives process file descriptors (`pidfd_open`, Linux 5.3).
@@ -648,10 +936,8 @@ fn enter_kept(
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
         b"PR_SET_NO_NEW_PRIVS",
     )?;
-    for filter in &ns.filters {
-        crate::seccomp::install_one(filter)
-            .map_err(|_| failed(b"installing the seccomp filter"))?;
-    }
+    crate::seccomp::install_forked(&ns.filter)
+        .map_err(|_| failed(b"installing the seccomp filter"))?;
     Ok(())
 }
 

@@ -14,6 +14,9 @@
 //! to the plain spawn: load that comes and goes then weighs on all of them alike.
 //! `KLAW_BENCH_ONLY` (names, comma-separated) keeps only some variants; a criterion
 //! filter that matches none (`-- paired`) runs only the paired rounds.
+//! `KLAW_BENCH_HELPERS` (`name=path`, comma-separated) adds Landlock through other
+//! builds of the helper (`landlock_<name>`, `landlock_served_<name>`): a change to the
+//! helper measured against the build before it in the same rounds.
 //!
 //! Run with: cargo bench -p klaw-tools --bench shell
 
@@ -61,21 +64,28 @@ fn variants(rt: &'static tokio::runtime::Runtime) -> Vec<Variant> {
             ("", SandboxServer::Never),
             ("_served", SandboxServer::Always),
         ] {
-            let shell = ShellSettings::default()
-                .with_sandbox(mode)
-                .with_sandbox_server(server);
-            let kit = Kit::new()
-                .unwrap()
-                .with_context(|b| b.service(SandboxHelper::new(HELPER)).service(shell));
-            out.push((
+            out.push(exec_through(
+                rt,
                 format!("{name}{suffix}"),
-                Box::new(move || {
-                    let out = rt
-                        .block_on(kit.call("exec", json!({"command": "true"})))
-                        .unwrap();
-                    assert_eq!(out.structured().unwrap()["exitCode"], 0);
-                }),
+                mode,
+                server,
+                HELPER,
             ));
+        }
+    }
+    // `KLAW_BENCH_HELPERS=old=/path/to/klaw-sandbox,...`: Landlock through other builds
+    // of the helper too (`landlock_old`, `landlock_served_old`), in the same rounds.
+    if let Ok(extra) = std::env::var("KLAW_BENCH_HELPERS") {
+        for item in extra.split(',') {
+            let (name, path) = item.split_once('=').expect("KLAW_BENCH_HELPERS: name=path");
+            let path: &'static str = Box::leak(path.to_owned().into_boxed_str());
+            for (suffix, server) in [
+                ("", SandboxServer::Never),
+                ("_served", SandboxServer::Always),
+            ] {
+                let name = format!("landlock{suffix}_{name}");
+                out.push(exec_through(rt, name, SandboxMode::Landlock, server, path));
+            }
         }
     }
     // `KLAW_BENCH_ONLY=plain_spawn,landlock_served`: only those (the first is the
@@ -85,6 +95,30 @@ fn variants(rt: &'static tokio::runtime::Runtime) -> Vec<Variant> {
         out.retain(|(name, _)| only.contains(&name.as_str()));
     }
     out
+}
+
+/// `exec` of `true` through the registry, under `mode` with `server`, through the
+/// helper at `helper`.
+fn exec_through(
+    rt: &'static tokio::runtime::Runtime,
+    name: String,
+    mode: SandboxMode,
+    server: SandboxServer,
+    helper: &'static str,
+) -> Variant {
+    let shell = ShellSettings::default()
+        .with_sandbox(mode)
+        .with_sandbox_server(server);
+    let kit = Kit::new()
+        .unwrap()
+        .with_context(|b| b.service(SandboxHelper::new(helper)).service(shell));
+    let run = move || {
+        let out = rt
+            .block_on(kit.call("exec", json!({"command": "true"})))
+            .unwrap();
+        assert_eq!(out.structured().unwrap()["exitCode"], 0);
+    };
+    (name, Box::new(run))
 }
 
 fn exec_true(c: &mut Criterion) {

@@ -1050,6 +1050,50 @@ async fn a_pid_hopper_is_ended(mode: SandboxMode) {
     }
 }
 
+/// A command's program starts as before the helper started it itself under Landlock
+/// (sharing its memory until `exec`): through `execvp`'s rules there (and under
+/// bubblewrap), so a file without `#!` runs under `/bin/sh`, 127 for a missing program
+/// and 126 for one that cannot run (a one-shot bubblewrap answers 1 for both, its kept
+/// sandbox as the helper does; mode `off` 126 for a file without `#!`); and in every mode the command starts with no signal blocked, and
+/// `SIGPIPE`, which Rust programs ignore, back to its default.
+async fn a_program_starts_as_execvp_starts_it(mode: SandboxMode) {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(kit) = kit(mode) else { return };
+    let ws = kit.workspace();
+    std::fs::write(ws.join("plain.txt"), "echo never\n").unwrap();
+    let script = ws.join("script");
+    std::fs::write(&script, "echo from-sh \"$1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = async |argv: &[&str]| exec(&kit, json!({ "command": argv })).await.unwrap();
+    let missing = run(&["./no-such-program", "x"]).await;
+    let bwrap = missing["sandbox"] == "bwrap" && !served();
+    assert_eq!(
+        missing["exitCode"],
+        if bwrap { 1 } else { 127 },
+        "{missing}"
+    );
+    let cannot = run(&["./plain.txt"]).await;
+    assert_eq!(cannot["exitCode"], if bwrap { 1 } else { 126 }, "{cannot}");
+    let by_sh = run(&["./script", "a b"]).await;
+    if mode == SandboxMode::Off {
+        assert_eq!(by_sh["exitCode"], 126, "{by_sh}");
+    } else {
+        assert_eq!(by_sh["stdout"], "from-sh a b\n", "{by_sh}");
+    }
+    let signals = run(&["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]).await;
+    let mask = |name: &str| {
+        let line = signals["stdout"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with(name));
+        u64::from_str_radix(line.unwrap()[name.len()..].trim(), 16).unwrap()
+    };
+    assert_eq!(mask("SigBlk:"), 0, "{signals}");
+    let sigpipe = 1 << (13 - 1); // SIGPIPE
+    assert_eq!(mask("SigIgn:") & sigpipe, 0, "{signals}");
+}
+
 async fn non_zero_exit_is_a_normal_result(mode: SandboxMode) {
     let Some(kit) = kit(mode) else { return };
     std::fs::create_dir(kit.workspace().join("sub")).unwrap();
@@ -1214,6 +1258,7 @@ macro_rules! per_mode {
                 leftovers_end_with_the_command,
                 an_output_flood_stays_bounded,
                 non_zero_exit_is_a_normal_result,
+                a_program_starts_as_execvp_starts_it,
                 the_deny_list_answers_first,
                 the_environment_does_not_leak,
                 inherited_descriptors_do_not_reach_the_command,
