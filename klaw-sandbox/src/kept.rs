@@ -11,8 +11,10 @@
 //! `exec`:
 //! - joins the holder's mount namespace (the read-only system directories, the
 //!   workspace, the hidden data dir, read-only root and `/dev`) and its UTS and cgroup
-//!   namespaces, and makes a mount and IPC namespace of its own (and, unless the network
-//!   is allowed, a network namespace with its own loopback up),
+//!   namespaces, and makes a mount and IPC namespace of its own; unless the network is
+//!   allowed, it joins a network namespace of its own, its loopback up, which the
+//!   server made while the previous command ran ([`Kept::prepare_network`]), or makes
+//!   one,
 //! - mounts a `/proc` of its PID namespace, read-only and masked as bubblewrap's, a
 //!   fresh bounded `/tmp` and `/dev/shm`, and a devpts instance of its own on `/dev/pts`,
 //! - joins the nested user namespace bubblewrap made with `--disable-userns` (as a
@@ -82,6 +84,18 @@ pub(crate) struct Kept {
     bwrap: std::process::Child,
     /// The holder's stdin: it ends at this pipe's end of file.
     _holder: std::process::ChildStdin,
+    /// The network is allowed (commands share the host's).
+    network: bool,
+    /// A network namespace made for the next command (without network).
+    ready: Option<OwnedFd>,
+}
+
+/// What one command enters: the kept sandbox, and the network namespace made ahead
+/// for it, if any (else it makes its own).
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) ns: &'static Namespaces,
+    pub(crate) network: Option<OwnedFd>,
 }
 
 impl Kept {
@@ -119,6 +133,8 @@ impl Kept {
         let mut kept = Kept {
             _holder: child.stdin.take().ok_or("no stdin for bubblewrap")?,
             bwrap: child,
+            network: policy.network,
+            ready: None,
         };
         let mut line = String::new();
         let stdout = kept.bwrap.stdout.take().ok_or("no stdout for bubblewrap")?;
@@ -147,6 +163,26 @@ impl Kept {
         Ok(kept)
     }
 
+    /// Without network, makes the next command's network namespace (its loopback up),
+    /// unless one is ready: a command's own, as bubblewrap makes for a one-shot command,
+    /// but made while the previous command runs (it costs about as much CPU as the rest
+    /// of entering the sandbox). A failure is left to the command, which then makes
+    /// its own.
+    pub(crate) fn prepare_network(&mut self) {
+        if self.network || self.ready.is_some() {
+            return;
+        }
+        if let Some(ns) = get() {
+            self.ready = network_namespace(ns).ok();
+        }
+    }
+
+    /// The network namespace made for the next command, if one is ready (it is that
+    /// command's alone: the server keeps no copy).
+    pub(crate) fn take_network(&mut self) -> Option<OwnedFd> {
+        self.ready.take()
+    }
+
     /// bubblewrap's pid (the server's child while the sandbox is kept).
     pub(crate) fn pid(&self) -> i32 {
         i32::try_from(self.bwrap.id()).unwrap_or(i32::MAX)
@@ -157,6 +193,40 @@ impl Drop for Kept {
     fn drop(&mut self) {
         let _ = self.bwrap.kill();
         let _ = self.bwrap.wait();
+    }
+}
+
+/// A new network namespace of the kept sandbox's user namespace, its loopback up:
+/// made by a child of the server (which itself joins nothing), sent back as a
+/// descriptor, and nothing else in it.
+fn network_namespace(ns: &Namespaces) -> std::io::Result<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    use std::os::fd::AsFd;
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    match crate::sys::fork_single_threaded()? {
+        None => {
+            drop(ours);
+            let code = match crate::sys::kept_network_namespace(ns) {
+                Ok(net) => crate::server::send(&theirs, b"n", &[net.as_fd()]).is_err(),
+                Err(_) => true,
+            };
+            std::process::exit(i32::from(code));
+        }
+        Some(pid) => {
+            drop(theirs);
+            let got = crate::server::receive(ours.as_fd());
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+            match got {
+                Ok(Some((_, mut fds))) if fds.len() == 1 => Ok(fds.remove(0)),
+                Ok(_) => Err(std::io::Error::other("no network namespace was made")),
+                Err(e) => Err(e),
+            }
+        }
     }
 }
 

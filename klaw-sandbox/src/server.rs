@@ -297,7 +297,7 @@ impl Drop for Server {
 }
 
 /// Sends one message with `fds` attached.
-fn send(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+pub(crate) fn send(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
@@ -318,7 +318,7 @@ fn send(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()
 
 /// One message and the descriptors that came with it (close-on-exec); `None` at end
 /// of file.
-fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+pub(crate) fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     // One buffer for the process's life: a new one per message would be zeroed, page by
     // page, each time (and copied again in every supervisor forked after).
     thread_local! {
@@ -428,6 +428,10 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
         None => None,
     };
     let spared: Vec<i32> = kept.iter().map(crate::kept::Kept::pid).collect();
+    let mut kept = kept;
+    if let Some(k) = kept.as_mut() {
+        k.prepare_network();
+    }
     let mut live: Vec<(rustix::process::Pid, OwnedFd)> = Vec::new();
     loop {
         use rustix::event::{PollFd, PollFlags};
@@ -460,14 +464,20 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
         }
         match receive(socket) {
             Ok(None) => return Ok(0),
-            Ok(Some((bytes, fds))) => match start(&policy, &bytes, fds, &mut live) {
-                Ok(pid) => answer(
-                    socket,
-                    &Answer {
-                        pid: Some(pid.as_raw_nonzero().get()),
-                        ..Answer::default()
-                    },
-                ),
+            Ok(Some((bytes, fds))) => match start(&policy, &bytes, fds, &mut live, kept.as_mut()) {
+                Ok(pid) => {
+                    answer(
+                        socket,
+                        &Answer {
+                            pid: Some(pid.as_raw_nonzero().get()),
+                            ..Answer::default()
+                        },
+                    );
+                    // The next command's network namespace, made while this one runs.
+                    if let Some(k) = kept.as_mut() {
+                        k.prepare_network();
+                    }
+                }
                 Err(e) => answer(
                     socket,
                     &Answer {
@@ -519,6 +529,7 @@ fn start(
     bytes: &[u8],
     fds: Vec<OwnedFd>,
     live: &mut Vec<(rustix::process::Pid, OwnedFd)>,
+    kept: Option<&mut crate::kept::Kept>,
 ) -> Result<rustix::process::Pid, String> {
     let request: Request =
         serde_json::from_slice(bytes).map_err(|e| format!("invalid request: {e}"))?;
@@ -530,12 +541,26 @@ fn start(
     policy.cwd = request.cwd;
     policy.stdin = request.stdin;
     policy.env = Some(request.env);
+    // Under bubblewrap, what the command enters: the kept sandbox, and the network
+    // namespace made for it (the server's copy is closed below: it is this command's).
+    let entry = match (kept, crate::kept::get()) {
+        (Some(kept), Some(ns)) => Some(crate::kept::Entry {
+            ns,
+            network: kept.take_network(),
+        }),
+        _ => None,
+    };
     match crate::sys::fork_single_threaded().map_err(|e| format!("fork: {e}"))? {
         None => {
             // The supervisor. Nothing of the server's stays open here: its socket is
             // replaced by the lifeline, the other commands' pidfds are closed.
             drop(std::mem::take(live));
-            let code = supervised(&policy, request.argv, lifeline, stdout, stderr, status);
+            let code = supervised(
+                &policy,
+                request.argv,
+                [lifeline, stdout, stderr, status],
+                entry,
+            );
             crate::supervisor::leave(code)
         }
         Some(pid) => {
@@ -549,14 +574,14 @@ fn start(
 }
 
 /// In the forked supervisor: the descriptors in place, then the supervisor proper.
+/// `fds`: the lifeline, stdout, stderr and the status pipe.
 fn supervised(
     policy: &HelperPolicy,
     argv: Vec<String>,
-    lifeline: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    status: OwnedFd,
+    fds: [OwnedFd; 4],
+    kept: Option<crate::kept::Entry>,
 ) -> u8 {
+    let [lifeline, stdout, stderr, status] = fds;
     let _ = crate::supervisor::STATUS.set(status);
     let placed = rustix::stdio::dup2_stdin(&lifeline)
         .and_then(|()| rustix::stdio::dup2_stdout(&stdout))
@@ -565,7 +590,6 @@ fn supervised(
     if placed.is_err() {
         return crate::policy::UNPROVEN;
     }
-    let kept = crate::kept::get();
     match crate::supervisor::supervise(policy, argv.into_iter().map(OsString::from), true, kept) {
         Ok(code) => code,
         Err(e) => {

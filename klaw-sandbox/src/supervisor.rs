@@ -34,7 +34,7 @@ pub(crate) fn supervise(
     policy: &HelperPolicy,
     mut args: impl Iterator<Item = OsString>,
     mapped: bool,
-    kept: Option<&'static crate::kept::Namespaces>,
+    kept: Option<crate::kept::Entry>,
 ) -> Result<u8, String> {
     use std::os::unix::process::ExitStatusExt;
 
@@ -90,8 +90,8 @@ pub(crate) fn supervise(
     // Under the server's kept bubblewrap sandbox: into its user namespace, the command
     // PID 1 of a PID namespace of its own. (This process has one thread: the server
     // keeps bubblewrap only where the kernel has pidfds, so none is made below.)
-    if let Some(ns) = kept {
-        crate::sys::join_kept_user_namespace(ns)
+    if let Some(entry) = &kept {
+        crate::sys::join_kept_user_namespace(entry.ns)
             .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
     }
     let program = args.next().ok_or("no command given")?;
@@ -125,28 +125,40 @@ pub(crate) fn supervise(
         Some((prepared, report)) => {
             let env = policy.env.as_deref();
             let child = crate::sys::Exec::new(&program, args, &policy.cwd, env, stdin)
-                .and_then(|mut exec| crate::sys::spawn_restricted(&mut exec, &prepared));
+                .and_then(|mut exec| crate::sys::spawn_restricted(&mut exec, &|| prepared.apply()));
             // The ruleset and the report's write end are closed here (so reading the
             // report below cannot block).
             drop(prepared);
             (child.map(Running::Restricted), Some(report))
         }
+        // Into the server's kept bubblewrap sandbox, the same way: its process enters
+        // the sandbox, then runs the program.
+        None if let Some(entry) = &kept => {
+            let cwd = crate::kept::c_path(&policy.cwd)?;
+            let mut env: Vec<(OsString, OsString)> = policy
+                .env
+                .iter()
+                .flatten()
+                .filter(|(k, _)| k != "HOME" && k != "TMPDIR")
+                .cloned()
+                .collect();
+            // As bubblewrap sets them for a one-shot command: its private /tmp.
+            env.push(("HOME".into(), "/tmp".into()));
+            env.push(("TMPDIR".into(), "/tmp".into()));
+            // (It changes to its working directory once inside.)
+            let root = std::path::Path::new("/");
+            let child = crate::sys::Exec::new(&program, args, root, Some(&env), stdin)
+                .and_then(|mut exec| crate::sys::spawn_kept(&mut exec, entry, &cwd));
+            (child.map(Running::Restricted), None)
+        }
         None => {
             let mut command = std::process::Command::new(&program);
-            command.args(args).stdin(Stdio::from(stdin));
-            if kept.is_none() {
-                // (The kept sandbox's command changes directory once inside it.)
-                command.current_dir(&policy.cwd);
-            }
+            command
+                .args(args)
+                .current_dir(&policy.cwd)
+                .stdin(Stdio::from(stdin));
             if let Some(env) = &policy.env {
                 command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-            }
-            if let Some(ns) = kept {
-                // As bubblewrap sets them for a one-shot command: its private /tmp.
-                command.env("HOME", "/tmp").env("TMPDIR", "/tmp");
-                let cwd = crate::kept::c_path(&policy.cwd)?;
-                crate::sys::enter_kept_before_exec(&mut command, ns, cwd)
-                    .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
             }
             (command.spawn().map(Running::Plain), None)
         }

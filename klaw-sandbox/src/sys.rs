@@ -209,7 +209,8 @@ impl Exec {
 /// which it shares until it runs the program or exits).
 struct Shared<'a> {
     exec: &'a mut Exec,
-    prepared: &'a crate::landlock::Prepared,
+    /// The restrictions, applied in the child before the program (system calls only).
+    restrict: &'a dyn Fn() -> std::io::Result<()>,
     /// The error that kept the program from running (0: none; the child ran it).
     errno: libc::c_int,
 }
@@ -218,8 +219,9 @@ struct Shared<'a> {
 const CHILD_STACK: usize = 256 * 1024;
 const GUARD: usize = 4096;
 
-/// Starts `exec` restricted by `prepared` (see `Prepared::apply`), as
-/// `std::process::Command` with `restrict_before_exec` would, but without copying this
+/// Starts `exec` restricted by `restrict` (`Prepared::apply`, or entering the kept
+/// sandbox: see [`spawn_kept`]), as `std::process::Command` with a `pre_exec` hook
+/// would, but without copying this
 /// process: the child shares its memory (`clone(CLONE_VM | CLONE_VFORK)`, as
 /// `posix_spawn` does) until it runs the program, while this thread waits. No page
 /// table is copied and no page faults in copy-on-write, in the child or here after it.
@@ -233,11 +235,11 @@ const GUARD: usize = 4096;
 /// handler at its default, so none runs on the shared memory.
 pub(crate) fn spawn_restricted(
     exec: &mut Exec,
-    prepared: &crate::landlock::Prepared,
+    restrict: &dyn Fn() -> std::io::Result<()>,
 ) -> std::io::Result<rustix::process::Pid> {
     let mut shared = Shared {
         exec,
-        prepared,
+        restrict,
         errno: 0,
     };
     // SAFETY: the stack is a fresh private mapping (a guard page below it), unmapped
@@ -307,7 +309,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // Only system calls follow (no allocation, no lock: the memory is the parent's).
     unsafe {
         let shared = &mut *arg.cast::<Shared<'_>>();
-        let errno = run_child(shared.exec, shared.prepared);
+        let errno = run_child(shared.exec, shared.restrict);
         std::ptr::write_volatile(&raw mut shared.errno, errno.max(1));
         libc::_exit(127)
     }
@@ -317,7 +319,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
 ///
 /// # Safety
 /// In the child of [`spawn_restricted`] only.
-unsafe fn run_child(exec: &mut Exec, prepared: &crate::landlock::Prepared) -> libc::c_int {
+unsafe fn run_child(exec: &mut Exec, restrict: &dyn Fn() -> std::io::Result<()>) -> libc::c_int {
     use std::os::fd::AsRawFd;
     let last = || {
         std::io::Error::last_os_error()
@@ -355,7 +357,7 @@ unsafe fn run_child(exec: &mut Exec, prepared: &crate::landlock::Prepared) -> li
         if libc::chdir(exec.cwd.as_ptr()) != 0 {
             return last();
         }
-        if let Err(e) = prepared.apply() {
+        if let Err(e) = restrict() {
             return e.raw_os_error().unwrap_or(libc::EPERM);
         }
         let envp = match &exec.envp {
@@ -657,16 +659,40 @@ pub(crate) fn join_kept_user_namespace(ns: &crate::kept::Namespaces) -> std::io:
     children_in_new_pid_namespace()
 }
 
-/// Makes `cmd`'s child, PID 1 of the PID namespace [`join_kept_user_namespace`] made,
-/// enter the rest of the kept sandbox before it runs its program, in `cwd`: it joins
-/// the sandbox's mount, UTS, cgroup and (without network) network namespaces, makes a
-/// mount and IPC namespace of its own, mounts its `/proc`, `/tmp` and `/dev/shm`, joins
-/// the nested user namespace, starts a session and restricts itself.
-pub(crate) fn enter_kept_before_exec(
-    cmd: &mut std::process::Command,
-    ns: &'static crate::kept::Namespaces,
-    cwd: std::ffi::CString,
-) -> std::io::Result<()> {
+/// In a child of the sandbox server: a new network namespace owned by the kept
+/// sandbox's user namespace (as root, as the unprivileged user), its loopback up,
+/// opened. The calling process is left in it: it only sends the descriptor and exits.
+pub(crate) fn kept_network_namespace(
+    ns: &crate::kept::Namespaces,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    if ns.root {
+        crate::unprivileged::become_unprivileged(crate::unprivileged::UNPRIVILEGED_ID)?;
+    }
+    // SAFETY: `setns` and `unshare` on a descriptor open for the call and on flags;
+    // this process has one thread (a fork of the single-threaded server).
+    if unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) } != 0
+        || unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    loopback_up()?;
+    Ok(std::fs::File::open("/proc/self/ns/net")?.into())
+}
+
+/// Starts `exec` (made with `/` as its working directory: the host's, before it enters
+/// anything) as PID 1 of the PID namespace [`join_kept_user_namespace`] made, through
+/// [`spawn_restricted`] (its process shares this one's memory until it runs the
+/// program): before the program it joins the sandbox's mount, UTS, cgroup and network
+/// namespaces (the one `entry` brings, else a new one without network), makes a mount
+/// and IPC namespace of its own, mounts its `/proc`, `/tmp`, `/dev/shm` and `/dev/pts`,
+/// joins the nested user namespace, changes to `cwd`, starts a session and restricts
+/// itself (see `crate::kept`).
+pub(crate) fn spawn_kept(
+    exec: &mut Exec,
+    entry: &crate::kept::Entry,
+    cwd: &std::ffi::CStr,
+) -> std::io::Result<rustix::process::Pid> {
     use std::os::fd::AsRawFd;
     // The supervisor, as a descriptor its child polls once its parent-death signal is
     // set, to know that the supervisor did not die before (PID 1 of its namespace, the
@@ -675,16 +701,12 @@ pub(crate) fn enter_kept_before_exec(
         rustix::process::getpid(),
         rustix::process::PidfdFlags::empty(),
     )?;
-    // SAFETY: the closure runs in the forked child before `exec`, where only
-    // async-signal-safe functions may be called: `enter_kept` makes system calls only
-    // (`setns`, `unshare`, `socket`, `ioctl`, `setsid`, `mount`, `open_tree`, `mkdir`,
-    // `move_mount`, `close`, `chdir`, `capset`, `prctl`, `poll`, `seccomp`, `write`) on
-    // memory and descriptors made before the fork (`ns` lives as long as the process),
-    // allocates nothing and takes no lock.
-    unsafe {
-        cmd.pre_exec(move || enter_kept(ns, &cwd, supervisor.as_raw_fd()));
-    }
-    Ok(())
+    let fd = supervisor.as_raw_fd();
+    // `enter_kept` makes system calls only (`setns`, `unshare`, `socket`, `ioctl`,
+    // `setsid`, `mount`, `open_tree`, `mkdir`, `move_mount`, `close`, `chdir`, `capset`,
+    // `prctl`, `poll`, `seccomp`, `write`) on memory and descriptors made before, and
+    // allocates nothing: what the child of `spawn_restricted` may do.
+    spawn_restricted(exec, &|| enter_kept(entry, cwd, fd))
 }
 
 /// Writes `what` on stderr (the command's), for a failed step of [`enter_kept`].
@@ -758,10 +780,11 @@ fn read_only(path: &std::ffi::CStr, what: &[u8]) -> std::io::Result<()> {
 
 /// The body of [`enter_kept_before_exec`]'s hook.
 fn enter_kept(
-    ns: &crate::kept::Namespaces,
+    entry: &crate::kept::Entry,
     cwd: &std::ffi::CStr,
     supervisor: libc::c_int,
 ) -> std::io::Result<()> {
+    let ns = entry.ns;
     use std::os::fd::AsRawFd;
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
@@ -780,13 +803,20 @@ fn enter_kept(
     }
     // Without the network, a network namespace of the command's own too: two commands
     // sharing one would meet on its loopback (one taking the other's connections or
-    // holding its port).
-    let net = if ns.network { 0 } else { libc::CLONE_NEWNET };
+    // holding its port). The one the server made for this command, else a new one.
+    if let Some(made) = &entry.network {
+        check(
+            unsafe { libc::setns(made.as_raw_fd(), libc::CLONE_NEWNET) },
+            b"joining its network namespace",
+        )?;
+    }
+    let new_net = !ns.network && entry.network.is_none();
+    let net = if new_net { libc::CLONE_NEWNET } else { 0 };
     check(
         unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC | net) },
         b"making the command's namespaces",
     )?;
-    if !ns.network {
+    if new_net {
         loopback_up()?;
     }
     if unsafe { libc::setsid() } == -1 {
