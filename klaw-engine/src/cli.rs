@@ -566,8 +566,9 @@ fn print_failed(failed: &[crate::FailedTool]) {
 /// `block_on`'s thread, a turn hands each step over between threads (the HTTP client's
 /// connection task and the I/O driver are on the workers), and every hand-over to a
 /// sleeping core waits for it to wake up; on a worker the steps follow each other on one
-/// thread (issue 32: 10 context switches per round of the loop from `block_on`, 4 on a
-/// worker). `run` needs no such thing: each chat's conversation is a task already.
+/// thread (issue 32: about 8 voluntary context switches per round of the loop from
+/// `block_on`, 2 to 3 on a worker). `run` needs no such thing: each chat's conversation
+/// is a task already.
 pub(crate) fn run_front_on_worker<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
 where
     F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
