@@ -2,7 +2,11 @@
 //!
 //! - loop overhead per round: turns of one tool call (`current_time`) and an answer
 //!   against a scripted model server on loopback; our time per round, the server's
-//!   handling excluded (HTTP, JSON, the tool, the history in SQLite included);
+//!   handling excluded (HTTP, JSON, the tool, the history in SQLite included), with the
+//!   threads' voluntary context switches per round (a thread sleeping until another
+//!   wakes it: the hand-overs, which the machine's load does not change) and the
+//!   involuntary ones (preempted: the load); turns awaited on a runtime worker as the
+//!   front ends do, then from `block_on`'s thread;
 //! - a turn's start at a full history (200 messages, tool results of a few KB, as file
 //!   and web tools give): through the decoded window the history keeps, beside a read
 //!   of the same window afresh, in turns;
@@ -10,7 +14,10 @@
 //! - memory of `klaw-engine run` with 10 Telegram chats that have each talked once and
 //!   are now idle (resident set size), against telegram-test-api when installed.
 //!
-//! Numbers are printed, never asserted: machines differ.
+//! Numbers are printed, never asserted: machines differ. Arguments pick parts by name
+//! (`loop`, or `loop-worker` / `loop-block-on` for one of its two; `turn-start`,
+//! `cold-start`, `memory`): `cargo bench -p klaw-engine --bench agent -- loop` measures
+//! the loop alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench binary
 
@@ -71,7 +78,17 @@ fn model_server() -> ScriptedServer {
     })
 }
 
-fn loop_overhead() {
+/// Where the turns are awaited: in a task on a runtime worker, as the front ends run
+/// them (`cli::run_front` spawns the front end; `run` spawns a task per chat), or on
+/// the thread of `Runtime::block_on`, as a program that awaits `Agent::turn` in
+/// `#[tokio::main]`'s body does.
+#[derive(Clone, Copy, PartialEq)]
+enum Driven {
+    OnWorker,
+    InBlockOn,
+}
+
+fn loop_overhead(driven: Driven) {
     let dir = tempfile::tempdir().unwrap();
     let server = model_server();
     let vars = [
@@ -95,7 +112,7 @@ fn loop_overhead() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
+    let measure = async move {
         let config = Config::load_with(&env).unwrap();
         let engine = Engine::new(config).unwrap();
         let model = Model::from_config(engine.config(), None).unwrap();
@@ -103,30 +120,76 @@ fn loop_overhead() {
         let agent = Agent::with_model(engine.clone(), model, history);
         let caller = klaw_tools::Caller::new("bench", None);
         for i in 0..20 {
-            agent.turn(&format!("warm{i}"), caller.clone(), "time?", &()).await.unwrap();
+            agent
+                .turn(&format!("warm{i}"), caller.clone(), "time?", &())
+                .await
+                .unwrap();
         }
         const TURNS: usize = 300;
         let busy_before = server.busy();
         let mut per_round = Vec::with_capacity(TURNS);
+        let (waits_before, preempted_before) = context_switches();
         let started = Instant::now();
         for i in 0..TURNS {
             let busy = server.busy();
             let t = Instant::now();
-            agent.turn(&format!("c{}", i % 10), caller.clone(), "time?", &()).await.unwrap();
+            agent
+                .turn(&format!("c{}", i % 10), caller.clone(), "time?", &())
+                .await
+                .unwrap();
             let ours = t.elapsed().saturating_sub(server.busy() - busy);
             per_round.push(ours / 2);
         }
-        let total = started.elapsed().saturating_sub(server.busy() - busy_before);
+        let total = started
+            .elapsed()
+            .saturating_sub(server.busy() - busy_before);
+        let (waits, preempted) = context_switches();
+        let per_round_of = |n: u64| n as f64 / (TURNS * 2) as f64;
         per_round.sort();
+        let place = match driven {
+            Driven::OnWorker => "on a worker",
+            Driven::InBlockOn => "in block_on",
+        };
         println!(
-            "loop round (ours)  p50 {:>8.1} µs  p99 {:>8.1} µs  mean {:>8.1} µs  ({} turns of 2 rounds, server time excluded)",
+            "loop round (ours, {place:<11})  p50 {:>8.1} µs  p99 {:>8.1} µs  mean {:>8.1} µs  context switches {:>4.1} voluntary {:>4.1} involuntary  ({} turns of 2 rounds, server time excluded)",
             per_round[TURNS / 2].as_secs_f64() * 1e6,
             per_round[TURNS * 99 / 100].as_secs_f64() * 1e6,
             total.as_secs_f64() * 1e6 / (TURNS * 2) as f64,
+            per_round_of(waits - waits_before),
+            per_round_of(preempted - preempted_before),
             TURNS
         );
         engine.shutdown().await;
-    });
+        drop((server, dir));
+    };
+    match driven {
+        Driven::OnWorker => rt.block_on(rt.spawn(measure)).unwrap(),
+        Driven::InBlockOn => rt.block_on(measure),
+    }
+}
+
+/// The context switches of every live thread of this process so far: voluntary (the
+/// thread slept until another woke it) and involuntary (it was preempted).
+fn context_switches() -> (u64, u64) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (0, 0);
+    };
+    let mut sums = (0, 0);
+    for status in tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+    {
+        for line in status.lines() {
+            let count = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            sums.0 += count("voluntary_ctxt_switches:");
+            sums.1 += count("nonvoluntary_ctxt_switches:");
+        }
+    }
+    sums
 }
 
 fn turn_start_at_a_full_history() {
@@ -299,8 +362,25 @@ fn run_memory() {
 }
 
 fn main() {
-    loop_overhead();
-    turn_start_at_a_full_history();
-    chat_cold_start();
-    run_memory();
+    // `cargo bench` passes `--bench`; any other argument names the parts to run.
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let run = |name: &str| picked.is_empty() || picked.iter().any(|p| p == name);
+    if run("loop") || run("loop-worker") {
+        loop_overhead(Driven::OnWorker);
+    }
+    if run("loop") || run("loop-block-on") {
+        loop_overhead(Driven::InBlockOn);
+    }
+    if run("turn-start") {
+        turn_start_at_a_full_history();
+    }
+    if run("cold-start") {
+        chat_cold_start();
+    }
+    if run("memory") {
+        run_memory();
+    }
 }

@@ -195,14 +195,15 @@ impl Agent {
         &self.history
     }
 
-    /// The system prompt: who the agent is, the language, the date, the core memory,
-    /// the skills (names and descriptions, within `skills.promptBudgetChars`), and (for
-    /// `text` and `json` models) `tools` (the turn's, [`Agent::tools`]) and how to call
-    /// them.
+    /// The system prompt: who the agent is, the language, the date, `core_memory` (the
+    /// turn's, [`Agent::core_memory`]), the skills (names and descriptions, within
+    /// `skills.promptBudgetChars`), and (for `text` and `json` models) `tools` (the
+    /// turn's, [`Agent::tools`]) and how to call them.
     async fn system_prompt(
         &self,
         tools: &[klaw_tools::ToolSpec],
         history_truncated: bool,
+        core_memory: Option<&str>,
     ) -> String {
         let config = &self.engine.config();
         let lang = config.raw.language;
@@ -220,14 +221,9 @@ impl Agent {
             now.strftime("%Y-%m-%d %H:%M"),
             config.timezone
         ));
-        if self.engine.registry().by_name("memory_core_get").is_some()
-            && let Ok(core) = self
-                .engine
-                .call("memory_core_get", serde_json::json!({}))
-                .await
-        {
+        if let Some(core) = core_memory {
             s.push_str("\nCore memory (what you know about the user and yourself):\n");
-            s.push_str(core.text());
+            s.push_str(core);
             s.push('\n');
         }
         #[cfg(feature = "skills")]
@@ -250,6 +246,18 @@ impl Agent {
             ));
         }
         s
+    }
+
+    /// Core memory's text (`memory_core_get`), when the memory tools are linked in and
+    /// it can be read.
+    async fn core_memory(&self) -> Option<String> {
+        self.engine.registry().by_name("memory_core_get")?;
+        let core = self
+            .engine
+            .call("memory_core_get", serde_json::json!({}))
+            .await
+            .ok()?;
+        Some(core.text().to_owned())
     }
 
     /// The tools the model is offered, in name order: every tool, or those the model's
@@ -282,6 +290,12 @@ impl Agent {
     /// and `klaw.rounds`, the sizes of the message and the answer), with a `chat` span
     /// per model request and the engine's `execute_tool` span per call inside it. No
     /// text of the conversation is in a span.
+    ///
+    /// On a multi-thread runtime, await it in a task (`tokio::spawn`), as the engine's
+    /// front ends do, rather than in `Runtime::block_on`'s body: from `block_on`'s
+    /// thread every step of a round (the HTTP client's connection task, the I/O driver)
+    /// is handed over between threads, each hand-over waiting for a sleeping core to
+    /// wake up.
     pub async fn turn(
         &self,
         chat: &str,
@@ -341,20 +355,35 @@ impl Agent {
     ) -> Result<String, AgentError> {
         let history = &self.history;
         let user_msg = Message::User(user.to_owned());
+        // Core memory is read (a file, on the blocking pool) while the turn's start is
+        // written: its first poll sets the read going before the SQLite work, and it is
+        // awaited after. That first poll is given a waker that does nothing: a read done
+        // meanwhile would otherwise wake this task while it runs, and tokio answers that
+        // by queueing it again and waking a second worker to take it (a hand-over per
+        // turn for nothing); the await polls it again with the task's own waker.
+        let mut core_memory = std::pin::pin!(self.core_memory());
+        let early = core_memory
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
         // The database keeps a few times what the model is sent, not everything.
-        let loaded = history
-            .begin_turn(
-                chat,
-                &user_msg,
-                self.history_limit.saturating_mul(5),
-                self.history_limit,
-            )
-            .map_err(AgentError::History)?;
+        let loaded = history.begin_turn(
+            chat,
+            &user_msg,
+            self.history_limit.saturating_mul(5),
+            self.history_limit,
+        );
+        let core_memory = match early {
+            std::task::Poll::Ready(text) => text,
+            std::task::Poll::Pending => core_memory.await,
+        };
+        let loaded = loaded.map_err(AgentError::History)?;
         let mut messages = loaded.messages;
         let lang = self.engine.config().raw.language;
         let json_protocol = self.model.protocol == Protocol::Json;
         let tools = self.tools();
-        let system = self.system_prompt(&tools, loaded.truncated).await;
+        let system = self
+            .system_prompt(&tools, loaded.truncated, core_memory.as_deref())
+            .await;
         let turn_id = format!("{chat}:{}", jiff::Timestamp::now().as_millisecond());
         // Small models (text and json protocols) tend to repeat a call after its
         // result: a call made before in this turn is not run again, and the next json

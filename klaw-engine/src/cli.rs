@@ -561,6 +561,29 @@ fn print_failed(failed: &[crate::FailedTool]) {
     }
 }
 
+/// [`run_front`] with `f` run as a task on one of the runtime's workers, for the front
+/// ends that run agent turns themselves (`chat`, `schedule run-now`). Awaited on
+/// `block_on`'s thread, a turn hands each step over between threads (the HTTP client's
+/// connection task and the I/O driver are on the workers), and every hand-over to a
+/// sleeping core waits for it to wake up; on a worker the steps follow each other on one
+/// thread (issue 32: about 8 voluntary context switches per round of the loop from
+/// `block_on`, 2 to 3 on a worker). `run` needs no such thing: each chat's conversation
+/// is a task already.
+pub(crate) fn run_front_on_worker<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
+where
+    F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
+    Fut: std::future::Future<Output = ExitCode> + Send + 'static,
+{
+    run_front(config, model, |app| async move {
+        match tokio::spawn(f(app)).await {
+            Ok(code) => code,
+            // A panic of the front end goes on as it did on this thread.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => fail(&format!("the front end stopped: {e}")),
+        }
+    })
+}
+
 /// Runs a front end: a runtime, the app assembled with `model`, then `f`; the app is
 /// shut down whatever `f` returned. A failure to assemble is printed and exits 1.
 pub(crate) fn run_front<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode

@@ -103,6 +103,52 @@ fn a_tool_call_then_an_answer() {
     assert!(!stderr(&o).contains("sk-agent-test-key"));
 }
 
+/// Core memory is in the system prompt, read afresh at each turn's start (beside the
+/// history's writes): a fact saved in one turn is in the next turn's prompt, not in the
+/// requests before it.
+#[test]
+fn core_memory_is_read_at_each_turns_start() {
+    let server = ScriptedServer::script(vec![
+        Reply::openai_calls(&[(
+            "m",
+            "memory_core_update",
+            json!("{\"section\":\"user\",\"key\":\"name\",\"value\":\"Ada Lovelace\"}"),
+        )]),
+        Reply::openai_answer("Noted."),
+        Reply::openai_answer("You are Ada Lovelace."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let o = chat(
+        home.path(),
+        &format!("{}/v1", server.url),
+        &[("KLAW_APPROVAL", "never")],
+        "Call me Ada Lovelace.\nWho am I?\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Noted.\nYou are Ada Lovelace.\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let system = |r: &Recorded| {
+        assert_eq!(r.body["messages"][0]["role"], "system");
+        r.body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for before in &requests[..2] {
+        assert!(
+            !system(before).contains("Ada Lovelace"),
+            "{}",
+            system(before)
+        );
+    }
+    let next = system(&requests[2]);
+    assert!(
+        next.contains("Core memory") && next.contains("Ada Lovelace"),
+        "{next}"
+    );
+}
+
 #[test]
 fn parallel_calls_errors_and_malformed_arguments_go_back_to_the_model() {
     let server = ScriptedServer::script(vec![

@@ -111,7 +111,7 @@ pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCo
         Ok(m) => m,
         Err(e) => return super::fail(&e.to_string()),
     };
-    super::run_front(config, Some(model), |app| async move {
+    super::run_front_on_worker(config, Some(model), |app| async move {
         let interactive = std::io::stdin().is_terminal();
         let (Some(agent), Some(subagents)) = (app.agent(), app.subagents()) else {
             return super::fail("the agent was not assembled");

@@ -83,7 +83,7 @@ pub(crate) fn run(config: Config, command: ScheduleCommand) -> ExitCode {
                 Ok(m) => m,
                 Err(e) => return super::fail(&e.to_string()),
             };
-            super::run_front(config, Some(model), |app| async move {
+            super::run_front_on_worker(config, Some(model), |app| async move {
                 let Some(agent) = app.agent() else {
                     return super::fail("no agent: a model is needed");
                 };
