@@ -61,11 +61,17 @@ pub(crate) fn proc_masked() -> &'static [&'static str] {
 /// With `unprivileged` (the engine is root, and bubblewrap runs as an unprivileged user
 /// that sees the workspace through an idmapped mount), the command sees itself as uid 0
 /// of its own user namespace, which the host sees as that unprivileged user.
+///
+/// With `kept` (the holder of a kept sandbox, `crate::kept`), `/proc` is left unmasked:
+/// no command ever sees it, each covers it with a `/proc` of its own, masked the same
+/// way (and a mount of `/proc` needs one fully visible in its mount namespace); every
+/// command then copies and tears down nine mounts fewer.
 pub(crate) fn args(
     bwrap: &Bwrap,
     policy: &Policy,
     argv: &[String],
     unprivileged: bool,
+    kept: bool,
 ) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
@@ -113,11 +119,13 @@ pub(crate) fn args(
     // root must not write the host's sysctls (`/proc/sys/kernel/core_pattern` runs a
     // program as host root), trigger SysRq, or read kernel memory and keyrings. The
     // host's directories are bound read-only over the new /proc's (sysctls are global).
-    for dir in PROC_READ_ONLY {
-        push(&[&"--ro-bind-try", dir, dir]);
-    }
-    for file in proc_masked() {
-        push(&[&"--ro-bind", &"/dev/null", file]);
+    if !kept {
+        for dir in PROC_READ_ONLY {
+            push(&[&"--ro-bind-try", dir, dir]);
+        }
+        for file in proc_masked() {
+            push(&[&"--ro-bind", &"/dev/null", file]);
+        }
     }
     push(&[&"--dev", &"/dev"]);
     // /tmp and /dev/shm are tmpfs, so in memory: bounded (a bubblewrap without
@@ -169,7 +177,7 @@ mod tests {
             path: PathBuf::from("/usr/bin/bwrap"),
             disable_userns: true,
         };
-        let a: Vec<String> = args(&bwrap, &policy, &["true".into()], false)
+        let a: Vec<String> = args(&bwrap, &policy, &["true".into()], false, false)
             .into_iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect();

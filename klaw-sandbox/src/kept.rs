@@ -1,7 +1,8 @@
 //! bubblewrap, kept: the sandbox server of a serving engine in mode `bwrap`
-//! (`crate::server`). bubblewrap builds the sandbox once, with exactly the arguments of
-//! a one-shot command ([`crate::bwrap::args`]), around a holder that only waits; the
-//! server opens the holder's namespaces, and each command enters them from outside.
+//! (`crate::server`). bubblewrap builds the sandbox once, with the arguments of a
+//! one-shot command ([`crate::bwrap::args`]; `/proc` unmasked, as each command covers it
+//! with its own, masked), around a holder that only waits; the server opens the
+//! holder's namespaces, and each command enters them from outside.
 //!
 //! Per command, the supervisor stays in the host's mount and PID namespaces (out of the
 //! command's reach: it has no pid there), switches to the unprivileged user when the
@@ -116,7 +117,7 @@ impl Kept {
         let root = rustix::process::geteuid().is_root();
         let argv = HOLDER.map(String::from);
         let mut cmd = std::process::Command::new(&bwrap.path);
-        cmd.args(bwrap::args(bwrap, &sandbox, &argv, root))
+        cmd.args(bwrap::args(bwrap, &sandbox, &argv, root, true))
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -404,7 +404,7 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
         .collect();
     // The arguments are worked out while still root (they look at the data dir, which
     // the unprivileged user may not reach).
-    cmd.args(bwrap::args(bwrap, &sandbox, &argv, root));
+    cmd.args(bwrap::args(bwrap, &sandbox, &argv, root, false));
     if root {
         let id = crate::unprivileged::UNPRIVILEGED_ID;
         if let Err(e) = crate::unprivileged::become_unprivileged(id) {

@@ -649,7 +649,9 @@ pub(crate) fn owning_user_namespace(
 pub(crate) fn join_kept_user_namespace(ns: &crate::kept::Namespaces) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     if ns.root {
-        crate::unprivileged::become_unprivileged(crate::unprivileged::UNPRIVILEGED_ID)?;
+        // A fork of the sandbox server, which `fork_single_threaded` checked has one
+        // thread: no `/proc` read here, on every command's way.
+        crate::unprivileged::become_unprivileged_forked(crate::unprivileged::UNPRIVILEGED_ID)?;
     }
     // SAFETY: `setns` on a descriptor that is open for the call; this process has one
     // thread (the caller's duty; the kernel refuses otherwise).
