@@ -184,8 +184,20 @@ pub struct CoreDeleted {
 )]
 pub async fn memory_core_get(dir: DataDir) -> Result<CoreMemoryView, ToolError> {
     let path = dir.path().join(CORE_MEMORY_FILE);
-    super::index::blocking(move || Ok(read(&path)?.into())).await
+    // Core memory is small (8 KiB at most through the tools) and written by rename, so
+    // read in place: a hand-over to the blocking pool costs more than the read (a
+    // thread woken on every turn's start, which reads it for the system prompt). A file
+    // grown larger by hand goes through the pool.
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > IN_PLACE_BYTES => {
+            super::index::blocking(move || Ok(read(&path)?.into())).await
+        }
+        _ => Ok(read(&path)?.into()),
+    }
 }
+
+/// The largest core memory file [`memory_core_get`] reads on the calling thread.
+const IN_PLACE_BYTES: u64 = 64 * 1024;
 
 /// Sets one fact of core memory.
 #[tool(
