@@ -201,14 +201,8 @@ impl Drop for Kept {
 /// made by a child of the server (which itself joins nothing), sent back as a
 /// descriptor, and nothing else in it.
 fn network_namespace(ns: &Namespaces) -> std::io::Result<OwnedFd> {
-    use rustix::net::{AddressFamily, SocketFlags, SocketType};
     use std::os::fd::AsFd;
-    let (ours, theirs) = rustix::net::socketpair(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
+    let (ours, theirs) = crate::server::socket_pair()?;
     match crate::sys::fork_single_threaded()? {
         None => {
             drop(ours);

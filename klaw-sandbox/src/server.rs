@@ -144,12 +144,7 @@ impl Server {
             ..HelperPolicy::default()
         };
         let json = serde_json::to_string(&policy).map_err(io::Error::other)?;
-        let (ours, theirs) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )?;
+        let (ours, theirs) = socket_pair()?;
         for which in [
             rustix::net::sockopt::Timeout::Recv,
             rustix::net::sockopt::Timeout::Send,
@@ -294,6 +289,17 @@ impl Drop for Server {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// An anonymous pair of connected sequenced-packet sockets (close-on-exec): messages
+/// arrive whole, with their descriptors.
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// Sends one message with `fds` attached.
