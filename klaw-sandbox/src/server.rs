@@ -404,7 +404,7 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
     let stdin = std::io::stdin();
     let socket = stdin.as_fd();
     let setup = set_up(args);
-    let (policy, kept) = match setup {
+    let (policy, mut kept) = match setup {
         Ok(set) => {
             answer(socket, &Answer::default());
             set
@@ -434,7 +434,6 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
         None => None,
     };
     let spared: Vec<i32> = kept.iter().map(crate::kept::Kept::pid).collect();
-    let mut kept = kept;
     if let Some(k) = kept.as_mut() {
         k.prepare_network();
     }

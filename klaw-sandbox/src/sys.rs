@@ -764,21 +764,41 @@ const AT_RECURSIVE: libc::c_uint = 0x8000;
 /// `move_mount(2)`: the source is the descriptor itself.
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
-/// Makes the bind mount at `path` (in `/proc`) read-only, keeping `/proc`'s flags.
-fn read_only(path: &std::ffi::CStr, what: &[u8]) -> std::io::Result<()> {
-    let none = std::ptr::null::<libc::c_char>();
-    let flags = libc::MS_REMOUNT
-        | libc::MS_BIND
-        | libc::MS_RDONLY
-        | libc::MS_NOSUID
-        | libc::MS_NODEV
-        | libc::MS_NOEXEC;
-    // SAFETY: `mount` reads the NUL-terminated `path`, which lives through the call.
+/// `mount(2)` for a step `what` of [`enter_kept`] (system calls only): `source`,
+/// `fstype` and `data` may be absent.
+fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    fstype: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+    data: Option<&std::ffi::CStr>,
+    what: &[u8],
+) -> std::io::Result<()> {
+    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: `mount` reads the NUL-terminated strings (or nothing for a null pointer),
+    // which live through the call.
     check(
-        unsafe { libc::mount(none, path.as_ptr(), none, flags, none.cast()) },
+        unsafe {
+            libc::mount(
+                ptr(source),
+                target.as_ptr(),
+                ptr(fstype),
+                flags,
+                ptr(data).cast(),
+            )
+        },
         what,
     )
 }
+
+/// Makes the bind mount at `path` (in `/proc`) read-only, keeping `/proc`'s flags.
+fn read_only(path: &std::ffi::CStr, what: &[u8]) -> std::io::Result<()> {
+    let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | PROC_FLAGS;
+    mount(None, path, None, flags, None, what)
+}
+
+/// The flags of a `/proc` mount.
+const PROC_FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
 
 /// The body of [`enter_kept_before_exec`]'s hook.
 fn enter_kept(
@@ -786,10 +806,8 @@ fn enter_kept(
     cwd: &std::ffi::CStr,
     supervisor: libc::c_int,
 ) -> std::io::Result<()> {
-    let ns = entry.ns;
     use std::os::fd::AsRawFd;
-    let none = std::ptr::null::<libc::c_char>();
-    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let ns = entry.ns;
     // SAFETY (every block below): plain system calls on integers, descriptors that are
     // open, NUL-terminated strings that live through the call, and (`poll`) one
     // `pollfd` on the stack.
@@ -826,32 +844,20 @@ fn enter_kept(
     }
     // Nothing mounted here reaches the kept sandbox or another command (bubblewrap's
     // mounts are private already; this does not depend on it).
-    check(
-        unsafe {
-            libc::mount(
-                none,
-                c"/".as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                none.cast(),
-            )
-        },
+    let private = libc::MS_REC | libc::MS_PRIVATE;
+    mount(
+        None,
+        c"/",
+        None,
+        private,
+        None,
         b"making its mounts private",
     )?;
-    check(
-        unsafe {
-            libc::mount(
-                c"proc".as_ptr(),
-                c"/proc".as_ptr(),
-                c"proc".as_ptr(),
-                flags,
-                none.cast(),
-            )
-        },
-        b"mounting /proc",
-    )?;
+    let proc = Some(c"proc");
+    mount(proc, c"/proc", proc, PROC_FLAGS, None, b"mounting /proc")?;
     for dir in &ns.proc_read_only {
-        let p = dir.as_ptr();
+        let (p, none) = (dir.as_ptr(), std::ptr::null());
+        // A part this `/proc` lacks is skipped, as bubblewrap's `--ro-bind-try` does.
         if unsafe { libc::mount(p, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) } != 0 {
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
                 continue;
@@ -861,9 +867,13 @@ fn enter_kept(
         read_only(dir, b"making a part of /proc read-only")?;
     }
     for file in &ns.proc_masked {
-        let p = file.as_ptr();
-        check(
-            unsafe { libc::mount(c"/dev/null".as_ptr(), p, none, libc::MS_BIND, none.cast()) },
+        let null = Some(c"/dev/null");
+        mount(
+            null,
+            file,
+            None,
+            libc::MS_BIND,
+            None,
             b"masking a file of /proc",
         )?;
         read_only(file, b"masking a file of /proc")?;
@@ -887,32 +897,23 @@ fn enter_kept(
         }
         None => None,
     };
+    let tmpfs = Some(c"tmpfs");
+    let tmp_flags = libc::MS_NOSUID | libc::MS_NODEV;
     for (dir, options) in [(c"/tmp", &ns.tmp_options), (c"/dev/shm", &ns.shm_options)] {
-        check(
-            unsafe {
-                libc::mount(
-                    c"tmpfs".as_ptr(),
-                    dir.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    options.as_ptr().cast(),
-                )
-            },
-            b"mounting /tmp or /dev/shm",
-        )?;
+        let what = b"mounting /tmp or /dev/shm";
+        mount(tmpfs, dir, tmpfs, tmp_flags, Some(options), what)?;
     }
     // A devpts instance of its own: bubblewrap's is shared by every command, so one
     // could open another's terminal (and read the input meant for its program).
-    check(
-        unsafe {
-            libc::mount(
-                c"devpts".as_ptr(),
-                c"/dev/pts".as_ptr(),
-                c"devpts".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NOEXEC,
-                c"newinstance,ptmxmode=0666,mode=620".as_ptr().cast(),
-            )
-        },
+    let devpts = Some(c"devpts");
+    let options = Some(c"newinstance,ptmxmode=0666,mode=620");
+    let pts_flags = libc::MS_NOSUID | libc::MS_NOEXEC;
+    mount(
+        devpts,
+        c"/dev/pts",
+        devpts,
+        pts_flags,
+        options,
         b"mounting /dev/pts",
     )?;
     if let (Some(fd), Some((path, dirs))) = (workspace, &ns.covered) {
