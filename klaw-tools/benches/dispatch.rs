@@ -1,6 +1,9 @@
 //! Dispatch overhead of `ToolRegistry::execute` for a 3-argument tool (parse +
 //! validate + call) against calling the fn directly. Target: under 2 µs.
 //!
+//! `registry/collect`: what every engine process pays at start-up to collect, check and
+//! index every built-in tool (`ToolRegistry::collect`).
+//!
 //! Run with: cargo bench -p klaw-tools --bench dispatch
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
@@ -49,5 +52,14 @@ fn dispatch(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, dispatch);
+fn collect(c: &mut Criterion) {
+    let tools = ToolRegistry::collect().unwrap().len();
+    let mut g = c.benchmark_group("registry");
+    g.bench_function(format!("collect_{tools}_tools"), |b| {
+        b.iter(|| black_box(ToolRegistry::collect().unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, dispatch, collect);
 criterion_main!(benches);

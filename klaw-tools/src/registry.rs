@@ -60,11 +60,19 @@ impl From<&str> for Args {
     }
 }
 
-/// A tool and its compiled argument validator.
+/// A tool and its argument validator, compiled at the tool's first call (a process
+/// that calls one tool compiles one schema, not all of them).
 #[derive(Clone)]
 struct Entry {
     tool: Arc<dyn Tool>,
-    validator: Arc<Validator>,
+    validator: Arc<std::sync::OnceLock<Validator>>,
+}
+
+impl Entry {
+    fn validator(&self) -> &Validator {
+        self.validator
+            .get_or_init(|| Validator::new(&self.tool.spec().input_schema))
+    }
 }
 
 /// The tools of an engine, sorted by name.
@@ -149,9 +157,13 @@ impl ToolRegistry {
                 problem,
             });
         }
-        let validator = Arc::new(Validator::new(&spec.input_schema));
-        self.tools
-            .insert(spec.name.clone(), Entry { tool, validator });
+        self.tools.insert(
+            spec.name.clone(),
+            Entry {
+                tool,
+                validator: Arc::default(),
+            },
+        );
         Ok(())
     }
 
@@ -203,10 +215,10 @@ impl ToolRegistry {
     /// (not the raw arguments, which an alias could disguise). Errors are those
     /// [`execute`](Self::execute) would give.
     pub fn prepare(&self, name: &str, args: impl Into<Args>) -> Result<Value, ToolError> {
-        let Some(Entry { tool, validator }) = self.tools.get(name) else {
+        let Some(entry) = self.tools.get(name) else {
             return Err(self.unknown(name));
         };
-        prepare(tool.spec(), validator, args.into()).map_err(|e| e.with_tool(name))
+        prepare(entry.tool.spec(), entry.validator(), args.into()).map_err(|e| e.with_tool(name))
     }
 
     /// Validates `args` against the tool's schema and calls it.
@@ -252,11 +264,11 @@ impl ToolRegistry {
         name: &str,
         args: Args,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(Entry { tool, validator }) = self.tools.get(name) else {
+        let Some(entry) = self.tools.get(name) else {
             return Err(self.unknown(name));
         };
-        let spec = tool.spec();
-        let args = prepare(spec, validator, args).map_err(|e| e.with_tool(name))?;
+        let (tool, spec) = (&entry.tool, entry.tool.spec());
+        let args = prepare(spec, entry.validator(), args).map_err(|e| e.with_tool(name))?;
         let timeout = spec.timeout.unwrap_or(ctx.limits().tool_timeout);
         let cancel = ctx.cancellation();
         if cancel.is_cancelled() {

@@ -212,11 +212,12 @@ impl Schema {
     /// The canonical JSON Schema of this node (descriptions in Russian, English under
     /// an extension key that rendering removes).
     pub fn to_json(&self) -> Value {
+        // Built by moving values into maps: `json!` with a value inside copies it whole
+        // (through `to_value`), and every tool's schema is built at each start-up.
         match self {
-            Schema::Boolean => json!({"type": "boolean"}),
+            Schema::Boolean => typed("boolean", []),
             Schema::Integer { min, max } => {
-                let mut m = Map::new();
-                m.insert("type".into(), "integer".into());
+                let mut m = type_map("integer");
                 // The 64-bit extremes say nothing to a model; narrower types' bounds do.
                 if let Some(min) = min.filter(|m| *m != i64::MIN) {
                     m.insert("minimum".into(), min.into());
@@ -226,13 +227,13 @@ impl Schema {
                 }
                 Value::Object(m)
             }
-            Schema::Number => json!({"type": "number"}),
-            Schema::String => json!({"type": "string"}),
+            Schema::Number => typed("number", []),
+            Schema::String => typed("string", []),
             // Plain `enum` unless a value is described: then one `const` per value, so
             // each carries its description.
             Schema::Enum(variants) if variants.iter().all(|v| v.description.is_empty()) => {
                 let values: Vec<Value> = variants.iter().map(|v| v.value.into()).collect();
-                json!({"type": "string", "enum": values})
+                typed("string", [("enum", Value::Array(values))])
             }
             Schema::Enum(variants) => {
                 let values: Vec<Value> = variants
@@ -244,22 +245,39 @@ impl Schema {
                         Value::Object(m)
                     })
                     .collect();
-                json!({"type": "string", "oneOf": values})
+                typed("string", [("oneOf", Value::Array(values))])
             }
-            Schema::Array(items) => json!({"type": "array", "items": items.to_json()}),
+            Schema::Array(items) => typed("array", [("items", items.to_json())]),
             Schema::Object(obj) => obj.to_json(),
             Schema::Nullable(inner) => nullable(inner.to_json()),
-            Schema::Any => json!({}),
+            Schema::Any => Value::Object(Map::new()),
             Schema::External(f) => f(),
         }
     }
+}
+
+/// `{"type": name}` as a map, to add to (room for the keywords a property adds: its
+/// bounds, descriptions and default; growing a map rehashes it).
+fn type_map(name: &str) -> Map<String, Value> {
+    let mut m = Map::with_capacity(6);
+    m.insert("type".into(), name.into());
+    m
+}
+
+/// `{"type": name, ...rest}`.
+fn typed<const N: usize>(name: &str, rest: [(&str, Value); N]) -> Value {
+    let mut m = type_map(name);
+    for (k, v) in rest {
+        m.insert(k.into(), v);
+    }
+    Value::Object(m)
 }
 
 impl ObjectSchema {
     /// The canonical JSON Schema of this object: `type`, `properties`, `required`,
     /// `additionalProperties: false`.
     pub fn to_json(&self) -> Value {
-        let mut props = Map::new();
+        let mut props = Map::with_capacity(self.properties.len());
         let mut required = Vec::new();
         for p in self.properties {
             let mut s = p.schema.to_json();
@@ -280,12 +298,14 @@ impl ObjectSchema {
             }
             props.insert(p.name.to_owned(), s);
         }
-        json!({
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": false,
-        })
+        typed(
+            "object",
+            [
+                ("properties", Value::Object(props)),
+                ("required", Value::Array(required)),
+                ("additionalProperties", Value::Bool(false)),
+            ],
+        )
     }
 }
 
@@ -331,7 +351,10 @@ pub(crate) fn nullable(mut s: Value) -> Value {
     match m.get_mut("type") {
         Some(Value::String(t)) => {
             let t = std::mem::take(t);
-            m.insert("type".into(), json!([t, "null"]));
+            m.insert(
+                "type".into(),
+                Value::Array(vec![Value::String(t), "null".into()]),
+            );
         }
         Some(Value::Array(ts)) => {
             if !ts.iter().any(|t| t == "null") {
@@ -349,7 +372,9 @@ pub(crate) fn nullable(mut s: Value) -> Value {
                 }
                 return s;
             }
-            return json!({"anyOf": [s, {"type": "null"}]});
+            let mut union = Map::new();
+            union.insert("anyOf".into(), Value::Array(vec![s, typed("null", [])]));
+            return Value::Object(union);
         }
     }
     if let Some(Value::Array(e)) = m.get_mut("enum")

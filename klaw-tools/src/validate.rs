@@ -125,57 +125,62 @@ impl Node {
             };
         };
         let mut n = Node::default();
-        match s.get("type") {
-            Some(Value::String(t)) => {
-                n.types = type_bit(t);
-                n.type_text = t.clone();
+        // One pass over the entries (every tool's schema is compiled at each start-up).
+        let (mut any_of, mut one_of) = (None, None);
+        for (key, v) in s {
+            match (key.as_str(), v) {
+                ("type", Value::String(t)) => {
+                    n.types = type_bit(t);
+                    n.type_text.clone_from(t);
+                }
+                ("type", Value::Array(ts)) => {
+                    let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+                    n.types = names.iter().fold(0, |acc, t| acc | type_bit(t));
+                    n.type_text = names.join(" or ");
+                }
+                ("enum", Value::Array(values)) => n.enumeration = Some(values.clone()),
+                ("const", v) => n.constant = Some(v.clone()),
+                ("anyOf", Value::Array(options)) => any_of = Some(options),
+                ("oneOf", Value::Array(options)) => one_of = Some(options),
+                ("minimum", v) if v.is_number() => n.minimum = Some(v.clone()),
+                ("maximum", v) if v.is_number() => n.maximum = Some(v.clone()),
+                ("minLength", v) => n.min_length = v.as_u64(),
+                ("maxLength", v) => n.max_length = v.as_u64(),
+                ("minItems", v) => n.min_items = v.as_u64(),
+                ("maxItems", v) => n.max_items = v.as_u64(),
+                ("items", v) => n.items = Some(Box::new(Node::compile(v))),
+                ("properties", Value::Object(props)) => {
+                    n.properties = props
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Node::compile(v)))
+                        .collect();
+                }
+                ("required", Value::Array(r)) => {
+                    n.required = r
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect();
+                }
+                ("additionalProperties", Value::Bool(false)) => n.extra = Extra::Denied,
+                ("additionalProperties", v @ Value::Object(_)) => {
+                    n.extra = Extra::Schema(Box::new(Node::compile(v)));
+                }
+                _ => {}
             }
-            Some(Value::Array(ts)) => {
-                let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
-                n.types = names.iter().fold(0, |acc, t| acc | type_bit(t));
-                n.type_text = names.join(" or ");
-            }
-            _ => {}
         }
-        n.enumeration = s.get("enum").and_then(Value::as_array).cloned();
-        n.constant = s.get("const").cloned();
-        for key in ["anyOf", "oneOf"] {
-            if let Some(Value::Array(options)) = s.get(key) {
-                n.any_of = options.iter().map(Node::compile).collect();
-            }
+        // `oneOf` is checked as `anyOf` (`oneOf` wins when a schema has both).
+        if let Some(options) = one_of.or(any_of) {
+            n.any_of = options.iter().map(Node::compile).collect();
         }
         // A described enum is an enum: say which values are allowed, not "none of the forms".
         if n.enumeration.is_none()
+            && one_of.is_some()
             && let Some(alts) = crate::schema::enum_alternatives(s)
         {
             n.enumeration = Some(alts.into_iter().map(|(v, _)| v).collect());
             n.any_of.clear();
         }
-        n.minimum = s.get("minimum").filter(|v| v.is_number()).cloned();
-        n.maximum = s.get("maximum").filter(|v| v.is_number()).cloned();
-        n.min_length = s.get("minLength").and_then(Value::as_u64);
-        n.max_length = s.get("maxLength").and_then(Value::as_u64);
-        n.min_items = s.get("minItems").and_then(Value::as_u64);
-        n.max_items = s.get("maxItems").and_then(Value::as_u64);
-        n.items = s.get("items").map(|i| Box::new(Node::compile(i)));
-        if let Some(Value::Object(props)) = s.get("properties") {
-            n.properties = props
-                .iter()
-                .map(|(k, v)| (k.clone(), Node::compile(v)))
-                .collect();
-        }
-        if let Some(Value::Array(r)) = s.get("required") {
-            n.required = r
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect();
-        }
-        n.extra = match s.get("additionalProperties") {
-            Some(Value::Bool(false)) => Extra::Denied,
-            Some(v @ Value::Object(_)) => Extra::Schema(Box::new(Node::compile(v))),
-            _ => Extra::Allowed,
-        };
         n
     }
 
@@ -309,7 +314,7 @@ impl Node {
                     .unwrap_or_default();
                 let len = ptr.len();
                 ptr.push('/');
-                ptr.push_str(&escape(name));
+                escape_into(ptr, name);
                 push(
                     out,
                     ptr,
@@ -321,7 +326,7 @@ impl Node {
         for (key, val) in obj {
             let len = ptr.len();
             ptr.push('/');
-            ptr.push_str(&escape(key));
+            escape_into(ptr, key);
             match self.properties.iter().find(|(k, _)| k == key) {
                 Some((_, prop)) => {
                     // `null` for an optional property means "not given" (OpenAI strict
@@ -386,8 +391,15 @@ fn short(v: &Value) -> String {
     }
 }
 
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
+/// Appends `key` to `out` as a JSON pointer segment (`~` as `~0`, `/` as `~1`).
+fn escape_into(out: &mut String, key: &str) {
+    for c in key.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
 }
 
 /// Checks that `schema` is a JSON Schema Klaw can serve as a tool's arguments: an object
@@ -400,7 +412,7 @@ pub fn check_schema(schema: &Value) -> Vec<String> {
         Some(other) => problems.push(format!("the root must have type \"object\", not {other}")),
         None => problems.push("the root must have type \"object\"".into()),
     }
-    meta(schema, "", &mut problems);
+    meta(schema, &mut String::new(), &mut problems);
     problems
 }
 
@@ -408,7 +420,54 @@ const TYPES: [&str; 7] = [
     "string", "number", "integer", "boolean", "array", "object", "null",
 ];
 
-fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
+/// The keywords [`meta`] looks at, picked out of a schema object in one pass over its
+/// entries (each tool's schema is checked at every start-up: no hashing per keyword).
+#[derive(Default)]
+struct Keywords<'a> {
+    forbidden: [bool; 4],
+    type_: Option<&'a Value>,
+    description: Option<&'a Value>,
+    enumeration: Option<&'a Value>,
+    properties: Option<&'a Value>,
+    required: Option<&'a Value>,
+    items: Option<&'a Value>,
+    additional: Option<&'a Value>,
+    unions: [Option<&'a Value>; 3],
+}
+
+/// Keywords that make a schema depend on another document.
+const FORBIDDEN: [&str; 4] = ["$ref", "$defs", "definitions", "$dynamicRef"];
+/// Keywords holding alternatives.
+const UNIONS: [&str; 3] = ["anyOf", "oneOf", "allOf"];
+
+impl<'a> Keywords<'a> {
+    fn of(m: &'a Map<String, Value>) -> Self {
+        let mut k = Keywords::default();
+        for (key, v) in m {
+            match key.as_str() {
+                "type" => k.type_ = Some(v),
+                "description" => k.description = Some(v),
+                "enum" => k.enumeration = Some(v),
+                "properties" => k.properties = Some(v),
+                "required" => k.required = Some(v),
+                "items" => k.items = Some(v),
+                "additionalProperties" => k.additional = Some(v),
+                other => {
+                    if let Some(i) = FORBIDDEN.iter().position(|f| *f == other) {
+                        k.forbidden[i] = true;
+                    } else if let Some(i) = UNIONS.iter().position(|u| *u == other) {
+                        k.unions[i] = Some(v);
+                    }
+                }
+            }
+        }
+        k
+    }
+}
+
+/// Checks the schema `s` found at the JSON pointer `at` (extended for its parts, then
+/// restored).
+fn meta(s: &Value, at: &mut String, problems: &mut Vec<String>) {
     let Value::Object(m) = s else {
         if !s.is_boolean() {
             problems.push(format!(
@@ -418,14 +477,13 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
         }
         return;
     };
-    for key in ["$ref", "$defs", "definitions", "$dynamicRef"] {
-        if m.contains_key(key) {
-            problems.push(format!(
-                "{at}: `{key}` is not allowed (schemas are served inlined)"
-            ));
-        }
+    let k = Keywords::of(m);
+    for (key, _) in FORBIDDEN.iter().zip(k.forbidden).filter(|(_, f)| *f) {
+        problems.push(format!(
+            "{at}: `{key}` is not allowed (schemas are served inlined)"
+        ));
     }
-    match m.get("type") {
+    match k.type_ {
         None => {}
         Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
         Some(Value::Array(ts))
@@ -435,19 +493,19 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
                     .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
         Some(other) => problems.push(format!("{at}/type: unknown type {other}")),
     }
-    if let Some(d) = m.get("description")
+    if let Some(d) = k.description
         && !d.is_string()
     {
         problems.push(format!("{at}/description: must be a string"));
     }
-    if let Some(e) = m.get("enum") {
+    if let Some(e) = k.enumeration {
         match e {
             Value::Array(a) if !a.is_empty() => {}
             _ => problems.push(format!("{at}/enum: must be a non-empty array")),
         }
     }
-    let props = m.get("properties");
-    if let Some(p) = props {
+    let within = at.len();
+    if let Some(p) = k.properties {
         match p {
             Value::Object(p) => {
                 for (name, sub) in p {
@@ -456,18 +514,21 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
                             "{at}/properties: property name `{name}` must match ^[a-zA-Z0-9_.-]{{1,64}}$"
                         ));
                     }
-                    meta(sub, &format!("{at}/properties/{}", escape(name)), problems);
+                    at.push_str("/properties/");
+                    escape_into(at, name);
+                    meta(sub, at, problems);
+                    at.truncate(within);
                 }
             }
             _ => problems.push(format!("{at}/properties: must be an object")),
         }
     }
-    if let Some(r) = m.get("required") {
+    if let Some(r) = k.required {
         match r.as_array() {
             Some(names) => {
                 for n in names {
                     match n.as_str() {
-                        Some(n) if props.and_then(|p| p.get(n)).is_some() => {}
+                        Some(n) if k.properties.and_then(|p| p.get(n)).is_some() => {}
                         Some(n) => problems.push(format!("{at}/required: `{n}` is not a property")),
                         None => problems.push(format!("{at}/required: entries must be strings")),
                     }
@@ -476,22 +537,28 @@ fn meta(s: &Value, at: &str, problems: &mut Vec<String>) {
             None => problems.push(format!("{at}/required: must be an array")),
         }
     }
-    if let Some(items) = m.get("items") {
-        meta(items, &format!("{at}/items"), problems);
+    if let Some(items) = k.items {
+        at.push_str("/items");
+        meta(items, at, problems);
+        at.truncate(within);
     }
-    if let Some(extra) = m.get("additionalProperties") {
-        meta(extra, &format!("{at}/additionalProperties"), problems);
+    if let Some(extra) = k.additional {
+        at.push_str("/additionalProperties");
+        meta(extra, at, problems);
+        at.truncate(within);
     }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(v) = m.get(key) {
-            match v.as_array() {
-                Some(options) if !options.is_empty() => {
-                    for (i, o) in options.iter().enumerate() {
-                        meta(o, &format!("{at}/{key}/{i}"), problems);
-                    }
+    for (key, v) in UNIONS.iter().zip(k.unions) {
+        let Some(v) = v else { continue };
+        match v.as_array() {
+            Some(options) if !options.is_empty() => {
+                for (i, o) in options.iter().enumerate() {
+                    use std::fmt::Write;
+                    let _ = write!(at, "/{key}/{i}");
+                    meta(o, at, problems);
+                    at.truncate(within);
                 }
-                _ => problems.push(format!("{at}/{key}: must be a non-empty array")),
             }
+            _ => problems.push(format!("{at}/{key}: must be a non-empty array")),
         }
     }
 }
