@@ -62,53 +62,63 @@ impl std::str::FromStr for Format {
 }
 
 /// Renders one tool's definition for `format` in `lang`.
+///
+/// Built by moving the rendered schemas into maps: `json!` with a value inside copies
+/// it whole, and the agent renders its tools for every model request.
 pub fn definition(spec: &ToolSpec, format: Format, lang: Lang) -> Value {
-    let description = spec.description.get(lang);
+    let name = || Value::from(spec.name.as_str());
+    let description = || Value::from(spec.description.get(lang));
     match format {
         Format::OpenAi => {
             let mut strict = true;
             let params = openai_strict(&spec.input_schema, lang, &mut strict);
-            let mut function = json!({
-                "name": spec.name,
-                "description": description,
-                "parameters": params,
-            });
+            let mut function = object([
+                ("name", name()),
+                ("description", description()),
+                ("parameters", params),
+            ]);
             if strict {
                 function["strict"] = Value::Bool(true);
             }
-            json!({"type": "function", "function": function})
+            object([("type", "function".into()), ("function", function)])
         }
-        Format::OpenAiLoose => json!({
-            "type": "function",
-            "function": {
-                "name": spec.name,
-                "description": description,
-                "parameters": plain(&spec.input_schema, lang),
-            },
-        }),
-        Format::Anthropic => json!({
-            "name": spec.name,
-            "description": description,
-            "input_schema": plain(&spec.input_schema, lang),
-        }),
-        Format::Gemini => json!({
-            "name": spec.name,
-            "description": description,
-            "parameters": gemini(&spec.input_schema, lang),
-        }),
+        Format::OpenAiLoose => object([
+            ("type", "function".into()),
+            (
+                "function",
+                object([
+                    ("name", name()),
+                    ("description", description()),
+                    ("parameters", plain(&spec.input_schema, lang)),
+                ]),
+            ),
+        ]),
+        Format::Anthropic => object([
+            ("name", name()),
+            ("description", description()),
+            ("input_schema", plain(&spec.input_schema, lang)),
+        ]),
+        Format::Gemini => object([
+            ("name", name()),
+            ("description", description()),
+            ("parameters", gemini(&spec.input_schema, lang)),
+        ]),
         Format::Mcp => {
             let a = &spec.annotations;
-            let mut v = json!({
-                "name": spec.name,
-                "description": description,
-                "inputSchema": plain(&spec.input_schema, lang),
-                "annotations": {
-                    "readOnlyHint": a.read_only,
-                    "destructiveHint": a.destructive,
-                    "idempotentHint": a.idempotent,
-                    "openWorldHint": a.open_world,
-                },
-            });
+            let mut v = object([
+                ("name", name()),
+                ("description", description()),
+                ("inputSchema", plain(&spec.input_schema, lang)),
+                (
+                    "annotations",
+                    json!({
+                        "readOnlyHint": a.read_only,
+                        "destructiveHint": a.destructive,
+                        "idempotentHint": a.idempotent,
+                        "openWorldHint": a.open_world,
+                    }),
+                ),
+            ]);
             if let Some(out) = &spec.output_schema {
                 v["outputSchema"] = plain(out, lang);
             }
@@ -118,6 +128,15 @@ pub fn definition(spec: &ToolSpec, format: Format, lang: Lang) -> Value {
             v
         }
     }
+}
+
+/// A JSON object of `entries`, in order, the values moved in.
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    let mut m = Map::with_capacity(N);
+    for (k, v) in entries {
+        m.insert(k.into(), v);
+    }
+    Value::Object(m)
 }
 
 /// Picks the description in `lang` and drops Klaw's extension keys.
