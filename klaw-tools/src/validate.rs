@@ -660,4 +660,29 @@ mod tests {
         assert!(check_schema(&schema()).is_empty());
         assert!(!check_schema(&json!({"type": "array"})).is_empty());
     }
+
+    /// Each problem names its own pointer, however deep, with `~` and `/` escaped; the
+    /// pointer of one part does not leak into the next.
+    #[test]
+    fn schema_check_names_every_problem_by_its_pointer() {
+        let problems = check_schema(&json!({
+            "type": "object",
+            "properties": {
+                "a/b~c": {"type": "array", "items": {"type": "strin"}},
+                "u": {"anyOf": [{"type": "string"}, {"$defs": {}}]},
+                "o": {"type": "object", "additionalProperties": {"enum": []}},
+                "d": {"description": 1},
+            },
+        }));
+        assert_eq!(
+            problems,
+            [
+                "/properties: property name `a/b~c` must match ^[a-zA-Z0-9_.-]{1,64}$",
+                r#"/properties/a~1b~0c/items/type: unknown type "strin""#,
+                "/properties/u/anyOf/1: `$defs` is not allowed (schemas are served inlined)",
+                "/properties/o/additionalProperties/enum: must be a non-empty array",
+                "/properties/d/description: must be a string",
+            ]
+        );
+    }
 }
