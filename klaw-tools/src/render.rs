@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::schema::{EN_KEY, enum_alternatives};
+use crate::schema::{EN_KEY, enum_alternatives, object};
 use crate::{Lang, ToolSpec};
 
 /// The client format a tool definition is rendered for.
@@ -128,15 +128,6 @@ pub fn definition(spec: &ToolSpec, format: Format, lang: Lang) -> Value {
             v
         }
     }
-}
-
-/// A JSON object of `entries`, in order, the values moved in.
-fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
-    let mut m = Map::with_capacity(N);
-    for (k, v) in entries {
-        m.insert(k.into(), v);
-    }
-    Value::Object(m)
 }
 
 /// Picks the description in `lang` and drops Klaw's extension keys.

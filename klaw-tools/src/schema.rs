@@ -267,10 +267,22 @@ fn type_map(name: &str) -> Map<String, Value> {
 /// `{"type": name, ...rest}`.
 fn typed<const N: usize>(name: &str, rest: [(&str, Value); N]) -> Value {
     let mut m = type_map(name);
-    for (k, v) in rest {
+    extend(&mut m, rest);
+    Value::Object(m)
+}
+
+/// A JSON object of `entries`, in order, the values moved in (`json!` with a value
+/// inside copies it whole).
+pub(crate) fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    let mut m = Map::with_capacity(N);
+    extend(&mut m, entries);
+    Value::Object(m)
+}
+
+fn extend<const N: usize>(m: &mut Map<String, Value>, entries: [(&str, Value); N]) {
+    for (k, v) in entries {
         m.insert(k.into(), v);
     }
-    Value::Object(m)
 }
 
 impl ObjectSchema {
@@ -372,9 +384,7 @@ pub(crate) fn nullable(mut s: Value) -> Value {
                 }
                 return s;
             }
-            let mut union = Map::new();
-            union.insert("anyOf".into(), Value::Array(vec![s, typed("null", [])]));
-            return Value::Object(union);
+            return object([("anyOf", Value::Array(vec![s, typed("null", [])]))]);
         }
     }
     if let Some(Value::Array(e)) = m.get_mut("enum")

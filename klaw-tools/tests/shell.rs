@@ -1485,15 +1485,22 @@ fn bwrap_one_shot_and_kept() -> Vec<(bool, Kit)> {
 #[tokio::test]
 async fn bwrap_has_its_own_loopback() {
     let Some(py) = python() else { return };
+    let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+        c.sendall(b'ping'); print(a.recv(4).decode())\n\
+        socket.socket(socket.AF_INET6).bind(('::1', 0)); print('::1')\n";
+    python_prints_in_bwrap_kits(py, script, "ping\n::1\n").await;
+}
+
+/// Runs the Python `script` through `py` in bubblewrap's one-shot kit, then in the kept
+/// sandbox of a serving engine, and asserts each printed `expected`. Leaves the thread's
+/// commands served.
+async fn python_prints_in_bwrap_kits(py: &str, script: &str, expected: &str) {
     for (serve, kit) in bwrap_one_shot_and_kept() {
-        let script = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
-            c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
-            c.sendall(b'ping'); print(a.recv(4).decode())\n\
-            socket.socket(socket.AF_INET6).bind(('::1', 0)); print('::1')\n";
         let r = exec(&kit, json!({"command": [py, "-c", script]}))
             .await
             .unwrap();
-        assert_eq!(r["stdout"], "ping\n::1\n", "served {serve}: {r}");
+        assert_eq!(r["stdout"], expected, "served {serve}: {r}");
     }
 }
 
@@ -1608,20 +1615,15 @@ async fn bwrap_covered_mounts_stay_covered() {
 /// engine); leaves the thread's commands served.
 async fn bwrap_covered_mounts_stay_covered_at_all() {
     let Some(py) = python() else { return };
-    for (serve, kit) in bwrap_one_shot_and_kept() {
-        let script = "import ctypes, os\n\
-            libc = ctypes.CDLL(None, use_errno=True)\n\
-            dirs = ['/proc', '/tmp', '/dev/shm', '/dev/pts']\n\
-            before = [os.stat(d).st_dev for d in dirs]\n\
-            for d in dirs:\n\
-            \x20   for flags in (0, 2):\n\
-            \x20       if libc.umount2(d.encode(), flags) == 0: print('UNMOUNTED', d)\n\
-            print('same' if [os.stat(d).st_dev for d in dirs] == before else 'CHANGED')\n";
-        let r = exec(&kit, json!({"command": [py, "-c", script]}))
-            .await
-            .unwrap();
-        assert_eq!(r["stdout"], "same\n", "served {serve}: {r}");
-    }
+    let script = "import ctypes, os\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        dirs = ['/proc', '/tmp', '/dev/shm', '/dev/pts']\n\
+        before = [os.stat(d).st_dev for d in dirs]\n\
+        for d in dirs:\n\
+        \x20   for flags in (0, 2):\n\
+        \x20       if libc.umount2(d.encode(), flags) == 0: print('UNMOUNTED', d)\n\
+        print('same' if [os.stat(d).st_dev for d in dirs] == before else 'CHANGED')\n";
+    python_prints_in_bwrap_kits(py, script, "same\n").await;
 }
 
 /// When the kept sandbox of a serving engine dies (its bubblewrap killed), its server
