@@ -1022,3 +1022,53 @@ fn calls_end_when_their_client_goes_away() {
         sleepers(&mark)
     );
 }
+
+/// Issue 42, hole 10 through `resources/read`: `klaw://skills/{name}/{file}` of a link
+/// out of the skill's folder (to the data dir's `memory.sqlite`, to `/etc/passwd`) is
+/// an error that carries nothing of the file, for a system and a workspace skill; a
+/// link inside the folder is read.
+#[cfg(feature = "skills")]
+#[test]
+fn skill_resources_are_read_only_beneath_the_skills_folder() {
+    use serde_json::json;
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = common::dirs(home.path());
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("memory.sqlite"), "SECRET of the data dir").unwrap();
+    std::fs::write(ws.join("private.md"), "SECRET of the workspace").unwrap();
+    for (root, name, out) in [
+        (&data, "sys", "../../memory.sqlite"),
+        (&ws, "wsk", "../../private.md"),
+    ] {
+        let dir = root.join("skills").join(name);
+        std::fs::create_dir_all(dir.join("refs")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: has links\n---\n# {name}\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("refs/guide.md"), "the guide").unwrap();
+        std::os::unix::fs::symlink("refs/guide.md", dir.join("guide")).unwrap();
+        std::os::unix::fs::symlink(out, dir.join("db")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd")).unwrap();
+    }
+    let mut c = common::mcp_client::Mcp::start(common::engine_in(home.path(), &["mcp"]));
+    for skill in ["sys", "wsk"] {
+        let read = |c: &mut common::mcp_client::Mcp, file: &str| {
+            c.request(
+                "resources/read",
+                json!({"uri": format!("klaw://skills/{skill}/{file}")}),
+            )
+        };
+        let r = read(&mut c, "guide");
+        assert_eq!(r["result"]["contents"][0]["text"], "the guide", "{r}");
+        for file in ["db", "passwd"] {
+            let r = read(&mut c, file);
+            assert!(r["error"].is_object(), "{skill} {file}: {r}");
+            assert!(!r.to_string().contains("SECRET"), "{skill} {file}: {r}");
+            assert!(!r.to_string().contains("root:"), "{skill} {file}: {r}");
+        }
+    }
+    assert!(c.finish().success());
+}

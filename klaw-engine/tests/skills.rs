@@ -4,7 +4,8 @@
 //! skills within `skills.promptBudgetChars` and counts the rest, and sees a skill added
 //! between two turns of `chat`; a loaded skill's `allowed-tools` is enforced when
 //! `skills.enforceAllowedTools` is on (the scripted OpenAI-compatible server on loopback
-//! records the prompt and the tool results); `doctor` lists the malformed skills.
+//! records the prompt and the tool results); `doctor` lists the malformed skills; a
+//! link in a skill's folder read through `skill_load` only when it stays in the folder.
 
 #![cfg(feature = "skills")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
@@ -400,4 +401,77 @@ fn doctor_lists_the_malformed_skills() {
         ),
         "{out}"
     );
+}
+
+/// Skills whose folders hold links (issue 42, hole 10): a system skill in the data dir
+/// with `db -> ../../memory.sqlite` and `passwd -> /etc/passwd`, a workspace skill with
+/// a link to a workspace file outside it and another to `/etc/passwd`, and in each a
+/// link that stays in the folder (`guide -> refs/guide.md`); a system skill whose
+/// `SKILL.md` is a link to a file of the data dir. Returns the home.
+fn linked_skills() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = dirs(home.path());
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("memory.sqlite"), "SECRET of the data dir").unwrap();
+    std::fs::write(
+        data.join("notes.md"),
+        md("stolen", "SECRET frontmatter", ""),
+    )
+    .unwrap();
+    std::fs::write(ws.join("private.md"), "SECRET of the workspace").unwrap();
+    for (root, name, out) in [
+        (&data, "sys", "../../memory.sqlite"),
+        (&ws, "wsk", "../../private.md"),
+    ] {
+        write_skill(root, name, &md(name, "has links", ""));
+        let dir = root.join("skills").join(name);
+        std::fs::create_dir_all(dir.join("refs")).unwrap();
+        std::fs::write(dir.join("refs/guide.md"), "the guide").unwrap();
+        std::os::unix::fs::symlink("refs/guide.md", dir.join("guide")).unwrap();
+        std::os::unix::fs::symlink(out, dir.join("db")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd")).unwrap();
+    }
+    let stolen = data.join("skills/stolen");
+    std::fs::create_dir_all(&stolen).unwrap();
+    std::os::unix::fs::symlink("../../notes.md", stolen.join("SKILL.md")).unwrap();
+    home
+}
+
+/// Hole 10 through `skill_load`: `file` that is a link out of the skill's folder is
+/// refused (`access_denied`), even to a file of the skill's own root (the data dir's
+/// `memory.sqlite`, a workspace file); a link inside the folder is read; a `SKILL.md`
+/// that is a link out of its folder makes the skill malformed, not loadable.
+#[test]
+fn skill_load_reads_only_beneath_the_skills_folder() {
+    let home = linked_skills();
+    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
+    for skill in ["sys", "wsk"] {
+        let r = mcp.call("skill_load", json!({"name": skill, "file": "guide"}));
+        assert_eq!(
+            r["structuredContent"]["content"], "the guide",
+            "{skill}: {r}"
+        );
+        for file in ["db", "passwd", "../../memory.sqlite", "refs/../db"] {
+            let r = mcp.call("skill_load", json!({"name": skill, "file": file}));
+            assert_eq!(r["isError"], true, "{skill} {file}: {r}");
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert!(!text.contains("SECRET"), "{skill} {file}: {r}");
+            assert!(
+                text.contains("denied") || text.contains("not a path inside"),
+                "{skill} {file}: {r}"
+            );
+        }
+    }
+    let r = mcp.call("skill_load", json!({"name": "stolen"}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(!r.to_string().contains("SECRET"), "{r}");
+    let list = mcp.call("skill_list", json!({}));
+    assert!(
+        list["structuredContent"]["skipped"]
+            .to_string()
+            .contains("refused: it leads out of"),
+        "{list}"
+    );
+    assert!(mcp.finish().success());
 }

@@ -1,13 +1,13 @@
 //! MCP resources, derived from what the engine already has (no registry of their own):
 //! the embedded docs (`klaw://docs/{path}`), each skill's files
-//! (`klaw://skills/{name}/{file}`, read beneath the skill's root by the kernel, as
+//! (`klaw://skills/{name}/{file}`, read beneath the skill's folder by the kernel, as
 //! `skill_load` reads them), core memory (`klaw://memory/core`, read through the engine
 //! as `memory_core_get`), and with the feature `fixtures` the conformance suite's
 //! `test://` resources.
 //!
 //! A URI is taken as listed (not percent-decoded). A path segment `..` or `.`, an empty
 //! one or a backslash is refused before any lookup; docs are looked up in the embedded
-//! list (nothing on disk), and a skill's file is opened beneath its root by the kernel,
+//! list (nothing on disk), and a skill's file is opened beneath its folder by the kernel,
 //! so neither a path nor a link can name a file outside.
 
 use base64::Engine as _;

@@ -40,6 +40,28 @@ pub(crate) struct Confined {
 /// Refuses, before touching the disk: NUL bytes, over-long paths, and absolute paths
 /// that do not start with the workspace root.
 pub(crate) fn confine(ws: &Workspace, path: &str) -> Result<Confined, ToolError> {
+    let (rel, shown) = checked(ws.root(), path)?;
+    let root = Dir::open_ambient_dir(ws.root(), ambient_authority()).map_err(|e| {
+        ToolError::unavailable("the workspace directory cannot be opened")
+            .with_detail(format!("{}: {e}", ws.root().display()))
+    })?;
+    Ok(Confined { root, rel, shown })
+}
+
+/// Makes `path` relative to `dir` (a handle on the directory at `at`), checked as
+/// [`confine`] checks it: what is opened through the result stays beneath `dir`.
+pub(crate) fn confine_in(dir: Dir, at: &Path, path: &str) -> Result<Confined, ToolError> {
+    let (rel, shown) = checked(at, path)?;
+    Ok(Confined {
+        root: dir,
+        rel,
+        shown,
+    })
+}
+
+/// `path` relative to `root` and as messages show it; refused, before touching the
+/// disk, with a NUL byte, over-long, or absolute outside `root`.
+fn checked(root: &Path, path: &str) -> Result<(PathBuf, String), ToolError> {
     let shown = shorten(path);
     if path.contains('\0') {
         return Err(ToolError::invalid_arguments(
@@ -56,14 +78,10 @@ pub(crate) fn confine(ws: &Workspace, path: &str) -> Result<Confined, ToolError>
             ),
         ));
     }
-    let rel = relative(ws.root(), Path::new(path))
+    let rel = relative(root, Path::new(path))
         .and_then(|rel| climbs_out(&rel).map(|()| rel))
         .map_err(|e| e.with_detail(format!("refused before any lookup: {shown}")))?;
-    let root = Dir::open_ambient_dir(ws.root(), ambient_authority()).map_err(|e| {
-        ToolError::unavailable("the workspace directory cannot be opened")
-            .with_detail(format!("{}: {e}", ws.root().display()))
-    })?;
-    Ok(Confined { root, rel, shown })
+    Ok((rel, shown))
 }
 
 /// `path` relative to the workspace root; absolute paths must start with the root

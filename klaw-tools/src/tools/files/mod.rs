@@ -18,7 +18,8 @@ mod settings;
 mod write;
 
 pub use beneath::{
-    dirs_beneath, files_beneath, links_beneath, read_bytes_beneath, read_text_beneath,
+    dirs_beneath, dirs_in, files_beneath, files_in, links_beneath, read_bytes_beneath,
+    read_bytes_in, read_text_beneath, read_text_in,
 };
 pub use delete::{FileDeleted, file_delete};
 pub use edit::{FileEdited, file_edit};

@@ -2,8 +2,9 @@
 //! (workspace), a workspace skill winning over a system skill of the same name.
 //!
 //! Every file is read through the files group's kernel-confined helpers
-//! ([`read_text_beneath`], [`dirs_beneath`], [`links_beneath`]), so a symbolic link
-//! leading out of its root is refused by the kernel, never by a string check. Only the
+//! ([`read_text_in`], [`dirs_beneath`], [`links_beneath`]): a skill's folder resolves
+//! beneath its root's `skills/` folder and its `SKILL.md` beneath that folder, so a
+//! symbolic link leading out of them is refused by the kernel, never by a string check. Only the
 //! frontmatter is parsed; the body is read when a skill is loaded. Each scan lists the
 //! folders again and compares each `SKILL.md`'s (inode, size, times) with the last scan:
 //! only a file that changed is read and parsed again, so a skill added, changed or
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::frontmatter::{self, Frontmatter};
 use crate::ToolSchema;
-use crate::tools::files::{dirs_beneath, links_beneath, read_text_beneath};
+use crate::tools::files::{dirs_beneath, links_beneath, read_text_in};
 
 /// The folder of skills under the data dir and under the workspace.
 pub const SKILLS_DIR: &str = "skills";
@@ -229,7 +230,7 @@ impl SkillCatalog {
                     out.malformed.push(Malformed {
                         origin,
                         path: root.join(SKILLS_DIR),
-                        problem: refused(&e, root),
+                        problem: refused(&e, &root.display().to_string()),
                     });
                     continue;
                 }
@@ -247,7 +248,7 @@ impl SkillCatalog {
                     (Some(s), Some(c)) if c.settled && c.stamp == s => c.result.clone(),
                     _ => {
                         let now = now_seconds();
-                        let result = read(root, &rel, &name);
+                        let result = read(root, &folder, &name);
                         let known = cache.get(&path).is_some_and(|c| c.result == result);
                         match &result {
                             _ if known => {}
@@ -302,25 +303,28 @@ impl SkillCatalog {
     }
 }
 
-/// Reads and parses `rel` beneath `root`: the frontmatter, checked, or the problem.
-fn read(root: &Path, rel: &str, folder: &str) -> ParseResult {
-    let text = read_text_beneath(root, rel, MAX_SKILL_MD_BYTES).map_err(|e| {
+/// Reads and parses the `SKILL.md` of `folder` (`skills/<name>`) beneath `root`, the
+/// folder resolved beneath `skills/` and the file beneath the folder: the frontmatter,
+/// checked, or the problem.
+fn read(root: &Path, folder: &str, name: &str) -> ParseResult {
+    let text = read_text_in(root, folder, SKILL_MD, MAX_SKILL_MD_BYTES).map_err(|e| {
         if e.is_not_found() {
             format!("no {SKILL_MD} in this skill's folder")
         } else {
-            refused(&e, root)
+            let skills = root.join(SKILLS_DIR);
+            refused(&e, &format!("its folder or {}", skills.display()))
         }
     })?;
-    let parsed = frontmatter::parse(&text, folder)?;
+    let parsed = frontmatter::parse(&text, name)?;
     Ok((Arc::new(parsed.frontmatter), parsed.warnings.into()))
 }
 
-/// The problem a file error is, for the skill's warning.
-fn refused(e: &crate::ToolError, root: &Path) -> String {
+/// The problem a file error is, for the skill's warning; `out_of` is where a read
+/// must stay.
+fn refused(e: &crate::ToolError, out_of: &str) -> String {
     if e.is_access_denied() {
         format!(
-            "refused: it leads out of {} (through a symbolic link that leaves it, or an absolute one)",
-            root.display()
+            "refused: it leads out of {out_of} (through a symbolic link that leaves it, or an absolute one)"
         )
     } else {
         e.message().to_owned()
@@ -476,6 +480,25 @@ mod tests {
                 .iter()
                 .all(|m| m.to_string().starts_with(&*d.ws.to_string_lossy()))
         );
+    }
+
+    #[test]
+    fn a_skill_md_or_folder_that_leads_out_of_its_skill_is_refused() {
+        let d = dirs();
+        // SKILL.md a link to another file of the data dir; a folder that is the data
+        // dir itself (its SKILL.md then any file of it).
+        std::fs::write(d.data.join("notes.md"), md("leak", "the data dir's")).unwrap();
+        let leak = d.data.join("skills/leak");
+        std::fs::create_dir_all(&leak).unwrap();
+        std::os::unix::fs::symlink("../../notes.md", leak.join(SKILL_MD)).unwrap();
+        std::fs::write(d.data.join(SKILL_MD), md("up", "the data dir")).unwrap();
+        std::os::unix::fs::symlink("..", d.data.join("skills/up")).unwrap();
+        let c = SkillCatalog::default().scan(&d.ws, &d.data);
+        assert!(c.skills.is_empty(), "{:?}", c.skills);
+        assert_eq!(c.malformed.len(), 2, "{:?}", c.malformed);
+        for m in &c.malformed {
+            assert!(m.problem.contains("refused: it leads out of"), "{m}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{LoadedSkills, MAX_SKILL_MD_BYTES, Origin, Skill, catalog};
-use crate::tools::files::{dirs_beneath, files_beneath, read_bytes_beneath, read_text_beneath};
+use crate::tools::files::{dirs_in, files_in, read_bytes_in, read_text_in};
 use crate::tools::run_blocking;
 use crate::{Limits, ToolContext, ToolError, ToolSchema, by_similarity, tool};
 
@@ -109,15 +109,19 @@ fn load(
     let (whole, content, path) = match file.map(str::trim).filter(|f| !f.is_empty()) {
         None => (
             true,
-            read_text_beneath(&skill.root, &skill.skill_md(), MAX_SKILL_MD_BYTES)?,
+            read_text_in(
+                &skill.root,
+                &skill.folder,
+                super::SKILL_MD,
+                MAX_SKILL_MD_BYTES,
+            )?,
             shown(skill, super::SKILL_MD),
         ),
         Some(f) => {
             let f = inside(f)?;
-            let rel = format!("{}/{f}", skill.folder);
             (
                 false,
-                read_text_beneath(&skill.root, &rel, max_read)?,
+                read_text_in(&skill.root, &skill.folder, &f, max_read)?,
                 shown(skill, &f),
             )
         }
@@ -145,9 +149,10 @@ fn load(
     ))
 }
 
-/// `file` as a path inside a skill's folder: relative, no `..`. The kernel keeps every
-/// read beneath the skill's root (the workspace or the data dir) whatever the path or a
-/// link in it; this keeps a `skill_load` of a file to the skill's own folder.
+/// `file` as a path inside a skill's folder: relative, no `..` (refused early, with a
+/// clear message). The kernel keeps every read beneath the skill's own folder whatever
+/// the path or a link in it: a link to another skill, to the rest of the data dir or
+/// the workspace, or an absolute one is refused; a link inside the folder is followed.
 fn inside(file: &str) -> Result<String, ToolError> {
     let parts: Vec<&str> = file
         .split('/')
@@ -172,7 +177,7 @@ fn shown(skill: &Skill, rel: &str) -> String {
 
 /// The supporting files of `skill`: paths inside its folder (`scripts/fill.py`), depth
 /// first and sorted, `SKILL.md` and hidden entries left out, at most 200 files 6 levels
-/// deep. Listed beneath the skill's root by the kernel, as every read. Blocking.
+/// deep. Listed beneath the skill's folder by the kernel, as every read. Blocking.
 pub fn skill_files(skill: &Skill) -> Vec<String> {
     let mut files = Vec::new();
     walk(skill, "", 0, &mut files);
@@ -181,22 +186,17 @@ pub fn skill_files(skill: &Skill) -> Vec<String> {
 
 /// Reads `file` (a path inside `skill`'s folder, `SKILL.md` included) whole, text or
 /// not, when it is at most `max_bytes`. A path with `..` or an absolute one is refused
-/// (`access_denied`), and the kernel keeps the read beneath the skill's root whatever
+/// (`access_denied`), and the kernel keeps the read beneath the skill's folder whatever
 /// a link in it says. Blocking.
 pub fn read_skill_file(skill: &Skill, file: &str, max_bytes: u64) -> Result<Vec<u8>, ToolError> {
     let f = inside(file)?;
-    read_bytes_beneath(&skill.root, &format!("{}/{f}", skill.folder), max_bytes)
+    read_bytes_in(&skill.root, &skill.folder, &f, max_bytes)
 }
 
 /// The skill's files below `at` (inside its folder), depth first, sorted; `SKILL.md`
 /// itself and hidden entries left out; stops at `MAX_FILES`. Confined like every read.
 fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
-    // Listed beneath the root, as the files are read.
-    let here = if at.is_empty() {
-        skill.folder.clone()
-    } else {
-        format!("{}/{at}", skill.folder)
-    };
+    // Listed beneath the skill's folder, as the files are read.
     let under = |name: &str| {
         if at.is_empty() {
             name.to_owned()
@@ -204,7 +204,7 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
             format!("{at}/{name}")
         }
     };
-    for name in files_beneath(&skill.root, &here).unwrap_or_default() {
+    for name in files_in(&skill.root, &skill.folder, at).unwrap_or_default() {
         if out.len() >= MAX_FILES {
             return;
         }
@@ -216,7 +216,7 @@ fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
     if depth >= MAX_DEPTH {
         return;
     }
-    for name in dirs_beneath(&skill.root, &here).unwrap_or_default() {
+    for name in dirs_in(&skill.root, &skill.folder, at).unwrap_or_default() {
         if !name.starts_with('.') {
             walk(skill, &under(&name), depth + 1, out);
         }
@@ -245,6 +245,12 @@ mod tests {
         std::fs::write(ws.join("skills/other/notes.md"), "other").unwrap();
         std::fs::write(dir.path().join("secret"), "secret").unwrap();
         std::os::unix::fs::symlink(dir.path().join("secret"), skill.join("leak")).unwrap();
+        // Beneath the workspace but out of the skill: another skill's file, the root's.
+        std::fs::write(ws.join("memory.sqlite"), "db").unwrap();
+        std::os::unix::fs::symlink("../../memory.sqlite", skill.join("db")).unwrap();
+        std::os::unix::fs::symlink("../other/notes.md", skill.join("sibling")).unwrap();
+        // Inside the skill: followed.
+        std::os::unix::fs::symlink("assets/pixel.png", skill.join("pixel")).unwrap();
         let catalog = SkillCatalog::default().scan(&ws, &data);
         let pdf = catalog.get("pdf").unwrap();
         assert_eq!(skill_files(pdf), ["assets/pixel.png"]);
@@ -253,6 +259,10 @@ mod tests {
             [0x89, b'P', 0, 0xff]
         );
         assert!(read_skill_file(pdf, "SKILL.md", 100).is_ok());
+        assert_eq!(
+            read_skill_file(pdf, "pixel", 100).unwrap(),
+            [0x89, b'P', 0, 0xff]
+        );
         assert!(
             read_skill_file(pdf, "assets/pixel.png", 2).is_err(),
             "the cap"
@@ -262,6 +272,8 @@ mod tests {
             "../../../secret",
             "/etc/passwd",
             "leak",
+            "db",
+            "sibling",
         ] {
             let e = read_skill_file(pdf, outside, 100).unwrap_err();
             assert!(e.is_access_denied(), "{outside}: {e:?}");
