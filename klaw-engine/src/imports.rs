@@ -35,6 +35,15 @@ use tokio_util::sync::CancellationToken;
 use crate::config::McpServer;
 use crate::{Config, Engine};
 
+/// The server of `servers` (the names in `mcpServers`) whose imported tools could be
+/// called `name` (`<server>__...`), if any: such a name is the server's, whether or not
+/// it lists that tool now, so a manifest cannot take it.
+pub(crate) fn owner<'a>(servers: impl IntoIterator<Item = &'a str>, name: &str) -> Option<&'a str> {
+    servers
+        .into_iter()
+        .find(|server| naming::owned_by(server, name))
+}
+
 /// How long [`Imports::stop`] waits for every server to shut down (rmcp's own shutdown
 /// of a program takes at most 3 s after stdin is closed and 3 s after SIGTERM).
 const STOP_GRACE: Duration = Duration::from_secs(10);

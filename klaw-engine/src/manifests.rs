@@ -53,6 +53,9 @@ pub struct SyncReport {
 pub struct Manifests {
     workspace: PathBuf,
     data_dir: PathBuf,
+    /// The servers of `mcpServers` (enabled or not): the names of their tools are
+    /// theirs, never a manifest's.
+    servers: Vec<String>,
     /// The tools this loader registered, by name (one sync at a time).
     loaded: Mutex<BTreeMap<String, Arc<ManifestTool>>>,
 }
@@ -63,6 +66,7 @@ impl Manifests {
         Self {
             workspace: config.workspace.clone(),
             data_dir: config.data_dir.clone(),
+            servers: config.raw.mcp_servers.keys().cloned().collect(),
             loaded: Mutex::new(BTreeMap::new()),
         }
     }
@@ -75,6 +79,13 @@ impl Manifests {
     /// The origin a workspace manifest tool `name` has (`manifest:<its tool.yaml>`).
     pub(crate) fn workspace_origin(&self, name: &str) -> String {
         manifest::origin(&self.workspace_dir(), name)
+    }
+
+    /// The imported MCP server (of `mcpServers`) that owns the tool name `name`, if any:
+    /// a manifest of that name is refused, whether the server's tools are registered
+    /// yet or not.
+    pub(crate) fn owner(&self, name: &str) -> Option<&str> {
+        crate::imports::owner(self.servers.iter().map(String::as_str), name)
     }
 
     /// Reads every manifest and brings `engine` in step: new ones registered, changed
@@ -114,15 +125,26 @@ impl Manifests {
             let tool = Arc::new(tool);
             // Checked before it is offered: a manifest that keeps failing is not
             // registered (and logged) again at every sync; only a new failure is logged.
-            let refused = match engine.registry().by_name(&name) {
-                Some(existing) => Some(format!(
-                    "the name is already taken by the tool defined at {}",
-                    existing.spec().origin
-                )),
-                None => ToolRegistry::new()
-                    .register(Arc::clone(&tool) as Arc<dyn Tool>)
-                    .err()
-                    .map(|e| e.problem),
+            // A name an imported server owns is refused before the registry is asked:
+            // the server may not be up yet (it starts after the manifests, and
+            // restarts), and its tool must not find the name taken.
+            let refused = if let Some(server) = self.owner(&name) {
+                Some(format!(
+                    "the name belongs to the imported MCP server `{server}` (mcpServers in \
+                     engine.json): its tools are named `{server}__<tool>`, and no manifest \
+                     may take one; rename the folder"
+                ))
+            } else {
+                match engine.registry().by_name(&name) {
+                    Some(existing) => Some(format!(
+                        "the name is already taken by the tool defined at {}",
+                        existing.spec().origin
+                    )),
+                    None => ToolRegistry::new()
+                        .register(Arc::clone(&tool) as Arc<dyn Tool>)
+                        .err()
+                        .map(|e| e.problem),
+                }
             };
             let registered = match refused {
                 Some(problem) => Err(problem),

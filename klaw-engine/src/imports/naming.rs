@@ -35,6 +35,20 @@ pub(crate) fn imported_name(server: &str, tool: &str) -> String {
     name
 }
 
+/// Whether `name` is in the names the tools of `server` are imported as: the start of
+/// `<server>__` (its characters outside `[a-zA-Z0-9_-]` as `_`, cut as
+/// [`imported_name`] cuts), so every name [`imported_name`] gives for `server` is in it,
+/// whatever the server lists now or later.
+pub(crate) fn owned_by(server: &str, name: &str) -> bool {
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let prefix: String = format!("{server}__")
+        .chars()
+        .map(|c| if valid(c) { c } else { '_' })
+        .take(MAX_NAME - HASH_DIGITS - 1)
+        .collect();
+    name.starts_with(&prefix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +58,25 @@ mod tests {
         assert_eq!(imported_name("files", "read_file"), "files__read_file");
         let exact = format!("s__{}", "t".repeat(61));
         assert_eq!(imported_name("s", &"t".repeat(61)), exact);
+    }
+
+    #[test]
+    fn every_imported_name_is_owned_by_its_server() {
+        let long_server = "s".repeat(70);
+        for (server, tool) in [
+            ("files", "read_file"),
+            ("files", &*"x".repeat(100)),
+            ("my.server", "get weather"),
+            (&*long_server, "t"),
+            ("s", "погода"),
+        ] {
+            let name = imported_name(server, tool);
+            assert!(owned_by(server, &name), "{server} {tool}: {name}");
+        }
+        assert!(owned_by("files", "files__anything"));
+        assert!(!owned_by("files", "files_read"));
+        assert!(!owned_by("files", "filesystem__read"));
+        assert!(!owned_by("files", "read_file"));
     }
 
     #[test]

@@ -182,6 +182,14 @@ async fn create_tool(
             "the script is empty",
         ));
     }
+    if let Some(server) = manifests.owner(&name) {
+        return Err(ToolError::invalid_arguments(
+            "/name",
+            format!(
+                "`{name}` is a name of the imported MCP server `{server}`'s tools (`{server}__...`); choose another name"
+            ),
+        ));
+    }
     let existed = is_workspace_manifest(engine, manifests, &name);
     match existed {
         Some(false) => {
