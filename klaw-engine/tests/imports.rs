@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 
 mod common;
 use common::mcp_client::Mcp;
+use common::scripted::{Reply, ScriptedServer};
 use common::{
-    cache, engine, eventually, installed, processes_with, stderr, stdout, test_python as python,
+    cache, engine, eventually, installed, processes_with, run_with_stdin, stderr, stdout,
+    test_python as python,
 };
 
 /// Node 22's `bin` directory with the reference servers.
@@ -497,4 +499,108 @@ fn a_server_that_will_not_stop_is_killed_with_its_children() {
         "left behind: {:?}",
         processes_with(&mark)
     );
+}
+
+/// Issue 42, hole 8: a server's tool without an `annotations` object (`touch`, as most
+/// servers list theirs) or with one that leaves `destructiveHint` out (`touch_tagged`)
+/// is destructive, as MCP's defaults say. The default approval policy asks before it
+/// runs: in `chat` with nobody at the console (stdin not a terminal; a scheduled run or
+/// a subagent refuses the same way) the call is refused, the model reads why and the
+/// server never sees it. A tool the server calls not destructive (`touch_safe`) runs,
+/// and with `agent.approval` `never` all three run. What Klaw's MCP clients are told
+/// says the same.
+#[test]
+fn a_tool_without_annotations_is_destructive_and_needs_approval() {
+    let Some(py) = python() else { return };
+    let home = home_with(json!({"mcpServers": {"py": py_server(&py, &[])}}));
+    let mut c = client(home.path(), &[]);
+    let list = c.request("tools/list", json!({}));
+    let hints = |name: &str| {
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["annotations"].clone())
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"))
+    };
+    for (name, destructive, open_world) in [
+        ("py__touch", true, true),
+        ("py__touch_tagged", true, false),
+        ("py__touch_safe", false, true),
+    ] {
+        let a = hints(name);
+        assert_eq!(a["destructiveHint"], destructive, "{name}: {a}");
+        assert_eq!(a["openWorldHint"], open_world, "{name}: {a}");
+        assert_eq!(a["readOnlyHint"], false, "{name}: {a}");
+    }
+    assert!(c.finish().success());
+
+    for approval in ["destructive", "never"] {
+        let marks = tempfile::tempdir().unwrap();
+        let mark = |n: &str| marks.path().join(n).display().to_string();
+        let server = ScriptedServer::script(vec![
+            Reply::openai_calls(&[
+                ("a", "py__touch", json!({"path": mark("touch")})),
+                ("b", "py__touch_tagged", json!({"path": mark("tagged")})),
+                ("c", "py__touch_safe", json!({"path": mark("safe")})),
+            ]),
+            Reply::openai_answer("Done."),
+        ]);
+        let mut cmd = engine(home.path(), &["chat"]);
+        cmd.env("KLAW_CACHE", cache())
+            .env("KLAW_LLM_BASE_URL", format!("{}/v1", server.url))
+            .env("KLAW_LLM_MODEL", "test-model")
+            .env("KLAW_LLM_API_KEY", "sk-test")
+            .env("KLAW_LOG_LEVEL", "error")
+            .env("KLAW_APPROVAL", approval);
+        let o = run_with_stdin(cmd, "Touch the files\n");
+        assert!(o.status.success(), "{}", stderr(&o));
+        // The results of the round, in the request that followed it.
+        let results: Vec<(String, String)> = server
+            .requests()
+            .iter()
+            .map(|r| {
+                r.body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|m| m["role"] == "tool")
+                    .map(|m| {
+                        (
+                            m["tool_call_id"].as_str().unwrap().to_owned(),
+                            m["content"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .find(|results| !results.is_empty())
+            .unwrap_or_else(|| panic!("no tool results: {}", stderr(&o)));
+        let result = |id: &str| {
+            results
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, r)| r.clone())
+                .unwrap_or_else(|| panic!("no result for {id}: {results:?}"))
+        };
+        let asked = approval == "destructive";
+        for (id, file) in [("a", "touch"), ("b", "tagged")] {
+            assert_eq!(
+                marks.path().join(file).exists(),
+                !asked,
+                "{approval}: {id} {results:?}"
+            );
+            if asked {
+                let r = result(id);
+                assert!(
+                    r.starts_with("Error [refused]") && r.contains("approval"),
+                    "{id}: {r}"
+                );
+            }
+        }
+        assert!(
+            marks.path().join("safe").exists(),
+            "{approval}: {results:?}"
+        );
+    }
 }

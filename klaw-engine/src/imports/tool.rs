@@ -70,20 +70,35 @@ impl ImportedTool {
             let title = cut(&title, 200);
             spec = spec.with_title(title.clone(), Some(title));
         }
-        if let Some(a) = &tool.annotations {
-            // MCP's defaults: not read-only, destructive, not idempotent, open-world.
-            spec = spec.with_annotations(Annotations {
-                read_only: a.read_only_hint.unwrap_or(false),
-                destructive: a.destructive_hint.unwrap_or(true),
-                idempotent: a.idempotent_hint.unwrap_or(false),
-                open_world: a.open_world_hint.unwrap_or(true),
-            });
-        }
+        spec = spec.with_annotations(annotations(tool.annotations.as_ref()));
         Ok(Self {
             spec,
             remote: tool.name.to_string(),
             link: Arc::clone(link),
         })
+    }
+}
+
+/// The hints of a server's tool, MCP's defaults where the server is silent: with no
+/// `annotations` object, or a hint missing from it, a tool is not read-only,
+/// destructive, not idempotent and open-world, so approval asks before it runs and an
+/// unattended run refuses it. `destructiveHint` means something only when
+/// `readOnlyHint` is false: a tool the server calls read-only is not destructive unless
+/// the server also says `destructiveHint: true`, and then it is destructive and not
+/// read-only (the safer of the two).
+fn annotations(hints: Option<&rmcp::model::ToolAnnotations>) -> Annotations {
+    let hint = |get: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| hints.and_then(get);
+    let read_only = hint(|a| a.read_only_hint);
+    let destructive = match (read_only, hint(|a| a.destructive_hint)) {
+        (_, Some(said)) => said,
+        (Some(true), None) => false,
+        (_, None) => true,
+    };
+    Annotations {
+        read_only: read_only.unwrap_or(false) && !destructive,
+        destructive,
+        idempotent: hint(|a| a.idempotent_hint).unwrap_or(false),
+        open_world: hint(|a| a.open_world_hint).unwrap_or(true),
     }
 }
 
@@ -427,6 +442,28 @@ mod tests {
             .collect();
         let e = schema(&obj(json!({"type": "object", "properties": props}))).unwrap_err();
         assert!(e.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn a_silent_server_gets_the_defaults_of_mcp() {
+        use rmcp::model::ToolAnnotations;
+        let flags = |a: Option<ToolAnnotations>| annotations(a.as_ref()).flags();
+        // No object, an empty one, or only a title: destructive and open-world.
+        assert_eq!(flags(None), "-d-o");
+        assert_eq!(flags(Some(ToolAnnotations::new())), "-d-o");
+        assert_eq!(flags(Some(ToolAnnotations::with_title("t"))), "-d-o");
+        // A hint missing beside others: its default.
+        let a = ToolAnnotations::new().open_world(false);
+        assert_eq!(flags(Some(a)), "-d--");
+        let a = ToolAnnotations::new().idempotent(true);
+        assert_eq!(flags(Some(a)), "-dio");
+        let a = ToolAnnotations::new().destructive(false);
+        assert_eq!(flags(Some(a)), "---o");
+        // Read-only as the server says, unless it also says destructive.
+        let a = ToolAnnotations::new().read_only(true);
+        assert_eq!(flags(Some(a)), "r--o");
+        let a = ToolAnnotations::new().read_only(true).destructive(true);
+        assert_eq!(flags(Some(a)), "-d-o");
     }
 
     #[test]

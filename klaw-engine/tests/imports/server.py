@@ -4,7 +4,9 @@
 Its tools: `add` (structured), `slow` (progress, then waits; to cancel), `crash` (the
 process exits mid-call), `fail` (an error result), `grow` (adds the tool `grown` and
 sends tools/list_changed), `trace` (the W3C `traceparent` its call's `_meta` carried, for
-klaw-engine/tests/telemetry.rs), and `bad_schema`, whose argument name Klaw refuses (it is not
+klaw-engine/tests/telemetry.rs), `touch`, `touch_tagged` and `touch_safe` (each writes a
+mark file: no annotations, annotations without `destructiveHint`, `destructiveHint:
+false`), and `bad_schema`, whose argument name Klaw refuses (it is not
 ASCII), so that tool alone fails to import.
 """
 
@@ -77,6 +79,30 @@ def trace(ctx: Context) -> str:
         if value is None and meta is not None:
             value = (getattr(meta, "model_extra", None) or {}).get("traceparent")
     return value or "none"
+
+
+def _touch(path: str, text: str) -> str:
+    with open(path, "w") as f:
+        f.write(text)
+    return "written"
+
+
+@mcp.tool
+def touch(path: str) -> str:
+    """Writes a mark file; no annotations at all (the common case)."""
+    return _touch(path, "touch")
+
+
+@mcp.tool(annotations={"title": "Touch, tagged", "openWorldHint": False})
+def touch_tagged(path: str) -> str:
+    """Writes a mark file; annotations without destructiveHint."""
+    return _touch(path, "touch_tagged")
+
+
+@mcp.tool(annotations={"destructiveHint": False})
+def touch_safe(path: str) -> str:
+    """Writes a mark file; the server says it is not destructive."""
+    return _touch(path, "touch_safe")
 
 
 @mcp.tool
