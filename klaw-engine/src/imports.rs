@@ -23,6 +23,7 @@
 
 mod client;
 mod naming;
+mod stdio;
 mod supervisor;
 mod tool;
 

@@ -269,9 +269,8 @@ async fn connect_stdio(
     // Its own process group: the stop's SIGTERM and kill reach what it started too.
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
-    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrapped)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+    // rmcp's transport over the child's pipes, with over-deep messages cut first.
+    let (transport, stderr) = super::stdio::ChildTransport::spawn(wrapped)
         .map_err(|e| format!("cannot start `{program}`: {e}"))?;
     if let Some(stderr) = stderr {
         let link = Arc::clone(link);

@@ -28,6 +28,10 @@ const MAX_SCHEMA_BYTES: usize = 256 * 1024;
 /// How deep `$ref`s are followed, and how many are inlined in one schema.
 const MAX_REF_DEPTH: usize = 16;
 const MAX_REFS: usize = 1_000;
+/// How deep a schema may nest (objects and arrays, after `$ref`s are inlined): far
+/// deeper than any real tool's, and shallower than what the stdio transport lets
+/// through ([`super::stdio::MAX_MESSAGE_DEPTH`]), so a schema cut there is refused here.
+const MAX_SCHEMA_DEPTH: usize = 64;
 
 /// A tool of an imported server.
 pub(crate) struct ImportedTool {
@@ -299,9 +303,18 @@ fn output(result: rmcp::model::CallToolResult) -> Result<ToolOutput, ToolError> 
 }
 
 /// A server's schema as the registry takes it: `$schema` dropped, `$ref`s into
-/// `$defs`/`definitions` inlined (bounded), not larger than [`MAX_SCHEMA_BYTES`], and
-/// passing the registry's schema checks.
+/// `$defs`/`definitions` inlined (bounded), not larger than [`MAX_SCHEMA_BYTES`] nor
+/// deeper than [`MAX_SCHEMA_DEPTH`], and passing the registry's schema checks. Its
+/// cost is bounded whatever the server sends: the depth is checked before anything
+/// recurses into it, and inlining stops once it would pass the size.
 fn schema(raw: &Map<String, Value>) -> Result<Value, String> {
+    // Checked without recursion first: the walks below recurse.
+    let deepest = depth(raw);
+    if deepest > MAX_SCHEMA_DEPTH {
+        return Err(format!(
+            "it nests deeper than the {MAX_SCHEMA_DEPTH} levels an imported schema may have"
+        ));
+    }
     let mut root = raw.clone();
     root.remove("$schema");
     let defs = match (root.remove("$defs"), root.remove("definitions")) {
@@ -312,9 +325,21 @@ fn schema(raw: &Map<String, Value>) -> Result<Value, String> {
         (Some(Value::Object(a)), _) | (_, Some(Value::Object(a))) => a,
         _ => Map::new(),
     };
+    let sizes: std::collections::HashMap<&str, usize> = defs
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                serde_json::to_vec(v).map_or(usize::MAX, |b| b.len()),
+            )
+        })
+        .collect();
     let mut value = Value::Object(root);
-    let mut budget = MAX_REFS;
-    inline(&mut value, &defs, 0, &mut budget)?;
+    let mut budget = Budget {
+        refs: MAX_REFS,
+        bytes: MAX_SCHEMA_BYTES,
+    };
+    inline(&mut value, &defs, &sizes, 0, 1, &mut budget)?;
     let size = serde_json::to_vec(&value)
         .map(|v| v.len())
         .unwrap_or(usize::MAX);
@@ -332,12 +357,47 @@ fn schema(raw: &Map<String, Value>) -> Result<Value, String> {
     Ok(value)
 }
 
+/// How deep `schema` nests, counted without recursion.
+fn depth(schema: &Map<String, Value>) -> usize {
+    let mut deepest = 1;
+    let mut stack: Vec<(&Value, usize)> = schema.values().map(|v| (v, 2)).collect();
+    while let Some((v, level)) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                deepest = deepest.max(level);
+                stack.extend(m.values().map(|v| (v, level + 1)));
+            }
+            Value::Array(a) => {
+                deepest = deepest.max(level);
+                stack.extend(a.iter().map(|v| (v, level + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// What inlining may still do: references to inline, bytes to copy.
+struct Budget {
+    refs: usize,
+    bytes: usize,
+}
+
+/// Inlines the `$ref`s in `v` (at `level` of the schema, `depth` references deep).
 fn inline(
     v: &mut Value,
     defs: &Map<String, Value>,
+    sizes: &std::collections::HashMap<&str, usize>,
     depth: usize,
-    budget: &mut usize,
+    level: usize,
+    budget: &mut Budget,
 ) -> Result<(), String> {
+    if level > MAX_SCHEMA_DEPTH {
+        return Err(format!(
+            "it nests deeper than the {MAX_SCHEMA_DEPTH} levels an imported schema may have, \
+             once its references are inlined"
+        ));
+    }
     match v {
         Value::Object(m) => {
             if let Some(Value::String(r)) = m.get("$ref") {
@@ -353,10 +413,18 @@ fn inline(
                         cut(r, 100)
                     ));
                 };
-                if depth >= MAX_REF_DEPTH || *budget == 0 {
+                if depth >= MAX_REF_DEPTH || budget.refs == 0 {
                     return Err("its references are recursive or too many to inline".into());
                 }
-                *budget -= 1;
+                let size = sizes.get(name).copied().unwrap_or(usize::MAX);
+                if size > budget.bytes {
+                    return Err(format!(
+                        "more than the {MAX_SCHEMA_BYTES} bytes of JSON an imported schema \
+                         may have, once its references are inlined"
+                    ));
+                }
+                budget.refs -= 1;
+                budget.bytes -= size;
                 let mut replacement = target.clone();
                 if let Value::Object(t) = &mut replacement {
                     for (k, val) in m.iter() {
@@ -366,15 +434,15 @@ fn inline(
                     }
                 }
                 *v = replacement;
-                return inline(v, defs, depth + 1, budget);
+                return inline(v, defs, sizes, depth + 1, level, budget);
             }
             for val in m.values_mut() {
-                inline(val, defs, depth, budget)?;
+                inline(val, defs, sizes, depth, level + 1, budget)?;
             }
         }
         Value::Array(a) => {
             for val in a {
-                inline(val, defs, depth, budget)?;
+                inline(val, defs, sizes, depth, level + 1, budget)?;
             }
         }
         _ => {}
@@ -428,6 +496,55 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("cannot be inlined"), "{e}");
+    }
+
+    #[test]
+    fn a_deep_schema_or_a_reference_bomb_is_refused_cheaply() {
+        let mut deep = json!({"type": "string"});
+        for _ in 0..200 {
+            deep = json!({"type": "object", "properties": {"a": deep}});
+        }
+        let e = schema(&obj(deep)).unwrap_err();
+        assert!(e.contains("nests deeper than the 64 levels"), "{e}");
+        // Shallow each, deep once inlined: a chain of 15 definitions of 6 levels.
+        let mut defs = Map::new();
+        for i in 0..15 {
+            let next = if i == 14 {
+                json!({"type": "string"})
+            } else {
+                json!({"$ref": format!("#/$defs/D{}", i + 1)})
+            };
+            defs.insert(
+                format!("D{i}"),
+                json!({"type": "object", "properties": {"a": {"type": "object", "properties": {
+                    "b": {"type": "object", "properties": {"c": next}}}}}}),
+            );
+        }
+        let e = schema(&obj(
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/D0"}}, "$defs": defs}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("once its references are inlined"), "{e}");
+        // One big definition referenced many times: stopped at the size, not after
+        // copying it a thousand times.
+        let big: Map<String, Value> = (0..2_000)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"type": "string", "description": "x".repeat(50)}),
+                )
+            })
+            .collect();
+        let props: Map<String, Value> = (0..1_000)
+            .map(|i| (format!("q{i}"), json!({"$ref": "#/$defs/Big"})))
+            .collect();
+        let e = schema(&obj(json!({
+            "type": "object",
+            "properties": props,
+            "$defs": {"Big": {"type": "object", "properties": big}},
+        })))
+        .unwrap_err();
+        assert!(e.contains("once its references are inlined"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 """A hostile MCP server speaking JSON-RPC by hand on stdio (klaw-engine/tests/imports.rs):
 a line that is not UTF-8, then 1,500 tools, among them one with a 300 KiB schema, one
-with a 200-character name, one with a recursive `$ref`; and a call answered with an
+with a 200-character name, one with a recursive `$ref`, one whose schema nests 50,000
+levels deep (more than any JSON parser's recursion limit); and a call answered with an
 image that is not base64. The engine must stay up, import what it can and say why not
 the rest."""
 
@@ -42,7 +43,15 @@ for raw in sys.stdin.buffer:
         out.write(b"\xff\xfe not utf-8 \xc0\n")
         out.flush()
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": id_, "result": {"tools": tools()}})
+        # The deep schema is written out by hand: json.dumps would hit Python's own
+        # recursion limit.
+        levels = 50_000
+        deep = '{"type":"object","properties":{"a":' * levels + '{"type":"string"}' + "}}" * levels
+        listed = tools()
+        listed.insert(0, {"name": "deep", "description": "A deep schema.", "inputSchema": "DEEP"})
+        text = json.dumps({"jsonrpc": "2.0", "id": id_, "result": {"tools": listed}})
+        out.write(text.replace('"DEEP"', deep, 1).encode() + b"\n")
+        out.flush()
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": id_, "result": {"content": [
             {"type": "image", "data": "%%% not base64", "mimeType": "image/png"},
