@@ -1294,7 +1294,8 @@ macro_rules! per_sandbox {
                 host_sysv_ipc_is_out_of_reach,
                 mknod_makes_no_setid_files,
                 only_bounded_filesystems_take_writes,
-                file_notifications_reveal_nothing;
+                file_notifications_reveal_nothing,
+                no_capability_in_any_set;
                 probes: terminal_probe
             );
             #[tokio::test]
@@ -2465,6 +2466,45 @@ async fn file_notifications_reveal_nothing(mode: SandboxMode) {
     assert_eq!(r["stdout"], "one\ntwo\nthree\n", "{r}");
 }
 
+/// (A side note) A Landlock engine started as a user other than root left its
+/// command's bounding set full: dropping from it takes `CAP_SETPCAP`, which such a user
+/// lacks. Now every capability set of the command is empty in both sandboxes, the
+/// bounding set included: as root directly; as another user, the command first joins a
+/// user namespace of its own user, wherever the machine allows that user one. Where it
+/// does not, the bounding set stays and no-new-privileges, set in every case, keeps
+/// `exec` from gaining anything from it.
+async fn no_capability_in_any_set(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let r = exec(
+        &kit,
+        json!({"command": "grep -E '^(Cap|NoNewPrivs)' /proc/self/status"}),
+    )
+    .await
+    .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {name}: {r}"))
+    };
+    for set in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        assert_eq!(field(set), "0000000000000000", "{set} {r}");
+    }
+    assert_eq!(field("NoNewPrivs:"), "1", "{r}");
+    let userns = rustix::process::geteuid().is_root()
+        || std::process::Command::new("unshare")
+            .args(["--user", "true"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if userns {
+        assert_eq!(field("CapBnd:"), "0000000000000000", "{r}");
+    } else {
+        eprintln!("no user namespace for this user here: the bounding set may stay ({r})");
+    }
+}
+
 /// The holes above tried with the engine as an unprivileged user (as a user runs it on
 /// a desktop): this test binary, started again as `nobody`, runs them in `mode`. When
 /// the tests run as root (as CI runs them), the checks above were root's; this is the
@@ -2513,6 +2553,7 @@ async fn unprivileged_probe(mode: SandboxMode) {
         host_sysv_ipc_is_out_of_reach(mode).await;
         mknod_makes_no_setid_files(mode).await;
         only_bounded_filesystems_take_writes(mode).await;
+        no_capability_in_any_set(mode).await;
         file_notifications_reveal_nothing(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
