@@ -59,7 +59,7 @@ pub(crate) struct Prepared {
     /// A user namespace of the supervisor's (not root) user, mapping only its own uid
     /// and gid, which the command joins to empty its bounding set; `None` where none can
     /// be made (then the bounding set stays, and no-new-privileges makes it moot).
-    userns: Option<OwnedFd>,
+    userns: Option<&'static OwnedFd>,
     /// The workspace and the working directory beneath it (empty: the workspace),
     /// entered by descriptor; `None` for the probe, which runs no command.
     enter: Option<(CString, CString)>,
@@ -323,13 +323,20 @@ fn ruleset(policy: &HelperPolicy) -> Result<RulesetCreated, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A user namespace for a command of this (not root) user: its uid and gid mapped to
-/// themselves, nothing else; `None` where the machine allows none (user namespaces
-/// disabled or refused to this user).
-fn own_user_namespace() -> Option<OwnedFd> {
-    let uid = rustix::process::geteuid().as_raw();
-    let gid = rustix::process::getegid().as_raw();
-    crate::sys::user_namespace((uid, uid), (gid, gid)).ok()
+/// The user namespace for the commands of this (not root) user: its uid and gid mapped
+/// to themselves, nothing else; `None` where the machine allows none (user namespaces
+/// disabled or refused to this user). Made once per process: the sandbox server makes
+/// it at its set-up, so that every supervisor it forks finds it made; the commands
+/// share it as they share their uid (none keeps a capability in it past `exec`).
+pub(crate) fn own_user_namespace() -> Option<&'static OwnedFd> {
+    static USERNS: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    USERNS
+        .get_or_init(|| {
+            let uid = rustix::process::geteuid().as_raw();
+            let gid = rustix::process::getegid().as_raw();
+            crate::sys::user_namespace((uid, uid), (gid, gid)).ok()
+        })
+        .as_ref()
 }
 
 /// Empties the capability bounding set, as far as this process may (it takes

@@ -509,8 +509,9 @@ pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
 /// A short-lived child is cloned into the new namespace, its maps are written from
 /// here (as root, no `setgroups` change is needed; otherwise `setgroups(2)` is refused
 /// in it first, and each map may name only this process's own id), the namespace is
-/// opened, and the child is killed (reaped at once if it is gone already, else with
-/// this process's other children: nothing waits for it to be scheduled).
+/// opened, and the child is killed (as root reaped at once if it is gone already, else
+/// with this process's other children: nothing waits for it to be scheduled; otherwise
+/// reaped before this returns).
 pub(crate) fn user_namespace(
     uid: (u32, u32),
     gid: (u32, u32),
@@ -594,13 +595,18 @@ pub(crate) fn user_namespace(
     // now if it is already gone, else later with the helper's other children (the
     // supervisor reaps every one; bubblewrap, which this process may become, reaps
     // children it does not know) instead of waiting here for it to be scheduled.
+    // Not root, this is a supervisor or a sandbox server that counts a killed child as
+    // a sign of trouble: it is reaped here, which takes only until it is scheduled.
     let pid = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
     let mut status = 0;
-    // SAFETY: signals and reaps (if it has ended) the child cloned above, which is not
-    // yet reaped, so `pid` is still ours; the status goes into a valid int.
+    let wait = if root { libc::WNOHANG } else { 0 };
+    // SAFETY: signals and reaps the child cloned above, which is not yet reaped, so
+    // `pid` is still ours; the status goes into a valid int.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
-        libc::waitpid(pid, &mut status, libc::WNOHANG);
+        while libc::waitpid(pid, &mut status, wait) < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
     }
     result
 }
