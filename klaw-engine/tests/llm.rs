@@ -348,3 +348,63 @@ async fn a_cut_stream_is_an_error() {
         .unwrap_err();
     assert!(e.to_string().contains("message_stop"), "{e}");
 }
+
+/// A model server that redirects elsewhere: reqwest followed up to ten redirects to any
+/// host, re-sending the conversation with 307 and 308 (and the Anthropic key, which it
+/// does not strip). Now a redirect to another origin (here: another port of loopback,
+/// a second real server) is not followed, by either client, for any status, and not
+/// retried; the error names the status and where it pointed. A redirect within the
+/// same origin is still followed.
+#[tokio::test]
+async fn redirects_to_another_origin_are_not_followed() {
+    for status in [307, 308, 302, 301] {
+        let elsewhere = ScriptedServer::script(vec![Reply::openai_answer("taken")]);
+        let target = elsewhere.url.clone();
+        let origin = ScriptedServer::respond(move |req| {
+            Reply::status(status, "").with_header("location", &format!("{target}{}", req.path))
+        });
+        let openai = openai(&origin, 3).chat(&request(), None).await;
+        let anthropic = anthropic(&origin).chat(&request(), None).await;
+        let reached: Vec<_> = elsewhere
+            .requests()
+            .iter()
+            .map(|r| {
+                (
+                    r.path.clone(),
+                    r.header("x-api-key").map(str::to_owned),
+                    r.body.clone(),
+                )
+            })
+            .collect();
+        assert!(
+            reached.is_empty(),
+            "{status}: the second server was sent {reached:?}"
+        );
+        for (which, r) in [("openai", openai), ("anthropic", anthropic)] {
+            let e = r.unwrap_err();
+            let text = e.to_string();
+            assert!(
+                matches!(e, LlmError::Status { status: s, .. } if s == status),
+                "{which} {status}: {e:?}"
+            );
+            assert!(
+                text.contains("another origin") && text.contains(&elsewhere.url),
+                "{which} {status}: {text}"
+            );
+            assert!(!text.contains(KEY), "{text}");
+        }
+        // Once per client: a redirect is not retried.
+        assert_eq!(origin.requests().len(), 2, "{status}");
+    }
+    // Within the origin (a relative `Location`), the request goes on with its body.
+    let server = ScriptedServer::respond(|req| match req.path.as_str() {
+        "/v1/chat/completions" => Reply::status(308, "").with_header("location", "/v2/chat"),
+        _ => Reply::openai_answer("moved"),
+    });
+    let r = openai(&server, 0).chat(&request(), None).await.unwrap();
+    assert_eq!(r.message.text, "moved");
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].path, "/v2/chat");
+    assert_eq!(sent[1].body["messages"], sent[0].body["messages"]);
+}

@@ -16,7 +16,10 @@
 //!   BPF, io_uring, keyrings, `open_by_handle_at`) denied; System V IPC, which
 //!   Landlock does not cover and which lives in the host's IPC namespace, absent.
 //! - Capabilities: all dropped, including from the bounding set, so a command started by
-//!   root is not root-capable inside.
+//!   root is not root-capable inside. A supervisor that is not root may not drop from
+//!   the bounding set (that takes `CAP_SETPCAP`): its command first joins a user
+//!   namespace of its own user (its uid and gid mapped to themselves, files of every
+//!   other owner shown as `nobody`), where it may, wherever the machine allows one.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -53,6 +56,10 @@ pub(crate) struct Prepared {
     /// Switch to [`UNPRIVILEGED_ID`](crate::unprivileged::UNPRIVILEGED_ID) first (the
     /// supervisor is root).
     unprivileged: bool,
+    /// A user namespace of the supervisor's (not root) user, mapping only its own uid
+    /// and gid, which the command joins to empty its bounding set; `None` where none can
+    /// be made (then the bounding set stays, and no-new-privileges makes it moot).
+    userns: Option<&'static OwnedFd>,
     /// The workspace and the working directory beneath it (empty: the workspace),
     /// entered by descriptor; `None` for the probe, which runs no command.
     enter: Option<(CString, CString)>,
@@ -142,6 +149,11 @@ pub(crate) fn prepare(
     // The command shares the host's IPC namespace: System V IPC looks absent.
     let filter = seccomp::filter(families, seccomp::Ipc::Host)?;
     let ruleset = ruleset(policy)?;
+    let userns = if unprivileged || policy.probe {
+        None
+    } else {
+        own_user_namespace()
+    };
     let enter = if policy.probe {
         None
     } else {
@@ -164,6 +176,7 @@ pub(crate) fn prepare(
             filter,
             abi,
             unprivileged,
+            userns,
             enter,
             report: write,
         },
@@ -192,6 +205,14 @@ impl Prepared {
             drop_bounding_set();
             crate::unprivileged::become_unprivileged_forked(crate::unprivileged::UNPRIVILEGED_ID)
                 .map_err(|e| (Step::User, e))?;
+        } else if let Some(userns) = &self.userns
+            && crate::sys::join_own_user_namespace(userns).is_ok()
+        {
+            // Not root: only in a user namespace of its own may the process drop from
+            // its bounding set (CAP_SETPCAP there). Best effort: where it cannot join,
+            // the set stays as it was, and no-new-privileges (Landlock and seccomp set
+            // it) already keeps `exec` from gaining any capability in it.
+            drop_bounding_set();
         }
         // As the command's user, before seccomp (which makes `openat2` look absent):
         // beneath the workspace and without following any symbolic link, so a link
@@ -302,8 +323,24 @@ fn ruleset(policy: &HelperPolicy) -> Result<RulesetCreated, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The user namespace for the commands of this (not root) user: its uid and gid mapped
+/// to themselves, nothing else; `None` where the machine allows none (user namespaces
+/// disabled or refused to this user). Made once per process: the sandbox server makes
+/// it at its set-up, so that every supervisor it forks finds it made; the commands
+/// share it as they share their uid (none keeps a capability in it past `exec`).
+pub(crate) fn own_user_namespace() -> Option<&'static OwnedFd> {
+    static USERNS: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    USERNS
+        .get_or_init(|| {
+            let uid = rustix::process::geteuid().as_raw();
+            let gid = rustix::process::getegid().as_raw();
+            crate::sys::user_namespace((uid, uid), (gid, gid)).ok()
+        })
+        .as_ref()
+}
+
 /// Empties the capability bounding set, as far as this process may (it takes
-/// `CAP_SETPCAP`; an unprivileged user has nothing to drop).
+/// `CAP_SETPCAP`: root's, or any user's in a user namespace of its own).
 ///
 /// One `PR_CAPBSET_DROP` per capability (dropping one that is not in the set succeeds),
 /// and none after the first refused for want of `CAP_SETPCAP`: every other would be

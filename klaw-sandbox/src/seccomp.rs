@@ -10,7 +10,8 @@
 //! number in turn (a unit test checks that both decide every call alike).
 //!
 //! Listed calls fail with `EPERM` (`clone3` and `openat2`, whose flags seccomp cannot
-//! see, with `ENOSYS`, so programs fall back to the calls filtered here); everything
+//! see, with `ENOSYS`, so programs fall back to the calls filtered here; inotify and
+//! fanotify with `ENOSYS` too, so programs fall back to polling); everything
 //! else is allowed: ptrace and other processes' memory, mounts and namespaces, kernel
 //! modules, BPF, perf, userfaultfd, io_uring, keyrings, file handles, terminal input
 //! injection, device nodes, set-user-ID/set-group-ID bits (by `chmod`, `open` and
@@ -83,9 +84,10 @@ fn when(arg: u8, test: Test) -> Vec<Cond> {
     vec![Cond { arg, test }]
 }
 
-/// The filter: listed calls fail with `EPERM`, `clone3` and `openat2` (and, with
-/// [`Ipc::Host`], System V IPC) with `ENOSYS`; everything else is allowed. `socket(2)`
-/// fails for every family not in `families`.
+/// The filter: listed calls fail with `EPERM`, `clone3`, `openat2`, inotify and
+/// fanotify (and, with [`Ipc::Host`], System V IPC) with `ENOSYS`, and `fcntl(F_NOTIFY)`
+/// with `EINVAL`; everything else is allowed. `socket(2)` fails for every family not in
+/// `families`.
 pub fn filter(families: &[i32], ipc: Ipc) -> Result<BpfProgram, String> {
     compile(&listed(families, ipc))
 }
@@ -240,8 +242,16 @@ fn listed(families: &[i32], ipc: Ipc) -> BTreeMap<u32, Listed> {
     // absent (ENOSYS), so the C library falls back to clone(2), filtered above.
     // openat2(2) likewise passes its flags and mode in memory: absent, the C library and
     // programs fall back to openat(2).
+    // File notifications (inotify, fanotify): absent, as on a kernel built without
+    // them, so programs fall back to polling (`tail -f`). Neither Landlock nor a mount
+    // namespace mediates them: a watch on a directory reports the names of its entries
+    // and every other process's opens, reads and writes of them, for paths the command
+    // may not list or read (the data dir and the home under Landlock; `/etc/shadow`
+    // among the system files both sandboxes show), and seccomp cannot tell one path from
+    // another.
     // System V IPC in the host's namespace: absent, as on a kernel without it.
     let mut absent = vec![libc::SYS_clone3, libc::SYS_openat2];
+    absent.extend(NOTIFICATIONS);
     if ipc == Ipc::Host {
         absent.extend(SYSV_IPC);
     }
@@ -255,6 +265,16 @@ fn listed(families: &[i32], ipc: Ipc) -> BTreeMap<u32, Listed> {
             },
         );
     }
+    // Directory notifications through `fcntl(fd, F_NOTIFY, ...)` (dnotify): the timing
+    // of other processes' opens and writes in a directory the command could open, names
+    // aside. As a kernel built without them answers.
+    listed.insert(
+        libc::SYS_fcntl,
+        Listed {
+            errno: libc::EINVAL,
+            rules: vec![when(1, Test::Eq(libc::F_NOTIFY.unsigned_abs()))],
+        },
+    );
     // The x32 ABI reaches the same calls with bit 30 set (and a few under their own
     // numbers); where the kernel runs x32 calls, deny those too. (Where it does not,
     // they fail with ENOSYS whatever the filter says, and the program stays shorter.)
@@ -293,6 +313,25 @@ const SYSV_IPC: [i64; 12] = [
     libc::SYS_semop,
     libc::SYS_semtimedop,
     libc::SYS_semctl,
+];
+
+/// The file notification calls: inotify's (`inotify_init` exists only on x86_64; the
+/// others on x86_64 and aarch64 alike) and fanotify's. A watch once added is
+/// read and removed through its descriptor, so these are the only way in.
+#[cfg(target_arch = "x86_64")]
+const NOTIFICATIONS: [i64; 5] = [
+    libc::SYS_inotify_init,
+    libc::SYS_inotify_init1,
+    libc::SYS_inotify_add_watch,
+    libc::SYS_fanotify_init,
+    libc::SYS_fanotify_mark,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const NOTIFICATIONS: [i64; 4] = [
+    libc::SYS_inotify_init1,
+    libc::SYS_inotify_add_watch,
+    libc::SYS_fanotify_init,
+    libc::SYS_fanotify_mark,
 ];
 
 /// The `CLONE_NEW*` flags: each one creates a namespace.

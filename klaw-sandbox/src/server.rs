@@ -504,7 +504,8 @@ pub(crate) fn serve(args: Vec<OsString>) -> Result<u8, String> {
 
 /// The server's one-time set-up: the policy from `args`, its own session, not
 /// dumpable, subreaper; as root under Landlock or bubblewrap, the workspace's idmapped
-/// mount; under bubblewrap, the kept sandbox.
+/// mount; otherwise under Landlock, the commands' user namespace; under bubblewrap, the
+/// kept sandbox.
 fn set_up(args: Vec<OsString>) -> Result<(HelperPolicy, Option<crate::kept::Kept>), String> {
     let policy = args.first().ok_or("no policy given")?;
     let policy: HelperPolicy = serde_json::from_str(&policy.to_string_lossy())
@@ -517,8 +518,13 @@ fn set_up(args: Vec<OsString>) -> Result<(HelperPolicy, Option<crate::kept::Kept
         .map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
-    if (policy.landlock || policy.bwrap.is_some()) && rustix::process::geteuid().is_root() {
+    let root = rustix::process::geteuid().is_root();
+    if (policy.landlock || policy.bwrap.is_some()) && root {
         crate::supervisor::map_workspace(&policy)?;
+    }
+    if policy.landlock && !root {
+        // The commands' user namespace, made once (see `landlock::own_user_namespace`).
+        let _ = crate::landlock::own_user_namespace();
     }
     let kept = match &policy.bwrap {
         Some(bwrap) => Some(crate::kept::Kept::start(bwrap, &policy)?),

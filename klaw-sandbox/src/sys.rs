@@ -507,20 +507,30 @@ pub fn children_in_new_pid_namespace() -> std::io::Result<()> {
 /// group id (each pair as `(inside, outside)`), as an open `/proc/<pid>/ns/user`.
 ///
 /// A short-lived child is cloned into the new namespace, its maps are written from
-/// here (as root, no `setgroups` change is needed), the namespace is opened, and the
-/// child is killed (reaped at once if it is gone already, else with this process's
-/// other children: nothing waits for it to be scheduled).
+/// here (as root, no `setgroups` change is needed; otherwise `setgroups(2)` is refused
+/// in it first, and each map may name only this process's own id), the namespace is
+/// opened, and the child is killed (as root reaped at once if it is gone already, else
+/// with this process's other children: nothing waits for it to be scheduled; otherwise
+/// reaped before this returns).
 pub(crate) fn user_namespace(
     uid: (u32, u32),
     gid: (u32, u32),
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::io::Write;
+    let root = rustix::process::geteuid().is_root();
     let (release_read, release_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let read_fd = std::os::fd::AsRawFd::as_raw_fd(&release_read);
     let write_fd = std::os::fd::AsRawFd::as_raw_fd(&release_write);
+    // Not root: the child makes itself dumpable (this process may not be), or its
+    // `/proc/<pid>` files would be root's and out of this user's reach, and says so on
+    // this pipe. Its memory is a copy of this process's, readable meanwhile only by
+    // processes of this user that may trace (a sandboxed command may not).
+    let (ready_read, ready_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let ready_fd = std::os::fd::AsRawFd::as_raw_fd(&ready_write);
     // SAFETY: a raw `clone` without a new stack acts like `fork`. The child runs only
-    // async-signal-safe raw system calls (`read`, `_exit`) on memory it already owns,
-    // never returns into Rust code, and never touches the parent's state.
+    // async-signal-safe raw system calls (`prctl`, `write`, `close`, `read`, `_exit`)
+    // on memory it already owns, never returns into Rust code, and never touches the
+    // parent's state.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -538,17 +548,36 @@ pub(crate) fn user_namespace(
         // The child: wait until the parent closes its end (ours is closed first, or
         // the read would never see the end), then leave.
         let mut byte = 0_u8;
-        // SAFETY: `close` of the child's copy of a descriptor, `read` into a valid
-        // one-byte buffer, then `_exit`; all async-signal-safe.
+        // SAFETY: `prctl` on this process alone, `write` of a valid one-byte buffer,
+        // `close` of the child's copies of descriptors, `read` into a valid one-byte
+        // buffer, then `_exit`; all async-signal-safe.
         unsafe {
+            if !root {
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+                libc::write(ready_fd, (&raw const byte).cast(), 1);
+            }
+            libc::close(ready_fd);
             libc::close(write_fd);
             libc::read(read_fd, (&raw mut byte).cast(), 1);
             libc::_exit(0);
         }
     }
     drop(release_read);
+    drop(ready_write);
     let result = (|| {
         let proc = format!("/proc/{pid}");
+        if !root {
+            let mut byte = [0_u8; 1];
+            if rustix::io::read(&ready_read, &mut byte)? != 1 {
+                return Err(std::io::Error::other("the namespace's process ended"));
+            }
+            // Without CAP_SETGID in the parent namespace a group map is written only
+            // once `setgroups(2)` is refused in the new one.
+            std::fs::File::options()
+                .write(true)
+                .open(format!("{proc}/setgroups"))?
+                .write_all(b"deny")?;
+        }
         std::fs::File::options()
             .write(true)
             .open(format!("{proc}/uid_map"))?
@@ -566,13 +595,18 @@ pub(crate) fn user_namespace(
     // now if it is already gone, else later with the helper's other children (the
     // supervisor reaps every one; bubblewrap, which this process may become, reaps
     // children it does not know) instead of waiting here for it to be scheduled.
+    // Not root, this is a supervisor or a sandbox server that counts a killed child as
+    // a sign of trouble: it is reaped here, which takes only until it is scheduled.
     let pid = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
     let mut status = 0;
-    // SAFETY: signals and reaps (if it has ended) the child cloned above, which is not
-    // yet reaped, so `pid` is still ours; the status goes into a valid int.
+    let wait = if root { libc::WNOHANG } else { 0 };
+    // SAFETY: signals and reaps the child cloned above, which is not yet reaped, so
+    // `pid` is still ours; the status goes into a valid int.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
-        libc::waitpid(pid, &mut status, libc::WNOHANG);
+        while libc::waitpid(pid, &mut status, wait) < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
     }
     result
 }
@@ -659,6 +693,20 @@ pub(crate) fn join_kept_user_namespace(ns: &crate::kept::Namespaces) -> std::io:
         return Err(std::io::Error::last_os_error());
     }
     children_in_new_pid_namespace()
+}
+
+/// In the command's process before `exec` (only the system call): joins `userns`, a
+/// user namespace this process's user owns ([`user_namespace`]), where it holds every
+/// capability until `exec` (`CAP_SETPCAP` among them, which empties the bounding set).
+/// Refused where this process shares its filesystem information or has threads.
+pub(crate) fn join_own_user_namespace(userns: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `setns` on a descriptor that is open for the call; it changes only this
+    // process's credentials.
+    if unsafe { libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// In a child of the sandbox server: a new network namespace owned by the kept

@@ -1293,7 +1293,9 @@ macro_rules! per_sandbox {
                 a_pid_hopper_is_ended,
                 host_sysv_ipc_is_out_of_reach,
                 mknod_makes_no_setid_files,
-                only_bounded_filesystems_take_writes;
+                only_bounded_filesystems_take_writes,
+                file_notifications_reveal_nothing,
+                no_capability_in_any_set;
                 probes: terminal_probe
             );
             #[tokio::test]
@@ -2357,6 +2359,152 @@ async fn a_locked_temp_dir_is_removed(mode: SandboxMode) {
     );
 }
 
+// ---- the third red team (issue 42): each check as the attacker tried it ----
+
+/// What a watcher tries: inotify and fanotify on the paths given as arguments, and
+/// dnotify on its working directory; it says how each call went (`name result errno`),
+/// writes `watching` in the workspace, then prints every event it reads for a while.
+const NOTIFY_PROBE: &str = r#"import ctypes, fcntl, os, platform, select, signal, struct, sys, time
+signal.signal(signal.SIGIO, lambda *_: print('dnotify-event'))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+def report(name, r):
+    print(name, r, ctypes.get_errno() if r < 0 else 0)
+    return r
+if platform.machine() == 'x86_64':
+    fd = report('inotify_init', libc.inotify_init())
+    if fd >= 0: os.close(fd)
+ino = report('inotify_init1', libc.inotify_init1(os.O_NONBLOCK))
+report('inotify_add_watch', libc.inotify_add_watch(ino, b'.', 0xfff))
+fan = report('fanotify_init', libc.fanotify_init(0x200, 0))
+report('fanotify_mark', libc.fanotify_mark(fan, 1, 0x20 | 0x100 | 0x08000000, -100, b'.'))
+try:
+    d = os.open('.', os.O_RDONLY)
+    fcntl.fcntl(d, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_CREATE | fcntl.DN_MULTISHOT)
+    print('dnotify', 0)
+except OSError as e:
+    print('dnotify', e.errno)
+for path in sys.argv[1:]:
+    if ino >= 0:
+        print('watch', path, libc.inotify_add_watch(ino, path.encode(), 0xfff) >= 0)
+    if fan >= 0:
+        print('mark', path, libc.fanotify_mark(fan, 1, 0x20 | 0x100 | 0x08000000, -100, path.encode()) == 0)
+sys.stdout.flush()
+open('watching', 'w').close()
+fds = [f for f in (ino, fan) if f >= 0]
+end = time.monotonic() + 3
+while fds and time.monotonic() < end:
+    for f in select.select(fds, [], [], 0.2)[0]:
+        buf = os.read(f, 65536)
+        while f == ino and buf:
+            wd, mask, cookie, n = struct.unpack_from('iIII', buf)
+            print('event', buf[16:16 + n].rstrip(b'\0').decode(errors='replace'), hex(mask))
+            buf = buf[16 + n:]
+        if f == fan:
+            print('fanotify-event', len(buf))
+"#;
+
+/// (12) inotify under Landlock: a command watched the data dir, the home and `/tmp`
+/// (`inotify_add_watch` needs no Landlock right) and learnt the names and timing of
+/// the files other processes made there, which it could not list. Under bubblewrap a
+/// watch on a system directory both sandboxes show (`/etc`) reports the host's opens of
+/// every file there, `/etc/shadow` included. Now inotify and fanotify look absent
+/// (`ENOSYS`, as on a kernel built without them) and `fcntl(F_NOTIFY)` fails (`EINVAL`)
+/// in both sandboxes, one-shot and served: the watcher learns nothing while the
+/// engine's side makes files there and reads `/etc`. `tail -f` of a growing file still
+/// follows it (it falls back to polling).
+async fn file_notifications_reveal_nothing(mode: SandboxMode) {
+    let Some(py) = python() else { return };
+    let Some(kit) = kit(mode) else { return };
+    let outside = tempfile::tempdir().unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let paths = [
+        kit.data_dir().to_path_buf(),
+        outside.path().to_path_buf(),
+        home.into(),
+        "/tmp".into(),
+        "/etc".into(),
+    ];
+    let mut command = vec![py.to_owned(), "-c".into(), NOTIFY_PROBE.into()];
+    command.extend(paths.iter().map(|p| p.display().to_string()));
+    let name = format!("klaw-notify-{}", marker());
+    let watcher = exec(&kit, json!({"command": command}));
+    let host = async {
+        // Once the command has set its watches (or ended), other processes make files
+        // where it may not look, and read a system file.
+        let ready = kit.workspace().join("watching");
+        for _ in 0..1500 {
+            if ready.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for dir in &paths[..2] {
+            std::fs::write(dir.join(&name), "x").unwrap();
+        }
+        std::fs::read("/etc/passwd").unwrap();
+    };
+    let (r, ()) = tokio::join!(watcher, host);
+    let r = r.unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    let absent = "inotify_init1 -1 38\ninotify_add_watch -1 38\n\
+                  fanotify_init -1 38\nfanotify_mark -1 38\ndnotify 22\n";
+    let expected = if cfg!(target_arch = "x86_64") {
+        format!("inotify_init -1 38\n{absent}")
+    } else {
+        absent.to_owned()
+    };
+    assert!(!out.contains(&name), "a watch saw {name}: {r}");
+    assert!(!out.contains("event"), "a watch saw events: {r}");
+    assert_eq!(out, expected, "{r}");
+    // Programs that watch a file fall back to polling: `tail -f` follows a growing one.
+    let line = "echo one > grow.log; (sleep 1; echo two >> grow.log; sleep 1; \
+                echo three >> grow.log) & timeout 8 tail -f grow.log; wait; true";
+    let r = exec(&kit, json!({"command": ["bash", "-c", line]}))
+        .await
+        .unwrap();
+    assert_eq!(r["stdout"], "one\ntwo\nthree\n", "{r}");
+}
+
+/// (A side note) A Landlock engine started as a user other than root left its
+/// command's bounding set full: dropping from it takes `CAP_SETPCAP`, which such a user
+/// lacks. Now every capability set of the command is empty in both sandboxes, the
+/// bounding set included: as root directly; as another user, the command first joins a
+/// user namespace of its own user, wherever the machine allows that user one. Where it
+/// does not, the bounding set stays and no-new-privileges, set in every case, keeps
+/// `exec` from gaining anything from it.
+async fn no_capability_in_any_set(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let r = exec(
+        &kit,
+        json!({"command": "grep -E '^(Cap|NoNewPrivs)' /proc/self/status"}),
+    )
+    .await
+    .unwrap();
+    let out = r["stdout"].as_str().unwrap();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {name}: {r}"))
+    };
+    for set in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        assert_eq!(field(set), "0000000000000000", "{set} {r}");
+    }
+    assert_eq!(field("NoNewPrivs:"), "1", "{r}");
+    let userns = rustix::process::geteuid().is_root()
+        || std::process::Command::new("unshare")
+            .args(["--user", "true"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if userns {
+        assert_eq!(field("CapBnd:"), "0000000000000000", "{r}");
+    } else {
+        eprintln!("no user namespace for this user here: the bounding set may stay ({r})");
+    }
+}
+
 /// The holes above tried with the engine as an unprivileged user (as a user runs it on
 /// a desktop): this test binary, started again as `nobody`, runs them in `mode`. When
 /// the tests run as root (as CI runs them), the checks above were root's; this is the
@@ -2405,6 +2553,8 @@ async fn unprivileged_probe(mode: SandboxMode) {
         host_sysv_ipc_is_out_of_reach(mode).await;
         mknod_makes_no_setid_files(mode).await;
         only_bounded_filesystems_take_writes(mode).await;
+        no_capability_in_any_set(mode).await;
+        file_notifications_reveal_nothing(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
     // The engine's user is the command's here (Landlock's scopes keep the server out

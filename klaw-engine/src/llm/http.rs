@@ -1,6 +1,7 @@
-//! What both clients share: one `reqwest` client (rustls with the ring provider),
-//! timeouts, retries with backoff on 429, 5xx and connection errors (honouring
-//! `Retry-After`), errors that name the URL and the status, and an SSE reader.
+//! What both clients share: one `reqwest` client (rustls with the ring provider) that
+//! follows redirects only within the origin asked, timeouts, retries with backoff on
+//! 429, 5xx and connection errors (honouring `Retry-After`), errors that name the URL
+//! and the status, and an SSE reader.
 
 use std::time::Duration;
 
@@ -44,6 +45,7 @@ impl Transport {
         // it twice is harmless (the second attempt is refused and ignored).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
+            .redirect(same_origin_redirects())
             .connect_timeout(connect_timeout)
             .read_timeout(timeout)
             .user_agent(concat!("klaw-engine/", env!("CARGO_PKG_VERSION")))
@@ -98,6 +100,15 @@ impl Transport {
             }
             let failure = match request.send().await {
                 Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) if let Some(to) = elsewhere(&response) => {
+                    return Err(not_followed(url, &response, &to));
+                }
+                Err(e) if e.is_redirect() => {
+                    return Err(LlmError::Connect {
+                        url: url.to_owned(),
+                        message: innermost(&e),
+                    });
+                }
                 Ok(response) => {
                     let status = response.status();
                     let wait = retry_after(response.headers());
@@ -235,6 +246,53 @@ impl Transport {
             url: url.to_owned(),
             message: innermost(e),
         }
+    }
+}
+
+/// The most redirects followed for one request (reqwest's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Redirects are followed only within the origin asked (scheme, host and port alike):
+/// a redirect re-sends the conversation (307 and 308 with the whole body), and reqwest
+/// strips `Authorization` on the way to another host but not `x-api-key`. Any other
+/// redirect stops there, and [`Transport::post`] reports it ([`not_followed`]).
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let asked = attempt.previous().first().map(reqwest::Url::origin);
+        if asked.as_ref() != Some(&attempt.url().origin()) {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!(
+                "more than {MAX_REDIRECTS} redirects, none followed further"
+            ))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// Where `response` redirects to, when that is another origin than its own (a
+/// redirect [`same_origin_redirects`] stopped).
+fn elsewhere(response: &reqwest::Response) -> Option<reqwest::Url> {
+    if !response.status().is_redirection() {
+        return None;
+    }
+    let location = response.headers().get(reqwest::header::LOCATION)?;
+    let to = response.url().join(location.to_str().ok()?).ok()?;
+    (to.origin() != response.url().origin()).then_some(to)
+}
+
+/// The error of a redirect to `to` that the client did not follow: where it pointed
+/// (its origin only: the rest of a URL may hold a token) and why.
+fn not_followed(url: &str, response: &reqwest::Response, to: &reqwest::Url) -> LlmError {
+    LlmError::Status {
+        url: url.to_owned(),
+        status: response.status().as_u16(),
+        message: format!(
+            "a redirect to another origin ({}), not followed: the request would carry \
+             the conversation there; if that server is the right one, set `baseUrl` to it",
+            to.origin().ascii_serialization()
+        ),
     }
 }
 
