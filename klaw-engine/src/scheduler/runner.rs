@@ -26,7 +26,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// `running` and are settled by their misfire policy once the lease passes.
 const GRACE: Duration = Duration::from_secs(10);
 
-/// Most runs at once in one engine; the others wait (their lease kept).
+/// Most runs at once in one engine; the others wait (their lease kept), one per job at
+/// most.
 const PARALLEL: usize = 4;
 
 /// What the turn of a run is told: which job and occurrence, then the job's message.
@@ -45,8 +46,10 @@ pub(crate) fn prompt(claim: &Claim) -> String {
 
 impl Scheduler {
     /// Fires due jobs until `stop`: claims every due occurrence, runs each on `agent`,
-    /// and sleeps until the earliest next run (at most a second, so jobs added by
-    /// another process are seen). A store that fails is logged and tried again.
+    /// and sleeps until the earliest next run or the end of a run (at most a second, so
+    /// jobs added by another process are seen). The store hands out at most one run of
+    /// a job at a time, so what waits here is bounded by the number of jobs. A store
+    /// that fails is logged and tried again.
     pub(crate) async fn run(&self, agent: Agent, gateway: Gateway, stop: CancellationToken) {
         let limit = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
         let mut running = tokio::task::JoinSet::new();
@@ -104,9 +107,18 @@ impl Scheduler {
                 })
                 .unwrap_or(TICK)
                 .min(TICK);
+            // A run that ends frees its job: what came meanwhile is claimed at once.
+            let ended = async {
+                if running.is_empty() {
+                    std::future::pending::<()>().await;
+                } else {
+                    let _ = running.join_next().await;
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(wait) => {}
+                () = ended => {}
             }
         }
         let all = async { while running.join_next().await.is_some() {} };
