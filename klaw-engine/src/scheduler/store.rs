@@ -262,6 +262,9 @@ pub trait JobStore: Send + Sync {
     ) -> Result<Claim, StoreError>;
     /// Extends `owner`'s lease on a run to `until`; false when it is no longer its own.
     fn renew(&self, claim: &Claim, owner: &str, until: Timestamp) -> Result<bool, StoreError>;
+    /// Extends `owner`'s lease on every run it holds to `until` (one statement, however
+    /// many jobs); how many it holds.
+    fn renew_all(&self, owner: &str, until: Timestamp) -> Result<usize, StoreError>;
     /// Records how `owner`'s run ended (`Err` with why it failed).
     fn finish(
         &self,
@@ -930,6 +933,16 @@ impl JobStore for SqliteStore {
         })
     }
 
+    fn renew_all(&self, owner: &str, until: Timestamp) -> Result<usize, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE runs SET lease_until = ?2 WHERE owner = ?1 AND status = 'running'",
+                params![owner, until.as_second()],
+            )
+            .map_err(sql("renewing the leases"))
+        })
+    }
+
     fn finish(
         &self,
         claim: &Claim,
@@ -1309,6 +1322,8 @@ mod tests {
         let c = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
         assert!(s.renew(&c[0], "a", at("2026-01-01T09:10:00Z")).unwrap());
         assert!(!s.renew(&c[0], "b", at("2026-01-01T09:10:00Z")).unwrap());
+        assert_eq!(s.renew_all("b", at("2026-01-01T09:10:00Z")).unwrap(), 0);
+        assert_eq!(s.renew_all("a", at("2026-01-01T09:10:00Z")).unwrap(), 1);
         assert!(
             s.claim_due(at("2026-01-01T09:05:00Z"), "b", LEASE)
                 .unwrap()
