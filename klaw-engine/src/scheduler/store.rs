@@ -41,7 +41,8 @@ pub enum Misfire {
     Once,
     /// None: missed runs are recorded as skipped; the job waits for its next run.
     Skip,
-    /// Each missed run, up to `scheduler.maxCatchUpRuns` (the latest ones).
+    /// Each missed run, up to `scheduler.maxCatchUpRuns` (the latest ones), one after
+    /// another.
     All,
 }
 
