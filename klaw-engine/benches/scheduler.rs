@@ -96,6 +96,7 @@ fn ticks() {
                     origin: None,
                 },
                 start,
+                u32::MAX,
             )
             .unwrap();
     }

@@ -454,11 +454,23 @@ section! {
             run_timeout_seconds: u64 = 600;
                 key "runTimeoutSeconds", env "KLAW_SCHEDULER_RUN_TIMEOUT_SECONDS",
                 type "integer ≥ 1", check at_least(1);
-            /// Most missed runs a job with misfire `all` catches up at once; older ones
-            /// are recorded as skipped.
+            /// Most missed runs a job with misfire `all` catches up (the latest ones, one
+            /// after another); older ones are recorded as skipped.
             max_catch_up_runs: u32 = 10;
                 key "maxCatchUpRuns", env "KLAW_SCHEDULER_MAX_CATCH_UP_RUNS",
                 type "integer, 1 to 1000", check between(1, 1000);
+            /// Most jobs the schedule holds; adding one more is an error that names this
+            /// cap. Each job has at most one run waiting or running at a time.
+            max_jobs: u32 = 100;
+                key "maxJobs", env "KLAW_SCHEDULER_MAX_JOBS", type "integer ≥ 1",
+                check at_least(1);
+            /// Whether unattended runs (scheduled runs, subagents) may add jobs and remove
+            /// other jobs with `schedule_add` and `schedule_remove`; off, they are refused
+            /// with a reason the model reads (a scheduled run may still remove its own
+            /// job).
+            unattended_changes: bool = false;
+                key "unattendedChanges", env "KLAW_SCHEDULER_UNATTENDED_CHANGES",
+                type "`true` or `false`";
         }
     }
 }

@@ -5,7 +5,8 @@
 //! - [`cron`]: the expression and its time zone (croner on jiff), next runs across DST;
 //! - [`store`]: the jobs and runs in SQLite behind [`JobStore`], an occurrence claimed
 //!   once in one `BEGIN IMMEDIATE` transaction with a lease, missed runs settled by the
-//!   job's [`Misfire`] policy;
+//!   job's [`Misfire`] policy; at most `scheduler.maxJobs` jobs, one run of a job going
+//!   at a time, a bounded record of runs;
 //! - `runner`: the loop of `klaw-engine run` (claim what is due, run it unattended,
 //!   record how it ended).
 //!
@@ -17,6 +18,8 @@ pub mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use klaw_tools::Caller;
 
 pub use cron::{Schedule, ScheduleError};
 pub use store::{Claim, Job, JobStore, Misfire, NewJob, RunRecord, SqliteStore, StoreError};
@@ -30,6 +33,15 @@ pub const CHANNEL: &str = "schedule";
 /// The database's file name in the data dir.
 pub const DB: &str = "schedule.sqlite";
 
+/// Whether `caller` is a run nobody attends: a scheduled run or a subagent (the
+/// channels whose calls that need approval are refused, there being nobody to ask).
+/// Such a run cannot add jobs, nor remove another job, unless
+/// `scheduler.unattendedChanges` is on: one instruction injected into what it reads
+/// must not multiply itself.
+pub fn unattended(caller: &Caller) -> bool {
+    caller.channel == CHANNEL || caller.channel == crate::agent::subagent::CHANNEL
+}
+
 /// The jobs of one data dir, and how this engine runs them.
 #[derive(Clone)]
 pub struct Scheduler {
@@ -38,6 +50,8 @@ pub struct Scheduler {
     lease: Duration,
     timeout: Duration,
     enabled: bool,
+    max_jobs: u32,
+    unattended_changes: bool,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -71,6 +85,8 @@ impl Scheduler {
             lease: Duration::from_secs(s.lease_seconds.max(3)),
             timeout: Duration::from_secs(s.run_timeout_seconds.max(1)),
             enabled: s.enabled,
+            max_jobs: s.max_jobs,
+            unattended_changes: s.unattended_changes,
         }
     }
 
@@ -87,5 +103,16 @@ impl Scheduler {
     /// Whether `run` fires due jobs (`scheduler.enabled`).
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The most jobs the store may hold (`scheduler.maxJobs`).
+    pub fn max_jobs(&self) -> u32 {
+        self.max_jobs
+    }
+
+    /// Whether scheduled runs and subagents may add and remove jobs
+    /// (`scheduler.unattendedChanges`).
+    pub fn unattended_changes(&self) -> bool {
+        self.unattended_changes
     }
 }

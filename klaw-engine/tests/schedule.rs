@@ -643,3 +643,334 @@ fn a_run_killed_mid_turn_is_neither_lost_nor_doubled() {
     assert!(got.values().all(|&n| n == 1));
     assert_eq!(server.requests().len(), 1);
 }
+
+/// `n` per-second jobs `<prefix>-<i>` added through one `call --jsonl` process, as the
+/// cron flood was; the answer lines.
+fn add_jsonl(s: &Setup, prefix: &str, n: usize, message: &str) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = s
+        .cmd(&["call", "--jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..n {
+        let line = json!({"id": i, "name": "schedule_add", "arguments": {
+            "name": format!("{prefix}-{i}"), "cron": "* * * * * *", "message": message,
+        }});
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn count(db: &rusqlite::Connection, sql: &str) -> i64 {
+    db.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// The cron flood, cut at the source: through `call --jsonl` the 101st job is refused
+/// with an error naming `scheduler.maxJobs` (default 100), as is one more through
+/// `schedule add`; a cap raised in the configuration lets it in.
+#[test]
+fn adding_past_max_jobs_fails_naming_the_cap() {
+    let s = Setup::new("http://127.0.0.1:9/v1");
+    let answers = add_jsonl(&s, "flood", 101, "go");
+    assert_eq!(answers.len(), 101);
+    assert!(
+        answers[..100].iter().all(|a| a["ok"] == true),
+        "{answers:?}"
+    );
+    let last = &answers[100];
+    assert_eq!(last["ok"], false, "{last}");
+    assert_eq!(last["error"]["kind"], "refused", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("100 jobs") && message.contains("scheduler.maxJobs"),
+        "{message}"
+    );
+    let o = s.run_cli(&["schedule", "add", "one-more", "* * * * * *", "go"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("holds 100 jobs") && stderr(&o).contains("scheduler.maxJobs"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(count(&s.db(), "SELECT COUNT(*) FROM jobs"), 100);
+    let o = s
+        .cmd(&["schedule", "add", "one-more", "0 9 * * *", "go"])
+        .env("KLAW_SCHEDULER_MAX_JOBS", "101")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(count(&s.db(), "SELECT COUNT(*) FROM jobs"), 101);
+}
+
+/// The most runs of one job `running` (claimed: waiting for a place or running) at
+/// once, and all of them.
+fn going(s: &Setup) -> (i64, i64) {
+    let db = s.db();
+    let per_job = count(
+        &db,
+        "SELECT COALESCE(MAX(n), 0) FROM
+           (SELECT COUNT(*) AS n FROM runs WHERE status = 'running' GROUP BY job)",
+    );
+    let all = count(&db, "SELECT COUNT(*) FROM runs WHERE status = 'running'");
+    (per_job, all)
+}
+
+/// A per-second job whose model takes 3 s to answer: while a run goes on, the
+/// occurrences that come are not queued — never more than one run of the job waiting
+/// or running — and once it ends they are settled by the misfire policy (`once`: the
+/// latest runs, the others are recorded skipped, saying why). Each occurrence has at
+/// most one row, and the model is asked once per run recorded.
+#[test]
+fn a_slow_per_second_job_has_one_run_at_a_time() {
+    let server = ScriptedServer::respond(|r| {
+        std::thread::sleep(Duration::from_secs(3));
+        answer(&format!("RAN tick {}", occurrence(&prompt(r))))
+    });
+    let s = Setup::new(&format!("{}/v1", server.url));
+    s.add(&["tick", "* * * * * *", "go", "--inject-into", "console_me"]);
+    let mut run = s.start(&[]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut most = 0;
+    loop {
+        most = most.max(going(&s).0);
+        let ok = s.runs("tick").iter().filter(|r| r.1 == "ok").count();
+        if ok >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "three runs never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run.terminate();
+    assert!(most <= 1, "{most} runs of one job going at once");
+    let runs = s.runs("tick");
+    let first = runs[0].0;
+    let last = runs[runs.len() - 1].0;
+    assert!(
+        i64::try_from(runs.len()).unwrap() <= last - first + 1,
+        "{runs:?}"
+    );
+    // Only the occurrences run were asked about: none of those skipped.
+    let run_at: Vec<i64> = runs
+        .iter()
+        .filter(|r| r.1 != "skipped")
+        .map(|r| r.0)
+        .collect();
+    for r in server.requests() {
+        let asked: jiff::Zoned = occurrence(&prompt(&r)).parse().unwrap();
+        assert!(
+            run_at.contains(&asked.timestamp().as_second()),
+            "{asked} was asked about: {runs:?}"
+        );
+    }
+    assert!(runs.iter().any(|r| r.1 == "skipped"), "{runs:?}");
+    let why: String = s
+        .db()
+        .query_row(
+            "SELECT error FROM runs WHERE job = 'tick' AND status = 'skipped' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(why.contains("still going"), "{why}");
+    let got = delivered(&run.lines(), "tick");
+    assert!(got.values().all(|&n| n == 1), "{got:?}");
+}
+
+/// The flood under `run`: as many per-second jobs as the cap allows (100), a model
+/// slower than they come. The runs waiting or running stay at one per job at most,
+/// sampled throughout, however long it goes on; nothing queues behind them.
+#[test]
+fn many_per_second_jobs_keep_the_pending_runs_bounded() {
+    let server = ScriptedServer::respond(|r| {
+        std::thread::sleep(Duration::from_millis(100));
+        answer(&format!("RAN {}", occurrence(&prompt(r))))
+    });
+    let s = Setup::new(&format!("{}/v1", server.url));
+    let answers = add_jsonl(&s, "flood", 100, "go");
+    assert!(answers.iter().all(|a| a["ok"] == true), "{answers:?}");
+    let run = s.start(&[]);
+    let (mut per_job, mut all) = (0, 0);
+    // Sampled until each job was claimed a few times over (many more occurrences than
+    // the model could answer).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (j, a) = going(&s);
+        (per_job, all) = (per_job.max(j), all.max(a));
+        let rows = count(&s.db(), "SELECT COUNT(*) FROM runs");
+        if rows >= 100 * 8 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the jobs were not claimed: {rows} rows\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", run.pid()))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .map(str::to_owned);
+    drop(run);
+    assert!(per_job <= 1, "{per_job} runs of one job going at once");
+    assert!(all <= 100, "{all} runs going for 100 jobs");
+    let db = s.db();
+    // Each occurrence once at most: what was not run is recorded skipped.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM (SELECT job, scheduled FROM runs GROUP BY job, scheduled HAVING COUNT(*) > 1)"
+        ),
+        0
+    );
+    let ran = count(&db, "SELECT COUNT(*) FROM runs WHERE status != 'skipped'");
+    eprintln!(
+        "100 per-second jobs: {} rows, {ran} runs claimed, {} model requests, at most {all} going; {rss:?}",
+        count(&db, "SELECT COUNT(*) FROM runs"),
+        server.requests().len()
+    );
+}
+
+/// A scheduled run's model calls `schedule_add` with a per-second cron: the call is
+/// refused with a result the model reads, and no job is added; with
+/// `scheduler.unattendedChanges` on, it is added.
+#[test]
+fn a_scheduled_run_cannot_add_jobs_unless_the_config_allows() {
+    let server = ScriptedServer::respond(|r| {
+        let p = prompt(r);
+        let results: Vec<String> = messages(r)
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if p.ends_with("SPAWN") && results.is_empty() {
+            return call(
+                "a",
+                "schedule_add",
+                json!({"name": "child", "cron": "* * * * * *", "message": "CHILD"}),
+            );
+        }
+        answer(&format!("DONE {}", results.join(" | ")))
+    });
+    let s = Setup::new(&format!("{}/v1", server.url));
+    s.add(&["spawner", "* * * * * *", "SPAWN", "--misfire", "skip"]);
+    let tool_results = || -> Vec<String> {
+        server
+            .requests()
+            .iter()
+            .flat_map(messages)
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let mut run = s.start(&[]);
+    wait_for(60, "the model's schedule_add answered", || {
+        !tool_results().is_empty()
+    });
+    run.terminate();
+    let refused = tool_results()[0].clone();
+    assert!(
+        refused.contains("refused")
+            && refused.contains("cannot add jobs")
+            && refused.contains("scheduler.unattendedChanges"),
+        "{refused}"
+    );
+    let list: Value = serde_json::from_str(&stdout(&s.run_cli(&["schedule", "list"]))).unwrap();
+    assert_eq!(list["count"], 1, "{list}");
+    // The run itself went on and ended.
+    assert!(s.runs("spawner").iter().any(|r| r.1 == "ok"));
+
+    // Allowed by the configuration: the same call adds the job.
+    let mut run = s.start(&[("KLAW_SCHEDULER_UNATTENDED_CHANGES", "true")]);
+    wait_for(60, "the job added by the scheduled run", || {
+        count(&s.db(), "SELECT COUNT(*) FROM jobs WHERE name = 'child'") == 1
+    });
+    run.terminate();
+}
+
+/// The same rule in-process, for every unattended caller: a subagent (whoever started
+/// it) cannot add a job or remove one, a scheduled run cannot add one nor remove
+/// another job but may remove its own; the command line can; with
+/// `scheduler.unattendedChanges` on, all can.
+#[tokio::test]
+async fn unattended_callers_cannot_change_the_schedule() {
+    use klaw_engine::ToolCall;
+    use klaw_tools::Caller;
+    for allowed in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_owned();
+        let env = move |name: &str| match name {
+            "HOME" => Some(home.display().to_string()),
+            "KLAW_CONFIG" => Some(home.join("engine.json").display().to_string()),
+            "KLAW_SCHEDULER_UNATTENDED_CHANGES" => Some(allowed.to_string()),
+            _ => None,
+        };
+        // No approval asked, so that only the scheduler's own rule answers.
+        std::fs::write(
+            dir.path().join("engine.json"),
+            r#"{"agent": {"approval": "never"}}"#,
+        )
+        .unwrap();
+        let config = klaw_engine::Config::load_with(&env).unwrap();
+        let app = klaw_engine::App::assemble(config, None).unwrap();
+        let engine = app.engine();
+        let call = |tool: &str, args: Value, caller: Caller| {
+            engine.execute(ToolCall::new(tool, args).with_caller(caller), None)
+        };
+        let job = |name: &str| json!({"name": name, "cron": "* * * * * *", "message": "go"});
+        let cli = || Caller::new("cli", None);
+        let subagent = || Caller::new("subagent", Some("1:sub-1".into()));
+        let scheduled = |job: &str| Caller::new("schedule", Some(job.into()));
+        call("schedule_add", job("own"), cli()).await.unwrap();
+        call("schedule_add", job("other"), cli()).await.unwrap();
+        call("schedule_add", job("other2"), cli()).await.unwrap();
+        for (tool, args, caller) in [
+            ("schedule_add", job("new1"), subagent()),
+            ("schedule_add", job("new2"), scheduled("own")),
+            ("schedule_remove", json!({"name": "other"}), subagent()),
+            (
+                "schedule_remove",
+                json!({"name": "other2"}),
+                scheduled("own"),
+            ),
+        ] {
+            let who = caller.channel.clone();
+            let got = call(tool, args, caller).await;
+            if allowed {
+                assert!(got.is_ok(), "{tool} by {who}: {got:?}");
+            } else {
+                let e = got.unwrap_err();
+                assert_eq!(e.kind().code(), "refused", "{tool} by {who}: {e}");
+                assert!(e.message().contains("scheduler.unattendedChanges"), "{e}");
+            }
+        }
+        // A scheduled run may end its own job.
+        call("schedule_remove", json!({"name": "own"}), scheduled("own"))
+            .await
+            .unwrap();
+        let list = call("schedule_list", json!({}), cli()).await.unwrap();
+        let names: Vec<String> = serde_json::from_str::<Value>(list.text()).unwrap()["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_owned())
+            .collect();
+        if allowed {
+            assert_eq!(names, ["new1", "new2"]);
+        } else {
+            assert_eq!(names, ["other", "other2"]);
+        }
+    }
+}

@@ -26,7 +26,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// `running` and are settled by their misfire policy once the lease passes.
 const GRACE: Duration = Duration::from_secs(10);
 
-/// Most runs at once in one engine; the others wait (their lease kept).
+/// Most runs at once in one engine; the others wait (their lease kept), one per job at
+/// most.
 const PARALLEL: usize = 4;
 
 /// What the turn of a run is told: which job and occurrence, then the job's message.
@@ -45,9 +46,20 @@ pub(crate) fn prompt(claim: &Claim) -> String {
 
 impl Scheduler {
     /// Fires due jobs until `stop`: claims every due occurrence, runs each on `agent`,
-    /// and sleeps until the earliest next run (at most a second, so jobs added by
-    /// another process are seen). A store that fails is logged and tried again.
+    /// and sleeps until the earliest next run or the end of a run (at most a second, so
+    /// jobs added by another process are seen). The store hands out at most one run of
+    /// a job at a time, so what waits here is bounded by the number of jobs. A store
+    /// that fails is logged and tried again.
     pub(crate) async fn run(&self, agent: Agent, gateway: Gateway, stop: CancellationToken) {
+        // The leases of every run of the loop, the grace after the stop included.
+        tokio::select! {
+            () = self.fire_due(agent, gateway, stop) => {}
+            never = self.keep_leases() => match never {},
+        }
+    }
+
+    /// The loop of [`run`](Self::run), its leases renewed beside it.
+    async fn fire_due(&self, agent: Agent, gateway: Gateway, stop: CancellationToken) {
         let limit = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
         let mut running = tokio::task::JoinSet::new();
         loop {
@@ -104,9 +116,18 @@ impl Scheduler {
                 })
                 .unwrap_or(TICK)
                 .min(TICK);
+            // A run that ends frees its job: what came meanwhile is claimed at once.
+            let ended = async {
+                if running.is_empty() {
+                    std::future::pending::<()>().await;
+                } else {
+                    let _ = running.join_next().await;
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(wait) => {}
+                () = ended => {}
             }
         }
         let all = async { while running.join_next().await.is_some() {} };
@@ -139,8 +160,9 @@ impl Scheduler {
         self.fire(claim, agent, gateway, None).await
     }
 
-    /// Runs one claimed occurrence (once a place of `limit` is free), renewing its
-    /// lease from the start, waiting included, and records its end.
+    /// Runs one claimed occurrence (once a place of `limit` is free) and records its
+    /// end. Its lease is renewed from the start, waiting included: by the loop's
+    /// `keep_leases` with a `limit`, by itself without one (`run_now`).
     ///
     /// The run is a root span `scheduled_run {job}` (`klaw.job.name`,
     /// `klaw.job.scheduled`, the occurrence's time, `error.type` and an error status
@@ -183,6 +205,7 @@ impl Scheduler {
         gateway: &Gateway,
         limit: Option<Arc<tokio::sync::Semaphore>>,
     ) -> Result<(), String> {
+        let own_lease = limit.is_none();
         let name = claim.job.spec.name.clone();
         let id = format!("{name}@{}", claim.scheduled);
         let outcome = match self.turn_on(&claim, agent) {
@@ -198,9 +221,15 @@ impl Scheduler {
                     };
                     tokio::time::timeout(self.timeout, sub.turn(&chat, caller, &message, &())).await
                 };
-                let answer = tokio::select! {
-                    a = turn => a,
-                    never = self.keep_lease(&claim) => match never {},
+                // The loop's runs are renewed all at once (`keep_leases`); one run now
+                // renews its own.
+                let answer = if own_lease {
+                    tokio::select! {
+                        a = turn => a,
+                        never = self.keep_lease(&claim) => match never {},
+                    }
+                } else {
+                    turn.await
                 };
                 deliver(
                     &id,
@@ -241,6 +270,27 @@ impl Scheduler {
             Some(m) => Model::from_config(agent.engine().config(), Some(m))
                 .map(|model| agent.on_model(model))
                 .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Renews the lease on every run this engine holds, a third of the lease apart, for
+    /// as long as it is polled (never returns): one statement each time, so a thousand
+    /// jobs waiting cost what one does.
+    async fn keep_leases(&self) -> std::convert::Infallible {
+        let every = self.lease / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            let me = self.clone();
+            let renewed = tokio::task::spawn_blocking(move || {
+                let until = Timestamp::now()
+                    .checked_add(jiff::SignedDuration::try_from(me.lease).unwrap_or_default())
+                    .unwrap_or_else(|_| Timestamp::now());
+                me.store.renew_all(&me.owner, until)
+            })
+            .await;
+            if let Ok(Err(e)) = renewed {
+                tracing::warn!(target: "klaw::scheduler", "cannot renew the leases: {e}");
+            }
         }
     }
 

@@ -4,7 +4,14 @@
 //! run, keyed by (job, scheduled time) — a second claim of it is a no-op — with a lease
 //! (owner, expiry), and advances the job's next run; missed occurrences and the expired
 //! leases of dead engines are settled by the job's misfire policy there too.
+//!
+//! The bounds every store keeps, whatever the cron: at most `scheduler.maxJobs` jobs
+//! (checked in the transaction that adds one); at most one run of a job waiting or
+//! running at a time (a job with a `running` run is not claimed: occurrences that come
+//! meanwhile are settled by its misfire policy once that run ends, Quartz's "disallow
+//! concurrent execution"); at most [`RUNS_KEPT`] recorded runs per job.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -18,7 +25,8 @@ use super::cron::{Schedule, ScheduleError};
 /// missed (the engine was down) and follow the misfire policy.
 pub const MISFIRE_GRACE: Duration = Duration::from_secs(60);
 
-/// Runs kept per job (the latest; older finished ones are dropped as runs end).
+/// Runs kept per job (the latest; older finished ones are dropped as runs end and as
+/// missed ones are recorded).
 pub const RUNS_KEPT: u32 = 1000;
 
 /// Most occurrences looked at when settling one job's missed runs (a per-second job
@@ -33,7 +41,8 @@ pub enum Misfire {
     Once,
     /// None: missed runs are recorded as skipped; the job waits for its next run.
     Skip,
-    /// Each missed run, up to `scheduler.maxCatchUpRuns` (the latest ones).
+    /// Each missed run, up to `scheduler.maxCatchUpRuns` (the latest ones), one after
+    /// another.
     All,
 }
 
@@ -146,6 +155,26 @@ pub enum StoreError {
     /// A job of that name exists.
     #[error("a job named `{0}` already exists; remove it first or pick another name")]
     Duplicate(String),
+    /// The store holds as many jobs as `scheduler.maxJobs` allows.
+    #[error(
+        "the schedule already holds {max} jobs, the most scheduler.maxJobs allows; remove one \
+         first (schedule_remove) or raise scheduler.maxJobs in engine.json"
+    )]
+    Full {
+        /// The cap, `scheduler.maxJobs`.
+        max: u32,
+    },
+    /// The job has a run waiting or running; a job runs one at a time.
+    #[error(
+        "the job `{name}` has a run going (the occurrence of {scheduled}); a job runs one at a \
+         time: try again when it ends"
+    )]
+    Busy {
+        /// The job's name.
+        name: String,
+        /// The occurrence of the run going.
+        scheduled: Timestamp,
+    },
     /// No job has that name.
     #[error("no job named `{name}`; {}", known_jobs(.known))]
     NotFound {
@@ -177,6 +206,16 @@ impl StoreError {
     pub fn is_duplicate(&self) -> bool {
         matches!(self, Self::Duplicate(_))
     }
+
+    /// Whether the store held `scheduler.maxJobs` jobs already.
+    pub fn is_full(&self) -> bool {
+        matches!(self, Self::Full { .. })
+    }
+
+    /// Whether the job had a run going.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Busy { .. })
+    }
 }
 
 fn sql(doing: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
@@ -184,27 +223,37 @@ fn sql(doing: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
 }
 
 /// Where jobs and runs are kept; shared by every engine on one data dir.
+///
+/// Every store keeps the same bounds, in the same transaction as the change they
+/// bound: at most `max_jobs` jobs ([`add`](Self::add)); at most one run of a job
+/// `running` (claimed, waiting for a place or running) at a time ([`claim_due`](
+/// Self::claim_due), [`claim_now`](Self::claim_now)); at most [`RUNS_KEPT`] runs recorded
+/// per job.
 pub trait JobStore: Send + Sync {
-    /// Adds `job`, its first run the first occurrence after `now`.
-    fn add(&self, job: &NewJob, now: Timestamp) -> Result<Job, StoreError>;
+    /// Adds `job`, its first run the first occurrence after `now`; [`StoreError::Full`]
+    /// when the store holds `max_jobs` jobs already.
+    fn add(&self, job: &NewJob, now: Timestamp, max_jobs: u32) -> Result<Job, StoreError>;
     /// Removes the job `name` and its runs.
     fn remove(&self, name: &str) -> Result<(), StoreError>;
     /// Every job, by name.
     fn list(&self) -> Result<Vec<Job>, StoreError>;
     /// The job `name`.
     fn get(&self, name: &str) -> Result<Job, StoreError>;
-    /// The earliest next run of any job.
+    /// The earliest next run of any job that has no run going.
     fn next_due(&self) -> Result<Option<Timestamp>, StoreError>;
-    /// Claims for `owner` every occurrence due at `now` (and runs of dead engines whose
-    /// lease expired), settling missed ones by each job's policy, holding each for
-    /// `lease`; advances each job's next run.
+    /// Claims for `owner` the due occurrence of every job that has no run going (and
+    /// runs of dead engines whose lease expired), at most one per job, settling the
+    /// others by each job's policy, holding each for `lease`; advances each job's next
+    /// run. A job whose run is going is left as it is: what comes meanwhile is settled
+    /// once that run ends.
     fn claim_due(
         &self,
         now: Timestamp,
         owner: &str,
         lease: Duration,
     ) -> Result<Vec<Claim>, StoreError>;
-    /// Claims a run of `name` now, off its schedule (`schedule run-now`).
+    /// Claims a run of `name` now, off its schedule (`schedule run-now`);
+    /// [`StoreError::Busy`] when the job has a run going.
     fn claim_now(
         &self,
         name: &str,
@@ -214,6 +263,9 @@ pub trait JobStore: Send + Sync {
     ) -> Result<Claim, StoreError>;
     /// Extends `owner`'s lease on a run to `until`; false when it is no longer its own.
     fn renew(&self, claim: &Claim, owner: &str, until: Timestamp) -> Result<bool, StoreError>;
+    /// Extends `owner`'s lease on every run it holds to `until` (one statement, however
+    /// many jobs); how many it holds.
+    fn renew_all(&self, owner: &str, until: Timestamp) -> Result<usize, StoreError>;
     /// Records how `owner`'s run ended (`Err` with why it failed).
     fn finish(
         &self,
@@ -272,6 +324,10 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_running ON runs(status, lease_until);
 ";
+
+/// The jobs with a run going (claimed, waiting or running): they are not claimed again
+/// until it ends.
+const BUSY: &str = "SELECT job FROM runs WHERE status = 'running'";
 
 const JOB_COLUMNS: &str = "name, cron, timezone, message, model, inject_into, misfire, created, \
                            next_run, last_run, last_status, last_error, origin";
@@ -429,14 +485,285 @@ fn insert_run(
     Ok(n == 1)
 }
 
+/// Drops the runs of `job` older than its latest [`RUNS_KEPT`] (never one `running`):
+/// the record stays bounded, though a per-second job makes 86,400 runs a day.
+fn prune(tx: &rusqlite::Transaction<'_>, job: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM runs WHERE job = ?1 AND status != 'running' AND scheduled <
+           (SELECT scheduled FROM runs WHERE job = ?1
+            ORDER BY scheduled DESC LIMIT 1 OFFSET ?2)",
+        params![job, RUNS_KEPT - 1],
+    )
+    .map_err(sql("dropping old runs"))?;
+    Ok(())
+}
+
+/// Why an expired run of a job with misfire `skip` is not run again.
+const EXPIRED_SKIP: &str = "the engine running it stopped before it finished (its lease \
+                            expired); misfire skip: not run again";
+
+/// Why an expired run is not run again when another run of its job is going.
+const EXPIRED_BUSY: &str = "the engine running it stopped before it finished (its lease \
+                            expired), and another run of the job is going: a job runs one \
+                            at a time";
+
+/// Settles the runs of engines that died holding them (their lease expired) by each
+/// job's policy: under `once` and `all` the latest is run again by `owner` (same row, one
+/// more attempt), under `skip` it is recorded failed. A job never gets a second run
+/// going: any other expired run of it, or one of a job whose run is going in a live
+/// engine, is recorded failed.
+fn settle_expired(
+    tx: &rusqlite::Transaction<'_>,
+    now_s: i64,
+    owner: &str,
+    until: i64,
+) -> Result<Vec<Claim>, StoreError> {
+    let expired: Vec<(Job, i64)> = {
+        let mut stmt = tx
+            .prepare(&format!(
+                "SELECT {}, r.scheduled FROM runs r JOIN jobs j ON j.name = r.job
+                 WHERE r.status = 'running' AND r.lease_until < ?1
+                 ORDER BY r.job, r.scheduled DESC",
+                JOB_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("j.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .map_err(sql("reading expired leases"))?;
+        // The run's column follows the job's.
+        let scheduled = JOB_COLUMNS.split(", ").count();
+        stmt.query_map([now_s], |r| Ok((job_from_row(r)?, r.get(scheduled)?)))
+            .map_err(sql("reading expired leases"))?
+            .collect::<Result<_, _>>()
+            .map_err(sql("reading expired leases"))?
+    };
+    if expired.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut going: HashSet<String> = {
+        let mut stmt = tx
+            .prepare("SELECT DISTINCT job FROM runs WHERE status = 'running' AND lease_until >= ?1")
+            .map_err(sql("reading runs going"))?;
+        stmt.query_map([now_s], |r| r.get(0))
+            .map_err(sql("reading runs going"))?
+            .collect::<Result<_, _>>()
+            .map_err(sql("reading runs going"))?
+    };
+    let mut claims = Vec::new();
+    for (job, scheduled) in expired {
+        let why = if job.spec.misfire == Misfire::Skip {
+            Some(EXPIRED_SKIP)
+        } else if going.contains(&job.spec.name) {
+            Some(EXPIRED_BUSY)
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            tx.execute(
+                "UPDATE runs SET status = 'failed', finished = ?3, error = ?4
+                 WHERE job = ?1 AND scheduled = ?2",
+                params![job.spec.name, scheduled, now_s, why],
+            )
+            .map_err(sql("settling an expired lease"))?;
+            continue;
+        }
+        tx.execute(
+            "UPDATE runs SET owner = ?3, lease_until = ?4, attempts = attempts + 1, started = ?5
+             WHERE job = ?1 AND scheduled = ?2",
+            params![job.spec.name, scheduled, owner, until, now_s],
+        )
+        .map_err(sql("taking over an expired lease"))?;
+        going.insert(job.spec.name.clone());
+        claims.push(Claim {
+            job,
+            scheduled: ts(scheduled),
+        });
+    }
+    Ok(claims)
+}
+
+/// The occurrences of `schedule` from `first` (one of them) up to `now`: all of them, or
+/// when there are more than [`MAX_SCAN`], the latest ones (then `true`: the older ones
+/// are skipped without a row).
+fn due_occurrences(
+    schedule: &Schedule,
+    first: Timestamp,
+    now: Timestamp,
+) -> (Vec<Timestamp>, bool) {
+    let scan = |from: Timestamp| {
+        let mut occurrences = vec![from];
+        let mut at = from;
+        while let Some(n) = schedule.next_after(at) {
+            if n > now {
+                return (occurrences, false);
+            }
+            if occurrences.len() >= MAX_SCAN {
+                return (occurrences, true);
+            }
+            occurrences.push(n);
+            at = n;
+        }
+        (occurrences, false)
+    };
+    let (mut occurrences, mut cut) = scan(first);
+    let mut more = false;
+    // Cut: scan again from as far before now as the scan spanned (a few times for an
+    // irregular expression), so the latest occurrences are the ones looked at.
+    for _ in 0..4 {
+        if !cut {
+            break;
+        }
+        more = true;
+        let (Some(&from), Some(&to)) = (occurrences.first(), occurrences.last()) else {
+            break;
+        };
+        let start = now
+            .checked_sub(to.duration_since(from))
+            .ok()
+            .and_then(|t| t.checked_sub(jiff::SignedDuration::from_secs(1)).ok())
+            .and_then(|t| schedule.next_after(t));
+        match start {
+            Some(s) if s > to && s <= now => (occurrences, cut) = scan(s),
+            _ => break,
+        }
+    }
+    (occurrences, more)
+}
+
+/// Claims for `owner` the occurrence of `job` (due, with no run going) that its misfire
+/// policy runs now, records the older ones it does not run as skipped, and moves the
+/// job's next run on: to its next occurrence after `now`, or under `all` to the next
+/// missed one, claimed once this run ends (one run at a time).
+fn claim_job(
+    tx: &rusqlite::Transaction<'_>,
+    job: Job,
+    now: Timestamp,
+    owner: &str,
+    until: i64,
+    max_catch_up: usize,
+) -> Result<Option<Claim>, StoreError> {
+    let now_s = now.as_second();
+    let Some(first) = job.next_run else {
+        return Ok(None);
+    };
+    let schedule = match Schedule::parse_cached(&job.spec.cron, &job.spec.timezone) {
+        Ok(s) => s,
+        Err(e) => {
+            // Stored before a change of rules: it is not run, and says why.
+            tx.execute(
+                "UPDATE jobs SET next_run = NULL, last_status = 'failed', last_error = ?2 WHERE name = ?1",
+                params![job.spec.name, e.to_string()],
+            )
+            .map_err(sql("disabling a job"))?;
+            return Ok(None);
+        }
+    };
+    let (occurrences, more) = due_occurrences(&schedule, first, now);
+    let after_now = schedule.next_after(now);
+    let grace = i64::try_from(MISFIRE_GRACE.as_secs()).unwrap_or(60);
+    let on_time = |t: &Timestamp| now_s - t.as_second() <= grace;
+    // The one occurrence run now, and the job's next run.
+    let (run, next) = match job.spec.misfire {
+        Misfire::Once => (occurrences.last().copied(), after_now),
+        Misfire::Skip => (occurrences.last().copied().filter(on_time), after_now),
+        Misfire::All => {
+            // Each of the latest maxCatchUpRuns, oldest first, one at a time.
+            let window = &occurrences[occurrences.len().saturating_sub(max_catch_up)..];
+            (
+                window.first().copied(),
+                window.get(1).copied().or(after_now),
+            )
+        }
+    };
+    // When the job's last run ended: what came before it came while it was going.
+    let last_end: Option<i64> = tx
+        .query_row(
+            "SELECT MAX(finished) FROM runs WHERE job = ?1 AND status IN ('ok', 'failed')",
+            [&job.spec.name],
+            |r| r.get(0),
+        )
+        .map_err(sql("reading the last run"))?;
+    let mut claim = None;
+    let mut skipped = false;
+    for t in &occurrences {
+        let s = t.as_second();
+        if Some(*t) == run {
+            if insert_run(
+                tx,
+                &job.spec.name,
+                s,
+                owner,
+                ("running", None),
+                until,
+                now_s,
+            )? {
+                claim = Some(Claim {
+                    job: job.clone(),
+                    scheduled: *t,
+                });
+            }
+        } else if run.is_none_or(|r| *t < r) {
+            let why = if last_end.is_some_and(|e| s < e) {
+                format!(
+                    "came while the job's run before it was still going: a job runs one at a \
+                     time (misfire {})",
+                    job.spec.misfire.as_str()
+                )
+            } else {
+                format!(
+                    "missed while no engine ran (misfire {})",
+                    job.spec.misfire.as_str()
+                )
+            };
+            insert_run(
+                tx,
+                &job.spec.name,
+                s,
+                owner,
+                ("skipped", Some(&why)),
+                now_s,
+                now_s,
+            )?;
+            skipped = true;
+        }
+    }
+    if skipped {
+        prune(tx, &job.spec.name)?;
+    }
+    if more {
+        tracing::warn!(target: "klaw::scheduler", job = job.spec.name, "more than {MAX_SCAN} runs were missed; the older ones are skipped without a record");
+    }
+    tx.execute(
+        "UPDATE jobs SET next_run = ?2 WHERE name = ?1",
+        params![job.spec.name, next.map(|t| t.as_second())],
+    )
+    .map_err(sql("advancing a job"))?;
+    Ok(claim)
+}
+
 impl JobStore for SqliteStore {
-    fn add(&self, job: &NewJob, now: Timestamp) -> Result<Job, StoreError> {
+    fn add(&self, job: &NewJob, now: Timestamp, max_jobs: u32) -> Result<Job, StoreError> {
         let schedule = Schedule::parse_cached(&job.cron, &job.timezone)?;
         let next = schedule.next_after(now).map(|t| t.as_second());
         self.with(|conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql("adding a job"))?;
+            // Counted under the write lock: two engines adding at once cannot pass it.
+            let count: i64 = tx
+                .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+                .map_err(sql("counting the jobs"))?;
+            let taken = tx
+                .prepare("SELECT 1 FROM jobs WHERE name = ?1")
+                .and_then(|mut st| st.exists([&job.name]))
+                .map_err(sql("adding a job"))?;
+            if taken {
+                return Err(StoreError::Duplicate(job.name.clone()));
+            }
+            if count >= i64::from(max_jobs) {
+                return Err(StoreError::Full { max: max_jobs });
+            }
             let n = tx
                 .execute(
                     "INSERT OR IGNORE INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run, origin)
@@ -502,9 +829,11 @@ impl JobStore for SqliteStore {
 
     fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
         self.with(|conn| {
-            conn.query_row("SELECT MIN(next_run) FROM jobs", [], |r| {
-                r.get::<_, Option<i64>>(0)
-            })
+            conn.query_row(
+                &format!("SELECT MIN(next_run) FROM jobs WHERE name NOT IN ({BUSY})"),
+                [],
+                |r| r.get::<_, Option<i64>>(0),
+            )
             .map(|t| t.map(ts))
             .map_err(sql("reading the next run"))
         })
@@ -521,135 +850,24 @@ impl JobStore for SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql("claiming due runs"))?;
-            let now_s = now.as_second();
             let until = lease_end(now, lease);
-            let grace = i64::try_from(MISFIRE_GRACE.as_secs()).unwrap_or(60);
-            let mut claims = Vec::new();
-
-            // Runs of engines that died holding them: settled by the job's policy.
-            let expired: Vec<(Job, i64)> = {
-                let mut stmt = tx
-                    .prepare(&format!(
-                        "SELECT {}, r.scheduled FROM runs r JOIN jobs j ON j.name = r.job
-                         WHERE r.status = 'running' AND r.lease_until < ?1",
-                        JOB_COLUMNS
-                            .split(", ")
-                            .map(|c| format!("j.{c}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                    .map_err(sql("reading expired leases"))?;
-                // The run's column follows the job's.
-                let scheduled = JOB_COLUMNS.split(", ").count();
-                stmt.query_map([now_s], |r| Ok((job_from_row(r)?, r.get(scheduled)?)))
-                    .map_err(sql("reading expired leases"))?
-                    .collect::<Result<_, _>>()
-                    .map_err(sql("reading expired leases"))?
-            };
-            for (job, scheduled) in expired {
-                if job.spec.misfire == Misfire::Skip {
-                    tx.execute(
-                        "UPDATE runs SET status = 'failed', finished = ?3,
-                           error = 'the engine running it stopped before it finished (its lease expired); misfire skip: not run again'
-                         WHERE job = ?1 AND scheduled = ?2",
-                        params![job.spec.name, scheduled, now_s],
-                    )
-                    .map_err(sql("settling an expired lease"))?;
-                    continue;
-                }
-                tx.execute(
-                    "UPDATE runs SET owner = ?3, lease_until = ?4, attempts = attempts + 1, started = ?5
-                     WHERE job = ?1 AND scheduled = ?2",
-                    params![job.spec.name, scheduled, owner, until, now_s],
-                )
-                .map_err(sql("taking over an expired lease"))?;
-                claims.push(Claim {
-                    job,
-                    scheduled: ts(scheduled),
-                });
-            }
-
-            // Jobs whose next run has come.
+            let mut claims = settle_expired(&tx, now.as_second(), owner, until)?;
+            // Jobs whose next run has come and that have no run going: a job whose run
+            // goes on is looked at again once it ends.
             let due: Vec<Job> = {
                 let mut stmt = tx
                     .prepare(&format!(
-                        "SELECT {JOB_COLUMNS} FROM jobs WHERE next_run <= ?1 ORDER BY next_run"
+                        "SELECT {JOB_COLUMNS} FROM jobs WHERE next_run <= ?1 AND name NOT IN ({BUSY})
+                         ORDER BY next_run"
                     ))
                     .map_err(sql("reading due jobs"))?;
-                stmt.query_map([now_s], job_from_row)
+                stmt.query_map([now.as_second()], job_from_row)
                     .map_err(sql("reading due jobs"))?
                     .collect::<Result<_, _>>()
                     .map_err(sql("reading due jobs"))?
             };
             for job in due {
-                let Some(first) = job.next_run else { continue };
-                let schedule = match Schedule::parse_cached(&job.spec.cron, &job.spec.timezone) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        // Stored before a change of rules: it is not run, and says why.
-                        tx.execute(
-                            "UPDATE jobs SET next_run = NULL, last_status = 'failed', last_error = ?2 WHERE name = ?1",
-                            params![job.spec.name, e.to_string()],
-                        )
-                        .map_err(sql("disabling a job"))?;
-                        continue;
-                    }
-                };
-                // Every occurrence from the stored next run up to now.
-                let mut occurrences = vec![first];
-                let mut at = first;
-                let mut more = false;
-                while let Some(n) = schedule.next_after(at) {
-                    if n > now {
-                        break;
-                    }
-                    if occurrences.len() >= MAX_SCAN {
-                        more = true;
-                        break;
-                    }
-                    occurrences.push(n);
-                    at = n;
-                }
-                let next = schedule.next_after(now).map(|t| t.as_second());
-                let on_time = |t: &Timestamp| now_s - t.as_second() <= grace;
-                let run: Vec<Timestamp> = match job.spec.misfire {
-                    Misfire::Once => occurrences.last().copied().into_iter().collect(),
-                    Misfire::Skip => occurrences
-                        .last()
-                        .copied()
-                        .filter(on_time)
-                        .into_iter()
-                        .collect(),
-                    Misfire::All => {
-                        let from = occurrences.len().saturating_sub(max_catch_up);
-                        occurrences[from..].to_vec()
-                    }
-                };
-                for t in &occurrences {
-                    let s = t.as_second();
-                    if run.contains(t) {
-                        if insert_run(&tx, &job.spec.name, s, owner, ("running", None), until, now_s)? {
-                            claims.push(Claim {
-                                job: job.clone(),
-                                scheduled: *t,
-                            });
-                        }
-                    } else {
-                        let why = format!(
-                            "missed while no engine ran (misfire {})",
-                            job.spec.misfire.as_str()
-                        );
-                        insert_run(&tx, &job.spec.name, s, owner, ("skipped", Some(&why)), now_s, now_s)?;
-                    }
-                }
-                if more {
-                    tracing::warn!(target: "klaw::scheduler", job = job.spec.name, "more than {MAX_SCAN} runs were missed; the older ones are skipped without a record");
-                }
-                tx.execute(
-                    "UPDATE jobs SET next_run = ?2 WHERE name = ?1",
-                    params![job.spec.name, next],
-                )
-                .map_err(sql("advancing a job"))?;
+                claims.extend(claim_job(&tx, job, now, owner, until, max_catch_up)?);
             }
             tx.commit().map_err(sql("claiming due runs"))?;
             Ok(claims)
@@ -668,6 +886,22 @@ impl JobStore for SqliteStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql("claiming a run"))?;
             let job = Self::get_in(&tx, name)?;
+            // One run of a job at a time, this one too.
+            let going: Option<i64> = tx
+                .query_row(
+                    "SELECT scheduled FROM runs WHERE job = ?1 AND status = 'running'
+                     ORDER BY scheduled DESC LIMIT 1",
+                    [name],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql("claiming a run"))?;
+            if let Some(scheduled) = going {
+                return Err(StoreError::Busy {
+                    name: name.to_owned(),
+                    scheduled: ts(scheduled),
+                });
+            }
             // A second run-now in the same second is the next second's.
             let mut s = now.as_second();
             while !insert_run(
@@ -697,6 +931,16 @@ impl JobStore for SqliteStore {
             )
             .map(|n| n == 1)
             .map_err(sql("renewing a lease"))
+        })
+    }
+
+    fn renew_all(&self, owner: &str, until: Timestamp) -> Result<usize, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE runs SET lease_until = ?2 WHERE owner = ?1 AND status = 'running'",
+                params![owner, until.as_second()],
+            )
+            .map_err(sql("renewing the leases"))
         })
     }
 
@@ -735,14 +979,7 @@ impl JobStore for SqliteStore {
                     params![claim.job.spec.name, claim.scheduled.as_second(), status, error],
                 )
                 .map_err(sql("recording a run"))?;
-                // The record stays bounded: a per-second job makes 86,400 runs a day.
-                tx.execute(
-                    "DELETE FROM runs WHERE job = ?1 AND status != 'running' AND scheduled <
-                       (SELECT scheduled FROM runs WHERE job = ?1
-                        ORDER BY scheduled DESC LIMIT 1 OFFSET ?2)",
-                    params![claim.job.spec.name, RUNS_KEPT - 1],
-                )
-                .map_err(sql("dropping old runs"))?;
+                prune(&tx, &claim.job.spec.name)?;
             } else {
                 tracing::warn!(target: "klaw::scheduler", job = claim.job.spec.name, "the run's lease had passed to another engine; its end was not recorded");
             }
@@ -826,7 +1063,7 @@ mod tests {
         assert_eq!(old.spec.origin, None);
         let mut new = job("new", "0 10 * * *", Misfire::Once);
         new.origin = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
-        s.add(&new, at("2026-03-01T00:00:00Z")).unwrap();
+        s.add(&new, at("2026-03-01T00:00:00Z"), 100).unwrap();
         assert_eq!(s.get("new").unwrap().spec.origin, new.origin);
         assert_eq!(s.list().unwrap().len(), 2);
     }
@@ -838,6 +1075,7 @@ mod tests {
             .add(
                 &job("report", "0 9 * * *", Misfire::Once),
                 at("2026-01-01T10:00:00Z"),
+                100,
             )
             .unwrap();
         assert_eq!(j.next_run, Some(at("2026-01-02T09:00:00Z")));
@@ -845,6 +1083,7 @@ mod tests {
             .add(
                 &job("report", "0 10 * * *", Misfire::Once),
                 at("2026-01-01T10:00:00Z"),
+                100,
             )
             .unwrap_err();
         assert!(dup.is_duplicate() && dup.to_string().contains("`report` already exists"));
@@ -852,6 +1091,7 @@ mod tests {
             .add(
                 &job("x", "61 * * * *", Misfire::Once),
                 at("2026-01-01T10:00:00Z"),
+                100,
             )
             .unwrap_err();
         assert!(
@@ -861,6 +1101,7 @@ mod tests {
         s.add(
             &job("backup", "@daily", Misfire::Skip),
             at("2026-01-01T10:00:00Z"),
+            100,
         )
         .unwrap();
         let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.spec.name).collect();
@@ -881,6 +1122,7 @@ mod tests {
         s.add(
             &job("tick", "* * * * * *", Misfire::Once),
             at("2026-01-01T00:00:00Z"),
+            100,
         )
         .unwrap();
         let other = SqliteStore::new(dir.path().join("schedule.sqlite"), 3);
@@ -943,10 +1185,10 @@ mod tests {
             s.add(
                 &job("daily", "0 9 * * *", misfire),
                 at("2026-01-01T10:00:00Z"),
+                100,
             )
             .unwrap();
-            let claims = s.claim_due(at("2026-01-04T12:00:00Z"), "a", LEASE).unwrap();
-            let got: Vec<String> = claims.iter().map(|c| c.scheduled.to_string()).collect();
+            let got = claim_all(&s, at("2026-01-04T12:00:00Z"));
             assert_eq!(got, ran, "{misfire:?}");
             let runs = s.runs("daily").unwrap();
             assert_eq!(runs.len(), 3, "{misfire:?}");
@@ -962,17 +1204,37 @@ mod tests {
         }
     }
 
-    /// `all` catches up at most maxCatchUpRuns (3 here), the latest ones.
+    /// Claims at `now` until nothing more is due, finishing each run before the next
+    /// claim (a job runs one at a time); the occurrences run, in order.
+    fn claim_all(s: &SqliteStore, now: Timestamp) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            let claims = s.claim_due(now, "a", LEASE).unwrap();
+            if claims.is_empty() {
+                return got;
+            }
+            assert_eq!(claims.len(), 1, "one run of the job at a time: {claims:?}");
+            assert!(
+                s.claim_due(now, "a", LEASE).unwrap().is_empty(),
+                "a second run claimed while one goes"
+            );
+            s.finish(&claims[0], "a", Ok(()), now).unwrap();
+            got.push(claims[0].scheduled.to_string());
+        }
+    }
+
+    /// `all` catches up at most maxCatchUpRuns (3 here), the latest ones, one after
+    /// another.
     #[test]
     fn all_is_capped() {
         let (_d, s) = store();
         s.add(
             &job("hourly", "0 * * * *", Misfire::All),
             at("2026-01-01T00:30:00Z"),
+            100,
         )
         .unwrap();
-        let claims = s.claim_due(at("2026-01-01T10:30:00Z"), "a", LEASE).unwrap();
-        let got: Vec<String> = claims.iter().map(|c| c.scheduled.to_string()).collect();
+        let got = claim_all(&s, at("2026-01-01T10:30:00Z"));
         assert_eq!(
             got,
             [
@@ -993,6 +1255,7 @@ mod tests {
             s.add(
                 &job("daily", "0 9 * * *", misfire),
                 at("2026-01-01T08:00:00Z"),
+                100,
             )
             .unwrap();
             let t = at("2026-01-01T09:00:00Z");
@@ -1030,6 +1293,7 @@ mod tests {
         s.add(
             &job("tick", "* * * * * *", Misfire::Once),
             at("2026-01-01T00:00:00Z"),
+            100,
         )
         .unwrap();
         let start = at("2026-01-01T00:00:00Z");
@@ -1053,11 +1317,14 @@ mod tests {
         s.add(
             &job("daily", "0 9 * * *", Misfire::Once),
             at("2026-01-01T08:00:00Z"),
+            100,
         )
         .unwrap();
         let c = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
         assert!(s.renew(&c[0], "a", at("2026-01-01T09:10:00Z")).unwrap());
         assert!(!s.renew(&c[0], "b", at("2026-01-01T09:10:00Z")).unwrap());
+        assert_eq!(s.renew_all("b", at("2026-01-01T09:10:00Z")).unwrap(), 0);
+        assert_eq!(s.renew_all("a", at("2026-01-01T09:10:00Z")).unwrap(), 1);
         assert!(
             s.claim_due(at("2026-01-01T09:05:00Z"), "b", LEASE)
                 .unwrap()
@@ -1071,10 +1338,16 @@ mod tests {
         s.add(
             &job("daily", "0 9 * * *", Misfire::Once),
             at("2026-01-01T08:00:00Z"),
+            100,
         )
         .unwrap();
         let now = at("2026-01-01T08:30:00Z");
         let a = s.claim_now("daily", now, "a", LEASE).unwrap();
+        // One run of a job at a time, run-now's too.
+        let busy = s.claim_now("daily", now, "a", LEASE).unwrap_err();
+        assert!(busy.is_busy(), "{busy}");
+        assert!(busy.to_string().contains("has a run going"), "{busy}");
+        s.finish(&a, "a", Ok(()), now).unwrap();
         let b = s.claim_now("daily", now, "a", LEASE).unwrap();
         assert_ne!(a.scheduled, b.scheduled);
         assert_eq!(
@@ -1086,5 +1359,151 @@ mod tests {
                 .unwrap_err()
                 .is_not_found()
         );
+    }
+
+    /// `scheduler.maxJobs`: past the cap, adding fails naming it, and nothing is added;
+    /// a name in use is still reported as such.
+    #[test]
+    fn adding_past_max_jobs_is_refused() {
+        let (_d, s) = store();
+        let now = at("2026-01-01T00:00:00Z");
+        for i in 0..3 {
+            s.add(&job(&format!("j{i}"), "* * * * * *", Misfire::Once), now, 3)
+                .unwrap();
+        }
+        let full = s
+            .add(&job("j3", "* * * * * *", Misfire::Once), now, 3)
+            .unwrap_err();
+        assert!(full.is_full(), "{full}");
+        assert!(
+            full.to_string().contains("holds 3 jobs")
+                && full.to_string().contains("scheduler.maxJobs"),
+            "{full}"
+        );
+        let dup = s
+            .add(&job("j0", "* * * * * *", Misfire::Once), now, 3)
+            .unwrap_err();
+        assert!(dup.is_duplicate(), "{dup}");
+        assert_eq!(s.list().unwrap().len(), 3);
+        s.remove("j0").unwrap();
+        s.add(&job("j3", "* * * * * *", Misfire::Once), now, 3)
+            .unwrap();
+    }
+
+    /// A per-second job whose runs take 5 s, for three hours (the store's clock, a
+    /// claim each second as `run` makes): never more than one run going, the
+    /// occurrences that came meanwhile settled by the policy (recorded skipped, the
+    /// latest run), and never more than RUNS_KEPT rows.
+    #[test]
+    fn a_slow_per_second_job_has_one_run_at_a_time_and_a_bounded_record() {
+        for misfire in [Misfire::Once, Misfire::Skip, Misfire::All] {
+            let (_d, s) = store();
+            let start = at("2026-01-01T00:00:00Z");
+            s.add(&job("tick", "* * * * * *", misfire), start, 100)
+                .unwrap();
+            let mut going: Option<(Claim, i64)> = None;
+            let mut ran = 0;
+            for i in 1..=3 * 3600 {
+                let now = start + jiff::SignedDuration::from_secs(i);
+                if let Some((c, since)) = &going
+                    && i - since >= 5
+                {
+                    s.finish(c, "a", Ok(()), now).unwrap();
+                    going = None;
+                }
+                let claims = s.claim_due(now, "a", LEASE).unwrap();
+                if going.is_some() {
+                    assert!(claims.is_empty(), "{misfire:?} at {now}: {claims:?}");
+                } else {
+                    assert!(claims.len() <= 1, "{misfire:?} at {now}: {claims:?}");
+                    going = claims.into_iter().next().map(|c| (c, i));
+                    ran += usize::from(going.is_some());
+                }
+                if i % 600 == 0 {
+                    let runs = s.runs("tick").unwrap();
+                    assert!(
+                        runs.len() <= RUNS_KEPT as usize,
+                        "{misfire:?}: {}",
+                        runs.len()
+                    );
+                    let running = runs.iter().filter(|r| r.status == "running").count();
+                    assert!(running <= 1, "{misfire:?}: {running} running");
+                }
+            }
+            // A run every 5 s or so, not one per second.
+            assert!(
+                (3 * 3600 / 6..=3 * 3600 / 5 + 1).contains(&ran),
+                "{misfire:?}: {ran}"
+            );
+            let runs = s.runs("tick").unwrap();
+            let skipped = runs.iter().find(|r| r.status == "skipped").unwrap();
+            assert!(
+                skipped.error.as_deref().unwrap().contains("still going"),
+                "{skipped:?}"
+            );
+        }
+    }
+
+    /// Occurrences missed with no run at all (an engine down, again and again) are
+    /// recorded skipped, and the record of a job stays bounded all the same.
+    #[test]
+    fn skipped_runs_alone_keep_the_record_bounded() {
+        let (_d, s) = store();
+        let start = at("2026-01-01T00:00:00Z");
+        s.add(&job("tick", "* * * * * *", Misfire::Skip), start, 100)
+            .unwrap();
+        for day in 1..=4 {
+            let now = start + jiff::SignedDuration::from_hours(24 * day);
+            assert!(s.claim_due(now, "a", LEASE).unwrap().len() <= 1);
+            let runs = s.runs("tick").unwrap();
+            assert!(
+                runs.len() <= RUNS_KEPT as usize,
+                "day {day}: {}",
+                runs.len()
+            );
+        }
+    }
+
+    /// A per-second job down for a day is caught up from its latest occurrences, not
+    /// from the oldest ones scanned.
+    #[test]
+    fn a_long_miss_runs_the_latest_occurrence() {
+        let (_d, s) = store();
+        let start = at("2026-01-01T00:00:00Z");
+        s.add(&job("tick", "* * * * * *", Misfire::Once), start, 100)
+            .unwrap();
+        let now = start + jiff::SignedDuration::from_hours(24);
+        let claims = s.claim_due(now, "a", LEASE).unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].scheduled, now);
+    }
+
+    /// Expired runs left by an older engine that claimed many runs of one job: one is
+    /// run again, the others are recorded failed.
+    #[test]
+    fn many_expired_runs_of_a_job_give_one_run() {
+        let (_d, s) = store();
+        let start = at("2026-01-01T00:00:00Z");
+        s.add(&job("tick", "0 9 * * *", Misfire::Once), start, 100)
+            .unwrap();
+        s.with(|conn| {
+            for i in 0..50 {
+                conn.execute(
+                    "INSERT INTO runs (job, scheduled, owner, lease_until, status) VALUES ('tick', ?1, 'old', ?2, 'running')",
+                    params![start.as_second() + i, start.as_second() + 30],
+                )
+                .unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
+        let claims = s
+            .claim_due(start + jiff::SignedDuration::from_secs(120), "b", LEASE)
+            .unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].scheduled.as_second(), start.as_second() + 49);
+        let runs = s.runs("tick").unwrap();
+        assert_eq!(runs.iter().filter(|r| r.status == "running").count(), 1);
+        assert_eq!(runs.iter().filter(|r| r.status == "failed").count(), 49);
     }
 }

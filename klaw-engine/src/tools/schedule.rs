@@ -1,17 +1,19 @@
 //! `schedule_add`, `schedule_remove`, `schedule_list`: the jobs `klaw-engine run` fires
 //! (the scheduler itself is `crate::scheduler`). The command line's `schedule add|list|
-//! remove` call these same tools.
+//! remove` call these same tools. A job past `scheduler.maxJobs` is refused; so is a
+//! change from an unattended run ([`scheduler::unattended`]) unless
+//! `scheduler.unattendedChanges` allows it.
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use klaw_tools::{Annotations, FnTool, Tool, ToolError, ToolOutput, ToolSchema, ToolSpec};
+use klaw_tools::{Annotations, Caller, FnTool, Tool, ToolError, ToolOutput, ToolSchema, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::agent::subagent::split_target;
 use crate::gateway::Gateway;
 use crate::llm::Model;
-use crate::scheduler::{Job, Misfire, NewJob, Schedule, Scheduler, StoreError};
+use crate::scheduler::{self, Job, Misfire, NewJob, Schedule, Scheduler, StoreError};
 use crate::{Config, Engine};
 
 /// What happens to runs missed while no engine ran.
@@ -99,6 +101,7 @@ fn store_error(e: StoreError) -> ToolError {
         StoreError::Schedule(_) => ToolError::invalid_arguments("/cron", e.to_string()),
         StoreError::Duplicate(_) => ToolError::invalid_arguments("/name", e.to_string()),
         StoreError::NotFound { .. } => ToolError::not_found(e.to_string()),
+        StoreError::Full { .. } | StoreError::Busy { .. } => ToolError::refused(e.to_string()),
         other => ToolError::failed(other.to_string()),
     }
 }
@@ -190,6 +193,25 @@ fn checked(args: AddArgs, config: &Config, gateway: &Gateway) -> Result<NewJob, 
     })
 }
 
+/// Refuses a change of the schedule from an unattended run (a scheduled run, a
+/// subagent) unless `scheduler.unattendedChanges` allows it; `own` is a change a
+/// scheduled run may make to its own job (removing it).
+fn attended(
+    scheduler: &Scheduler,
+    caller: &Caller,
+    what: &str,
+    own: bool,
+) -> Result<(), ToolError> {
+    if !scheduler::unattended(caller) || scheduler.unattended_changes() || own {
+        return Ok(());
+    }
+    Err(ToolError::refused(format!(
+        "a scheduled run or a subagent cannot {what}: nobody is there to see it \
+         (scheduler.unattendedChanges is off); say in your answer what should change \
+         and why, and the user can do it"
+    )))
+}
+
 fn add(scheduler: Scheduler, gateway: Gateway, engine: Engine) -> Arc<dyn Tool> {
     let spec = ToolSpec::new(
         "schedule_add",
@@ -214,13 +236,16 @@ fn add(scheduler: Scheduler, gateway: Gateway, engine: Engine) -> Arc<dyn Tool> 
         ..Default::default()
     })
     .with_origin("klaw-engine:scheduler");
-    Arc::new(FnTool::typed(spec, move |_ctx, args: AddArgs| {
+    Arc::new(FnTool::typed(spec, move |ctx, args: AddArgs| {
         let (scheduler, gateway, engine) = (scheduler.clone(), gateway.clone(), engine.clone());
+        let caller = ctx.caller().clone();
         async move {
+            attended(&scheduler, &caller, "add jobs", false)?;
             let job = checked(args, engine.config(), &gateway)?;
             let now = Timestamp::now();
             let store = Arc::clone(scheduler.store());
-            let added = tokio::task::spawn_blocking(move || store.add(&job, now))
+            let max = scheduler.max_jobs();
+            let added = tokio::task::spawn_blocking(move || store.add(&job, now, max))
                 .await
                 .map_err(|e| ToolError::failed(e.to_string()))?
                 .map_err(store_error)?;
@@ -250,11 +275,16 @@ fn remove(scheduler: Scheduler) -> Arc<dyn Tool> {
         ..Default::default()
     })
     .with_origin("klaw-engine:scheduler");
-    Arc::new(FnTool::typed(spec, move |_ctx, args: RemoveArgs| {
+    Arc::new(FnTool::typed(spec, move |ctx, args: RemoveArgs| {
         let scheduler = scheduler.clone();
+        let caller = ctx.caller().clone();
         async move {
-            let store = Arc::clone(scheduler.store());
             let name = args.name.trim().to_owned();
+            // A scheduled run's chat id is its job's name: a job may end itself.
+            let own = caller.channel == scheduler::CHANNEL
+                && caller.chat_id.as_deref() == Some(name.as_str());
+            attended(&scheduler, &caller, "remove another job", own)?;
+            let store = Arc::clone(scheduler.store());
             let removed = name.clone();
             tokio::task::spawn_blocking(move || store.remove(&name))
                 .await
