@@ -49,6 +49,18 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<u8, String> {
 fn keep(profile: &std::path::Path, program: OsString, args: Vec<OsString>) -> Result<u8, String> {
     let root = rustix::process::geteuid().is_root();
     if root {
+        // The browser's user must pass through every directory above its profile.
+        use std::os::unix::fs::MetadataExt;
+        for dir in profile.ancestors().skip(1) {
+            if std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 == 0) {
+                return Err(format!(
+                    "the browser's user cannot reach its profile {}: {} is closed to \
+                     others; point TMPDIR at a directory others may pass through (/tmp)",
+                    profile.display(),
+                    dir.display()
+                ));
+            }
+        }
         let id = Some(rustix::process::Uid::from_raw(
             crate::unprivileged::BROWSER_ID,
         ));
