@@ -835,6 +835,21 @@ fn render_pages(asked: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u16 {
     port
 }
 
+/// `dir` and everything beneath it.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
 /// The live processes whose command line or environment names `mark`.
 fn processes_naming(mark: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -867,8 +882,8 @@ fn processes_naming(mark: &str) -> Vec<String> {
 /// Issue 42, hole 3: `render_js`'s browser (Debian's `chromium-headless-shell` is a
 /// shell wrapper) outlived the engine, as root, its profile left in the temporary
 /// directory. However the engine ends (`call` done, SIGKILL or SIGTERM in the middle of
-/// a call, `mcp` closed by the end of its stdin), no process of the browser and no
-/// profile stays.
+/// a call, `mcp` closed by the end of its stdin; SIGKILL of an engine that is not root),
+/// no process of the browser and no profile stays.
 #[test]
 fn render_js_leaves_no_browser_and_no_profile_however_the_engine_ends() {
     let on_path = std::env::var_os("PATH").is_some_and(|path| {
@@ -894,7 +909,22 @@ fn render_js_leaves_no_browser_and_no_profile_however_the_engine_ends() {
     let asked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let port = render_pages(std::sync::Arc::clone(&asked));
     let page = |path: &str| json!({"url": format!("http://127.0.0.1:{port}{path}")}).to_string();
-    for ending in ["exit", "SIGKILL", "SIGTERM", "stdin EOF"] {
+    let root = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").unwrap().uid() == 0
+    };
+    for ending in [
+        "exit",
+        "SIGKILL",
+        "SIGTERM",
+        "stdin EOF",
+        "SIGKILL of an unprivileged engine",
+    ] {
+        // An engine that is not root runs the browser as its own user.
+        let user = (ending.contains("unprivileged") && root).then_some(2_147_483_600_u32);
+        if ending.contains("unprivileged") && !root {
+            continue;
+        }
         let env = Env::new();
         // The engine's own temporary directory: the profile goes there, and its path
         // marks the browser's processes (in their command lines and environments).
@@ -903,9 +933,18 @@ fn render_js_leaves_no_browser_and_no_profile_however_the_engine_ends() {
         for dir in [env.home(), tmp.as_path()] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
         }
+        if let Some(id) = user {
+            for entry in walk(env.home()) {
+                std::os::unix::fs::lchown(entry, Some(id), Some(id)).unwrap();
+            }
+        }
         let mark = tmp.join("klaw-browser-").display().to_string();
         let engine = |args: &[&str]| {
             let mut cmd = env.cmd(args);
+            if let Some(id) = user {
+                use std::os::unix::process::CommandExt;
+                cmd.uid(id).gid(id);
+            }
             cmd.env("TMPDIR", &tmp)
                 .env(
                     "KLAW_WEB_ALLOWED_PRIVATE_HOSTS",
@@ -930,7 +969,7 @@ fn render_js_leaves_no_browser_and_no_profile_however_the_engine_ends() {
                 assert!(o.status.success(), "{}", stderr(&o));
                 assert!(stdout(&o).contains("rivers"), "{}", stdout(&o));
             }
-            "SIGKILL" | "SIGTERM" => {
+            "SIGKILL" | "SIGTERM" | "SIGKILL of an unprivileged engine" => {
                 asked.store(false, std::sync::atomic::Ordering::SeqCst);
                 let mut child = engine(&["call", "render_js", &page("/slow")])
                     .stdout(Stdio::null())
