@@ -364,10 +364,14 @@ async fn render(
     let unavailable =
         |e: String| ToolError::unavailable(format!("the browser cannot open a page: {e}"));
     let mut events = cdp.events();
-    let created = cdp
-        .send(None, "Target.createBrowserContext", json!({}))
-        .await
-        .map_err(unavailable)?;
+    // A browser that stopped answering is not waited on until the tool's time limit.
+    let created = tokio::time::timeout(
+        START_TIME,
+        cdp.send(None, "Target.createBrowserContext", json!({})),
+    )
+    .await
+    .map_err(|_| unavailable("no answer".into()))?
+    .map_err(unavailable)?;
     let id = created["browserContextId"]
         .as_str()
         .ok_or_else(|| unavailable("no browser context".into()))?
@@ -378,13 +382,15 @@ async fn render(
         disposed: false,
     };
     // Nothing the page offers for download is written anywhere.
-    let _ = cdp
-        .send(
+    let _ = tokio::time::timeout(
+        START_TIME,
+        cdp.send(
             None,
             "Browser.setDownloadBehavior",
             json!({"behavior": "deny", "browserContextId": id}),
-        )
-        .await;
+        ),
+    )
+    .await;
     let loaded = tokio::time::timeout(
         settings.timeout,
         load(cdp, &mut events, &id, start, args.screenshot == Some(true)),
