@@ -1193,3 +1193,52 @@ echo scanned
     }
     assert!(ran > 0 || std::env::var("CI").is_err(), "no sandbox ran");
 }
+
+/// A browser that died (killed here) is started again at the next call, and the dead
+/// one's profile is gone: its keeper cleaned up when it exited.
+#[cfg(all(feature = "render", feature = "shell"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_js_starts_a_new_browser_when_the_last_one_died() {
+    let server = Server::start(|_| scripted("")).await;
+    let settings = WebSettings::default().allow_private(server.addr.to_string());
+    let Some(kit) = render_kit(settings) else {
+        return;
+    };
+    let main = |browsers: &[(i32, String)]| {
+        browsers
+            .iter()
+            .find(|(_, c)| c.contains("--user-data-dir=") && !c.contains("--type="))
+            .map(|(p, c)| {
+                let profile = c
+                    .split(' ')
+                    .find_map(|a| a.strip_prefix("--user-data-dir="))
+                    .unwrap()
+                    .to_owned();
+                (*p, profile)
+            })
+    };
+    kit.call_ok("render_js", json!({"url": server.url("/")}))
+        .await;
+    let (pid, profile) = main(&our_browsers()).expect("no browser");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let mut cleaned = false;
+    for _ in 0..200 {
+        if !std::path::Path::new(&profile).exists() {
+            cleaned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cleaned, "the dead browser's profile {profile} stayed");
+    let ok = kit
+        .call_ok("render_js", json!({"url": server.url("/")}))
+        .await;
+    assert!(ok["content"].as_str().unwrap().contains("rivers"), "{ok}");
+    let (again, other) = main(&our_browsers()).expect("no new browser");
+    assert!(again != pid && other != profile);
+    drop(kit);
+}
