@@ -721,6 +721,7 @@ fn render_kit_with(settings: WebSettings, shell: ShellSettings) -> Option<Kit> {
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_runs_the_page_script_but_not_its_reach_into_the_host() {
+    let _one = one_browser_at_a_time().await;
     let t4 = trap("127.0.0.1:0").await;
     let p = t4.addr.port();
     let server = Server::start(move |path| match path {
@@ -786,6 +787,7 @@ new Image().src = "http://[::ffff:127.0.0.1]:{p}/pixel.png";
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_refuses_the_hostile_corpus_too() {
+    let _one = one_browser_at_a_time().await;
     let Hostile {
         t4,
         t6,
@@ -819,6 +821,14 @@ async fn render_js_refuses_the_hostile_corpus_too() {
         ok["content"].as_str().unwrap().contains("end of chain"),
         "{ok}"
     );
+}
+
+/// One `render_js` test at a time: the tests find their browser among this process's
+/// descendants (and kill it or its keeper), so no other test's browser may be there.
+#[cfg(all(feature = "render", feature = "shell"))]
+async fn one_browser_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    ONE.lock().await
 }
 
 /// The browser processes of this test process: its descendants whose program is
@@ -905,6 +915,7 @@ the main content of the page. It talks about rivers, valleys and the slow work o
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_browser_has_no_port_runs_sandboxed_and_ends_with_its_engine() {
+    let _one = one_browser_at_a_time().await;
     let server = Server::start(|_| scripted("")).await;
     let settings = WebSettings::default().allow_private(server.addr.to_string());
     let Some(kit) = render_kit(settings) else {
@@ -988,6 +999,7 @@ async fn render_js_browser_has_no_port_runs_sandboxed_and_ends_with_its_engine()
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_closes_the_popups_of_a_page_when_the_call_ends() {
+    let _one = one_browser_at_a_time().await;
     let beacons = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&beacons);
     let server = Server::start(move |path| {
@@ -1031,6 +1043,7 @@ async fn render_js_closes_the_popups_of_a_page_when_the_call_ends() {
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_dismisses_dialogs_at_once() {
+    let _one = one_browser_at_a_time().await;
     let server = Server::start(|path| match path {
         "/alert" => scripted("alert('hi'); document.getElementById('out').textContent = 'alert dismissed';"),
         "/confirm" => scripted("const c = confirm('sure?'); document.getElementById('out').textContent = 'confirm said ' + c;"),
@@ -1082,6 +1095,7 @@ async fn render_js_dismisses_dialogs_at_once() {
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_renders_a_page_with_a_file_iframe_without_the_file() {
+    let _one = one_browser_at_a_time().await;
     let server = Server::start(|_| {
         scripted(
             "const f = document.createElement('iframe'); f.src = 'file:///etc/passwd'; document.body.appendChild(f); \
@@ -1118,6 +1132,7 @@ async fn render_js_renders_a_page_with_a_file_iframe_without_the_file() {
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxed_command_finds_no_devtools_port_of_the_browser() {
+    let _one = one_browser_at_a_time().await;
     let server = Server::start(|_| scripted("")).await;
     let mut ran = 0;
     for mode in [SandboxMode::Bwrap, SandboxMode::Landlock] {
@@ -1199,6 +1214,7 @@ echo scanned
 #[cfg(all(feature = "render", feature = "shell"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_js_starts_a_new_browser_when_the_last_one_died() {
+    let _one = one_browser_at_a_time().await;
     let server = Server::start(|_| scripted("")).await;
     let settings = WebSettings::default().allow_private(server.addr.to_string());
     let Some(kit) = render_kit(settings) else {
@@ -1240,5 +1256,65 @@ async fn render_js_starts_a_new_browser_when_the_last_one_died() {
     assert!(ok["content"].as_str().unwrap().contains("rivers"), "{ok}");
     let (again, other) = main(&our_browsers()).expect("no new browser");
     assert!(again != pid && other != profile);
+    drop(kit);
+}
+
+/// The browser goes even when its keeper is killed: the engine closes the DevTools pipe
+/// and Chromium leaves at its end (a shell wrapper in between changes nothing).
+#[cfg(all(feature = "render", feature = "shell"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_js_browser_goes_when_its_keeper_is_killed() {
+    let _one = one_browser_at_a_time().await;
+    let server = Server::start(|_| scripted("")).await;
+    let settings = WebSettings::default().allow_private(server.addr.to_string());
+    let Some(kit) = render_kit(settings) else {
+        return;
+    };
+    kit.call_ok("render_js", json!({"url": server.url("/")}))
+        .await;
+    let me = i32::try_from(std::process::id()).unwrap();
+    let browsers = our_browsers();
+    let profile = browsers
+        .iter()
+        .find_map(|(_, c)| {
+            c.split(' ')
+                .find_map(|a| a.strip_prefix("--user-data-dir="))
+        })
+        .expect("no browser")
+        .to_owned();
+    // The keeper of this browser: our child whose command line names the profile.
+    let keeper = klaw_sandbox::tree::descendants(me)
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c);
+                c.contains("__klaw-browser") && c.contains(&profile)
+            })
+        })
+        .expect("no keeper");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(keeper).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        let left = browsers.iter().any(|(p, _)| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&profile))
+        });
+        if !left {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Nobody is left to remove the profile in this case.
+    let _ = std::fs::remove_dir_all(&profile);
+    assert!(
+        gone,
+        "the browser outlived its killed keeper: {:?}",
+        our_browsers()
+    );
     drop(kit);
 }

@@ -273,10 +273,14 @@ async fn start(path: &Path, helper: &Path, proxy: &Proxy, sandbox: bool) -> Resu
             }
         });
     }
+    let cdp = Cdp::start(to, from);
+    let watched = cdp.clone();
     tokio::spawn(async move {
         let _ = keeper.wait().await;
+        // Without its keeper (killed by someone), the browser still goes: Chromium
+        // exits at the end of its DevTools pipe.
+        watched.close();
     });
-    let cdp = Cdp::start(to, from);
     let first = tokio::time::timeout(START_TIME, async {
         cdp.send(None, "Browser.getVersion", json!({})).await?;
         cdp.send(
