@@ -801,3 +801,225 @@ fn web_fetch_refuses_the_host_and_reaches_only_allowed_private_services() {
         "{v}"
     );
 }
+
+/// Pages for `render_js` on loopback: `/` a page; `/slow` one whose body never ends (the
+/// call waits on it), which sets `asked` when requested. Its port.
+fn render_pages(asked: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            let asked = std::sync::Arc::clone(&asked);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let n = std::io::Read::read(&mut s, &mut buf).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]);
+                if head.contains(" /slow ") {
+                    asked.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n<html><body><p>slow");
+                    for _ in 0..600 {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                        if s.write_all(b" .").is_err() {
+                            return;
+                        }
+                    }
+                    return;
+                }
+                let body = "<html><head><title>Page</title></head><body><article><p>A page about rivers, valleys and the slow work of water on rock, long enough to be kept.</p></article></body></html>";
+                let _ = s.write_all(
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes(),
+                );
+            });
+        }
+    });
+    port
+}
+
+/// `dir` and everything beneath it.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// The live processes whose command line or environment names `mark`.
+fn processes_naming(mark: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+        {
+            continue;
+        }
+        let names = |file: &str| {
+            std::fs::read(format!("/proc/{pid}/{file}"))
+                .is_ok_and(|b| String::from_utf8_lossy(&b).contains(mark))
+        };
+        if names("cmdline") || names("environ") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Issue 42, hole 3: `render_js`'s browser (Debian's `chromium-headless-shell` is a
+/// shell wrapper) outlived the engine, as root, its profile left in the temporary
+/// directory. However the engine ends (`call` done, SIGKILL or SIGTERM in the middle of
+/// a call, `mcp` closed by the end of its stdin; SIGKILL of an engine that is not root),
+/// no process of the browser and no profile stays.
+#[test]
+fn render_js_leaves_no_browser_and_no_profile_however_the_engine_ends() {
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            [
+                "chromium-headless-shell",
+                "chrome-headless-shell",
+                "chromium",
+            ]
+            .iter()
+            .any(|b| d.join(b).is_file())
+        })
+    });
+    if !on_path {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no browser: scripts/setup.sh installs chromium-headless-shell"
+        );
+        eprintln!("no Chromium on PATH; render_js is not tested");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let port = render_pages(std::sync::Arc::clone(&asked));
+    let page = |path: &str| json!({"url": format!("http://127.0.0.1:{port}{path}")}).to_string();
+    let root = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").unwrap().uid() == 0
+    };
+    for ending in [
+        "exit",
+        "SIGKILL",
+        "SIGTERM",
+        "stdin EOF",
+        "SIGKILL of an unprivileged engine",
+    ] {
+        // An engine that is not root runs the browser as its own user.
+        let user = (ending.contains("unprivileged") && root).then_some(2_147_483_600_u32);
+        if ending.contains("unprivileged") && !root {
+            continue;
+        }
+        let env = Env::new();
+        // The engine's own temporary directory: the profile goes there, and its path
+        // marks the browser's processes (in their command lines and environments).
+        let tmp = env.home().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        for dir in [env.home(), tmp.as_path()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+        }
+        if let Some(id) = user {
+            for entry in walk(env.home()) {
+                std::os::unix::fs::lchown(entry, Some(id), Some(id)).unwrap();
+            }
+        }
+        let mark = tmp.join("klaw-browser-").display().to_string();
+        let engine = |args: &[&str]| {
+            let mut cmd = env.cmd(args);
+            if let Some(id) = user {
+                use std::os::unix::process::CommandExt;
+                cmd.uid(id).gid(id);
+            }
+            cmd.env("TMPDIR", &tmp)
+                .env(
+                    "KLAW_WEB_ALLOWED_PRIVATE_HOSTS",
+                    format!("127.0.0.1:{port}"),
+                )
+                .env("KLAW_LOG_LEVEL", "error");
+            cmd
+        };
+        let mut seen = Vec::new();
+        match ending {
+            "exit" => {
+                let mut child = engine(&["call", "render_js", &page("/")])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                assert!(common::eventually(60, || {
+                    seen = processes_naming(&mark);
+                    !seen.is_empty() || child.try_wait().unwrap().is_some()
+                }));
+                let o = child.wait_with_output().unwrap();
+                assert!(o.status.success(), "{}", stderr(&o));
+                assert!(stdout(&o).contains("rivers"), "{}", stdout(&o));
+            }
+            "SIGKILL" | "SIGTERM" | "SIGKILL of an unprivileged engine" => {
+                asked.store(false, std::sync::atomic::Ordering::SeqCst);
+                let mut child = engine(&["call", "render_js", &page("/slow")])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                assert!(
+                    common::eventually(60, || asked.load(std::sync::atomic::Ordering::SeqCst)),
+                    "{ending}: the browser never asked for the page"
+                );
+                seen = processes_naming(&mark);
+                let signal = if ending == "SIGKILL" {
+                    "-KILL"
+                } else {
+                    "-TERM"
+                };
+                assert!(
+                    Command::new("kill")
+                        .args([signal, &child.id().to_string()])
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+                common::wait_exit(&mut child);
+            }
+            _ => {
+                let mut mcp = common::mcp_client::Mcp::start(engine(&["mcp"]));
+                let r = mcp.call("render_js", serde_json::from_str(&page("/")).unwrap());
+                assert!(r.to_string().contains("rivers"), "{r}");
+                seen = processes_naming(&mark);
+                mcp.finish();
+            }
+        }
+        assert!(!seen.is_empty(), "{ending}: no browser process was seen");
+        let left = |tmp: &Path| {
+            std::fs::read_dir(tmp)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("klaw-browser-"))
+                .collect::<Vec<_>>()
+        };
+        let gone = common::eventually(20, || {
+            processes_naming(&mark).is_empty() && left(&tmp).is_empty()
+        });
+        assert!(
+            gone,
+            "{ending}: after the engine ended, browser processes {:?} and profiles {:?} remain",
+            processes_naming(&mark),
+            left(&tmp)
+        );
+    }
+}

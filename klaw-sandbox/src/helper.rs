@@ -8,6 +8,10 @@ use std::process::ExitCode;
 
 use crate::policy::{HELPER_ARG, SERVE_ARG};
 
+/// The first argument that makes the helper the keeper of `render_js`'s browser
+/// ([`browser_main`]).
+pub const BROWSER_ARG: &str = "__klaw-browser";
+
 /// The helper's entry point: `args` are what follows [`HELPER_ARG`] (the policy as
 /// JSON, then the command). Applies the policy to this process, starts the command,
 /// waits for it, ends whatever it left running, and exits with its status.
@@ -50,6 +54,7 @@ pub fn run_helper_if_requested() -> Option<ExitCode> {
     match args.next() {
         Some(a) if a == HELPER_ARG => Some(helper_main(args.collect())),
         Some(a) if a == SERVE_ARG => Some(serve_main(args.collect())),
+        Some(a) if a == BROWSER_ARG => Some(browser_main(args.collect())),
         _ => None,
     }
 }
@@ -62,6 +67,24 @@ pub fn run_helper_if_requested() -> Option<ExitCode> {
 pub fn serve_main(args: Vec<OsString>) -> ExitCode {
     #[cfg(target_os = "linux")]
     let result = crate::server::serve(args);
+    #[cfg(not(target_os = "linux"))]
+    let result: Result<u8, String> = {
+        drop(args);
+        Err(crate::UNSUPPORTED.to_owned())
+    };
+    exit_code(result)
+}
+
+/// The browser keeper's entry point (`<program> __klaw-browser <profile> <browser>
+/// <args>...`, started by `render_js` with the two ends of the browser's DevTools pipe
+/// as its stdin and stdout): `args` are what follows [`BROWSER_ARG`]. Starts the
+/// browser (as an unprivileged user of its own when root, DevTools on descriptors 3
+/// and 4), and when the engine's end of the pipe hangs up (the engine dropped it or
+/// died, SIGKILL included) or the browser exits, kills the browser's whole tree and
+/// removes the profile directory. Like [`helper_main`], call it first in `main`.
+pub fn browser_main(args: Vec<OsString>) -> ExitCode {
+    #[cfg(target_os = "linux")]
+    let result = crate::browser::run(args);
     #[cfg(not(target_os = "linux"))]
     let result: Result<u8, String> = {
         drop(args);

@@ -27,6 +27,9 @@
 //! - [`tree`]: ending a command's whole process tree.
 //! - [`unprivileged`]: when the engine is root, commands run as an unprivileged user
 //!   that sees the workspace through an idmapped mount.
+//! - [`browser_main`]: the keeper of `render_js`'s browser (started with
+//!   [`BROWSER_ARG`]), which ends the browser and removes its profile when the engine
+//!   goes, however it goes.
 //! - [`close_inherited_fds`]: every file descriptor above 2 is closed when the command
 //!   starts, whatever the engine inherited from whoever started it (a terminal, a file
 //!   in the data dir, a socket). Rust marks the descriptors it opens close-on-exec, but
@@ -48,6 +51,8 @@
 //! ```
 
 mod backend;
+#[cfg(target_os = "linux")]
+mod browser;
 mod helper;
 mod policy;
 
@@ -85,7 +90,8 @@ pub mod unprivileged;
 
 pub use backend::{Backend, DEFAULT_PATH, describe, find_program, select, select_known, wrap};
 pub use helper::{
-    helper_beside, helper_main, helper_only_main, run_helper_if_requested, serve_main,
+    BROWSER_ARG, browser_main, helper_beside, helper_main, helper_only_main,
+    run_helper_if_requested, serve_main,
 };
 pub use policy::{Bwrap, HELPER_ARG, Policy, SERVE_ARG, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]

@@ -1022,6 +1022,46 @@ fn enter_kept(
     Ok(())
 }
 
+/// Makes `cmd`'s child (the browser, started by its keeper) find this process's stdin
+/// as its descriptor 3 and its stdout as its descriptor 4 (Chromium's
+/// `--remote-debugging-pipe`), and die with this process (`PR_SET_PDEATHSIG`, set
+/// after the standard library changed its user). Returns the copies the child takes
+/// them from: keep them until `cmd` is spawned, then drop them.
+pub(crate) fn devtools_pipe(
+    cmd: &mut std::process::Command,
+) -> Result<[std::os::fd::OwnedFd; 2], String> {
+    use std::os::fd::AsRawFd;
+    let copy = |fd: std::os::fd::BorrowedFd<'_>| {
+        rustix::io::fcntl_dupfd_cloexec(fd, 10).map_err(|e| format!("dup: {e}"))
+    };
+    let read = copy(rustix::stdio::stdin())?;
+    let write = copy(rustix::stdio::stdout())?;
+    let (r, w) = (read.as_raw_fd(), write.as_raw_fd());
+    let parent = rustix::process::getpid().as_raw_nonzero().get();
+    // SAFETY: the closure runs in the forked child before `exec`: only raw system calls
+    // (`dup2`, `prctl`, `getppid`, `_exit`), no allocation, no lock. `r` and `w` stay
+    // open in the parent until the spawn returns (the caller holds them), so they are
+    // open in the child; `dup2` onto 3 and 4 leaves the new descriptors without
+    // close-on-exec, and closes whatever the child had there (only copies marked
+    // close-on-exec, which `exec` would close anyway).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(r, 3) != 3 || libc::dup2(w, 4) != 4 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The keeper already gone: nothing would end the browser.
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+    Ok([read, write])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

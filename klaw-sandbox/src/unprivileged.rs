@@ -24,6 +24,11 @@ use crate::sys;
 /// near the top of the 32-bit range, where no account lives (`2^31 - 2`).
 pub const UNPRIVILEGED_ID: u32 = 2_147_483_646;
 
+/// The user and group id (on the host) that `render_js`'s browser runs as when the
+/// engine is root: unprivileged, and not [`UNPRIVILEGED_ID`], so that no command can
+/// signal, trace or read the browser's processes or its profile (`2^31 - 3`).
+pub const BROWSER_ID: u32 = 2_147_483_645;
+
 /// Mounts `workspace`, idmapped so that its owner (user and group) appears as `id`
 /// and `nosuid`/`nodev`, over itself in a new mount namespace of the calling process,
 /// so that programs it starts as `id` find and can write the workspace at its usual

@@ -4,7 +4,7 @@
 //! `render_js` of a small page whose text a script writes: cold (the browser started
 //! for the call) and warm (the browser reused), when a Chromium is on `PATH`.
 //!
-//! Run with: cargo bench -p klaw-tools --features render,testing --bench web
+//! Run with: cargo bench -p klaw-tools --features render,shell,testing --bench web
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
 
@@ -12,7 +12,11 @@ use std::io::{Read, Write};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use klaw_tools::testing::Kit;
+use klaw_tools::tools::shell::SandboxHelper;
 use klaw_tools::tools::web::WebSettings;
+
+/// The sandbox helper of this crate, which keeps `render_js`'s browser.
+const HELPER: &str = env!("CARGO_BIN_EXE_klaw-sandbox");
 use serde_json::json;
 
 /// An article of about `bytes` bytes: paragraphs, headings, a menu, ads and comments.
@@ -117,7 +121,10 @@ fn render(c: &mut Criterion) {
     let kit = || {
         Kit::new()
             .unwrap()
-            .with_context(|b| b.service(WebSettings::default().allow_private(addr.to_string())))
+            .with_context(|b| {
+                b.service(WebSettings::default().allow_private(addr.to_string()))
+                    .service(SandboxHelper::new(HELPER))
+            })
             .with_tool(klaw_tools::tools::web::render_js_tool(browser.clone()))
             .unwrap()
     };

@@ -153,9 +153,9 @@ pub async fn web_fetch(
 #[derive(Default)]
 pub(crate) struct Clients {
     built: OnceLock<Result<Built, String>>,
-    /// `render_js`'s browser, started at its first call.
+    /// `render_js`'s browser, started at its first call (again when it died).
     #[cfg(feature = "render")]
-    browser: tokio::sync::OnceCell<Result<super::render::Running, String>>,
+    browser: tokio::sync::Mutex<Option<Arc<super::render::Running>>>,
 }
 
 struct Built {
@@ -206,19 +206,27 @@ impl Clients {
         self.built(settings).map(|b| (b.guard.as_ref(), &b.pages))
     }
 
-    /// `render_js`'s browser (the one at `path`), started on first use.
+    /// `render_js`'s browser (the one at `path`, kept by `helper`), started on first
+    /// use, and again when the last one died.
     #[cfg(feature = "render")]
     pub(crate) async fn browser(
         &self,
         path: &std::path::Path,
+        helper: &std::path::Path,
         settings: &WebSettings,
-    ) -> Result<&super::render::Running, ToolError> {
+    ) -> Result<Arc<super::render::Running>, ToolError> {
         let guard = Arc::clone(&self.built(settings)?.guard);
-        self.browser
-            .get_or_init(|| super::render::launch(path, guard, settings))
-            .await
-            .as_ref()
-            .map_err(|e| ToolError::unavailable(e.clone()))
+        let mut browser = self.browser.lock().await;
+        if let Some(running) = browser.as_ref().filter(|r| !r.is_dead()) {
+            return Ok(Arc::clone(running));
+        }
+        let running = Arc::new(
+            super::render::launch(path, helper, guard, settings)
+                .await
+                .map_err(ToolError::unavailable)?,
+        );
+        *browser = Some(Arc::clone(&running));
+        Ok(running)
     }
 
     /// The client for the search providers (configured by the operator: not guarded).

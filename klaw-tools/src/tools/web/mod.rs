@@ -9,6 +9,8 @@
 //! want reached.
 
 mod address;
+#[cfg(feature = "render")]
+mod cdp;
 mod extract;
 mod fetch;
 mod guard;

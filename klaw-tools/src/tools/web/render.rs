@@ -1,21 +1,31 @@
-//! `render_js`: a page that needs JavaScript, rendered by headless Chromium
-//! (`chromiumoxide` over the DevTools protocol; the browser is the system's, never
-//! downloaded), then extracted as `web_fetch` extracts pages.
+//! `render_js`: a page that needs JavaScript, rendered by headless Chromium (the
+//! system's, never downloaded) driven over its DevTools pipe ([`Cdp`]), then extracted
+//! as `web_fetch` extracts pages.
 //!
 //! Every request the page makes goes through the guard's [`Proxy`], loopback included:
 //! a page on an allowed host whose script fetches `http://127.0.0.1:…` is stopped there.
-//! One browser per engine, started at the first call and reused; it is killed when the
-//! engine's context is dropped. The tool is registered only when a browser is found
-//! ([`find_browser`]); `render_js_tool` builds it.
+//!
+//! One browser per engine, started at the first call (again if it died) and reused,
+//! under its keeper (`klaw_sandbox::browser_main`, the sandbox helper started with
+//! [`klaw_sandbox::BROWSER_ARG`]): no DevTools port (the protocol goes over a pipe),
+//! Chromium's own sandbox on where the machine allows it (as an unprivileged user of
+//! its own when the engine is root), and when the engine drops the browser or dies,
+//! however, the keeper kills the browser's whole tree and removes its profile.
+//!
+//! Each call gets a browser context of its own, disposed of when the call ends, on
+//! every path (answer, error, time limit, cancellation): every target the page opened
+//! (popups included) is closed with it. JavaScript dialogs are dismissed as they open.
+//! The tool is registered only when a browser is found ([`find_browser`]);
+//! `render_js_tool` builds it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use url::Url;
 
+use super::cdp::{Cdp, Event};
 use super::extract::{self, Format};
 use super::fetch::{Clients, cut_chars, frame, page_output};
 use super::proxy::Proxy;
@@ -112,72 +122,237 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
                     .await
                     .map_err(|r| ToolError::access_denied(r.to_string()))?;
             }
-            let running = web.browser(&browser, &settings).await?;
-            render(running, &start, &settings, args).await
+            let running = web.browser(&browser, &keeper(&ctx), &settings).await?;
+            render(&running, &start, &settings, args).await
         }
     }))
 }
 
+/// The program that keeps the browser: the sandbox helper (the engine itself, or the
+/// helper beside it), which answers [`klaw_sandbox::BROWSER_ARG`].
+fn keeper(ctx: &crate::ToolContext) -> PathBuf {
+    #[cfg(feature = "shell")]
+    if let Some(helper) = crate::tools::shell::SandboxHelper::for_context(ctx) {
+        return helper;
+    }
+    let _ = ctx;
+    std::env::current_exe().unwrap_or_default()
+}
+
 /// The browser and its proxy, running.
 pub(crate) struct Running {
-    browser: chromiumoxide::Browser,
-    handler: tokio::task::JoinHandle<()>,
+    cdp: Cdp,
     proxy: Proxy,
-    _profile: tempfile::TempDir,
+}
+
+impl Running {
+    /// Whether the browser is gone (it crashed or was killed).
+    pub(crate) fn is_dead(&self) -> bool {
+        self.cdp.is_closed()
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.handler.abort();
-        // The browser process is killed as `Browser` drops (kill_on_drop).
+        // Our end of the pipe closes: the keeper ends the browser and its profile.
+        self.cdp.close();
     }
 }
 
-/// Starts the browser at `path`, every request through a guarded proxy.
+/// How long the browser has to answer its first message.
+const START_TIME: Duration = Duration::from_secs(30);
+
+/// Starts the browser at `path` under the keeper `helper`, every request through a
+/// guarded proxy: with Chromium's sandbox, else (it cannot start here) without it.
 pub(crate) async fn launch(
     path: &Path,
+    helper: &Path,
     guard: Arc<super::guard::Guard>,
     settings: &WebSettings,
 ) -> Result<Running, String> {
     let proxy = Proxy::start(guard, settings.timeout)
         .await
         .map_err(|e| format!("cannot start the browser's proxy: {e}"))?;
+    let cdp = match start(path, helper, &proxy, true).await {
+        Ok(cdp) => cdp,
+        Err(sandboxed) => {
+            let cdp = start(path, helper, &proxy, false)
+                .await
+                .map_err(|e| format!("{sandboxed}; without its sandbox: {e}"))?;
+            tracing::warn!(target: "klaw::web", "render_js: the browser runs without its own sandbox (it could not start with it: {sandboxed})");
+            cdp
+        }
+    };
+    Ok(Running { cdp, proxy })
+}
+
+/// The browser's arguments.
+fn flags(proxy: &Proxy, profile: &Path, sandbox: bool) -> Vec<String> {
+    let mut flags = vec![
+        "--headless".to_owned(),
+        // DevTools on descriptors 3 and 4 (the keeper puts the pipe there): no port.
+        "--remote-debugging-pipe".to_owned(),
+        format!("--user-data-dir={}", profile.display()),
+        format!("--proxy-server={}", proxy.url()),
+        // Loopback too: by default browsers send it around the proxy.
+        "--proxy-bypass-list=<-loopback>".to_owned(),
+        "--disable-quic".to_owned(),
+        "--dns-prefetch-disable".to_owned(),
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned(),
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned(),
+        "--disable-background-networking".to_owned(),
+        "--disable-component-update".to_owned(),
+        "--disable-extensions".to_owned(),
+        "--disable-sync".to_owned(),
+        "--disable-breakpad".to_owned(),
+        "--disable-crash-reporter".to_owned(),
+        "--no-default-browser-check".to_owned(),
+        "--no-first-run".to_owned(),
+        "--password-store=basic".to_owned(),
+        "--use-mock-keychain".to_owned(),
+        "--mute-audio".to_owned(),
+        "--hide-scrollbars".to_owned(),
+        "about:blank".to_owned(),
+    ];
+    if !sandbox {
+        flags.insert(0, "--no-sandbox".to_owned());
+    }
+    flags
+}
+
+/// One start of the browser: its keeper spawned, the pipe's first answer awaited, every
+/// new target attached (paused until its dialogs are watched).
+async fn start(path: &Path, helper: &Path, proxy: &Proxy, sandbox: bool) -> Result<Cdp, String> {
     let profile = tempfile::Builder::new()
         .prefix("klaw-browser-")
         .tempdir()
-        .map_err(|e| format!("cannot make the browser's profile directory: {e}"))?;
-    let mut config = chromiumoxide::BrowserConfig::builder()
-        .chrome_executable(path)
-        .user_data_dir(profile.path())
-        .launch_timeout(Duration::from_secs(30))
-        .request_timeout(settings.timeout)
-        // chromiumoxide adds the leading `--`.
-        .args([
-            format!("proxy-server={}", proxy.url()),
-            // Loopback too: by default browsers send it around the proxy.
-            "proxy-bypass-list=<-loopback>".to_owned(),
-            "disable-quic".to_owned(),
-            "dns-prefetch-disable".to_owned(),
-            "force-webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned(),
-            "webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned(),
-            "disable-background-networking".to_owned(),
-            "no-first-run".to_owned(),
-        ]);
-    if rustix::process::geteuid().is_root() {
-        // Chromium refuses to start as root with its own sandbox on.
-        config = config.no_sandbox();
+        .map_err(|e| format!("cannot make the browser's profile directory: {e}"))?
+        .keep();
+    let gone = |e: String| {
+        let _ = std::fs::remove_dir_all(&profile);
+        e
+    };
+    let pipe = || std::io::pipe().map_err(|e| format!("cannot make the browser's pipe: {e}"));
+    let (to_browser, to) = pipe().map_err(gone)?;
+    let (from, from_browser) = pipe().map_err(gone)?;
+    let mut cmd = tokio::process::Command::new(helper);
+    cmd.arg(klaw_sandbox::BROWSER_ARG)
+        .arg(&profile)
+        .arg(path)
+        .args(flags(proxy, &profile, sandbox))
+        .stdin(std::process::Stdio::from(to_browser))
+        .stdout(std::process::Stdio::from(from_browser))
+        .stderr(std::process::Stdio::piped())
+        // Away from the engine's terminal and its signals: the keeper ends when the
+        // pipe does, after the browser.
+        .process_group(0)
+        .kill_on_drop(false);
+    let spawned = cmd.spawn();
+    // The command holds the keeper's ends of the pipes: they must close here.
+    drop(cmd);
+    let mut keeper = spawned.map_err(|e| {
+        gone(format!(
+            "cannot start the browser's keeper {}: {e}",
+            helper.display()
+        ))
+    })?;
+    let said = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    if let Some(stderr) = keeper.stderr.take() {
+        let said = Arc::clone(&said);
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "klaw::web", "browser: {line}");
+                if let Ok(mut s) = said.lock() {
+                    if s.len() == 4 {
+                        s.pop_front();
+                    }
+                    s.push_back(line);
+                }
+            }
+        });
     }
-    let config = config.build()?;
-    let (browser, mut handler) = chromiumoxide::Browser::launch(config)
+    let cdp = Cdp::start(to, from);
+    let watched = cdp.clone();
+    tokio::spawn(async move {
+        let _ = keeper.wait().await;
+        // Without its keeper (killed by someone), the browser still goes: Chromium
+        // exits at the end of its DevTools pipe.
+        watched.close();
+    });
+    let first = tokio::time::timeout(START_TIME, async {
+        cdp.send(None, "Browser.getVersion", json!({})).await?;
+        cdp.send(
+            None,
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        )
         .await
-        .map_err(|e| format!("cannot start the browser {}: {e}", path.display()))?;
-    let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
-    Ok(Running {
-        browser,
-        handler,
-        proxy,
-        _profile: profile,
     })
+    .await;
+    let why = match first {
+        Ok(Ok(_)) => return Ok(cdp),
+        Ok(Err(e)) => e,
+        Err(_) => format!("no answer within {} s", START_TIME.as_secs()),
+    };
+    cdp.close();
+    // The keeper removes the profile; its last words say why the browser did not start.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let said = said
+        .lock()
+        .map(|s| s.iter().cloned().collect::<Vec<_>>().join(" | "))
+        .unwrap_or_default();
+    Err(format!(
+        "cannot start the browser {}: {why} ({said})",
+        path.display()
+    ))
+}
+
+/// A call's browser context: disposed of (every target in it closed, popups included)
+/// when dropped, whatever ended the call.
+struct Context {
+    cdp: Cdp,
+    id: String,
+    disposed: bool,
+}
+
+impl Context {
+    async fn dispose(mut self) {
+        self.disposed = true;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.cdp.send(
+                None,
+                "Target.disposeBrowserContext",
+                json!({"browserContextId": self.id}),
+            ),
+        )
+        .await;
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if !self.disposed {
+            self.cdp.fire(
+                None,
+                "Target.disposeBrowserContext",
+                json!({"browserContextId": self.id}),
+            );
+        }
+    }
+}
+
+/// What a load gave: the page's HTML, its URL, the screenshot, the main document's status.
+type Loaded = (String, String, Option<Vec<u8>>, Option<i64>);
+
+/// Why a load failed.
+enum LoadError {
+    /// The browser could not load the page (the network error it reports).
+    Failed(String),
+    /// The browser itself failed.
+    Browser(String),
 }
 
 async fn render(
@@ -188,34 +363,44 @@ async fn render(
 ) -> Result<ToolOutput, ToolError> {
     let format = args.format.unwrap_or(Format::Markdown);
     let max_chars = args.max_chars.unwrap_or(50_000).clamp(1, 1_000_000);
+    let cdp = &running.cdp;
     let _ = running.proxy.take_refused();
-    let page = running
-        .browser
-        .new_page("about:blank")
-        .await
-        .map_err(|e| ToolError::unavailable(format!("the browser cannot open a page: {e}")))?;
-    let loaded = tokio::time::timeout(settings.timeout, async {
-        page.goto(start.as_str()).await?;
-        let status = page
-            .wait_for_navigation_response()
-            .await?
-            .and_then(|r| r.response.as_ref().map(|r| r.status));
-        // Scripts that fill the page after load get a moment.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let html = page.content().await?;
-        let url = page.url().await?.unwrap_or_else(|| start.to_string());
-        let shot = if args.screenshot == Some(true) {
-            Some(
-                page.screenshot(chromiumoxide::page::ScreenshotParams::builder().build())
-                    .await?,
-            )
-        } else {
-            None
-        };
-        Ok::<_, chromiumoxide::error::CdpError>((html, url, shot, status))
-    })
+    let unavailable =
+        |e: String| ToolError::unavailable(format!("the browser cannot open a page: {e}"));
+    let mut events = cdp.events();
+    // A browser that stopped answering is not waited on until the tool's time limit.
+    let created = tokio::time::timeout(
+        START_TIME,
+        cdp.send(None, "Target.createBrowserContext", json!({})),
+    )
+    .await
+    .map_err(|_| unavailable("no answer".into()))?
+    .map_err(unavailable)?;
+    let id = created["browserContextId"]
+        .as_str()
+        .ok_or_else(|| unavailable("no browser context".into()))?
+        .to_owned();
+    let context = Context {
+        cdp: cdp.clone(),
+        id: id.clone(),
+        disposed: false,
+    };
+    // Nothing the page offers for download is written anywhere.
+    let _ = tokio::time::timeout(
+        START_TIME,
+        cdp.send(
+            None,
+            "Browser.setDownloadBehavior",
+            json!({"behavior": "deny", "browserContextId": id}),
+        ),
+    )
     .await;
-    let _ = page.close().await;
+    let loaded = tokio::time::timeout(
+        settings.timeout,
+        load(cdp, &mut events, &id, start, args.screenshot == Some(true)),
+    )
+    .await;
+    context.dispose().await;
     let refused = running.proxy.take_refused();
     let (html, url, shot, status) = match loaded {
         Err(_) => {
@@ -224,7 +409,8 @@ async fn render(
                 settings.timeout.as_secs()
             )));
         }
-        Ok(Err(e)) => {
+        Ok(Err(LoadError::Browser(e))) => return Err(unavailable(e)),
+        Ok(Err(LoadError::Failed(e))) => {
             if let Some(why) = refused.first() {
                 return Err(ToolError::access_denied(why.clone()));
             }
@@ -268,4 +454,128 @@ async fn render(
         });
     }
     Ok(out)
+}
+
+/// Opens `start` in a new page of the browser context `context` and waits for its load
+/// event: the page's HTML and URL a moment later (scripts that fill the page after load
+/// get it), the screenshot when asked, the main document's status.
+async fn load(
+    cdp: &Cdp,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>,
+    context: &str,
+    start: &Url,
+    screenshot: bool,
+) -> Result<Loaded, LoadError> {
+    let browser = LoadError::Browser;
+    let created = cdp
+        .send(
+            None,
+            "Target.createTarget",
+            json!({"url": "about:blank", "browserContextId": context}),
+        )
+        .await
+        .map_err(browser)?;
+    let target = created["targetId"].clone();
+    // The page is attached (and paused) as it is created: its session.
+    let session = loop {
+        let event = next(events).await?;
+        if event.method == "Target.attachedToTarget"
+            && event.params.pointer("/targetInfo/targetId") == Some(&target)
+            && let Some(s) = event.params["sessionId"].as_str()
+        {
+            break s.to_owned();
+        }
+    };
+    let s = Some(session.as_str());
+    for method in ["Page.enable", "Network.enable"] {
+        cdp.send(s, method, json!({})).await.map_err(browser)?;
+    }
+    cdp.send(
+        s,
+        "Page.setLifecycleEventsEnabled",
+        json!({"enabled": true}),
+    )
+    .await
+    .map_err(browser)?;
+    let navigated = cdp
+        .send(s, "Page.navigate", json!({"url": start.as_str()}))
+        .await
+        .map_err(browser)?;
+    if let Some(error) = navigated["errorText"].as_str().filter(|e| !e.is_empty()) {
+        return Err(LoadError::Failed(error.to_owned()));
+    }
+    let frame = navigated["frameId"].clone();
+    let mut loaders = vec![navigated["loaderId"].clone()];
+    let mut status = None;
+    loop {
+        let event = next(events).await?;
+        if event.session.as_deref() != s {
+            if event.method == "Target.detachedFromTarget" && event.params["sessionId"] == session {
+                return Err(LoadError::Failed("the page was closed".into()));
+            }
+            continue;
+        }
+        let p = &event.params;
+        match event.method.as_str() {
+            "Network.responseReceived" if p["type"] == "Document" && p["frameId"] == frame => {
+                status = p.pointer("/response/status").and_then(Value::as_i64);
+            }
+            // A new document in the page's main frame (a redirect the page made itself).
+            "Page.frameNavigated" if p.pointer("/frame/id") == Some(&frame) => {
+                if let Some(l) = p.pointer("/frame/loaderId") {
+                    loaders.push(l.clone());
+                }
+            }
+            "Page.lifecycleEvent"
+                if p["name"] == "load"
+                    && p["frameId"] == frame
+                    && loaders.contains(&p["loaderId"]) =>
+            {
+                break;
+            }
+            _ => {}
+        }
+    }
+    // Scripts that fill the page after load get a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let evaluated = cdp
+        .send(
+            s,
+            "Runtime.evaluate",
+            json!({
+                "expression": "[document.documentElement ? document.documentElement.outerHTML : '', location.href]",
+                "returnByValue": true,
+            }),
+        )
+        .await
+        .map_err(browser)?;
+    let value = &evaluated["result"]["value"];
+    let html = value[0].as_str().unwrap_or_default().to_owned();
+    let url = value[1]
+        .as_str()
+        .map_or_else(|| start.to_string(), str::to_owned);
+    let shot = if screenshot {
+        let taken = cdp
+            .send(s, "Page.captureScreenshot", json!({"format": "png"}))
+            .await
+            .map_err(browser)?;
+        use base64::Engine;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(taken["data"].as_str().unwrap_or_default())
+            .map_err(|e| LoadError::Browser(format!("a screenshot that is not base64: {e}")))?;
+        Some(png)
+    } else {
+        None
+    };
+    Ok((html, url, shot, status))
+}
+
+/// The next event, or the browser is gone.
+async fn next(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>,
+) -> Result<Event, LoadError> {
+    events
+        .recv()
+        .await
+        .ok_or_else(|| LoadError::Browser("the browser is gone".into()))
 }
