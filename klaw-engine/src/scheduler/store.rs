@@ -508,7 +508,8 @@ const EXPIRED_BUSY: &str = "the engine running it stopped before it finished (it
                             at a time";
 
 /// Settles the runs of engines that died holding them (their lease expired) by each
-/// job's policy: under `once` and `all` the latest is run again by `owner` (same row, one
+/// job's policy; never `owner`'s own (a renewal of this engine's late under load does
+/// not make it run its own occurrence twice: its runs end by being recorded): under `once` and `all` the latest is run again by `owner` (same row, one
 /// more attempt), under `skip` it is recorded failed. A job never gets a second run
 /// going: any other expired run of it, or one of a job whose run is going in a live
 /// engine, is recorded failed.
@@ -522,7 +523,7 @@ fn settle_expired(
         let mut stmt = tx
             .prepare(&format!(
                 "SELECT {}, r.scheduled FROM runs r JOIN jobs j ON j.name = r.job
-                 WHERE r.status = 'running' AND r.lease_until < ?1
+                 WHERE r.status = 'running' AND r.lease_until < ?1 AND r.owner <> ?2
                  ORDER BY r.job, r.scheduled DESC",
                 JOB_COLUMNS
                     .split(", ")
@@ -533,19 +534,24 @@ fn settle_expired(
             .map_err(sql("reading expired leases"))?;
         // The run's column follows the job's.
         let scheduled = JOB_COLUMNS.split(", ").count();
-        stmt.query_map([now_s], |r| Ok((job_from_row(r)?, r.get(scheduled)?)))
-            .map_err(sql("reading expired leases"))?
-            .collect::<Result<_, _>>()
-            .map_err(sql("reading expired leases"))?
+        stmt.query_map(params![now_s, owner], |r| {
+            Ok((job_from_row(r)?, r.get(scheduled)?))
+        })
+        .map_err(sql("reading expired leases"))?
+        .collect::<Result<_, _>>()
+        .map_err(sql("reading expired leases"))?
     };
     if expired.is_empty() {
         return Ok(Vec::new());
     }
     let mut going: HashSet<String> = {
         let mut stmt = tx
-            .prepare("SELECT DISTINCT job FROM runs WHERE status = 'running' AND lease_until >= ?1")
+            .prepare(
+                "SELECT DISTINCT job FROM runs
+                 WHERE status = 'running' AND (lease_until >= ?1 OR owner = ?2)",
+            )
             .map_err(sql("reading runs going"))?;
-        stmt.query_map([now_s], |r| r.get(0))
+        stmt.query_map(params![now_s, owner], |r| r.get(0))
             .map_err(sql("reading runs going"))?
             .collect::<Result<_, _>>()
             .map_err(sql("reading runs going"))?
@@ -1284,6 +1290,30 @@ mod tests {
                 assert_eq!(s.runs("daily").unwrap()[0].status, "running");
             }
         }
+    }
+
+    /// An engine whose renewal came late (a loaded machine) does not take its own run
+    /// over: it is still running it, and running it again would ask the model twice.
+    /// Another engine still does, after the lease.
+    #[test]
+    fn an_engine_never_takes_over_its_own_run() {
+        let (_d, s) = store();
+        s.add(
+            &job("daily", "0 9 * * *", Misfire::Once),
+            at("2026-01-01T08:00:00Z"),
+            100,
+        )
+        .unwrap();
+        let first = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
+        assert_eq!(first.len(), 1);
+        let late = at("2026-01-01T09:01:00Z");
+        assert!(s.claim_due(late, "a", LEASE).unwrap().is_empty());
+        let runs = s.runs("daily").unwrap();
+        assert_eq!((runs.len(), runs[0].status.as_str()), (1, "running"));
+        assert_eq!((runs[0].owner.as_str(), runs[0].attempts), ("a", 1));
+        let taken = s.claim_due(late, "b", LEASE).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(s.runs("daily").unwrap()[0].owner, "b");
     }
 
     /// Only the latest RUNS_KEPT runs of a job are kept.
