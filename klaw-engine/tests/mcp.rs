@@ -812,8 +812,10 @@ fn slowloris_connections_are_closed_and_the_honest_client_served() {
 /// A crowd of `n` connections to `addr`, each sending `half` and then nothing, that
 /// reconnects each one the server closes, until `stop`; how many it (re)opened.
 fn slow_crowd(addr: &str, half: &str, n: usize, stop: &AtomicBool) -> usize {
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    // A full accept queue must not hold the crowd (and the test) in `connect`.
     let open = || {
-        let mut s = TcpStream::connect(addr).ok()?;
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
         s.write_all(half.as_bytes()).ok()?;
         s.set_nonblocking(true).ok()?;
         Some(s)
@@ -845,13 +847,14 @@ fn slow_crowd(addr: &str, half: &str, n: usize, stop: &AtomicBool) -> usize {
 /// An honest client's `initialize` and `tools/list` are answered at once (well under the
 /// 10 s header timeout the crowd used to hold every slot for), three times over; the
 /// server never holds more than `mcp.maxConnections` sockets. The same with
-/// `mcp.maxConnections` at 1,000, more than the open files allow: the server holds
-/// fewer, and never runs out of files to accept with.
+/// `mcp.maxConnections` at 1,000, more than the open files allow (the server holds
+/// fewer, and never runs out of files to accept with), and with a crowd that sends
+/// whole headers and half a body.
 #[test]
 fn an_honest_client_is_answered_at_once_behind_a_reconnecting_slow_crowd() {
     let token = "test-token-0123456789abcdef";
     let server = HttpServer::start_limited("127.0.0.1:0", &[("KLAW_MCP_TOKEN", token)], Some(256));
-    honest_behind_a_slow_crowd(&server, token, 128 + 8);
+    honest_behind_a_slow_crowd(&server, token, "POST /mcp HT", 128 + 8);
     let server = HttpServer::start_limited(
         "127.0.0.1:0",
         &[
@@ -860,18 +863,26 @@ fn an_honest_client_is_answered_at_once_behind_a_reconnecting_slow_crowd() {
         ],
         Some(256),
     );
-    honest_behind_a_slow_crowd(&server, token, 256 - 32);
+    honest_behind_a_slow_crowd(&server, token, "POST /mcp HT", 256 - 32);
+    // Without a token (loopback), a crowd whose headers are whole but whose bodies
+    // stop halfway is as unfinished, and pushed out the same way.
+    let server = HttpServer::start_limited("127.0.0.1:0", &[], Some(256));
+    let half_body = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"jsonrpc\"",
+        server.addr
+    );
+    honest_behind_a_slow_crowd(&server, token, &half_body, 128 + 8);
 }
 
 /// Three rounds of an honest client's `initialize`, `notifications/initialized` and
-/// `tools/list` behind 300 reconnecting half-sent connections, each answered within
-/// 3 s, the server holding at most `most` sockets.
-fn honest_behind_a_slow_crowd(server: &HttpServer, token: &str, most: usize) {
+/// `tools/list` behind 300 reconnecting connections that each send `half`, each round
+/// answered within 3 s, the server holding at most `most` sockets.
+fn honest_behind_a_slow_crowd(server: &HttpServer, token: &str, half: &str, most: usize) {
     let bearer = format!("Bearer {token}");
-    let half = "POST /mcp HT".to_owned();
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let crowd = scope.spawn(|| slow_crowd(&server.addr, &half, 300, &stop));
+        let crowd = scope.spawn(|| slow_crowd(&server.addr, half, 300, &stop));
         let _stop = SetOnDrop(&stop);
         // The crowd is in and holds every slot.
         std::thread::sleep(Duration::from_secs(2));

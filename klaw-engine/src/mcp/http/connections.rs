@@ -6,7 +6,8 @@
 //!
 //! The server never stops accepting while a connection it holds is only waiting for
 //! headers: when every slot is taken (or the process is out of open files), the
-//! connection that has waited longest without a request in flight is closed, and the
+//! connection that has waited longest without a request in flight (a request counts
+//! once its headers and body are in, until its response is sent) is closed, and the
 //! new one takes its slot. A crowd of half-sent requests (slowloris), however it
 //! reconnects, thus only ever pushes out its own oldest members, and an honest client,
 //! whose headers come in one packet, is served as soon as it is accepted. Only when
@@ -15,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -77,26 +78,73 @@ impl Table {
     }
 }
 
-/// Counts one request in flight on its connection while it lives.
-struct InFlight(Arc<AtomicUsize>);
+/// One request on its connection: counted as in flight once it is all in (its body
+/// received, or its answer begun), until it is dropped (its response sent).
+struct InFlight {
+    count: Arc<AtomicUsize>,
+    counted: AtomicBool,
+}
 
 impl InFlight {
-    fn new(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Self(Arc::clone(count))
+    fn new(count: &Arc<AtomicUsize>) -> Arc<Self> {
+        Arc::new(Self {
+            count: Arc::clone(count),
+            counted: AtomicBool::new(false),
+        })
+    }
+
+    /// Counts the request (once).
+    fn begin(&self) {
+        if !self.counted.swap(true, Ordering::AcqRel) {
+            self.count.fetch_add(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        if *self.counted.get_mut() {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A request's body, counting its request once the whole body is in: a request whose
+/// body trickles in is as unfinished as one whose headers do.
+struct Received {
+    body: Incoming,
+    request: Arc<InFlight>,
+}
+
+impl hyper::body::Body for Received {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) || this.body.is_end_stream() {
+            this.request.begin();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
 /// A response's body, keeping its request counted until the body is sent (or dropped).
 struct Counted {
     body: Body,
-    _in_flight: InFlight,
+    _request: Arc<InFlight>,
 }
 
 impl hyper::body::Body for Counted {
@@ -244,12 +292,21 @@ pub(super) async fn serve(
         let inner = TowerToHyperService::new(app.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let counted = InFlight::new(&in_flight);
+            if hyper::body::Body::is_end_stream(request.body()) {
+                counted.begin();
+            }
+            let request = request.map(|body| Received {
+                body,
+                request: Arc::clone(&counted),
+            });
             let response = hyper::service::Service::call(&inner, request);
             async move {
                 let response = response.await?;
+                // Answered: in flight until the response is sent, whatever its body.
+                counted.begin();
                 Ok::<_, Infallible>(response.map(|body| Counted {
                     body,
-                    _in_flight: counted,
+                    _request: counted,
                 }))
             }
         });
