@@ -398,6 +398,11 @@ impl Agent {
             lang,
             max_tokens: self.model.max_tokens,
             temperature: self.model.temperature,
+            origin: self
+                .engine
+                .context()
+                .shared_state::<subagent::Lineage>()
+                .origin(&caller),
             ..ChatRequest::default()
         };
         if self.model.protocol == Protocol::Native {

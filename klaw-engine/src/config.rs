@@ -255,6 +255,13 @@ section! {
             /// `mcp-sampling` (the connected MCP client's model, through MCP sampling).
             provider: Provider = Provider::OpenAi;
                 key "provider", env "KLAW_LLM_PROVIDER", type "`\"openai\"`, `\"anthropic\"` or `\"mcp-sampling\"`";
+            /// With `mcp-sampling`: the MCP client (its `clientInfo.name` at `initialize`)
+            /// whose model runs the work no MCP session started (a channel's turns,
+            /// scheduled jobs). `null`: such work is never sampled through a client and
+            /// fails saying so; work a session started is sampled only through that
+            /// session.
+            sampling_client: Option<String> = None;
+                key "samplingClient", env "KLAW_LLM_SAMPLING_CLIENT", type "string or `null`";
             /// The API's base URL.
             base_url: Option<String> = None;
                 key "baseUrl", env "KLAW_LLM_BASE_URL", type "string (URL) or `null`",

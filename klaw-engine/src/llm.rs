@@ -142,6 +142,17 @@ pub enum ToolChoice {
     Tool(String),
 }
 
+/// Whether a model of `config` is the MCP client's (`mcp-sampling`: `llm.provider`, or
+/// a model of `llm.models`).
+pub fn uses_sampling(config: &crate::Config) -> bool {
+    let llm = &config.raw.llm;
+    llm.provider == Provider::McpSampling
+        || llm
+            .models
+            .values()
+            .any(|m| m.provider == Some(Provider::McpSampling))
+}
+
 /// One request to a model.
 #[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
@@ -164,6 +175,10 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
+    /// Who started the work the request is for: the turn's caller, or for a subagent
+    /// (however deep) the caller that started its line. `mcp-sampling` asks only that
+    /// caller's MCP session's client ([`crate::mcp::Peers::sampling_peer`]).
+    pub origin: klaw_tools::Caller,
 }
 
 /// Tokens a request used.
@@ -360,7 +375,9 @@ impl Model {
                 .or_else(|| llm.model.clone())
                 .filter(|m| !m.trim().is_empty())
                 .unwrap_or_else(|| "mcp-client".into());
-            let client: Arc<dyn LlmClient> = Arc::new(mcp_sampling::McpSamplingClient::new());
+            let client: Arc<dyn LlmClient> = Arc::new(mcp_sampling::McpSamplingClient::new(
+                llm.sampling_client.clone(),
+            ));
             (client, hint, Protocol::Text)
         } else {
             Self::http_client(config, named, provider)?
@@ -438,7 +455,9 @@ impl Model {
             Provider::Anthropic => {
                 Arc::new(anthropic::AnthropicClient::new(&base_url, key, transport))
             }
-            Provider::McpSampling => Arc::new(mcp_sampling::McpSamplingClient::new()),
+            Provider::McpSampling => Arc::new(mcp_sampling::McpSamplingClient::new(
+                llm.sampling_client.clone(),
+            )),
         };
         Ok((client, model, protocol))
     }

@@ -44,6 +44,17 @@ pub enum McpError {
         /// The address asked for.
         bind: std::net::SocketAddr,
     },
+    /// `mcp-sampling` with no `mcp.token`: refused before anything listens.
+    #[error(
+        "refusing to serve MCP over HTTP on {bind} without a token while the model is the \
+         MCP client's (llm.provider or a model of llm.models is mcp-sampling): any local \
+         process could connect as the client and answer for the model; set mcp.token \
+         (KLAW_MCP_TOKEN, at least 16 characters)"
+    )]
+    SamplingNoToken {
+        /// The address asked for.
+        bind: std::net::SocketAddr,
+    },
     /// The address could not be listened on (taken, not ours, no permission).
     #[error("cannot listen on {bind}: {source}")]
     Listen {
@@ -64,7 +75,7 @@ impl McpError {
     /// Whether the server was refused for binding a non-loopback address without a
     /// token (a configuration to fix, not a failure of the system).
     pub fn is_refused_bind(&self) -> bool {
-        matches!(self, Self::NoToken { .. })
+        matches!(self, Self::NoToken { .. } | Self::SamplingNoToken { .. })
     }
 }
 

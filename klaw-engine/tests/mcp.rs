@@ -286,10 +286,12 @@ fn a_subagent_runs_on_the_clients_model_through_sampling() {
     );
 }
 
-/// `klaw-engine mcp --http` on a free port, killed when dropped.
+/// `klaw-engine mcp --http` (or `run` with `mcp.enabled`) on a free port, killed when
+/// dropped; its stderr is kept.
 struct HttpServer {
     child: Child,
     addr: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
     _home: tempfile::TempDir,
 }
 
@@ -302,7 +304,17 @@ impl HttpServer {
     /// and hard limit, set by the shell that starts it).
     fn start_limited(bind: &str, env: &[(&str, &str)], open_files: Option<u32>) -> Self {
         let home = tempfile::tempdir().unwrap();
-        let mut cmd = engine(home.path(), &["mcp", "--http", bind]);
+        Self::launch(home, &["mcp", "--http", bind], env, open_files)
+    }
+
+    /// `klaw-engine ARGS` in `home`, which must serve MCP over HTTP.
+    fn launch(
+        home: tempfile::TempDir,
+        args: &[&str],
+        env: &[(&str, &str)],
+        open_files: Option<u32>,
+    ) -> Self {
+        let mut cmd = engine(home.path(), args);
         if let Some(n) = open_files {
             let mut sh = std::process::Command::new("sh");
             sh.env_clear()
@@ -328,11 +340,14 @@ impl HttpServer {
             .spawn()
             .unwrap();
         let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
         let addr = loop {
-            let line = lines
-                .next()
-                .expect("the server exits before listening")
-                .unwrap();
+            let Some(line) = lines.next() else {
+                panic!("the server exits before listening:\n{seen}");
+            };
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
             if let Some(url) = line.strip_prefix("klaw-engine: MCP over HTTP at http://") {
                 // A server on every address is reached on the loopback one.
                 break url
@@ -341,10 +356,19 @@ impl HttpServer {
             }
         };
         // Keep draining its log so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let log = std::sync::Arc::new(std::sync::Mutex::new(seen));
+        let kept = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                let mut k = kept.lock().unwrap();
+                k.push_str(&l);
+                k.push('\n');
+            }
+        });
         Self {
             child,
             addr,
+            log,
             _home: home,
         }
     }
@@ -417,6 +441,155 @@ fn the_python_sdk_over_http() {
     let server = HttpServer::start("127.0.0.1:0", &[]);
     let home = tempfile::tempdir().unwrap();
     sdk_client(&py, home.path(), &format!("http://{}/mcp", server.addr));
+}
+
+/// `klaw-engine run` with `mcp-sampling`, `mcp.enabled`, a token, and a per-second
+/// scheduled job (`JOB-TICK`, added beforehand), `llm.samplingClient` set to `named`.
+fn sampling_run(token: &str, named: Option<&str>) -> HttpServer {
+    let home = tempfile::tempdir().unwrap();
+    let o = engine(
+        home.path(),
+        &["schedule", "add", "tick", "* * * * * *", "JOB-TICK"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut env = vec![
+        ("KLAW_LLM_PROVIDER", "mcp-sampling"),
+        ("KLAW_MCP_ENABLED", "true"),
+        ("KLAW_MCP_BIND", "127.0.0.1:0"),
+        ("KLAW_MCP_TOKEN", token),
+    ];
+    if let Some(n) = named {
+        env.push(("KLAW_LLM_SAMPLING_CLIENT", n));
+    }
+    HttpServer::launch(home, &["run"], &env, None)
+}
+
+/// Sampling sessions do not see each other (`tests/mcp/sdk_sampling_sessions.py`): two
+/// clients that offer sampling, `klaw-a` then `klaw-b` (the most recent, where every
+/// request used to go). A's subagent is sampled only through A; the scheduled job,
+/// which no session started, through neither client, and the run fails saying that
+/// `llm.samplingClient` names none.
+#[test]
+fn sampling_goes_only_to_the_session_that_started_the_work() {
+    let Some(py) = python() else { return };
+    let token = "test-token-0123456789abcdef";
+    let server = sampling_run(token, None);
+    let home = tempfile::tempdir().unwrap();
+    run_sampling_sessions(&py, home.path(), &server, token, "none");
+    let log = server.log.lock().unwrap().clone();
+    assert!(
+        log.contains("is not sampled through any MCP client unless llm.samplingClient"),
+        "{log}"
+    );
+}
+
+/// With `llm.samplingClient` naming `klaw-b`, the scheduled job is sampled through B and
+/// never through A; A's subagent is still A's alone.
+#[test]
+fn work_no_session_started_goes_to_the_named_client_only() {
+    let Some(py) = python() else { return };
+    let token = "test-token-0123456789abcdef";
+    let server = sampling_run(token, Some("klaw-b"));
+    let home = tempfile::tempdir().unwrap();
+    run_sampling_sessions(&py, home.path(), &server, token, "named");
+}
+
+fn run_sampling_sessions(py: &Path, home: &Path, server: &HttpServer, token: &str, mode: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sdk_sampling_sessions.py");
+    let o = std::process::Command::new(py)
+        .arg(script)
+        .arg(format!("http://{}/mcp", server.addr))
+        .arg(token)
+        .arg(mode)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        o.status.success() && out.contains("ok all"),
+        "stdout:\n{out}\nstderr:\n{}\nengine:\n{}",
+        stderr(&o),
+        server.log.lock().unwrap()
+    );
+}
+
+/// With `mcp-sampling` (the provider, or one model of `llm.models`), the HTTP server
+/// needs a token even on loopback: `mcp --http` and `run` with `mcp.enabled` refuse to
+/// start without one, saying why.
+#[test]
+fn http_with_sampling_needs_a_token() {
+    let home = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = engine(home.path(), args);
+        cmd.env("KLAW_CACHE", cache());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // A server that starts anyway is stopped after a while (and fails the test).
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let waiting = std::thread::spawn(move || child.wait_with_output().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !waiting.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if !waiting.is_finished() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+        let o = waiting.join().unwrap();
+        let err = stderr(&o);
+        assert!(
+            !o.status.success()
+                && err.contains("without a token")
+                && err.contains("mcp-sampling")
+                && err.contains("mcp.token")
+                && !err.contains("MCP over HTTP at"),
+            "{args:?} {env:?}: {err}"
+        );
+    };
+    refused(
+        &["mcp", "--http", "127.0.0.1:0"],
+        &[("KLAW_LLM_PROVIDER", "mcp-sampling")],
+    );
+    refused(
+        &["run"],
+        &[
+            ("KLAW_LLM_PROVIDER", "mcp-sampling"),
+            ("KLAW_MCP_ENABLED", "true"),
+            ("KLAW_MCP_BIND", "127.0.0.1:0"),
+        ],
+    );
+    std::fs::write(
+        home.path().join("engine.json"),
+        r#"{"llm": {"model": "m", "baseUrl": "http://127.0.0.1:9/v1", "models": {"client": {"provider": "mcp-sampling", "model": "x"}}}}"#,
+    )
+    .unwrap();
+    let config = home.path().join("engine.json");
+    refused(
+        &["mcp", "--http", "127.0.0.1:0"],
+        &[("KLAW_CONFIG", config.to_str().unwrap())],
+    );
+    // With a token it starts.
+    let server = HttpServer::start(
+        "127.0.0.1:0",
+        &[
+            ("KLAW_LLM_PROVIDER", "mcp-sampling"),
+            ("KLAW_MCP_TOKEN", "test-token-0123456789abcdef"),
+        ],
+    );
+    let (status, _) = server.request("GET", "/api/v1/tools", &[], b"");
+    assert_eq!(status, 401);
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
@@ -634,6 +807,135 @@ fn slowloris_connections_are_closed_and_the_honest_client_served() {
 
     let (status, body) = server.request("GET", "/api/v1/tools", &[("Authorization", &bearer)], b"");
     assert_eq!(status, 200, "{body}");
+}
+
+/// A crowd of `n` connections to `addr`, each sending `half` and then nothing, that
+/// reconnects each one the server closes, until `stop`; how many it (re)opened.
+fn slow_crowd(addr: &str, half: &str, n: usize, stop: &AtomicBool) -> usize {
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    // A full accept queue must not hold the crowd (and the test) in `connect`.
+    let open = || {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+        s.write_all(half.as_bytes()).ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some(s)
+    };
+    let mut crowd: Vec<Option<TcpStream>> = (0..n).map(|_| open()).collect();
+    let mut opened = n;
+    let mut buf = [0u8; 512];
+    while !stop.load(Ordering::Relaxed) {
+        for slot in &mut crowd {
+            let closed = match slot {
+                None => true,
+                Some(s) => match s.read(&mut buf) {
+                    Ok(_) => true,
+                    Err(e) => e.kind() != ErrorKind::WouldBlock,
+                },
+            };
+            if closed && !stop.load(Ordering::Relaxed) {
+                *slot = open();
+                opened += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    opened
+}
+
+/// The slow crowd: the engine at 256 open files (soft and hard), 300 connections that
+/// send half a request line and stop, reconnecting as soon as the server closes one.
+/// An honest client's `initialize` and `tools/list` are answered at once (well under the
+/// 10 s header timeout the crowd used to hold every slot for), three times over; the
+/// server never holds more than `mcp.maxConnections` sockets. The same with
+/// `mcp.maxConnections` at 1,000, more than the open files allow (the server holds
+/// fewer, and never runs out of files to accept with), and with a crowd that sends
+/// whole headers and half a body.
+#[test]
+fn an_honest_client_is_answered_at_once_behind_a_reconnecting_slow_crowd() {
+    let token = "test-token-0123456789abcdef";
+    let server = HttpServer::start_limited("127.0.0.1:0", &[("KLAW_MCP_TOKEN", token)], Some(256));
+    honest_behind_a_slow_crowd(&server, token, "POST /mcp HT", 128 + 8);
+    let server = HttpServer::start_limited(
+        "127.0.0.1:0",
+        &[
+            ("KLAW_MCP_TOKEN", token),
+            ("KLAW_MCP_MAX_CONNECTIONS", "1000"),
+        ],
+        Some(256),
+    );
+    honest_behind_a_slow_crowd(&server, token, "POST /mcp HT", 256 - 32);
+    // Without a token (loopback), a crowd whose headers are whole but whose bodies
+    // stop halfway is as unfinished, and pushed out the same way.
+    let server = HttpServer::start_limited("127.0.0.1:0", &[], Some(256));
+    let half_body = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"jsonrpc\"",
+        server.addr
+    );
+    honest_behind_a_slow_crowd(&server, token, &half_body, 128 + 8);
+}
+
+/// Three rounds of an honest client's `initialize`, `notifications/initialized` and
+/// `tools/list` behind 300 reconnecting connections that each send `half`, each round
+/// answered within 3 s, the server holding at most `most` sockets.
+fn honest_behind_a_slow_crowd(server: &HttpServer, token: &str, half: &str, most: usize) {
+    let bearer = format!("Bearer {token}");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let crowd = scope.spawn(|| slow_crowd(&server.addr, half, 300, &stop));
+        let _stop = SetOnDrop(&stop);
+        // The crowd is in and holds every slot.
+        std::thread::sleep(Duration::from_secs(2));
+        for round in 0..3 {
+            let started = Instant::now();
+            let (status, head, body) = server.exchange(
+                "POST",
+                "/mcp",
+                &[
+                    ("Authorization", &bearer),
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                ],
+                INITIALIZE.as_bytes(),
+            );
+            assert_eq!(
+                status, 200,
+                "round {round}: initialize behind the crowd: {body}"
+            );
+            let session = session_id(&head).expect(&head);
+            let headers = [
+                ("Authorization", bearer.as_str()),
+                ("Mcp-Session-Id", session.as_str()),
+                ("Mcp-Protocol-Version", "2025-06-18"),
+            ];
+            let (status, body) = server.post_mcp(
+                &headers,
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            );
+            assert_eq!(status, 202, "round {round}: {body}");
+            let (status, body) = server.post_mcp(
+                &headers,
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            );
+            assert!(
+                status == 200 && body.contains("current_time"),
+                "round {round}: tools/list behind the crowd: {status} {body}"
+            );
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_secs(3),
+                "round {round}: the honest client waited {took:?} behind the slow crowd"
+            );
+            if cfg!(target_os = "linux") {
+                let held = sockets(server.child.id());
+                assert!(held <= most, "the server holds {held} sockets");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let opened = crowd.join().unwrap();
+        // The crowd was pushed out and came back (it was not merely queued).
+        assert!(opened > 300, "the crowd opened {opened} connections");
+    });
 }
 
 /// How many sockets the process `pid` has open (Linux).

@@ -48,6 +48,61 @@ impl Subagents {
     }
 }
 
+/// Who started each running subagent's line: its caller's chat id (`<depth>:<id>`) →
+/// the caller that spawned the first subagent of the line (an MCP session, a channel's
+/// chat, a scheduled job). Kept in the engine's context
+/// ([`ToolContext::shared_state`](klaw_tools::ToolContext::shared_state)), so that a
+/// subagent's model requests, however deep, go where the work came from
+/// (`ChatRequest::origin`: `mcp-sampling` samples only through that session's client).
+#[derive(Debug, Default)]
+pub(crate) struct Lineage {
+    roots: std::sync::Mutex<std::collections::HashMap<String, Caller>>,
+}
+
+impl Lineage {
+    fn roots(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Caller>> {
+        self.roots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Who started the work `caller` does: the root of a subagent's line, anyone else
+    /// themselves. A subagent whose line is unknown (it ended) is its own root, which
+    /// no MCP session is.
+    pub(crate) fn origin(&self, caller: &Caller) -> Caller {
+        if caller.channel != CHANNEL {
+            return caller.clone();
+        }
+        caller
+            .chat_id
+            .as_deref()
+            .and_then(|c| self.roots().get(c).cloned())
+            .unwrap_or_else(|| caller.clone())
+    }
+
+    /// Records that the subagent `child` works for `root` until the guard is dropped.
+    pub(crate) fn enter(self: &Arc<Self>, child: &Caller, root: Caller) -> LineageGuard {
+        let key = child.chat_id.clone().unwrap_or_default();
+        self.roots().insert(key.clone(), root);
+        LineageGuard {
+            lineage: Arc::clone(self),
+            key,
+        }
+    }
+}
+
+/// A subagent's entry in the [`Lineage`], removed when it ends.
+pub(crate) struct LineageGuard {
+    lineage: Arc<Lineage>,
+    key: String,
+}
+
+impl Drop for LineageGuard {
+    fn drop(&mut self) {
+        self.lineage.roots().remove(&self.key);
+    }
+}
+
 /// Why the subagents could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -160,5 +215,20 @@ mod tests {
         assert_eq!(depth_of(&Caller::new("telegram", Some("1".into()))), 0);
         assert_eq!(depth_of(&Caller::new(CHANNEL, Some("2:sub-9".into()))), 2);
         assert_eq!(split_target("telegram_123"), ("telegram", "123"));
+    }
+
+    #[test]
+    fn a_subagents_line_leads_back_to_who_started_it() {
+        let lineage = Arc::new(Lineage::default());
+        let session = Caller::new("mcp", Some("7".into()));
+        let child = Caller::new(CHANNEL, Some("1:sub-1".into()));
+        let grandchild = Caller::new(CHANNEL, Some("2:sub-2".into()));
+        let first = lineage.enter(&child, lineage.origin(&session));
+        let second = lineage.enter(&grandchild, lineage.origin(&child));
+        assert_eq!(lineage.origin(&grandchild), session);
+        assert_eq!(lineage.origin(&session), session);
+        drop((first, second));
+        // An ended line leads to the subagent itself, never to a session.
+        assert_eq!(lineage.origin(&grandchild), grandchild);
     }
 }

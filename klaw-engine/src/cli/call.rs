@@ -201,10 +201,7 @@ pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
         }
     };
     // Refused before anything starts.
-    if let Err(e) = crate::mcp::http::check_bind(
-        bind,
-        config.raw.mcp.token.as_ref().map(crate::Secret::expose),
-    ) {
+    if let Err(e) = crate::mcp::http::check_start(bind, &config) {
         return super::fail(&e.to_string());
     }
     let model = match mcp_model(&config) {

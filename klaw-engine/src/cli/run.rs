@@ -34,10 +34,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
     }
     let mcp_bind = if config.raw.mcp.enabled {
         match config.raw.mcp.bind.parse::<std::net::SocketAddr>() {
-            Ok(b) => match crate::mcp::http::check_bind(
-                b,
-                config.raw.mcp.token.as_ref().map(crate::Secret::expose),
-            ) {
+            Ok(b) => match crate::mcp::http::check_start(b, &config) {
                 Ok(()) => Some(b),
                 Err(e) => return super::fail(&e.to_string()),
             },

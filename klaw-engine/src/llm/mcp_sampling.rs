@@ -1,9 +1,11 @@
 //! `llm.provider: "mcp-sampling"`: the agent's model is the MCP client's, asked with
-//! `sampling/createMessage` through the client of the most recent MCP session that
-//! declared the sampling capability (`mcp::Peers::sampling_peer`). The tools go in the
-//! system prompt (the `text` protocol: MCP sampling has no function calling a client
-//! must offer), the model the client picks answers, and the client may show the request
-//! to its user first. With no such client connected, a request fails saying so.
+//! `sampling/createMessage`. Work an MCP session started (its subagents, and theirs) is
+//! sampled only through that session's client; work no session started (a channel's
+//! turns, scheduled jobs) only through the client `llm.samplingClient` names, and
+//! otherwise not at all (`mcp::Peers::sampling_peer`). The tools go in the system prompt
+//! (the `text` protocol: MCP sampling has no function calling a client must offer), the
+//! model the client picks answers, and the client may show the request to its user
+//! first. With no such client, a request fails saying why.
 
 use std::sync::{Arc, OnceLock};
 
@@ -25,12 +27,17 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 #[derive(Debug, Default)]
 pub struct McpSamplingClient {
     peers: OnceLock<Arc<Peers>>,
+    /// `llm.samplingClient`: the client that samples for work no session started.
+    named: Option<String>,
 }
 
 impl McpSamplingClient {
-    /// A client not yet bound to an engine.
-    pub fn new() -> Self {
-        Self::default()
+    /// A client not yet bound to an engine; `named` is `llm.samplingClient`.
+    pub fn new(named: Option<String>) -> Self {
+        Self {
+            peers: OnceLock::new(),
+            named,
+        }
     }
 
     fn error(message: impl Into<String>) -> LlmError {
@@ -50,16 +57,12 @@ impl LlmClient for McpSamplingClient {
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         use rmcp::model::{CreateMessageRequestParams, SamplingMessage};
         Box::pin(async move {
-            let peer = self
-                .peers
-                .get()
-                .and_then(|p| p.sampling_peer())
-                .ok_or_else(|| {
-                    Self::error(
-                        "no MCP client that offers sampling is connected (llm.provider is \
-                         mcp-sampling: the model is the MCP client's)",
-                    )
-                })?;
+            let peers = self.peers.get().ok_or_else(|| {
+                Self::error("no MCP server runs (llm.provider is mcp-sampling: the model is the MCP client's)")
+            })?;
+            let peer = peers
+                .sampling_peer(&request.origin, self.named.as_deref())
+                .map_err(Self::error)?;
             let messages = request
                 .messages
                 .iter()

@@ -48,6 +48,19 @@ pub fn check_bind(bind: SocketAddr, token: Option<&str>) -> Result<(), McpError>
     Ok(())
 }
 
+/// Why the server cannot start on `bind` with `config`, checked before it listens:
+/// [`check_bind`], and with `mcp-sampling` a token whatever the address (any local
+/// process could otherwise connect a client of its own and be the model, or read
+/// the work a client's model is asked to do).
+pub fn check_start(bind: SocketAddr, config: &crate::Config) -> Result<(), McpError> {
+    let token = config.raw.mcp.token.as_ref().map(crate::Secret::expose);
+    check_bind(bind, token)?;
+    if token.is_none() && crate::llm::uses_sampling(config) {
+        return Err(McpError::SamplingNoToken { bind });
+    }
+    Ok(())
+}
+
 /// Serves `engine` over HTTP on `bind` until `stop` is cancelled (the app's stop token:
 /// SIGINT or SIGTERM); open connections then get 5 s to finish. Never shuts the engine
 /// down: the app does, once every part has stopped. Says on stderr where it listens
@@ -58,7 +71,7 @@ pub async fn serve(
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<(), McpError> {
     let cfg = engine.config().raw.mcp.clone();
-    check_bind(bind, cfg.token.as_ref().map(crate::Secret::expose))?;
+    check_start(bind, engine.config())?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
         .into_iter()
         .map(str::to_owned)

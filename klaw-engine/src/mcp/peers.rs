@@ -69,15 +69,63 @@ impl Peers {
             .map(|s| s.peer.clone())
     }
 
-    /// The most recently started live session whose client offers sampling (the model a
-    /// call made elsewhere, a scheduled job, runs on with `llm.provider: "mcp-sampling"`).
-    pub fn sampling_peer(&self) -> Option<Peer<RoleServer>> {
+    /// The client that samples (`sampling/createMessage`) for work started by `origin`
+    /// (the turn's caller, or for a subagent the caller that started its line), with
+    /// `llm.samplingClient` as `named`:
+    ///
+    /// - work an MCP session started: that session's client, and no other one;
+    /// - work no session started (a channel, the scheduler): the most recently started
+    ///   live session whose client calls itself `named` (`clientInfo.name`), only when
+    ///   the configuration names one.
+    ///
+    /// `Err` says why there is none (for the model's error).
+    pub fn sampling_peer(
+        &self,
+        origin: &Caller,
+        named: Option<&str>,
+    ) -> Result<Peer<RoleServer>, String> {
         let all = self.lock();
+        let live = |s: &&Session| !s.peer.is_transport_closed();
+        if origin.channel == CHANNEL {
+            let n = origin.chat_id.as_deref().unwrap_or_default();
+            let session = n.parse::<u64>().ok().and_then(|n| all.get(&n)).filter(live);
+            return match session {
+                None => Err(format!(
+                    "the MCP session {n} that started this work has ended; its work is \
+                     sampled only through its own client"
+                )),
+                Some(s) if !offers_sampling(&s.peer) => Err(format!(
+                    "the client of MCP session {n}, which started this work, does not offer \
+                     sampling; its work is sampled only through its own client"
+                )),
+                Some(s) => Ok(s.peer.clone()),
+            };
+        }
+        let Some(name) = named.filter(|n| !n.is_empty()) else {
+            return Err(format!(
+                "work no MCP session started (here: {}) is not sampled through any MCP \
+                 client unless llm.samplingClient (KLAW_LLM_SAMPLING_CLIENT) names one",
+                origin.channel
+            ));
+        };
         all.iter()
-            .filter(|(_, s)| !s.peer.is_transport_closed() && offers_sampling(&s.peer))
+            .filter(|(_, s)| {
+                live(s) && offers_sampling(&s.peer) && client_name(&s.peer).as_deref() == Some(name)
+            })
             .max_by_key(|(n, _)| **n)
             .map(|(_, s)| s.peer.clone())
+            .ok_or_else(|| {
+                format!(
+                    "no MCP client named {name:?} (llm.samplingClient) that offers sampling \
+                     is connected"
+                )
+            })
     }
+}
+
+/// The name a client gave itself at `initialize` (`clientInfo.name`).
+fn client_name(peer: &Peer<RoleServer>) -> Option<String> {
+    peer.peer_info().map(|i| i.client_info.name.clone())
 }
 
 /// The caller of calls made in session `n`.

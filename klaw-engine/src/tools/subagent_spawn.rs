@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::agent::Agent;
 use crate::agent::subagent::{
-    CHANNEL, ReadOnlyCore, SubagentError, Subagents, deliver, depth_of, split_target,
+    CHANNEL, Lineage, ReadOnlyCore, SubagentError, Subagents, deliver, depth_of, split_target,
 };
 use crate::gateway::Gateway;
 use crate::llm::Model;
@@ -143,6 +143,10 @@ impl Spawner {
         );
         let chat = format!("subagent_{}_{id}", args.name);
         let caller = Caller::new(CHANNEL, Some(format!("{depth}:{id}")));
+        // Its model requests go where the work came from (the MCP session that started
+        // the line, however deep), for as long as it runs.
+        let lineage = ctx.shared_state::<Lineage>();
+        let line = lineage.enter(&caller, lineage.origin(ctx.caller()));
         let (task_id, task_name, message) = (id.clone(), args.name.clone(), args.message);
         let (inject, gateway, timeout) =
             (args.inject_into.clone(), self.gateway.clone(), self.timeout);
@@ -159,7 +163,7 @@ impl Spawner {
         span.follows_from(tracing::Span::current());
         tokio::spawn(
             async move {
-                let _place = place;
+                let (_place, _line) = (place, line);
                 let outcome =
                     tokio::time::timeout(timeout, sub.turn(&chat, caller, &message, &())).await;
                 let _logged = deliver(
