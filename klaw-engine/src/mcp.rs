@@ -26,7 +26,7 @@ mod server;
 mod stdio;
 
 pub use approve::{ASK_TIMEOUT, ElicitApproval};
-pub use peers::{CHANNEL, Peers, offers_elicitation, offers_sampling};
+pub use peers::{CHANNEL, Peers, offers_elicitation, offers_sampling, sampled_text};
 pub use server::McpServer;
 pub use stdio::serve_stdio;
 
@@ -146,19 +146,4 @@ pub(crate) fn level_from_u8(n: u8) -> LogLevel {
     .get(usize::from(n))
     .copied()
     .unwrap_or(LogLevel::Info)
-}
-
-/// The text of a client's sampling answer (its text blocks, joined).
-#[allow(deprecated)] // sampling (SEP-2577 deprecates it; clients still offer it)
-pub fn sampled_text(result: &rmcp::model::CreateMessageResult) -> String {
-    let content = serde_json::to_value(&result.message.content).unwrap_or_default();
-    let blocks = match content {
-        Value::Array(blocks) => blocks,
-        one => vec![one],
-    };
-    blocks
-        .iter()
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("")
 }

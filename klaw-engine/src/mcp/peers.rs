@@ -144,3 +144,18 @@ pub fn offers_sampling(peer: &Peer<RoleServer>) -> bool {
     peer.peer_info()
         .is_some_and(|i| i.capabilities.sampling.is_some())
 }
+
+/// The text of a client's sampling answer (its text blocks, joined).
+#[allow(deprecated)] // sampling (SEP-2577 deprecates it; clients still offer it)
+pub fn sampled_text(result: &rmcp::model::CreateMessageResult) -> String {
+    let content = serde_json::to_value(&result.message.content).unwrap_or_default();
+    let blocks = match content {
+        serde_json::Value::Array(blocks) => blocks,
+        one => vec![one],
+    };
+    blocks
+        .iter()
+        .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+        .collect::<Vec<_>>()
+        .join("")
+}
