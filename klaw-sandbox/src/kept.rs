@@ -34,47 +34,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use seccompiler::BpfProgram;
-
 use crate::bwrap;
+pub(crate) use crate::namespaces::{Entry, Namespaces};
 use crate::policy::{Bwrap, HelperPolicy, Policy};
 
 /// What the holder runs: it says it is ready (bubblewrap has built everything by then),
 /// then waits for end of file on its stdin, which the server holds.
 const HOLDER: [&str; 3] = ["/bin/sh", "-c", "echo ready; read line"];
-
-/// The kept sandbox's namespaces and what a command needs to enter them; made once by
-/// the server and inherited by its forked supervisors (every descriptor close-on-exec).
-#[derive(Debug)]
-pub(crate) struct Namespaces {
-    /// The user namespace that owns the holder's mount namespace.
-    pub(crate) user: OwnedFd,
-    /// The nested user namespace the holder runs in (`--disable-userns`), if any.
-    pub(crate) inner: Option<OwnedFd>,
-    /// The holder's mount namespace.
-    pub(crate) mnt: OwnedFd,
-    /// The holder's other namespaces that differ from the server's, each with its type
-    /// (`CLONE_NEW*`): UTS and cgroup.
-    pub(crate) others: Vec<(OwnedFd, i32)>,
-    /// The network is allowed: commands use the server's; else each makes one of its
-    /// own (loopback only), as a one-shot command has.
-    pub(crate) network: bool,
-    /// The seccomp filter.
-    pub(crate) filter: BpfProgram,
-    /// The engine is root: commands switch to the unprivileged user first.
-    pub(crate) root: bool,
-    /// The parts of `/proc` bound read-only over themselves.
-    pub(crate) proc_read_only: Vec<CString>,
-    /// The files of `/proc` hidden under `/dev/null`.
-    pub(crate) proc_masked: Vec<CString>,
-    /// The mount options of `/tmp` and `/dev/shm`.
-    pub(crate) tmp_options: CString,
-    pub(crate) shm_options: CString,
-    /// A workspace under `/tmp` or `/dev/shm`, which the command's fresh one would
-    /// cover: the workspace, and the directories to make in the fresh one down to it,
-    /// where it is mounted again (as bubblewrap binds it after making `/tmp`).
-    pub(crate) covered: Option<(CString, Vec<CString>)>,
-}
 
 /// The namespaces of the server's kept sandbox (set once, at its start).
 static NAMESPACES: std::sync::OnceLock<Namespaces> = std::sync::OnceLock::new();
@@ -89,14 +55,6 @@ pub(crate) struct Kept {
     network: bool,
     /// A network namespace made for the next command (without network).
     ready: Option<OwnedFd>,
-}
-
-/// What one command enters: the kept sandbox, and the network namespace made ahead
-/// for it, if any (else it makes its own).
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub(crate) ns: &'static Namespaces,
-    pub(crate) network: Option<OwnedFd>,
 }
 
 impl Kept {
@@ -202,19 +160,24 @@ impl Drop for Kept {
 /// descriptor, and nothing else in it.
 fn network_namespace(ns: &Namespaces) -> std::io::Result<OwnedFd> {
     use std::os::fd::AsFd;
-    let (ours, theirs) = crate::server::socket_pair()?;
+    let (ours, theirs) = crate::ipc::socket_pair()?;
     match crate::sys::fork_single_threaded()? {
         None => {
             drop(ours);
-            let code = match crate::sys::kept_network_namespace(ns) {
-                Ok(net) => crate::server::send(&theirs, b"n", &[net.as_fd()]).is_err(),
+            let unprivileged = if ns.root {
+                crate::unprivileged::become_unprivileged(crate::unprivileged::UNPRIVILEGED_ID)
+            } else {
+                Ok(())
+            };
+            let code = match unprivileged.and_then(|()| crate::sys::kept_network_namespace(ns)) {
+                Ok(net) => crate::ipc::send(&theirs, b"n", &[net.as_fd()]).is_err(),
                 Err(_) => true,
             };
             std::process::exit(i32::from(code));
         }
         Some(pid) => {
             drop(theirs);
-            let got = crate::server::receive(ours.as_fd());
+            let got = crate::ipc::receive(ours.as_fd());
             let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
             match got {
                 Ok(Some((_, mut fds))) if fds.len() == 1 => Ok(fds.remove(0)),

@@ -30,6 +30,7 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
+use crate::caps::{drop_bounding_set, drop_capabilities};
 use crate::policy::{HelperPolicy, SYSTEM_DIRS};
 use crate::seccomp;
 
@@ -337,40 +338,6 @@ pub(crate) fn own_user_namespace() -> Option<&'static OwnedFd> {
             crate::sys::user_namespace((uid, uid), (gid, gid)).ok()
         })
         .as_ref()
-}
-
-/// Empties the capability bounding set, as far as this process may (it takes
-/// `CAP_SETPCAP`: root's, or any user's in a user namespace of its own).
-///
-/// One `PR_CAPBSET_DROP` per capability (dropping one that is not in the set succeeds),
-/// and none after the first refused for want of `CAP_SETPCAP`: every other would be
-/// refused too.
-pub(crate) fn drop_bounding_set() {
-    use rustix::thread::{CapabilitySet, remove_capability_from_bounding_set};
-    for cap in CapabilitySet::all().iter() {
-        if remove_capability_from_bounding_set(cap) == Err(rustix::io::Errno::PERM) {
-            break;
-        }
-    }
-}
-
-/// Drops every capability (bounding, ambient, effective, permitted, inheritable). Only
-/// system calls, no allocation: it runs in the forked child.
-pub(crate) fn drop_capabilities() -> std::io::Result<()> {
-    use rustix::thread::{
-        CapabilitySet, CapabilitySets, clear_ambient_capability_set, set_capabilities,
-    };
-    drop_bounding_set();
-    let _ = clear_ambient_capability_set();
-    set_capabilities(
-        None,
-        CapabilitySets {
-            effective: CapabilitySet::empty(),
-            permitted: CapabilitySet::empty(),
-            inheritable: CapabilitySet::empty(),
-        },
-    )
-    .map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

@@ -59,9 +59,15 @@ mod policy;
 #[cfg(target_os = "linux")]
 mod bwrap;
 #[cfg(target_os = "linux")]
+mod caps;
+#[cfg(target_os = "linux")]
+mod ipc;
+#[cfg(target_os = "linux")]
 mod kept;
 #[cfg(target_os = "linux")]
 mod landlock;
+#[cfg(target_os = "linux")]
+mod namespaces;
 #[cfg(target_os = "linux")]
 mod remembered;
 #[cfg(target_os = "linux")]

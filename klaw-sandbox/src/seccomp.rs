@@ -353,11 +353,7 @@ pub fn install(filter: &BpfProgram) -> Result<(), String> {
     seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))
 }
 
-/// Installs `filter` on the calling thread. Only system calls (`prctl`, `seccomp`), no
-/// allocation, even on failure: it runs in a forked child before `exec`.
-pub(crate) fn install_forked(filter: &BpfProgram) -> std::io::Result<()> {
-    seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())
-}
+pub(crate) use crate::sys::install_forked;
 
 /// A filter as the kernel and bubblewrap read it: `struct sock_filter` after
 /// `struct sock_filter`, in native byte order.

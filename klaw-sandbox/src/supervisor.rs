@@ -91,7 +91,15 @@ pub(crate) fn supervise(
     // PID 1 of a PID namespace of its own. (This process has one thread: the server
     // keeps bubblewrap only where the kernel has pidfds, so none is made below.)
     if let Some(entry) = &kept {
-        crate::sys::join_kept_user_namespace(entry.ns)
+        // A fork of the sandbox server, which `fork_single_threaded` checked has one
+        // thread: no `/proc` read here, on every command's way.
+        let unprivileged = if entry.ns.root {
+            crate::unprivileged::become_unprivileged_forked(crate::unprivileged::UNPRIVILEGED_ID)
+        } else {
+            Ok(())
+        };
+        unprivileged
+            .and_then(|()| crate::sys::join_kept_user_namespace(entry.ns))
             .map_err(|e| format!("cannot enter the kept sandbox: {e}"))?;
     }
     let program = args.next().ok_or("no command given")?;
@@ -286,7 +294,7 @@ fn probe(
     // A child applies the restrictions, then exits instead of running a program.
     let mut child = std::process::Command::new("/proc/self/exe");
     child.stdin(Stdio::null());
-    crate::sys::restrict_before_exec(&mut child, prepared, true);
+    crate::sys::restrict_before_exec(&mut child, move || prepared.apply(), true);
     let status = child.status();
     // The report's write end, held by the hook, is closed here: the read cannot block.
     drop(child);

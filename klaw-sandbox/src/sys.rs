@@ -79,24 +79,26 @@ fn fd_limit() -> libc::c_int {
     libc::c_int::try_from(cur.min(1 << 20)).unwrap_or(1 << 20)
 }
 
-/// Makes `cmd`'s child apply `prepared` (Landlock, seccomp, the capability drop and,
-/// as root, the switch to the unprivileged user) after the fork, right before `exec`;
-/// with `probe`, the child exits with 0 once they are applied instead of running the
-/// program.
+/// Makes `cmd`'s child run `restrict` after the fork, right before `exec`: the
+/// supervisor's `Prepared::apply` (Landlock, seccomp, the capability drop and, as root,
+/// the switch to the unprivileged user), which must only make system calls, as the
+/// `restrict` of [`spawn_restricted`]. With `probe`, the child exits with 0 once they
+/// are applied instead of running the program.
 pub(crate) fn restrict_before_exec(
     cmd: &mut std::process::Command,
-    prepared: crate::landlock::Prepared,
+    mut restrict: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
     probe: bool,
 ) {
     // SAFETY: the closure runs in the forked child before `exec`, where only
-    // async-signal-safe functions may be called. `Prepared::apply` only makes system
+    // async-signal-safe functions may be called. `restrict` (its one caller's
+    // `Prepared::apply`, in the supervisor's probe) only makes system
     // calls (`setgroups`/`setresgid`/`setresuid`, `prctl`, `openat2`, `fchdir`,
     // `landlock_restrict_self`, `seccomp`, `capset`, `write`, `close`) on memory and
     // descriptors made before the fork; it allocates nothing and takes no lock. `_exit`
     // is async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
-            prepared.apply()?;
+            restrict()?;
             if probe {
                 libc::_exit(0);
             }
@@ -479,10 +481,32 @@ pub(crate) fn x32_calls_run() -> bool {
     })
 }
 
+/// Refuses to go on when this process has more than one thread: the uid and namespace
+/// changes here apply to the calling thread only.
+pub(crate) fn single_threaded() -> std::io::Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse::<u32>().ok());
+    match threads {
+        Some(1) => Ok(()),
+        _ => Err(std::io::Error::other(
+            "the sandbox helper must be single-threaded here (a thread would stay root)",
+        )),
+    }
+}
+
+/// Installs `filter` on the calling thread. Only system calls (`prctl`, `seccomp`), no
+/// allocation, even on failure: it runs in a forked child before `exec`.
+pub(crate) fn install_forked(filter: &seccompiler::BpfProgram) -> std::io::Result<()> {
+    seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())
+}
+
 /// `fork(2)` for the sandbox server (`crate::server`): `None` in the child, the
 /// child's id in the parent. Refuses unless this process has one thread.
 pub(crate) fn fork_single_threaded() -> std::io::Result<Option<rustix::process::Pid>> {
-    crate::unprivileged::single_threaded()?;
+    single_threaded()?;
     // SAFETY: the process has one thread (checked above; the server makes none), so the
     // child is a full copy in a consistent state: no lock is held by a thread that does
     // not exist in the child, and it may go on running ordinary Rust code.
@@ -674,19 +698,14 @@ pub(crate) fn owning_user_namespace(
 }
 
 /// The supervisor's side of entering the server's kept bubblewrap sandbox (see
-/// `crate::kept`), before it starts the command: as root, it becomes the unprivileged
-/// user (the sandbox's); it joins the sandbox's user namespace (which gives it no
+/// `crate::kept`), before it starts the command (as root, the caller has become the
+/// unprivileged user, the sandbox's, first): it joins the sandbox's user namespace (which gives it no
 /// capability anywhere else) and makes its next child PID 1 of a new PID namespace
 /// owned by that user namespace. It stays in the host's mount and PID namespaces (it
 /// reads the host's `/proc` to end the tree), where no command can name it. Call it
 /// while this process has one thread.
-pub(crate) fn join_kept_user_namespace(ns: &crate::kept::Namespaces) -> std::io::Result<()> {
+pub(crate) fn join_kept_user_namespace(ns: &crate::namespaces::Namespaces) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    if ns.root {
-        // A fork of the sandbox server, which `fork_single_threaded` checked has one
-        // thread: no `/proc` read here, on every command's way.
-        crate::unprivileged::become_unprivileged_forked(crate::unprivileged::UNPRIVILEGED_ID)?;
-    }
     // SAFETY: `setns` on a descriptor that is open for the call; this process has one
     // thread (the caller's duty; the kernel refuses otherwise).
     if unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) } != 0 {
@@ -710,15 +729,13 @@ pub(crate) fn join_own_user_namespace(userns: &std::os::fd::OwnedFd) -> std::io:
 }
 
 /// In a child of the sandbox server: a new network namespace owned by the kept
-/// sandbox's user namespace (as root, as the unprivileged user), its loopback up,
+/// sandbox's user namespace (as root, the caller has become the unprivileged user
+/// first), its loopback up,
 /// opened. The calling process is left in it: it only sends the descriptor and exits.
 pub(crate) fn kept_network_namespace(
-    ns: &crate::kept::Namespaces,
+    ns: &crate::namespaces::Namespaces,
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsRawFd;
-    if ns.root {
-        crate::unprivileged::become_unprivileged(crate::unprivileged::UNPRIVILEGED_ID)?;
-    }
     // SAFETY: `setns` and `unshare` on a descriptor open for the call and on flags;
     // this process has one thread (a fork of the single-threaded server).
     if unsafe { libc::setns(ns.user.as_raw_fd(), libc::CLONE_NEWUSER) } != 0
@@ -740,7 +757,7 @@ pub(crate) fn kept_network_namespace(
 /// itself (see `crate::kept`).
 pub(crate) fn spawn_kept(
     exec: &mut Exec,
-    entry: &crate::kept::Entry,
+    entry: &crate::namespaces::Entry,
     cwd: &std::ffi::CStr,
 ) -> std::io::Result<rustix::process::Pid> {
     use std::os::fd::AsRawFd;
@@ -850,7 +867,7 @@ const PROC_FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NO
 
 /// The body of [`enter_kept_before_exec`]'s hook.
 fn enter_kept(
-    entry: &crate::kept::Entry,
+    entry: &crate::namespaces::Entry,
     cwd: &std::ffi::CStr,
     supervisor: libc::c_int,
 ) -> std::io::Result<()> {
@@ -997,7 +1014,7 @@ fn enter_kept(
         unsafe { libc::chdir(cwd.as_ptr()) },
         b"changing to the working directory",
     )?;
-    crate::landlock::drop_capabilities().map_err(|_| failed(b"dropping capabilities"))?;
+    crate::caps::drop_capabilities().map_err(|_| failed(b"dropping capabilities"))?;
     // Dies with the supervisor (set after the last change of credentials, which could
     // clear it), unless the supervisor is already gone: then nothing is to run, and no
     // one would end it.
@@ -1017,8 +1034,7 @@ fn enter_kept(
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
         b"PR_SET_NO_NEW_PRIVS",
     )?;
-    crate::seccomp::install_forked(&ns.filter)
-        .map_err(|_| failed(b"installing the seccomp filter"))?;
+    install_forked(&ns.filter).map_err(|_| failed(b"installing the seccomp filter"))?;
     Ok(())
 }
 

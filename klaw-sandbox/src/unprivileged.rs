@@ -44,7 +44,7 @@ pub const BROWSER_ID: u32 = 2_147_483_645;
 /// for one, as its mounts themselves cannot be) or idmapped mounts are missing
 /// (Linux 5.12+).
 pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
-    single_threaded()?;
+    sys::single_threaded()?;
     // The workspace by descriptor, reached without following any symbolic link, so a
     // link swapped in for it (or a parent) is refused rather than mapped.
     let open = || {
@@ -136,22 +136,6 @@ pub(crate) fn become_unprivileged_forked(id: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Refuses to go on when this process has more than one thread: the uid and namespace
-/// changes here apply to the calling thread only.
-pub(crate) fn single_threaded() -> io::Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let threads = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|n| n.trim().parse::<u32>().ok());
-    match threads {
-        Some(1) => Ok(()),
-        _ => Err(io::Error::other(
-            "the sandbox helper must be single-threaded here (a thread would stay root)",
-        )),
-    }
-}
-
 /// The first directory above `path` (from `/` down) that others may not pass through.
 fn first_closed_ancestor(path: &Path) -> io::Result<Option<PathBuf>> {
     let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
@@ -168,7 +152,7 @@ fn first_closed_ancestor(path: &Path) -> io::Result<Option<PathBuf>> {
 /// group `id`, with no supplementary groups. Root's capabilities go with it.
 pub fn become_unprivileged(id: u32) -> io::Result<()> {
     use rustix::process::{Gid, Uid};
-    single_threaded()?;
+    sys::single_threaded()?;
     // Per-thread system calls: the helper is single-threaded when it calls this, so
     // its one thread is the whole process.
     let gid = Gid::from_raw(id);
