@@ -12,6 +12,7 @@ mod address;
 mod extract;
 mod fetch;
 mod guard;
+mod parse;
 #[cfg(feature = "render")]
 mod proxy;
 #[cfg(feature = "render")]
