@@ -415,7 +415,8 @@ section! {
             max_bytes: usize = WebSettings::default().max_bytes;
                 key "maxBytes", env "KLAW_WEB_MAX_BYTES", type "integer ≥ 1",
                 shown "`5242880` (5 MiB)", check at_least(1);
-            /// Time limit of one request, body included, in seconds.
+            /// Time limit of one request, body included, in seconds; for `web_fetch`, of
+            /// the whole call (the request, the body and the page's extraction).
             timeout_seconds: u64 = WebSettings::default().timeout.as_secs();
                 key "timeoutSeconds", env "KLAW_WEB_TIMEOUT_SECONDS",
                 type "integer, 1 to 2^64−1", check at_least(1);

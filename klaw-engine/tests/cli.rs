@@ -1023,3 +1023,57 @@ fn render_js_leaves_no_browser_and_no_profile_however_the_engine_ends() {
         );
     }
 }
+
+/// A page of 3,000 nested `<b>` (21 KB) overflowed a thread's stack and aborted the engine
+/// (exit 134), and 30,000 nested `<div>` kept it busy past the tool's time limit: through
+/// the engine both are read, their text returned, and the process exits normally.
+#[test]
+fn web_fetch_of_a_deeply_nested_page_does_not_kill_the_engine() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 4096];
+            let n = std::io::Read::read(&mut s, &mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]);
+            let (open, close, levels) = if head.starts_with("GET /divs") {
+                ("<div>", "</div>", 30_000)
+            } else {
+                ("<b>", "</b>", 3_000)
+            };
+            let body = format!(
+                "<html><head><title>Deep</title></head><body>{}<p>the bottom of a deep page</p>{}</body></html>",
+                open.repeat(levels),
+                close.repeat(levels)
+            );
+            let _ = std::io::Write::write_all(
+                &mut s,
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes(),
+            );
+        }
+    });
+    let env = Env::new();
+    for path in ["/bold", "/divs"] {
+        let o = env
+            .cmd(&[
+                "call",
+                "web_fetch",
+                &json!({"url": format!("http://127.0.0.1:{port}{path}")}).to_string(),
+            ])
+            .env(
+                "KLAW_WEB_ALLOWED_PRIVATE_HOSTS",
+                format!("127.0.0.1:{port}"),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{path}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            v["content"]
+                .as_str()
+                .unwrap()
+                .contains("the bottom of a deep page"),
+            "{path}: {v}"
+        );
+    }
+}

@@ -2,7 +2,11 @@
 //! decoding and readability extraction to markdown) and as plain text of the same size
 //! (transfer and decoding only). The difference is the time extraction takes. And
 //! `render_js` of a small page whose text a script writes: cold (the browser started
-//! for the call) and warm (the browser reused), when a Chromium is on `PATH`.
+//! for the call) and warm (the browser reused), when a Chromium is on `PATH`. And
+//! `web_fetch` of pages of one size and one amount of text in different shapes: flat
+//! (sibling blocks; the rows of one table), nested inline elements, nested blocks, nested tables and nested
+//! lists, tens of thousands of levels deep: extraction takes time linear in the page's
+//! size whatever its shape, so the nested ones stay within a small factor of the flat one.
 //!
 //! Run with: cargo bench -p klaw-tools --features render,shell,testing --bench web
 
@@ -103,6 +107,68 @@ fn fetch_1mb(c: &mut Criterion) {
     g.finish();
 }
 
+/// A page of about `bytes` bytes, `word`s of text in the shape named.
+fn shaped(shape: &str, bytes: usize) -> String {
+    let (open, close) = match shape {
+        "flat" => ("<div>word ", "</div>"),
+        "flat_table" => ("<tr><td>word ", "</td></tr>"),
+        "nested_inline" => ("<b>word ", "</b>"),
+        "nested_blocks" => ("<div>word ", "</div>"),
+        "nested_tables" => ("<table><tr><td>word ", "</td></tr></table>"),
+        "nested_lists" => ("<ul><li>word ", "</li></ul>"),
+        _ => unreachable!("{shape}"),
+    };
+    let levels = bytes / (open.len() + close.len());
+    let body = if shape == "flat" {
+        format!("{open}{close}").repeat(levels)
+    } else if shape == "flat_table" {
+        format!("<table>{}</table>", format!("{open}{close}").repeat(levels))
+    } else {
+        open.repeat(levels) + &close.repeat(levels)
+    };
+    format!("<!doctype html><html><head><title>Shape</title></head><body>{body}</body></html>")
+}
+
+fn nested_vs_flat(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let shapes = [
+        "flat",
+        "flat_table",
+        "nested_inline",
+        "nested_blocks",
+        "nested_tables",
+        "nested_lists",
+    ];
+    let mut settings = WebSettings::default();
+    let mut served = Vec::new();
+    for shape in shapes {
+        let addr = serve("text/html; charset=utf-8", shaped(shape, 256 * 1024));
+        settings = settings.allow_private(addr.to_string());
+        served.push((shape, addr));
+    }
+    let kit = Kit::new().unwrap().with_context(|b| b.service(settings));
+    let mut g = c.benchmark_group("web_fetch_256kb_shapes");
+    g.sample_size(10);
+    for (shape, addr) in served {
+        let args = json!({"url": format!("http://{addr}/"), "maxChars": 1_000_000});
+        g.bench_function(shape, |b| {
+            b.iter(|| {
+                let out = rt.block_on(kit.call("web_fetch", args.clone())).unwrap();
+                let page = out.structured().unwrap();
+                assert!(
+                    page["content"].as_str().unwrap().contains("word"),
+                    "{shape}"
+                );
+            });
+        });
+    }
+    g.finish();
+}
+
 fn render(c: &mut Criterion) {
     let Some(browser) = klaw_tools::tools::web::find_browser(None) else {
         eprintln!("skipping render_js: no Chromium on PATH");
@@ -149,5 +215,5 @@ fn render(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, fetch_1mb, render);
+criterion_group!(benches, fetch_1mb, nested_vs_flat, render);
 criterion_main!(benches);

@@ -1318,3 +1318,225 @@ async fn render_js_browser_goes_when_its_keeper_is_killed() {
     );
     drop(kit);
 }
+
+/// `levels` elements opened by `open` (closed by `close` when given: `None` leaves them
+/// open) around `inner`.
+fn nested(open: &str, close: Option<&str>, levels: usize, inner: &str) -> String {
+    let mut page = String::from("<!doctype html><html><head><title>Deep</title></head><body>");
+    page.push_str(&open.repeat(levels));
+    page.push_str(inner);
+    if let Some(close) = close {
+        page.push_str(&close.repeat(levels));
+    }
+    page.push_str("</body></html>");
+    page
+}
+
+/// A page of `shape` nested `levels` deep, its text `DEEP-TEXT-<shape>` at the bottom.
+fn deep_page(shape: &str, levels: usize) -> String {
+    let text = format!("<p>DEEP-TEXT-{shape} at the bottom of the page.</p>");
+    let (open, close) = match shape {
+        "inline" => ("<b>", Some("</b>")),
+        "inline-unclosed" => ("<b>", None),
+        "inline-mixed" => ("<span><i><a href=\"/x\"><em>", Some("</em></a></i></span>")),
+        "block" => ("<div>", Some("</div>")),
+        "block-unclosed" => ("<div>", None),
+        "self-closing" => ("<div/>", None),
+        "misnested" => ("<b><div>", Some("</b></div>")),
+        "mixed" => (
+            "<div class=\"a\"><section><span><strong><blockquote>",
+            Some("</blockquote></strong></span></section></div>"),
+        ),
+        "table" => ("<table><tr><td>", Some("</td></tr></table>")),
+        "table-unclosed" => ("<table><tr><td>", None),
+        "list" => ("<ul><li>", Some("</li></ul>")),
+        "list-unclosed" => ("<ol><li>", None),
+        "svg" => ("<svg><g><link>", None),
+        // Formatting elements a paragraph closes and the next one re-opens, each new.
+        "reopened" => {
+            let mut page = String::from("<html><body>");
+            for i in 0..levels {
+                page.push_str(&format!("<p><b class=\"k{i}\">x</p>"));
+            }
+            page.push_str(&text);
+            return page;
+        }
+        _ => unreachable!("{shape}"),
+    };
+    let inner = if shape == "svg" {
+        format!("</svg>{text}")
+    } else {
+        text
+    };
+    nested(open, close, levels, &inner)
+}
+
+const DEEP_SHAPES: [&str; 14] = [
+    "inline",
+    "inline-unclosed",
+    "inline-mixed",
+    "block",
+    "block-unclosed",
+    "self-closing",
+    "misnested",
+    "mixed",
+    "table",
+    "table-unclosed",
+    "list",
+    "list-unclosed",
+    "svg",
+    "reopened",
+];
+
+/// A page nested thousands of levels deep (3,000 `<b>` overflowed a thread's stack and
+/// aborted the process; 30,000 `<div>` took minutes) is read, in every shape and format,
+/// and its text comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_pages_are_read_in_every_shape() {
+    let server = Server::start(|path| {
+        let mut parts = path.trim_start_matches('/').split('/');
+        match (parts.next(), parts.next().and_then(|l| l.parse().ok())) {
+            (Some(shape), Some(levels)) => {
+                page("text/html; charset=utf-8", deep_page(shape, levels))
+            }
+            _ => page("text/plain", "?"),
+        }
+    })
+    .await;
+    let kit = kit(WebSettings::default()
+        .allow_private(server.addr.to_string())
+        .with_limits(16 * 1024 * 1024, Duration::from_secs(60)));
+    let mut failed = Vec::new();
+    for levels in [3_000, 30_000, 100_000] {
+        for shape in DEEP_SHAPES {
+            // A table or list past the bound is one table or list of as many rows or
+            // items: as slow as a flat one of that many, too slow for a debug build.
+            if levels > 30_000
+                && (shape.starts_with("table") || shape.contains("mixed") || shape == "list")
+            {
+                continue;
+            }
+            let formats: &[&str] = if levels == 3_000 {
+                &["markdown", "text", "html"]
+            } else {
+                &["markdown"]
+            };
+            for format in formats {
+                let started = std::time::Instant::now();
+                let out = kit
+                    .call(
+                        "web_fetch",
+                        json!({"url": server.url(&format!("/{shape}/{levels}")), "format": format, "maxChars": 1_000_000}),
+                    )
+                    .await;
+                let out = match out {
+                    Ok(out) => out.structured().unwrap().clone(),
+                    Err(e) => panic!("{shape} x {levels} as {format}: {e:?}"),
+                };
+                let content = out["content"].as_str().unwrap();
+                eprintln!(
+                    "{shape} x {levels} as {format}: {:?}, {} chars",
+                    started.elapsed(),
+                    content.len()
+                );
+                // Past the bounds a deep list is one list of thousands of (empty) items,
+                // longer than an answer holds: then the answer is full, if not the bottom.
+                let full = out["truncated"] == true && out["length"] == 1_000_000;
+                let read = content.contains(&format!("DEEP-TEXT-{shape}"))
+                    || (full && shape.starts_with("list"));
+                if !read {
+                    failed.push(format!(
+                        "{shape} x {levels} as {format}: {}",
+                        &content[..content.len().min(600)]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// The CPU time this process has used (all its threads), from `/proc/self/stat`.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // After the command's name in parentheses: utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// Run alone by `the_time_limit_stops_the_extraction` (in a process of its own, so that
+/// no other test's work counts in its CPU time): a 19 MB page of nested elements with a
+/// two-second `web.timeoutSeconds`; prints the error's kind, how long the call took and
+/// how much CPU the process used in the two seconds after it returned.
+#[ignore = "run by the_time_limit_stops_the_extraction"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_extraction_past_the_time_limit() {
+    let body = nested("<b>", Some("</b>"), 2_700_000, "<p>too deep to finish</p>");
+    let server = Server::start(move |_| page("text/html", body.clone())).await;
+    let kit = kit(WebSettings::default()
+        .allow_private(server.addr.to_string())
+        .with_limits(64 * 1024 * 1024, Duration::from_secs(2)));
+    let started = std::time::Instant::now();
+    let e = kit
+        .call_err("web_fetch", json!({"url": server.url("/")}))
+        .await;
+    let took = started.elapsed().as_secs_f64();
+    let before = cpu_seconds();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = cpu_seconds();
+    println!(
+        "PROBE kind={:?} took={took:.2} cpu_after={:.2} message={}",
+        e.kind(),
+        after - before,
+        e.message()
+    );
+}
+
+/// web.timeoutSeconds bounds the extraction too, and really stops it: the call returns
+/// a timeout soon after the limit and no thread goes on burning CPU on the page (before,
+/// the blocking thread ran on, unstoppable, after the call had given up).
+#[test]
+fn the_time_limit_stops_the_extraction() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "probe_extraction_past_the_time_limit",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("PROBE ").map(|at| &l[at..]))
+        .unwrap_or_else(|| {
+            panic!(
+                "the probe printed nothing ({:?}): {stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let field = |name: &str| -> String {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(field("kind"), "Timeout", "{line}");
+    assert!(
+        line.contains("web.timeoutSeconds") && line.contains("extraction was stopped"),
+        "{line}"
+    );
+    // Generous bounds: the limit is 2 s; the whole page takes far longer than this.
+    let took: f64 = field("took").parse().unwrap();
+    assert!(took < 15.0, "{line}");
+    // Two seconds of one busy thread would be 2 s of CPU.
+    let cpu: f64 = field("cpu_after").parse().unwrap();
+    assert!(
+        cpu < 0.7,
+        "a thread kept working after the call returned: {line}"
+    );
+}

@@ -2,9 +2,15 @@
 //! else a byte-order mark, else `<meta charset>` in the first bytes of an HTML page, else
 //! UTF-8), HTML through readability extraction (`dom_smoothie`: the page's main content,
 //! without navigation, ads and scripts) to markdown, JSON pretty-printed, other text as
-//! it is. Binary content is refused by its type before its body is read.
+//! it is. Binary content is refused by its type before its body is read. However deep a
+//! page nests its elements, its tree is kept shallow and built in linear time
+//! (`parse.rs`).
 
 use encoding_rs::Encoding;
+
+use html5ever::tendril::StrTendril;
+
+use super::parse::{self, Stop, Unparsed};
 
 /// How an HTML page is returned.
 #[derive(
@@ -121,6 +127,24 @@ pub(crate) fn looks_binary(body: &[u8]) -> bool {
 
 /// An HTML page's title and main content in `format`.
 pub(crate) fn html(page: &str, url: &str, format: Format) -> (Option<String>, String) {
+    match html_until(page, url, format, &Stop::never()) {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(target: "klaw::web", "{url} was not extracted: {e:?}");
+            (None, String::new())
+        }
+    }
+}
+
+/// An HTML page's title and main content in `format`, or why there is none: the page is
+/// parsed into a tree of bounded depth in linear time (`parse.rs`), and the work stops
+/// between steps, and between chunks of the page, once `stop` is reached.
+pub(crate) fn html_until(
+    page: &str,
+    url: &str,
+    format: Format,
+    stop: &Stop,
+) -> Result<(Option<String>, String), Unparsed> {
     let mode = match format {
         Format::Markdown => dom_smoothie::TextMode::Markdown,
         Format::Text | Format::Html => dom_smoothie::TextMode::Formatted,
@@ -130,13 +154,33 @@ pub(crate) fn html(page: &str, url: &str, format: Format) -> (Option<String>, St
         max_elements_to_parse: 200_000,
         ..Default::default()
     };
-    let parsed = dom_smoothie::Readability::new(page, Some(url), Some(config.clone()))
-        .and_then(|mut r| r.parse())
+    let document = parse::document(page, stop)?;
+    // Readability changes the tree it reads: the fallback reads a copy.
+    let copy = document.clone();
+    let ready = |_: &dom_smoothie::ReadabilityError| {
+        if stop.reached() {
+            Err(Unparsed::Stopped)
+        } else {
+            Ok(())
+        }
+    };
+    let parsed =
+        dom_smoothie::Readability::with_document(document, Some(url), Some(config.clone()))
+            .and_then(|mut r| r.parse());
+    let parsed = match parsed {
+        // Too large for readability: the whole body's text.
+        Err(dom_smoothie::ReadabilityError::TooManyElements(..)) => {
+            ready(&dom_smoothie::ReadabilityError::GrabFailed)?;
+            return Ok(whole(&copy, format));
+        }
         // Not an article (a short page, a list): the whole body, with no cleaning.
-        .or_else(|_| {
-            dom_smoothie::Readability::new(page, Some(url), Some(config))
+        Err(e) => {
+            ready(&e)?;
+            dom_smoothie::Readability::with_document(copy, Some(url), Some(config))
                 .and_then(|mut r| r.parse_with_policy(dom_smoothie::ParsePolicy::Raw))
-        });
+        }
+        ok => ok,
+    };
     match parsed {
         Ok(article) => {
             let title = Some(article.title.trim().to_owned()).filter(|t| !t.is_empty());
@@ -144,13 +188,33 @@ pub(crate) fn html(page: &str, url: &str, format: Format) -> (Option<String>, St
                 Format::Html => article.content.to_string(),
                 Format::Markdown | Format::Text => article.text_content.to_string(),
             };
-            (title, content.trim().to_owned())
+            Ok((title, content.trim().to_owned()))
         }
         Err(e) => {
+            ready(&e)?;
             tracing::debug!(target: "klaw::web", "readability found nothing in {url}: {e}");
-            (None, String::new())
+            Ok((None, String::new()))
         }
     }
+}
+
+/// The title and the whole body of `document` in `format`, without its scripts and styles.
+fn whole(document: &dom_query::Document, format: Format) -> (Option<String>, String) {
+    let title = document.select("title").text().trim().to_owned();
+    document
+        .select("script, style, noscript, template, head")
+        .remove();
+    let body = document.select("body");
+    let content = match (format, body.nodes().first()) {
+        (_, None) => StrTendril::new(),
+        (Format::Markdown, Some(body)) => body.md(None),
+        (Format::Text, Some(body)) => body.formatted_text(),
+        (Format::Html, Some(body)) => body.inner_html(),
+    };
+    (
+        Some(title).filter(|t| !t.is_empty()),
+        content.trim().to_owned(),
+    )
 }
 
 /// JSON pretty-printed, or the text as it is when it is not JSON.

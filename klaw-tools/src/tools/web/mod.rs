@@ -14,6 +14,7 @@ mod cdp;
 mod extract;
 mod fetch;
 mod guard;
+mod parse;
 #[cfg(feature = "render")]
 mod proxy;
 #[cfg(feature = "render")]

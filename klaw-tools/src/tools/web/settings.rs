@@ -15,7 +15,8 @@ use crate::{FromToolContext, ToolContext, ToolError};
 pub struct WebSettings {
     /// Most bytes read of one response body (`web.maxBytes`, default 5 MiB).
     pub max_bytes: usize,
-    /// Time limit of one request, body included (`web.timeoutSeconds`, default 30 s).
+    /// Time limit of one request, body included; for `web_fetch`, of the whole call, the
+    /// page's extraction included (`web.timeoutSeconds`, default 30 s).
     pub timeout: Duration,
     /// `host:port` pairs that may be reached although their addresses are private
     /// (`web.allowedPrivateHosts`, e.g. `127.0.0.1:8080`); empty by default.
