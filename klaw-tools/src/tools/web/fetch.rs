@@ -1,13 +1,13 @@
 //! `web_fetch`: one page, its main content as markdown, text or HTML.
 
 use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use url::Url;
 
+use super::clients::Clients;
 use super::extract::{self, Format, Kind};
-use super::guard::{Guard, GuardedResolver, redirect_policy, refusal_in};
+use super::guard::refusal_in;
 use super::parse::{Stop, Unparsed};
 use super::settings::WebSettings;
 use crate::{ToolContext, ToolError, ToolSchema, tool};
@@ -154,93 +154,6 @@ pub async fn web_fetch(
         content_type,
         truncated: cut || shortened,
     })
-}
-
-/// The HTTP clients of a context, built on first use from its [`WebSettings`]: one for
-/// pages (behind the [`Guard`]), one for the configured search providers.
-#[derive(Default)]
-pub(crate) struct Clients {
-    built: OnceLock<Result<Built, String>>,
-    /// `render_js`'s browser, started at its first call (again when it died).
-    #[cfg(feature = "render")]
-    browser: tokio::sync::Mutex<Option<Arc<super::render::Running>>>,
-}
-
-struct Built {
-    guard: Arc<Guard>,
-    pages: reqwest::Client,
-    search: reqwest::Client,
-}
-
-impl Clients {
-    fn build(settings: &WebSettings) -> Result<Built, String> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let guard = Arc::new(Guard::new(settings));
-        // Both: no proxy from the environment, one user agent, a connect time limit.
-        let base = || {
-            reqwest::Client::builder()
-                .no_proxy()
-                .user_agent(concat!("Klaw/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
-                .connect_timeout(std::time::Duration::from_secs(10))
-        };
-        let pages = base()
-            .dns_resolver(Arc::new(GuardedResolver(Arc::clone(&guard))))
-            .redirect(redirect_policy(Arc::clone(&guard)))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let search = base()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Built {
-            guard,
-            pages,
-            search,
-        })
-    }
-
-    fn built(&self, settings: &WebSettings) -> Result<&Built, ToolError> {
-        self.built
-            .get_or_init(|| Self::build(settings))
-            .as_ref()
-            .map_err(|e| ToolError::unavailable(format!("cannot start the HTTP client: {e}")))
-    }
-
-    /// The guard and the client for pages.
-    pub(crate) fn get(
-        &self,
-        settings: &WebSettings,
-    ) -> Result<(&Guard, &reqwest::Client), ToolError> {
-        self.built(settings).map(|b| (b.guard.as_ref(), &b.pages))
-    }
-
-    /// `render_js`'s browser (the one at `path`, kept by `helper`), started on first
-    /// use, and again when the last one died.
-    #[cfg(feature = "render")]
-    pub(crate) async fn browser(
-        &self,
-        path: &std::path::Path,
-        helper: &std::path::Path,
-        settings: &WebSettings,
-    ) -> Result<Arc<super::render::Running>, ToolError> {
-        let guard = Arc::clone(&self.built(settings)?.guard);
-        let mut browser = self.browser.lock().await;
-        if let Some(running) = browser.as_ref().filter(|r| !r.is_dead()) {
-            return Ok(Arc::clone(running));
-        }
-        let running = Arc::new(
-            super::render::launch(path, helper, guard, settings)
-                .await
-                .map_err(ToolError::unavailable)?,
-        );
-        *browser = Some(Arc::clone(&running));
-        Ok(running)
-    }
-
-    /// The client for the search providers (configured by the operator: not guarded).
-    pub(crate) fn search(&self, settings: &WebSettings) -> Result<&reqwest::Client, ToolError> {
-        self.built(settings).map(|b| &b.search)
-    }
 }
 
 /// `page` as a tool's structured output.

@@ -11,6 +11,7 @@
 mod address;
 #[cfg(feature = "render")]
 mod cdp;
+mod clients;
 mod extract;
 mod fetch;
 mod guard;

@@ -26,8 +26,10 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::cdp::{Cdp, Event};
+use super::clients::Clients;
 use super::extract::{self, Format};
-use super::fetch::{Clients, cut_chars, frame, page_output};
+use super::fetch::{cut_chars, frame, page_output};
+use super::guard::Guard;
 use super::proxy::Proxy;
 use super::settings::WebSettings;
 use crate::{Annotations, Attachment, FnTool, Tool, ToolError, ToolOutput, ToolSchema, ToolSpec};
@@ -122,7 +124,11 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
                     .await
                     .map_err(|r| ToolError::access_denied(r.to_string()))?;
             }
-            let running = web.browser(&browser, &keeper(&ctx), &settings).await?;
+            let guard = web.guard(&settings)?;
+            let running = ctx
+                .shared_state::<Browser>()
+                .get(&browser, &keeper(&ctx), guard, &settings)
+                .await?;
             render(&running, &start, &settings, args).await
         }
     }))
@@ -161,6 +167,36 @@ impl Drop for Running {
 
 /// How long the browser has to answer its first message.
 const START_TIME: Duration = Duration::from_secs(30);
+
+/// `render_js`'s browser of a context, started at its first call (again when it died).
+#[derive(Default)]
+pub(crate) struct Browser {
+    running: tokio::sync::Mutex<Option<Arc<Running>>>,
+}
+
+impl Browser {
+    /// The browser (the one at `path`, kept by `helper`, through `guard`), started on first
+    /// use, and again when the last one died.
+    pub(crate) async fn get(
+        &self,
+        path: &Path,
+        helper: &Path,
+        guard: Arc<Guard>,
+        settings: &WebSettings,
+    ) -> Result<Arc<Running>, ToolError> {
+        let mut browser = self.running.lock().await;
+        if let Some(running) = browser.as_ref().filter(|r| !r.is_dead()) {
+            return Ok(Arc::clone(running));
+        }
+        let running = Arc::new(
+            launch(path, helper, guard, settings)
+                .await
+                .map_err(ToolError::unavailable)?,
+        );
+        *browser = Some(Arc::clone(&running));
+        Ok(running)
+    }
+}
 
 /// Starts the browser at `path` under the keeper `helper`, every request through a
 /// guarded proxy: with Chromium's sandbox, else (it cannot start here) without it.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::fetch::Clients;
+use super::clients::Clients;
 use super::settings::WebSettings;
 use crate::{ToolContext, ToolError, ToolSchema, tool};
 
