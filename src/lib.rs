@@ -16,11 +16,17 @@
 //! # fn main() {}
 //! ```
 //!
-//! This crate re-exports [`klaw_tools`]; see `doc/writing-tools.md` for every attribute.
+//! This crate re-exports [`klaw_core`], the authoring API; the built-in tool groups
+//! (`klaw-tools`) are opt-in, as [`tools`] with the `builtins` feature. See
+//! `doc/writing-tools.md` for every attribute.
 
 extern crate self as klaw;
 
-pub use klaw_tools::*;
+pub use klaw_core::*;
+
+/// The built-in tool groups (`klaw-tools`), linked in with the `builtins` feature.
+#[cfg(feature = "builtins")]
+pub use klaw_tools::tools;
 
 /// The README's examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]

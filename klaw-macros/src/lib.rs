@@ -1,7 +1,7 @@
 //! Procedural macros of Klaw: `#[tool]` turns an async fn into a tool, and
 //! `#[derive(ToolSchema)]` gives a struct or enum a compile-time schema so it can be a
-//! tool argument or result. Use them through `klaw` or `klaw-tools`, which re-export
-//! them; see `doc/writing-tools.md` for every attribute and every error.
+//! tool argument or result. Use them through `klaw`, `klaw-core` or `klaw-tools`, which
+//! re-export them; see `doc/writing-tools.md` for every attribute and every error.
 
 mod ast;
 mod attr;

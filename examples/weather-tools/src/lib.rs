@@ -1,8 +1,9 @@
-//! Example: a crate of tools that depends on `klaw-tools` alone (see its Cargo.toml:
-//! no `serde`, `serde_json`, `inventory` or `schemars`). Link it into an engine with
+//! Example: a crate of tools that depends on `klaw` alone, as `doc/writing-tools.md`
+//! says (see its Cargo.toml: no `serde`, `serde_json`, `inventory` or `schemars`, and
+//! no built-in tool group: its build is the core's few crates). Link it into an engine with
 //! `use weather_tools as _;` (see `examples/my-engine`).
 
-use klaw_tools::{ToolError, tool};
+use klaw::{ToolError, tool};
 
 /// Converts a temperature between Celsius, Fahrenheit and Kelvin.
 #[tool(

@@ -11,7 +11,7 @@ use cap_std::fs::Dir;
 
 use super::confine::{Confined, confine, confine_in, io_error};
 use super::read::{looks_binary, open_regular};
-use crate::{ToolError, Workspace};
+use crate::ToolError;
 
 /// Reads the text file `path` beneath `root`, whole, when it is at most `max_bytes`.
 ///
@@ -115,7 +115,7 @@ fn confine_in_folder(root: &Path, folder: &str, path: &str) -> Result<Confined, 
 
 /// The bytes of `path` beneath `root` and the path as messages show it.
 fn read_beneath(root: &Path, path: &str, max_bytes: u64) -> Result<(Vec<u8>, String), ToolError> {
-    let c = confine(&Workspace::at(root), path)?;
+    let c = confine(&crate::__private::workspace_at(root), path)?;
     read_confined(&c, max_bytes)
 }
 
@@ -168,7 +168,7 @@ fn names_beneath(
     path: &str,
     keep: fn(&cap_std::fs::FileType) -> bool,
 ) -> Result<Vec<String>, ToolError> {
-    names_in(confine(&Workspace::at(root), path)?, keep)
+    names_in(confine(&crate::__private::workspace_at(root), path)?, keep)
 }
 
 fn names_in(

@@ -20,7 +20,7 @@ use super::sandbox::{self, SandboxHelper};
 use super::scratch::CommandTmp;
 use super::served::Servers;
 use super::settings::ShellSettings;
-use crate::schema::Schema;
+use crate::Schema;
 use crate::{ToolContext, ToolError, ToolSchema};
 
 /// A command: a shell line (run with `sh -c`) or an argument vector (run directly).

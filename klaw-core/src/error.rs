@@ -56,7 +56,7 @@ impl ErrorKind {
 /// error, a backtrace-worthy cause) that the model never sees.
 ///
 /// ```
-/// use klaw_tools::ToolError;
+/// use klaw_core::ToolError;
 /// let e = ToolError::not_found("no such note: todo.md").with_detail("ENOENT");
 /// assert!(e.is_not_found());
 /// assert_eq!(e.to_string(), "no such note: todo.md");

@@ -8,7 +8,7 @@
 /// its own threshold of what is close enough to suggest.
 ///
 /// ```
-/// let ranked = klaw_tools::by_similarity("file_raed", ["shell_exec", "file_read"].into_iter());
+/// let ranked = klaw_core::by_similarity("file_raed", ["shell_exec", "file_read"].into_iter());
 /// assert_eq!(ranked[0].1, "file_read");
 /// let suggest: Vec<&str> = ranked
 ///     .into_iter()

@@ -497,7 +497,7 @@ pub trait Tool: Send + Sync + 'static {
 /// A tool made at run time from a spec and a closure.
 ///
 /// ```
-/// use klaw_tools::{FnTool, ToolOutput, ToolSpec};
+/// use klaw_core::{FnTool, ToolOutput, ToolSpec};
 /// let echo = FnTool::new(
 ///     ToolSpec::new("echo", "Повторяет текст", serde_json::json!({
 ///         "type": "object",
@@ -535,7 +535,7 @@ impl FnTool<()> {
     /// not parse is an `invalid_arguments` error for the model).
     ///
     /// ```
-    /// use klaw_tools::{FnTool, ToolOutput, ToolSchema, ToolSpec};
+    /// use klaw_core::{FnTool, ToolOutput, ToolSchema, ToolSpec};
     ///
     /// #[derive(ToolSchema, serde::Deserialize)]
     /// #[serde(rename_all = "camelCase")]
@@ -549,7 +549,7 @@ impl FnTool<()> {
     ///     ToolSpec::new("greet", "Приветствует", serde_json::Value::Null),
     ///     |_ctx, args: Greet| async move { Ok(ToolOutput::plain(format!("hi {}", args.user_name))) },
     /// );
-    /// # use klaw_tools::Tool;
+    /// # use klaw_core::Tool;
     /// assert_eq!(greet.spec().input_schema["required"][0], "userName");
     /// assert_eq!(greet.spec().aliases, [("who".to_owned(), "userName".to_owned())]);
     /// ```

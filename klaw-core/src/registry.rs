@@ -78,9 +78,16 @@ impl Entry {
 /// The tools of an engine, sorted by name.
 ///
 /// ```
+/// use klaw_core::{ToolContext, ToolError, ToolRegistry, tool};
+///
+/// /// Tells the time.
+/// #[tool(name = "current_time", description_ru = "Сообщает время", read_only)]
+/// async fn current_time() -> Result<String, ToolError> {
+///     Ok("12:00".to_owned())
+/// }
+///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use klaw_tools::{ToolContext, ToolRegistry};
-/// let registry = ToolRegistry::collect().expect("built-in tools are valid");
+/// let registry = ToolRegistry::collect().expect("the linked tools are valid");
 /// let ctx = ToolContext::builder().build();
 /// let err = registry.execute(&ctx, "curent_time", "{}").await.unwrap_err();
 /// assert!(err.is_unknown_tool());

@@ -120,7 +120,7 @@ struct Shared {
 /// cancellation token are per call.
 ///
 /// ```
-/// use klaw_tools::{Limits, ToolContext};
+/// use klaw_core::{Limits, ToolContext};
 /// struct Db;
 /// let ctx = ToolContext::builder()
 ///     .workspace("/tmp/ws")

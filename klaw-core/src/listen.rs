@@ -81,7 +81,7 @@ impl<F: Fn(&ProgressUpdate) + Send + Sync + 'static> CallListener for F {
 /// Reports the progress of the current call, injected into a tool like any extractor:
 ///
 /// ```
-/// use klaw_tools::{Progress, ToolError, tool};
+/// use klaw_core::{Progress, ToolError, tool};
 ///
 /// #[tool(name = "slow_count", description_ru = "Считает медленно")]
 /// async fn slow_count(progress: Progress, /// До скольких
@@ -144,7 +144,7 @@ impl FromToolContext for Progress {
 /// asked for).
 ///
 /// ```
-/// use klaw_tools::{Log, ToolError, tool};
+/// use klaw_core::{Log, ToolError, tool};
 ///
 /// #[tool(name = "import_notes", description_ru = "Импортирует заметки")]
 /// async fn import_notes(log: Log) -> Result<String, ToolError> {

@@ -4,8 +4,8 @@
 //! conversation that worked stops working) from compatible ones.
 //!
 //! ```
-//! use klaw_tools::lock::SchemaLock;
-//! # let registry = klaw_tools::ToolRegistry::new();
+//! use klaw_core::lock::SchemaLock;
+//! # let registry = klaw_core::ToolRegistry::new();
 //! let locked = SchemaLock::of(&registry);
 //! let text = locked.to_json();
 //! let changes = SchemaLock::from_json(&text).unwrap().compare(&SchemaLock::of(&registry));

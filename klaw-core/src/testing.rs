@@ -3,10 +3,21 @@
 //! dispatch as the engine.
 //!
 //! ```
+//! use klaw_core::{ToolError, tool};
+//!
+//! /// Repeats a text in capitals.
+//! #[tool(name = "kit_shout", description_ru = "Повторяет текст заглавными буквами", read_only)]
+//! async fn kit_shout(
+//!     /// Текст
+//!     text: String,
+//! ) -> Result<String, ToolError> {
+//!     Ok(text.to_uppercase())
+//! }
+//!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
-//! let kit = klaw_tools::testing::Kit::new()?;
-//! let out = kit.call("current_time", serde_json::json!({"timezone": "UTC"})).await?;
-//! assert!(out.text().contains("\"timezone\": \"UTC\""));
+//! let kit = klaw_core::testing::Kit::new()?;
+//! let out = kit.call("kit_shout", serde_json::json!({"text": "klaw"})).await?;
+//! assert_eq!(out.text(), "KLAW");
 //! # Ok(()) }
 //! ```
 
@@ -174,8 +185,8 @@ impl Kit {
 ///
 /// ```no_run
 /// # fn main() {
-/// let kit = klaw_tools::testing::Kit::new().unwrap();
-/// klaw_tools::testing::assert_tools_lock(kit.registry(), "tools.lock.json");
+/// let kit = klaw_core::testing::Kit::new().unwrap();
+/// klaw_core::testing::assert_tools_lock(kit.registry(), "tools.lock.json");
 /// # }
 /// ```
 #[track_caller]
