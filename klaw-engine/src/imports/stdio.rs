@@ -187,42 +187,19 @@ pub(crate) fn cut_deep(line: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
         return std::borrow::Cow::Borrowed(line);
     }
     let mut out = Vec::with_capacity(line.len());
-    let mut depth = 0usize;
+    let mut depth = Depth::default();
     // Inside a value being cut: the depth it opened at.
     let mut cutting: Option<usize> = None;
-    let mut in_string = false;
-    let mut escaped = false;
     for &b in line {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
+        match depth.step(b) {
+            Step::Open if cutting.is_none() && depth.now > max => {
+                cutting = Some(depth.now);
+                out.extend_from_slice(b"null");
+                continue;
             }
-            if cutting.is_none() {
-                out.push(b);
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if cutting.is_none() && depth > max {
-                    cutting = Some(depth);
-                    out.extend_from_slice(b"null");
-                    continue;
-                }
-            }
-            b'}' | b']' => {
-                let closing = depth;
-                depth = depth.saturating_sub(1);
-                if cutting == Some(closing) {
-                    cutting = None;
-                    continue;
-                }
+            Step::Close(closing) if cutting == Some(closing) => {
+                cutting = None;
+                continue;
             }
             _ => {}
         }
@@ -235,30 +212,64 @@ pub(crate) fn cut_deep(line: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
 
 /// How deep `json` nests objects and arrays (strings skipped).
 fn depth_of(json: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
+    let mut depth = Depth::default();
+    let mut deepest = 0;
     for &b in json {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
+        if depth.step(b) == Step::Open {
+            deepest = deepest.max(depth.now);
         }
     }
     deepest
+}
+
+/// What one byte of JSON did to the nesting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// An object or array opened (the depth is now one more).
+    Open,
+    /// The one opened at this depth closed.
+    Close(usize),
+    /// Anything else: a string's byte, a scalar, a separator.
+    Other,
+}
+
+/// The nesting of JSON read a byte at a time, strings (and their escapes) skipped.
+#[derive(Debug, Default)]
+struct Depth {
+    now: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Depth {
+    fn step(&mut self, b: u8) -> Step {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+            }
+            return Step::Other;
+        }
+        match b {
+            b'"' => {
+                self.in_string = true;
+                Step::Other
+            }
+            b'{' | b'[' => {
+                self.now += 1;
+                Step::Open
+            }
+            b'}' | b']' => {
+                let closing = self.now;
+                self.now = self.now.saturating_sub(1);
+                Step::Close(closing)
+            }
+            _ => Step::Other,
+        }
+    }
 }
 
 #[cfg(test)]
