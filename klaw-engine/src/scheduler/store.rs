@@ -1045,6 +1045,11 @@ mod tests {
         (dir, s)
     }
 
+    /// Adds `job` at `now` under a cap no test reaches.
+    fn add(s: &SqliteStore, job: &NewJob, now: Timestamp) {
+        s.add(job, now, 100).unwrap();
+    }
+
     const LEASE: Duration = Duration::from_secs(30);
 
     #[test]
@@ -1069,7 +1074,7 @@ mod tests {
         assert_eq!(old.spec.origin, None);
         let mut new = job("new", "0 10 * * *", Misfire::Once);
         new.origin = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
-        s.add(&new, at("2026-03-01T00:00:00Z"), 100).unwrap();
+        add(&s, &new, at("2026-03-01T00:00:00Z"));
         assert_eq!(s.get("new").unwrap().spec.origin, new.origin);
         assert_eq!(s.list().unwrap().len(), 2);
     }
@@ -1104,12 +1109,11 @@ mod tests {
             bad.to_string().contains("minute 61 is out of range 0-59"),
             "{bad}"
         );
-        s.add(
+        add(
+            &s,
             &job("backup", "@daily", Misfire::Skip),
             at("2026-01-01T10:00:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.spec.name).collect();
         assert_eq!(names, ["backup", "report"]);
         let missing = s.remove("reprot").unwrap_err();
@@ -1125,12 +1129,11 @@ mod tests {
     #[test]
     fn a_claim_is_made_once_and_advances_the_job() {
         let (dir, s) = store();
-        s.add(
+        add(
+            &s,
             &job("tick", "* * * * * *", Misfire::Once),
             at("2026-01-01T00:00:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let other = SqliteStore::new(dir.path().join("schedule.sqlite"), 3);
         let now = at("2026-01-01T00:00:01Z");
         let mine = s.claim_due(now, "a", LEASE).unwrap();
@@ -1188,12 +1191,11 @@ mod tests {
             ),
         ] {
             let (_d, s) = store();
-            s.add(
+            add(
+                &s,
                 &job("daily", "0 9 * * *", misfire),
                 at("2026-01-01T10:00:00Z"),
-                100,
-            )
-            .unwrap();
+            );
             let got = claim_all(&s, at("2026-01-04T12:00:00Z"));
             assert_eq!(got, ran, "{misfire:?}");
             let runs = s.runs("daily").unwrap();
@@ -1234,12 +1236,11 @@ mod tests {
     #[test]
     fn all_is_capped() {
         let (_d, s) = store();
-        s.add(
+        add(
+            &s,
             &job("hourly", "0 * * * *", Misfire::All),
             at("2026-01-01T00:30:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let got = claim_all(&s, at("2026-01-01T10:30:00Z"));
         assert_eq!(
             got,
@@ -1258,12 +1259,11 @@ mod tests {
     fn an_expired_lease_is_settled_by_the_policy() {
         for misfire in [Misfire::Once, Misfire::All, Misfire::Skip] {
             let (_d, s) = store();
-            s.add(
+            add(
+                &s,
                 &job("daily", "0 9 * * *", misfire),
                 at("2026-01-01T08:00:00Z"),
-                100,
-            )
-            .unwrap();
+            );
             let t = at("2026-01-01T09:00:00Z");
             let dead = s.claim_due(t, "dead", LEASE).unwrap();
             assert_eq!(dead.len(), 1);
@@ -1298,12 +1298,11 @@ mod tests {
     #[test]
     fn an_engine_never_takes_over_its_own_run() {
         let (_d, s) = store();
-        s.add(
+        add(
+            &s,
             &job("daily", "0 9 * * *", Misfire::Once),
             at("2026-01-01T08:00:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let first = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
         assert_eq!(first.len(), 1);
         let late = at("2026-01-01T09:01:00Z");
@@ -1320,12 +1319,11 @@ mod tests {
     #[test]
     fn old_runs_are_dropped() {
         let (_d, s) = store();
-        s.add(
+        add(
+            &s,
             &job("tick", "* * * * * *", Misfire::Once),
             at("2026-01-01T00:00:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let start = at("2026-01-01T00:00:00Z");
         for i in 1..=i64::from(RUNS_KEPT) + 5 {
             let now = start + jiff::SignedDuration::from_secs(i);
@@ -1344,12 +1342,11 @@ mod tests {
     #[test]
     fn renewing_keeps_the_lease() {
         let (_d, s) = store();
-        s.add(
+        add(
+            &s,
             &job("daily", "0 9 * * *", Misfire::Once),
             at("2026-01-01T08:00:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let c = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
         assert!(s.renew(&c[0], "a", at("2026-01-01T09:10:00Z")).unwrap());
         assert!(!s.renew(&c[0], "b", at("2026-01-01T09:10:00Z")).unwrap());
@@ -1365,12 +1362,11 @@ mod tests {
     #[test]
     fn run_now_claims_a_run_off_the_schedule() {
         let (_d, s) = store();
-        s.add(
+        add(
+            &s,
             &job("daily", "0 9 * * *", Misfire::Once),
             at("2026-01-01T08:00:00Z"),
-            100,
-        )
-        .unwrap();
+        );
         let now = at("2026-01-01T08:30:00Z");
         let a = s.claim_now("daily", now, "a", LEASE).unwrap();
         // One run of a job at a time, run-now's too.
@@ -1429,8 +1425,7 @@ mod tests {
         for misfire in [Misfire::Once, Misfire::Skip, Misfire::All] {
             let (_d, s) = store();
             let start = at("2026-01-01T00:00:00Z");
-            s.add(&job("tick", "* * * * * *", misfire), start, 100)
-                .unwrap();
+            add(&s, &job("tick", "* * * * * *", misfire), start);
             let mut going: Option<(Claim, i64)> = None;
             let mut ran = 0;
             for i in 1..=3 * 3600 {
@@ -1480,8 +1475,7 @@ mod tests {
     fn skipped_runs_alone_keep_the_record_bounded() {
         let (_d, s) = store();
         let start = at("2026-01-01T00:00:00Z");
-        s.add(&job("tick", "* * * * * *", Misfire::Skip), start, 100)
-            .unwrap();
+        add(&s, &job("tick", "* * * * * *", Misfire::Skip), start);
         for day in 1..=4 {
             let now = start + jiff::SignedDuration::from_hours(24 * day);
             assert!(s.claim_due(now, "a", LEASE).unwrap().len() <= 1);
@@ -1500,8 +1494,7 @@ mod tests {
     fn a_long_miss_runs_the_latest_occurrence() {
         let (_d, s) = store();
         let start = at("2026-01-01T00:00:00Z");
-        s.add(&job("tick", "* * * * * *", Misfire::Once), start, 100)
-            .unwrap();
+        add(&s, &job("tick", "* * * * * *", Misfire::Once), start);
         let now = start + jiff::SignedDuration::from_hours(24);
         let claims = s.claim_due(now, "a", LEASE).unwrap();
         assert_eq!(claims.len(), 1);
@@ -1514,8 +1507,7 @@ mod tests {
     fn many_expired_runs_of_a_job_give_one_run() {
         let (_d, s) = store();
         let start = at("2026-01-01T00:00:00Z");
-        s.add(&job("tick", "0 9 * * *", Misfire::Once), start, 100)
-            .unwrap();
+        add(&s, &job("tick", "0 9 * * *", Misfire::Once), start);
         s.with(|conn| {
             for i in 0..50 {
                 conn.execute(
