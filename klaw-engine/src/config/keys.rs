@@ -30,10 +30,10 @@ pub struct KeyDoc {
 
 /// The Markdown tables of `doc/config/engine-json.md` that come from the declarations,
 /// by the name of their marker (`<!-- generated: keys NAME -->` ... `<!-- end -->`):
-/// `top` (the top-level keys), `memory`, `mcp`, `llm`, `agent` and `gateway` (those
-/// sections), `env` (the variables).
+/// `top` (the top-level keys), one per section that has keys (`memory`, `mcp`, ...,
+/// `telemetry`), `env` (the variables).
 #[cfg(test)]
-pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
+pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(String, String)> {
     let table = |rows: Vec<&KeyDoc>| {
         let mut t = String::from(
             "| key | type | default | environment variable | meaning |\n|---|---|---|---|---|\n",
@@ -61,26 +61,26 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
             ));
         }
     }
-    let mut tables = vec![("top", table(top))];
-    for name in [
-        "memory",
-        "mcp",
-        "skills",
-        "llm",
-        "agent",
-        "gateway",
-        "web",
-        "scheduler",
-    ] {
-        tables.push((name, table(section(name))));
+    let mut tables = vec![("top".to_owned(), table(top))];
+    // Every section that has keys gets its table: one added later cannot go undocumented.
+    let mut sections: Vec<&str> = Vec::new();
+    for k in keys {
+        if let Some((name, _)) = k.key.split_once('.')
+            && !sections.contains(&name)
+        {
+            sections.push(name);
+        }
     }
-    tables.push(("env", env));
+    for name in sections {
+        tables.push((name.to_owned(), table(section(name))));
+    }
+    tables.push(("env".to_owned(), env));
     tables
 }
 
 /// `doc` with each generated table replaced by `tables` (see [`doc_tables`]).
 #[cfg(test)]
-pub(crate) fn with_tables(doc: &str, tables: &[(&'static str, String)]) -> String {
+pub(crate) fn with_tables(doc: &str, tables: &[(String, String)]) -> String {
     let mut out = doc.to_owned();
     for (name, table) in tables {
         let start = format!("<!-- generated: keys {name} -->\n");
