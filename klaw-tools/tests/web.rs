@@ -1090,6 +1090,39 @@ async fn render_js_dismisses_dialogs_at_once() {
     drop(kit);
 }
 
+/// A page that makes its document huge (a 100 MB comment written by its script, over the
+/// 64 MiB a DevTools message may have) is read
+/// cut to `web.maxBytes` in the page: the call succeeds with the start of the text, and
+/// the engine never holds the whole document (the DevTools answer stays small).
+#[cfg(feature = "render")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_js_reads_a_huge_document_cut_to_max_bytes() {
+    let _one = one_browser_at_a_time().await;
+    let server = Server::start(|path| match path {
+        "/huge" => scripted(
+            "document.getElementById('out').textContent = 'start of the text'; \
+             document.body.appendChild(document.createComment('x'.repeat(100 * 1024 * 1024)));",
+        ),
+        _ => page("text/plain", "?"),
+    })
+    .await;
+    let settings = WebSettings::default()
+        .allow_private(server.addr.to_string())
+        .with_limits(256 * 1024, Duration::from_secs(120));
+    let Some(kit) = render_kit(settings) else {
+        return;
+    };
+    let ok = kit
+        .call_ok(
+            "render_js",
+            json!({"url": server.url("/huge"), "format": "text", "maxChars": 1000}),
+        )
+        .await;
+    let content = ok["content"].as_str().unwrap();
+    assert!(content.contains("start of the text"), "{ok}");
+    drop(kit);
+}
+
 /// Issue 42 (side note): a `file:` iframe, which the proxy never sees, neither stalls the
 /// call nor fails it: the page is rendered without the file.
 #[cfg(all(feature = "render", feature = "shell"))]

@@ -11,9 +11,14 @@
 //!
 //! Two threads per browser: one writes the queued messages, one reads and dispatches
 //! (answers to their callers, events to every listener).
+//!
+//! A message is read up to [`MAX_MESSAGE`] bytes: a page that makes its answer larger
+//! (a document of a gigabyte of text) fails the one call that asked for it, with a clear
+//! error, instead of filling the engine's memory; the rest of the message is skipped
+//! unread and the connection goes on.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +35,10 @@ pub(crate) struct Event {
 
 type Answer = Result<Value, String>;
 
+/// The largest DevTools message read (64 MiB): a page's HTML is cut to `web.maxBytes`
+/// before it is sent, and a full-page screenshot of a tall page stays well under it.
+pub(crate) const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
 struct Inner {
     next: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
@@ -45,6 +54,11 @@ pub(crate) struct Cdp(Arc<Inner>);
 impl Cdp {
     /// Talks to the browser through `to` (its descriptor 3) and `from` (its descriptor 4).
     pub(crate) fn start(to: std::io::PipeWriter, from: std::io::PipeReader) -> Self {
+        Self::start_capped(to, from, MAX_MESSAGE)
+    }
+
+    /// [`Cdp::start`] with a cap other than [`MAX_MESSAGE`] (the tests use a small one).
+    fn start_capped(to: std::io::PipeWriter, from: std::io::PipeReader, cap: usize) -> Self {
         let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let cdp = Cdp(Arc::new(Inner {
             next: AtomicU64::new(1),
@@ -66,7 +80,7 @@ impl Cdp {
         let reader = cdp.clone();
         let _ = std::thread::Builder::new()
             .name("klaw-cdp-read".into())
-            .spawn(move || reader.read_all(from));
+            .spawn(move || reader.read_all(from, cap));
         cdp
     }
 
@@ -139,18 +153,25 @@ impl Cdp {
             .unwrap_or(false)
     }
 
-    /// The reading thread: answers and events until the pipe ends.
-    fn read_all(&self, from: std::io::PipeReader) {
+    /// The reading thread: answers and events until the pipe ends. A message over `cap`
+    /// bytes is skipped (see the module's doc).
+    fn read_all(&self, from: std::io::PipeReader, cap: usize) {
         let mut from = BufReader::new(from);
         let mut buf = Vec::new();
         loop {
             buf.clear();
-            match from.read_until(0, &mut buf) {
+            let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+            match (&mut from).take(limit).read_until(0, &mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
             if buf.last() == Some(&0) {
                 buf.pop();
+            } else if buf.len() > cap {
+                if !self.skip_oversized(&mut from, &buf, cap) {
+                    break;
+                }
+                continue;
             }
             let Ok(msg) = serde_json::from_slice::<Value>(&buf) else {
                 tracing::debug!(target: "klaw::web", "render_js: an unreadable DevTools message");
@@ -170,6 +191,29 @@ impl Cdp {
         if let Ok(mut l) = self.0.listeners.lock() {
             l.clear();
         }
+    }
+
+    /// Skips the rest of a message over `cap` (its first bytes are `head`) and fails the
+    /// call it answers (Chromium writes `{"id":N,` first). False when the pipe ended.
+    fn skip_oversized(&self, from: &mut impl BufRead, head: &[u8], cap: usize) -> bool {
+        let id = head
+            .strip_prefix(br#"{"id":"#)
+            .map(|rest| rest.iter().take_while(|b| b.is_ascii_digit()).copied())
+            .and_then(|digits| String::from_utf8(digits.collect()).ok())
+            .and_then(|digits| digits.parse::<u64>().ok());
+        tracing::warn!(
+            target: "klaw::web",
+            "render_js: the browser sent a message over {} MiB; skipped",
+            cap / (1024 * 1024)
+        );
+        let waiting = id.and_then(|id| self.0.pending.lock().ok()?.remove(&id));
+        if let Some(tx) = waiting {
+            let _ = tx.send(Err(format!(
+                "the browser's answer is over {} bytes (the page is too large); it was not read",
+                cap
+            )));
+        }
+        matches!(from.skip_until(0), Ok(n) if n > 0)
     }
 
     fn dispatch(&self, mut msg: Value) {
@@ -227,5 +271,59 @@ impl Cdp {
         if let Ok(mut l) = self.0.listeners.lock() {
             l.retain(|tx| tx.send(event.clone()).is_ok());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+    use std::io::{BufRead, BufReader, Write};
+
+    use serde_json::json;
+
+    use super::Cdp;
+
+    /// A browser that answers each request with `answer(id)`; over a real pipe pair.
+    fn fake_browser(answer: impl Fn(u64) -> Vec<u8> + Send + 'static, cap: usize) -> Cdp {
+        let (from_engine, to_browser) = std::io::pipe().unwrap();
+        let (from_browser, mut to_engine) = std::io::pipe().unwrap();
+        std::thread::spawn(move || {
+            let mut requests = BufReader::new(from_engine);
+            let mut buf = Vec::new();
+            while matches!(requests.read_until(0, &mut buf), Ok(n) if n > 0) {
+                buf.pop();
+                let request: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+                buf.clear();
+                let mut message = answer(request["id"].as_u64().unwrap());
+                message.push(0);
+                if to_engine.write_all(&message).is_err() {
+                    break;
+                }
+            }
+        });
+        Cdp::start_capped(to_browser, from_browser, cap)
+    }
+
+    /// A hostile page's answer over the cap fails that call with a clear error, is not
+    /// kept in memory, and the next call on the same browser still works.
+    #[tokio::test]
+    async fn an_answer_over_the_cap_fails_its_call_and_the_connection_goes_on() {
+        let cdp = fake_browser(
+            |id| {
+                let size = if id == 1 { 200_000 } else { 10 };
+                serde_json::to_vec(&json!({"id": id, "result": {"html": "x".repeat(size)}}))
+                    .unwrap()
+            },
+            64 * 1024,
+        );
+        let err = cdp
+            .send(None, "Runtime.evaluate", json!({}))
+            .await
+            .unwrap_err();
+        assert!(err.contains("over 65536 bytes"), "{err}");
+        let next = cdp.send(None, "Runtime.evaluate", json!({})).await.unwrap();
+        assert_eq!(next["html"], "x".repeat(10));
+        assert!(!cdp.is_closed());
     }
 }

@@ -433,7 +433,14 @@ async fn render(
     .await;
     let loaded = tokio::time::timeout(
         settings.timeout,
-        load(cdp, &mut events, &id, start, args.screenshot == Some(true)),
+        load(
+            cdp,
+            &mut events,
+            &id,
+            start,
+            args.screenshot == Some(true),
+            settings.max_bytes,
+        ),
     )
     .await;
     context.dispose().await;
@@ -494,13 +501,15 @@ async fn render(
 
 /// Opens `start` in a new page of the browser context `context` and waits for its load
 /// event: the page's HTML and URL a moment later (scripts that fill the page after load
-/// get it), the screenshot when asked, the main document's status.
+/// get it, cut to `max_bytes` characters in the page, as `web_fetch` cuts a body), the
+/// screenshot when asked, the main document's status.
 async fn load(
     cdp: &Cdp,
     events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>,
     context: &str,
     start: &Url,
     screenshot: bool,
+    max_bytes: usize,
 ) -> Result<Loaded, LoadError> {
     let browser = LoadError::Browser;
     let created = cdp
@@ -579,7 +588,9 @@ async fn load(
             s,
             "Runtime.evaluate",
             json!({
-                "expression": "[document.documentElement ? document.documentElement.outerHTML : '', location.href]",
+                "expression": format!(
+                    "[document.documentElement ? document.documentElement.outerHTML.slice(0, {max_bytes}) : '', location.href]"
+                ),
                 "returnByValue": true,
             }),
         )
