@@ -46,8 +46,8 @@ pub use app::{App, AppError};
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
-    AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    McpServer, MemoryModels, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
+    AgentSection, Config, ConfigError, EngineConfig, GatewaySection, ImportedServer, LlmSection,
+    McpSection, MemoryModels, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
     TelemetrySection,
 };
 pub use doctor::{Check, Status, doctor};

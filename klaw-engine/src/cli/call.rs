@@ -187,17 +187,16 @@ pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
 
 /// `klaw-engine mcp --http [ADDR]`: serves the engine over HTTP until a signal.
 pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
-    let addr = if addr.is_empty() {
-        config.raw.mcp.bind.clone()
+    let bind = if addr.is_empty() {
+        config.raw.mcp.bind.addr()
     } else {
-        addr.to_owned()
-    };
-    let bind: std::net::SocketAddr = match addr.parse() {
-        Ok(b) => b,
-        Err(_) => {
-            return super::fail(&format!(
-                "--http {addr:?} is not an address and port such as 127.0.0.1:8765"
-            ));
+        match addr.parse() {
+            Ok(b) => b,
+            Err(_) => {
+                return super::fail(&format!(
+                    "--http {addr:?} is not an address and port such as 127.0.0.1:8765"
+                ));
+            }
         }
     };
     // Refused before anything starts.

@@ -33,18 +33,11 @@ pub(crate) fn run(config: Config) -> ExitCode {
         );
     }
     let mcp_bind = if config.raw.mcp.enabled {
-        match config.raw.mcp.bind.parse::<std::net::SocketAddr>() {
-            Ok(b) => match crate::mcp::http::check_start(b, &config) {
-                Ok(()) => Some(b),
-                Err(e) => return super::fail(&e.to_string()),
-            },
-            Err(_) => {
-                return super::fail(&format!(
-                    "mcp.bind {:?} is not an address",
-                    config.raw.mcp.bind
-                ));
-            }
+        let bind = config.raw.mcp.bind.addr();
+        if let Err(e) = crate::mcp::http::check_start(bind, &config) {
+            return super::fail(&e.to_string());
         }
+        Some(bind)
     } else {
         None
     };
