@@ -79,9 +79,9 @@ fn model_server() -> ScriptedServer {
 }
 
 /// Where the turns are awaited: in a task on a runtime worker, as the front ends run
-/// them (`cli::run_front` spawns the front end; `run` spawns a task per chat), or on
-/// the thread of `Runtime::block_on`, as a program that awaits `Agent::turn` in
-/// `#[tokio::main]`'s body does.
+/// them (`app::run_front_on_worker` spawns the front end; `run` spawns a task per
+/// chat), or on the thread of `Runtime::block_on`, as a program that awaits
+/// `Agent::turn` in `#[tokio::main]`'s body does.
 #[derive(Clone, Copy, PartialEq)]
 enum Driven {
     OnWorker,

@@ -1,6 +1,7 @@
 //! The one place the engine is put together for a front end (`call`, `chat`, `run`,
 //! `mcp`, and `tools` and `doctor`, which read the registry of what is assembled here);
-//! the command line runs each front end on it (`cli::run_front`).
+//! each front end runs on it through `front.rs` (`run_front`: its runtime, the start,
+//! the one shutdown; the MCP server and `run`'s parts).
 //!
 //! [`App::assemble`] builds the [`Engine`], then the parts every front end shares: the
 //! gateway and `send_message`, and, when a model is given, the agent with its subagents
@@ -11,6 +12,7 @@
 //! stops (the MCP server over HTTP) never cuts another part's grace period short.
 
 mod channels;
+mod front;
 
 use std::sync::Arc;
 
@@ -24,6 +26,8 @@ use crate::llm::Model;
 use crate::manifests::Manifests;
 use crate::scheduler::Scheduler;
 use crate::{Config, Engine, EngineError};
+
+pub(crate) use front::{run_front, run_front_on_worker};
 
 /// Why an app could not be assembled: the error of the part that failed, shown as it.
 #[derive(Debug, thiserror::Error)]
@@ -195,7 +199,7 @@ impl App {
 
     /// Starts the imported MCP servers (`mcpServers`) and registers their tools;
     /// returns once each has started or used up its start-up limit (those that failed
-    /// are in [`Engine::failed`] and retried in the background). `cli::run_front` calls
+    /// are in [`Engine::failed`] and retried in the background). `run_front` calls
     /// it for every front end; a second call does nothing.
     pub async fn start_imports(&self) {
         self.imports.start(&self.engine).await;

@@ -1,12 +1,20 @@
-//! The command line: `tools`, `call`, `doctor`, `config`, `memory`, `docs index`,
-//! `schedule`.
+//! The command line: the command tree ([`Cli`], [`Command`]) and its dispatch. Each
+//! subcommand's file parses what it reads and prints what it gets: `cli/tools.rs`
+//! (`tools`, `tools reload`, `tools lock`), `cli/call.rs` (`call`), `cli/mcp.rs` (`mcp`),
+//! `cli/chat.rs`, `cli/run.rs`, `cli/schedule.rs`, `cli/memory.rs`, `cli/docs.rs`
+//! (`docs index`); `doctor` and `config` are printed here. A front end runs on an
+//! assembled app (`app/front.rs`: its runtime, the start, the one shutdown).
 
 mod call;
 mod chat;
+#[cfg(feature = "docs")]
+mod docs;
+mod mcp;
 #[cfg(feature = "memory")]
 mod memory;
 mod run;
 mod schedule;
+mod tools;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -15,8 +23,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use klaw_tools::{Format, Lang};
 
+use crate::Config;
 use crate::llm::Model;
-use crate::{Config, Engine};
 
 /// Klaw: tools for LLM agents, served from one engine.
 #[derive(Debug, Parser)]
@@ -233,68 +241,14 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             ExitCode::SUCCESS
         }),
         Some(Command::Tools {
-            action: Some(ToolsAction::Reload),
-            ..
-        }) => with_config(|config| {
-            init_logging(config);
-            match crate::App::for_listing(config.clone()) {
-                Ok(app) => print_reload(&app),
-                Err(e) => fail(&e.to_string()),
-            }
-        }),
-        Some(Command::Tools {
-            action:
-                Some(ToolsAction::Lock {
-                    check,
-                    update,
-                    file,
-                }),
-            ..
-        }) => with_config(|config| {
-            init_logging(config);
-            match crate::App::for_listing(config.clone()) {
-                Ok(app) => tools_lock(&app.engine().registry(), &file, check, update),
-                Err(e) => fail(&e.to_string()),
-            }
-        }),
-        Some(Command::Tools {
-            action: None,
+            action,
             format,
             lang,
             failed,
-        }) => with_config(|config| {
-            init_logging(config);
-            // The tools of an assembled engine: the engine's own (send_message,
-            // subagent_spawn) too.
-            let app = match crate::App::for_listing(config.clone()) {
-                Ok(app) => app,
-                Err(e) => return fail(&e.to_string()),
-            };
-            let engine = app.engine();
-            let lang = lang.unwrap_or(config.raw.language);
-            match (format, failed) {
-                (Some(ToolsFormat::Json), true) => {
-                    out(&pretty(&serde_json::json!(engine.failed())));
-                }
-                (Some(ToolsFormat::Client(_)), true) => {
-                    return fail(
-                        "--failed lists tools, not definitions: use it alone or with --format json",
-                    );
-                }
-                (None, true) => print_failed(&engine.failed()),
-                (Some(ToolsFormat::Client(format)), false) => {
-                    out(&pretty(&engine.registry().definitions(format, lang).into()));
-                }
-                (Some(ToolsFormat::Json), false) => {
-                    out(&pretty(&crate::mcp::http::tools_json(engine, lang)));
-                }
-                (None, false) => print_table(engine, lang),
-            }
-            ExitCode::SUCCESS
-        }),
-        Some(Command::Mcp { http: None }) => with_config(|config| call::mcp_stdio(config.clone())),
+        }) => with_config(|config| tools::run(config, action, format, lang, failed)),
+        Some(Command::Mcp { http: None }) => with_config(|config| mcp::stdio(config.clone())),
         Some(Command::Mcp { http: Some(addr) }) => {
-            with_config(|config| call::mcp_http(config.clone(), &addr))
+            with_config(|config| mcp::http(config.clone(), &addr))
         }
         Some(Command::Call { jsonl: true, .. }) => {
             with_config(|config| call::jsonl(config.clone()))
@@ -309,7 +263,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
         #[cfg(feature = "docs")]
         Some(Command::Docs {
             command: DocsCommand::Index { force },
-        }) => with_config(|config| docs_index(config.clone(), force)),
+        }) => with_config(|config| docs::index(config.clone(), force)),
         None => {
             let code = doctor();
             if code != ExitCode::SUCCESS {
@@ -362,256 +316,22 @@ pub(crate) fn init_logging(config: &Config) {
     crate::telemetry::init(config);
 }
 
-#[cfg(feature = "docs")]
-fn docs_index(config: Config, force: bool) -> ExitCode {
-    init_logging(&config);
-    let engine = match Engine::new(config) {
-        Ok(e) => e,
-        Err(e) => return fail(&e.to_string()),
-    };
-    let bar = call::Bar::new();
-    let ctx = match bar.sink() {
-        Some(sink) => engine.context().clone().with_listener(sink),
-        None => engine.context().clone(),
-    };
-    let result = klaw_tools::tools::docs::sync_context(&ctx, force);
-    bar.finish();
-    match result {
-        Ok(r) => {
-            out(&format!(
-                "docs index: {} indexed, {} unchanged, {} removed; {} in {:.1} s ({})",
-                crate::doctor::plural(r.indexed, "file"),
-                r.unchanged,
-                r.removed,
-                crate::doctor::plural(r.chunks, "chunk"),
-                r.elapsed.as_secs_f64(),
-                engine
-                    .config()
-                    .data_dir
-                    .join(klaw_tools::tools::docs::DOCS_DB)
-                    .display()
-            ));
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(&format!("docs index: {e}")),
-    }
-}
-
-fn print_table(engine: &Engine, lang: Lang) {
-    let registry = engine.registry();
-    let width = registry.names().map(str::len).max().unwrap_or(4).max(4);
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{:width$}  {:5}  DESCRIPTION", "NAME", "FLAGS");
-    for tool in registry.all() {
-        let spec = tool.spec();
-        let flags = spec.annotations.flags();
-        let desc = spec.description.get(lang);
-        // The first sentence: up to ". " or a line break (a dot inside `files.md` is not
-        // the end of a sentence).
-        let first = desc
-            .split('\n')
-            .next()
-            .and_then(|line| line.split(". ").next())
-            .unwrap_or(desc)
-            .trim_end_matches('.');
-        let short: String = if first.chars().count() > 90 {
-            first.chars().take(89).chain(['…']).collect()
-        } else {
-            first.to_owned()
-        };
-        let _ = writeln!(out, "{:width$}  {flags:5}  {short}", spec.name);
-    }
-    let _ = writeln!(
-        out,
-        "\n{}; flags: r read-only, d destructive, i idempotent, o open-world",
-        crate::doctor::plural(registry.len(), "tool")
-    );
-    let failed = engine.failed();
-    if !failed.is_empty() {
-        let _ = writeln!(
-            out,
-            "{} not working: `klaw-engine tools --failed` says why",
-            crate::doctor::plural(failed.len(), "tool")
-        );
-    }
-}
-
-/// `tools lock`: compare the tools with the lock at `file`, print each change, then
-/// write it (plain), write it unless a change is breaking (`update`), or only say
-/// (`check`).
-fn tools_lock(
-    registry: &klaw_tools::ToolRegistry,
-    file: &std::path::Path,
-    check: bool,
-    update: bool,
-) -> ExitCode {
-    use klaw_tools::lock::{SchemaLock, has_breaking};
-    let now = SchemaLock::of(registry);
-    let locked = match SchemaLock::read(file) {
-        Ok(locked) => locked,
-        Err(e) => return fail(&format!("{}: {e}", file.display())),
-    };
-    let mut out = std::io::stdout().lock();
-    let changes = match &locked {
-        Some(locked) => locked.compare(&now),
-        None if check => {
-            return fail(&format!(
-                "{} does not exist: write it with `klaw-engine tools lock`",
-                file.display()
-            ));
-        }
-        None => Vec::new(),
-    };
-    for c in &changes {
-        let _ = writeln!(out, "{}", crate::terminal::terminal_safe(&c.to_string()));
-    }
-    let breaking = has_breaking(&changes);
-    let n = changes.iter().filter(|c| c.breaking).count();
-    let summary = format!(
-        "{}: {}, {n} breaking",
-        file.display(),
-        crate::doctor::plural(changes.len(), "change")
-    );
-    if check || (update && breaking) {
-        let _ = writeln!(out, "{summary}");
-        if breaking {
-            let _ = writeln!(
-                out,
-                "a breaking change breaks prompts, MCP clients and saved conversations that use \
-                 the tool; if it is meant, accept it with `klaw-engine tools lock`"
-            );
-            return ExitCode::FAILURE;
-        }
-        if !changes.is_empty() {
-            let _ = writeln!(out, "accept them with `klaw-engine tools lock --update`");
-        }
-        return ExitCode::SUCCESS;
-    }
-    if let Err(e) = now.write(file) {
-        return fail(&format!("cannot write {}: {e}", file.display()));
-    }
-    let _ = writeln!(
-        out,
-        "{summary}; written ({})",
-        crate::doctor::plural(now.tools.len(), "tool")
-    );
-    ExitCode::SUCCESS
-}
-
-/// What `tools reload` found: each manifest tool loaded, then each failure.
-fn print_reload(app: &crate::App) -> ExitCode {
-    let report = app.manifests().sync(app.engine());
-    let mut out = std::io::stdout().lock();
-    for name in &report.loaded {
-        let _ = writeln!(out, "loaded  {name}");
-    }
-    for f in &report.failed {
-        let _ = writeln!(
-            out,
-            "FAILED  {}: {}\n        {}",
-            f.name,
-            crate::terminal::terminal_safe(&f.problem),
-            crate::terminal::terminal_safe(&f.origin)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{} loaded, {} failed",
-        crate::doctor::plural(report.loaded.len(), "manifest tool"),
-        report.failed.len()
-    );
-    if report.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-/// The failed tools: name, origin and why (what could not be loaded, or the last error
-/// of the failed calls in a row).
-fn print_failed(failed: &[crate::FailedTool]) {
-    let mut out = std::io::stdout().lock();
-    if failed.is_empty() {
-        let _ = writeln!(out, "no failed tools");
-        return;
-    }
-    let width = failed
-        .iter()
-        .map(|f| f.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    for f in failed {
-        let what = if f.is_failing_calls() {
-            format!(
-                "{} calls in a row failed, the last: {}",
-                f.failures, f.problem
-            )
-        } else {
-            format!("not loaded: {}", f.problem)
-        };
-        let _ = writeln!(
-            out,
-            "{:width$}  {}\n{:width$}  {}",
-            f.name,
-            crate::terminal::terminal_safe(&what),
-            "",
-            crate::terminal::terminal_safe(&format!("from {}", f.origin))
-        );
-    }
-}
-
-/// [`run_front`] with `f` run as a task on one of the runtime's workers, for the front
-/// ends that run agent turns themselves (`chat`, `schedule run-now`). Awaited on
-/// `block_on`'s thread, a turn hands each step over between threads (the HTTP client's
-/// connection task and the I/O driver are on the workers), and every hand-over to a
-/// sleeping core waits for it to wake up; on a worker the steps follow each other on one
-/// thread (issue 32: about 8 voluntary context switches per round of the loop from
-/// `block_on`, 2 to 3 on a worker). `run` needs no such thing: each chat's conversation
-/// is a task already.
-pub(crate) fn run_front_on_worker<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
-where
-    F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
-    Fut: std::future::Future<Output = ExitCode> + Send + 'static,
-{
-    run_front(config, model, |app| async move {
-        match tokio::spawn(f(app)).await {
-            Ok(code) => code,
-            // A panic of the front end goes on as it did on this thread.
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => fail(&format!("the front end stopped: {e}")),
-        }
-    })
-}
-
-/// Runs a front end: a runtime, the app assembled with `model`, then `f`; the app is
-/// shut down whatever `f` returned. A failure to assemble is printed and exits 1.
+/// Runs a front end on an assembled app ([`crate::app::run_front`]); what kept it from
+/// running is printed and exits 1.
 pub(crate) fn run_front<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
 where
     F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
     Fut: std::future::Future<Output = ExitCode>,
 {
-    init_logging(&config);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
-    };
-    let code = runtime.block_on(async {
-        let app = match crate::App::assemble(config, model) {
-            Ok(app) => std::sync::Arc::new(app),
-            Err(e) => return fail(&e.to_string()),
-        };
-        app.start_imports().await;
-        app.watch_manifests();
-        let code = f(std::sync::Arc::clone(&app)).await;
-        app.shutdown().await;
-        code
-    });
-    // A read of stdin on a blocking thread cannot be cancelled: do not wait for it.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    code
+    crate::app::run_front(config, model, f).unwrap_or_else(|e| fail(&e.to_string()))
+}
+
+/// [`run_front`] with the front end on a runtime worker
+/// ([`crate::app::run_front_on_worker`]: `chat`, `schedule run-now`).
+pub(crate) fn run_front_on_worker<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
+where
+    F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
+    Fut: std::future::Future<Output = ExitCode> + Send + 'static,
+{
+    crate::app::run_front_on_worker(config, model, f).unwrap_or_else(|e| fail(&e.to_string()))
 }

@@ -1,5 +1,5 @@
 //! [`Engine`]: the one runtime behind every way Klaw serves its tools (the command line,
-//! the MCP server, later the agent loop and the scheduler). It owns the registry and the
+//! the MCP server, the agent loop with its subagents, the scheduler). It owns the registry and the
 //! context, gives every call an id, lets hooks see and refuse calls, cancels calls by id,
 //! tells subscribers when the tool list changes, and shuts down cleanly.
 

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::McpServer;
+use crate::config::ImportedServer;
 use crate::{Config, Engine};
 
 /// The server of `servers` (the names in `mcpServers`) whose imported tools could be
@@ -53,7 +53,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// [`stop`](Self::stop).
 #[derive(Debug)]
 pub struct Imports {
-    servers: BTreeMap<String, McpServer>,
+    servers: BTreeMap<String, ImportedServer>,
     running: Mutex<Option<Running>>,
 }
 

@@ -1,10 +1,13 @@
 //! # klaw-engine
 //!
-//! The engine collects every tool linked into the program (the built-in groups and
-//! any crate of yours that uses `#[tool]`), validates them at start-up, and serves
-//! them: today through the command line (`tools`, `call`, `doctor`, `config`). Every
-//! way of serving shares one runtime, [`Engine`] (calls with ids, hooks that may refuse
-//! a call, cancellation, tools added at run time, shutdown); see `doc/engine.md`.
+//! The engine collects every tool linked into the program (the built-in groups, any
+//! crate of yours that uses `#[tool]`, manifest tools and the tools of imported MCP
+//! servers), validates them at start-up, and serves them: through the command line
+//! (`tools`, `call`, `doctor`, `config`), to MCP clients (`mcp`, over stdio or HTTP), to
+//! the agent loop (`chat`; `run` with the gateway's channels such as Telegram, and the
+//! scheduler's jobs). Every way of serving shares one runtime, [`Engine`] (calls with
+//! ids, hooks that may refuse a call, cancellation, tools added at run time, shutdown),
+//! assembled for each front end by [`App`]; see `doc/engine.md`.
 //!
 //! Your own binary with your own tools is three lines:
 //!
@@ -16,7 +19,8 @@
 //! ```
 //!
 //! [`main`] first checks whether the process was started as the shell tools' sandbox
-//! helper (`__klaw-sandbox`) and, if so, acts as it. (Shell commands use the small
+//! helper (`__klaw-sandbox`) or a serving engine's sandbox server
+//! (`__klaw-sandbox-serve`) and, if so, acts as it. (Shell commands use the small
 //! `klaw-engine-sandbox` binary beside the engine's when it is there: it starts faster;
 //! else a copy of the running binary.) A binary that builds an [`Engine`]
 //! without calling [`main`] must call `klaw_sandbox::run_helper_if_requested()` first
@@ -46,8 +50,8 @@ pub use app::{App, AppError};
 pub use cli::DocsCommand;
 pub use cli::{Cli, Command, ToolsAction, ToolsFormat, main, run};
 pub use config::{
-    AgentSection, Config, ConfigError, EngineConfig, GatewaySection, LlmSection, McpSection,
-    McpServer, MemoryModels, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
+    AgentSection, Config, ConfigError, EngineConfig, GatewaySection, ImportedServer, LlmSection,
+    McpSection, MemoryModels, MemorySection, MemoryWeights, NamedModel, SchedulerSection, Secret,
     TelemetrySection,
 };
 pub use doctor::{Check, Status, doctor};

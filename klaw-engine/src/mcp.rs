@@ -79,16 +79,6 @@ impl McpError {
     }
 }
 
-/// Installs the approval of the `mcp` channel: calls that need approval are put to the
-/// calling client's user through elicitation, where the client offers it
-/// ([`ElicitApproval`]). Every MCP front end calls it before it serves.
-pub fn ask_through_clients(app: &crate::App) {
-    app.approve_on(
-        CHANNEL,
-        std::sync::Arc::new(ElicitApproval::new(app.engine())),
-    );
-}
-
 /// Every tool's spec, in name order (the order of `tools/list` and `/api/v1/tools`).
 pub(crate) fn specs_by_name(registry: &klaw_tools::ToolRegistry) -> Vec<&klaw_tools::ToolSpec> {
     let mut specs: Vec<_> = registry.all().map(|t| t.spec()).collect();

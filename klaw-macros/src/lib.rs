@@ -31,8 +31,9 @@ use proc_macro::TokenStream;
 /// one (its type implements `FromToolContext`), a parameter marked `#[arg]` or
 /// `#[arg(...)]` is an argument, and an unmarked parameter is an extractor when the last
 /// segment of its type is a built-in one (`ToolContext`, `Workspace`, `DataDir`,
-/// `Limits`, `Settings`, `Caller`, `Cancel`, `State`). So a type of your own named
-/// `Settings` is an argument with `#[arg]`. `#[ctx]` and `#[arg]` together are an error.
+/// `Limits`, `Settings`, `Caller`, `Cancel`, `Progress`, `Log`, `State`). So a type of
+/// your own named `Settings` is an argument with `#[arg]`. `#[ctx]` and `#[arg]` together
+/// are an error.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::tool(attr.into(), item.into()).into()

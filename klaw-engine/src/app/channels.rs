@@ -102,7 +102,7 @@ impl App {
         bind: std::net::SocketAddr,
     ) -> tokio::task::JoinHandle<Result<(), crate::mcp::McpError>> {
         let stop = self.stop_token().child_token();
-        crate::mcp::ask_through_clients(self);
+        self.ask_through_clients();
         tokio::spawn(crate::mcp::http::serve(self.engine().clone(), bind, stop))
     }
 }

@@ -1,5 +1,4 @@
-//! `klaw-engine call`: one call with a progress bar, or many (`--jsonl`) in one process;
-//! and `klaw-engine mcp`, which runs the same way (an engine, a runtime, a shutdown).
+//! `klaw-engine call`: one call with a progress bar, or many (`--jsonl`) in one process.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -9,7 +8,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use klaw_tools::{CallListener, ProgressUpdate, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::llm::Model;
 use crate::terminal::terminal_safe;
 use crate::{Config, Engine, ToolCall};
 
@@ -153,71 +151,6 @@ fn result_value(out: &ToolOutput) -> Value {
 
 fn error_line(id: Value, e: &ToolError) -> Value {
     json!({"id": id, "ok": false, "error": {"kind": e.kind().code(), "message": e.message()}})
-}
-
-/// The model of an MCP front end: the client's, with `llm.provider: "mcp-sampling"`
-/// (then `subagent_spawn` is served and runs on it); none otherwise (the MCP client is
-/// the agent).
-fn mcp_model(config: &Config) -> Result<Option<Model>, ExitCode> {
-    if config.raw.llm.provider != crate::llm::Provider::McpSampling {
-        return Ok(None);
-    }
-    Model::from_config(config, None)
-        .map(Some)
-        .map_err(|e| super::fail(&e.to_string()))
-}
-
-/// `klaw-engine mcp`: serves the engine over stdio until the client leaves.
-pub(crate) fn mcp_stdio(config: Config) -> ExitCode {
-    let model = match mcp_model(&config) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    super::run_front(config, model, |app| async move {
-        app.watch_signals("stopping");
-        app.warm_memory();
-        let stop = app.stop_token().child_token();
-        crate::mcp::ask_through_clients(&app);
-        match crate::mcp::serve_stdio(app.engine().clone(), stop).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => super::fail(&e.to_string()),
-        }
-    })
-}
-
-/// `klaw-engine mcp --http [ADDR]`: serves the engine over HTTP until a signal.
-pub(crate) fn mcp_http(config: Config, addr: &str) -> ExitCode {
-    let addr = if addr.is_empty() {
-        config.raw.mcp.bind.clone()
-    } else {
-        addr.to_owned()
-    };
-    let bind: std::net::SocketAddr = match addr.parse() {
-        Ok(b) => b,
-        Err(_) => {
-            return super::fail(&format!(
-                "--http {addr:?} is not an address and port such as 127.0.0.1:8765"
-            ));
-        }
-    };
-    // Refused before anything starts.
-    if let Err(e) = crate::mcp::http::check_start(bind, &config) {
-        return super::fail(&e.to_string());
-    }
-    let model = match mcp_model(&config) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    super::run_front(config, model, |app| async move {
-        app.watch_signals("stopping");
-        app.warm_memory();
-        let stop = app.stop_token().child_token();
-        crate::mcp::ask_through_clients(&app);
-        match crate::mcp::http::serve(app.engine().clone(), bind, stop).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => super::fail(&e.to_string()),
-        }
-    })
 }
 
 /// The progress bar of one call: drawn on stderr when it is a terminal, nothing

@@ -3,10 +3,10 @@
 //! through the gateway; the scheduler fires due jobs when a model is configured (also
 //! with no channel); the MCP HTTP server runs beside when `mcp.enabled`. Stops on
 //! SIGINT or SIGTERM: no new turns, running ones get a grace period, the engine shuts
-//! down (the history already holds every message).
+//! down (the history already holds every message). This file decides what runs and
+//! prints; the app runs it ([`crate::App::start_running`]).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use crate::Config;
 use crate::llm::Model;
@@ -33,30 +33,20 @@ pub(crate) fn run(config: Config) -> ExitCode {
         );
     }
     let mcp_bind = if config.raw.mcp.enabled {
-        match config.raw.mcp.bind.parse::<std::net::SocketAddr>() {
-            Ok(b) => match crate::mcp::http::check_start(b, &config) {
-                Ok(()) => Some(b),
-                Err(e) => return super::fail(&e.to_string()),
-            },
-            Err(_) => {
-                return super::fail(&format!(
-                    "mcp.bind {:?} is not an address",
-                    config.raw.mcp.bind
-                ));
-            }
+        let bind = config.raw.mcp.bind.addr();
+        if let Err(e) = crate::mcp::http::check_start(bind, &config) {
+            return super::fail(&e.to_string());
         }
+        Some(bind)
     } else {
         None
     };
     super::run_front(config, model, |app| async move {
-        app.watch_signals("stopping");
-        app.warm_memory();
-        let mcp = mcp_bind.map(|b| app.spawn_mcp_http(b));
-        let scheduler = app.spawn_scheduler();
+        let running = app.start_running(mcp_bind);
         eprintln!(
             "klaw-engine: running (channels: {}{}{}); SIGINT or SIGTERM to stop",
             app.gateway().channel_names().join(", "),
-            if scheduler.is_some() {
+            if running.has_scheduler() {
                 "; scheduler"
             } else {
                 ""
@@ -65,25 +55,8 @@ pub(crate) fn run(config: Config) -> ExitCode {
                 .map(|b| format!("; MCP at http://{b}/mcp"))
                 .unwrap_or_default()
         );
-        app.serve_channels(mcp.is_some() || scheduler.is_some())
-            .await;
-        // The scheduler stopped with the token (its runs had their grace period).
-        if let Some(s) = scheduler
-            && tokio::time::timeout(Duration::from_secs(12), s)
-                .await
-                .is_err()
-        {
-            tracing::warn!(target: "klaw::scheduler", "the scheduler did not stop in time");
-        }
-        // The MCP server stopped with the token (its connections had 5 s to finish).
-        if let Some(m) = mcp {
-            match tokio::time::timeout(Duration::from_secs(6), m).await {
-                Ok(Ok(Err(e))) => eprintln!("klaw-engine: {e}"),
-                Ok(_) => {}
-                Err(_) => {
-                    tracing::warn!(target: "klaw::mcp", "the MCP server did not stop in time")
-                }
-            }
+        if let Some(e) = running.serve(&app).await {
+            eprintln!("klaw-engine: {e}");
         }
         ExitCode::SUCCESS
     })

@@ -164,19 +164,6 @@ impl FromEnv for Vec<String> {
     }
 }
 
-impl FromEnv for super::MemoryModels {
-    const EXPECTED: &'static str = "a model name or path, or several separated by commas";
-    fn from_env(value: &str) -> Result<Self, String> {
-        // kept as written: `memory.model`'s check refuses an empty one
-        Ok(Self::from(
-            value
-                .split(',')
-                .map(|v| v.trim().to_owned())
-                .collect::<Vec<_>>(),
-        ))
-    }
-}
-
 impl<T: FromEnv> FromEnv for Option<T> {
     const EXPECTED: &'static str = T::EXPECTED;
     fn from_env(value: &str) -> Result<Self, String> {
@@ -202,13 +189,6 @@ impl FromEnv for super::Provider {
     const EXPECTED: &'static str = "`openai` or `anthropic`";
     fn from_env(value: &str) -> Result<Self, String> {
         value.parse()
-    }
-}
-
-impl FromEnv for super::Secret {
-    const EXPECTED: &'static str = "text";
-    fn from_env(value: &str) -> Result<Self, String> {
-        Ok(super::Secret::new(value))
     }
 }
 
@@ -275,6 +255,15 @@ pub(crate) fn at_least_if_set<T: PartialOrd + std::fmt::Display + Clone, S>(
 ) -> impl Fn(&Option<T>, &S) -> Result<(), String> {
     let check = at_least::<T, S>(min);
     move |v, s| v.as_ref().map_or(Ok(()), |v| check(v, s))
+}
+
+/// An `http://` or `https://` URL (the checks of the URL keys share it).
+pub(crate) fn http_or_https(url: &str) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!("{url:?} is not an http:// or https:// URL"))
+    }
 }
 
 /// Declares a section of `engine.json`; see the module docs. Each key is

@@ -29,7 +29,7 @@ pub enum ServerType {
 /// HTTP. Values of `env` and `headers` are never printed (`config` shows `"***"`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct McpServer {
+pub struct ImportedServer {
     /// `stdio`, `http` or `streamable-http`; without it, `url` means HTTP and
     /// `command` stdio.
     #[serde(default, rename = "type")]
@@ -74,7 +74,7 @@ fn sixty() -> u64 {
     60
 }
 
-impl McpServer {
+impl ImportedServer {
     /// Whether the server is reached over HTTP (else it is a program on stdio).
     pub fn is_http(&self) -> bool {
         match self.kind {
@@ -129,7 +129,7 @@ impl McpServer {
     }
 }
 
-impl serde::Serialize for McpServer {
+impl serde::Serialize for ImportedServer {
     /// Every key, with the values of `env` and `headers` hidden (they hold tokens).
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -167,7 +167,7 @@ pub fn valid_server_name(name: &str) -> bool {
 
 /// The check of `mcpServers`: every name, then every server.
 pub(super) fn check_servers(
-    servers: &BTreeMap<String, McpServer>,
+    servers: &BTreeMap<String, ImportedServer>,
     _: &super::EngineConfig,
 ) -> Result<(), String> {
     for (name, server) in servers {
@@ -186,8 +186,8 @@ pub(super) fn check_servers(
 mod tests {
     use super::*;
 
-    fn server(json: &str) -> Result<McpServer, String> {
-        let s: McpServer = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    fn server(json: &str) -> Result<ImportedServer, String> {
+        let s: ImportedServer = serde_json::from_str(json).map_err(|e| e.to_string())?;
         s.check().map(|()| s)
     }
 

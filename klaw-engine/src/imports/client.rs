@@ -15,7 +15,7 @@ use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
-use crate::config::McpServer;
+use crate::config::ImportedServer;
 
 /// The engine's variables a stdio server gets (beside its own `env`): those the MCP
 /// SDKs' stdio clients pass on (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`), and
@@ -210,7 +210,7 @@ pub(crate) type Connection = RunningService<RoleClient, Handler>;
 /// A server's settings with `${VAR}` expanded: what starting it takes.
 #[derive(Debug, Clone)]
 pub(crate) struct Resolved {
-    pub(crate) server: McpServer,
+    pub(crate) server: ImportedServer,
 }
 
 impl Resolved {
@@ -218,7 +218,7 @@ impl Resolved {
     /// `url` and `headers` replaced from `vars`; an unset variable without a default is
     /// an error naming it.
     pub(crate) fn new(
-        server: &McpServer,
+        server: &ImportedServer,
         vars: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
         let x = |s: &str| expand(s, vars);
@@ -247,7 +247,7 @@ impl Resolved {
 }
 
 async fn connect_stdio(
-    s: &McpServer,
+    s: &ImportedServer,
     handler: Handler,
     link: &Arc<Link>,
 ) -> Result<Connection, String> {
@@ -290,7 +290,7 @@ async fn connect_stdio(
         .map_err(|e| format!("initialize failed: {e}"))
 }
 
-async fn connect_http(s: &McpServer, handler: Handler) -> Result<Connection, String> {
+async fn connect_http(s: &ImportedServer, handler: Handler) -> Result<Connection, String> {
     use reqwest::header::{HeaderName, HeaderValue};
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{Connection, Link, Resolved, cut};
 use super::tool::ImportedTool;
-use crate::config::McpServer;
+use crate::config::ImportedServer;
 use crate::{Engine, FailedTool};
 
 /// Most tools imported from one server; the rest are reported, not imported.
@@ -28,7 +28,7 @@ const STABLE: Duration = Duration::from_secs(60);
 /// Runs one server until `stop`.
 pub(crate) struct Supervisor {
     pub(crate) name: String,
-    pub(crate) config: McpServer,
+    pub(crate) config: ImportedServer,
     pub(crate) engine: Engine,
     pub(crate) link: Arc<Link>,
     pub(crate) stop: CancellationToken,
@@ -46,7 +46,7 @@ pub(crate) struct Supervisor {
 impl Supervisor {
     pub(crate) fn new(
         name: &str,
-        config: McpServer,
+        config: ImportedServer,
         engine: Engine,
         stop: CancellationToken,
     ) -> Self {
