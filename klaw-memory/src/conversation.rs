@@ -24,6 +24,27 @@ const CONTEXT_CHARS: usize = 400;
 /// previous turn is then not used as context).
 const TELEGRAM_SESSION_GAP: i64 = 6 * 3600;
 
+/// Why a turn, a time or an export could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversationError {
+    /// A turn without `text` (or `content`), or with blank text.
+    #[error("the turn has no text")]
+    NoText,
+    /// A turn without `speaker` (or `from`, or `role`).
+    #[error("the turn has no speaker")]
+    NoSpeaker,
+    /// A `created_at` that is not a time (the JSON value, as written).
+    #[error(
+        "created_at {0} is not a time: use unix seconds, an RFC 3339 time or a \
+         YYYY-MM-DD date, in years -9999 to 9999"
+    )]
+    NotATime(String),
+    /// A ChatGPT export that is not an array of conversations.
+    #[error("a ChatGPT export is an array of conversations")]
+    NotConversations,
+}
+
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
@@ -44,17 +65,17 @@ impl Turn {
     /// A turn from one line of a JSON Lines conversation: `speaker` and `text` (or
     /// `content`), optional `created_at` (Unix seconds or RFC 3339), `session` and `id`
     /// (the `n`th line of a file without ids gets `<session>.<n>`).
-    pub fn from_line(v: &Value, n: usize) -> Result<Self, String> {
+    pub fn from_line(v: &Value, n: usize) -> Result<Self, ConversationError> {
         let field = |k: &str| v.get(k).and_then(Value::as_str).map(str::trim);
         let text = field("text")
             .or_else(|| field("content"))
             .filter(|t| !t.is_empty())
-            .ok_or("the turn has no text")?;
+            .ok_or(ConversationError::NoText)?;
         let speaker = field("speaker")
             .or_else(|| field("from"))
             .or_else(|| field("role"))
             .filter(|s| !s.is_empty())
-            .ok_or("the turn has no speaker")?;
+            .ok_or(ConversationError::NoSpeaker)?;
         let created_at = created_at(v.get("created_at").or_else(|| v.get("date")))?;
         let session = match v.get("session").or_else(|| v.get("session_id")) {
             Some(Value::String(s)) => s.clone(),
@@ -130,7 +151,7 @@ fn telegram_chat(o: &serde_json::Map<String, Value>) -> bool {
 }
 
 /// The turns of an export, conversations in file order, each in time order.
-pub fn parse_export(json: &Value, shape: ExportShape) -> Result<Vec<Turn>, String> {
+pub fn parse_export(json: &Value, shape: ExportShape) -> Result<Vec<Turn>, ConversationError> {
     match shape {
         ExportShape::ChatGpt => chatgpt(json),
         ExportShape::Telegram => telegram(json),
@@ -139,10 +160,8 @@ pub fn parse_export(json: &Value, shape: ExportShape) -> Result<Vec<Turn>, Strin
 
 /// ChatGPT: each conversation's current branch, from the root to `current_node` (edits
 /// and regenerations left out), user and assistant messages with text.
-fn chatgpt(json: &Value) -> Result<Vec<Turn>, String> {
-    let conversations = json
-        .as_array()
-        .ok_or("a ChatGPT export is an array of conversations")?;
+fn chatgpt(json: &Value) -> Result<Vec<Turn>, ConversationError> {
+    let conversations = json.as_array().ok_or(ConversationError::NotConversations)?;
     let mut turns = Vec::new();
     for (n, conv) in conversations.iter().enumerate() {
         let Some(mapping) = conv.get("mapping").and_then(Value::as_object) else {
@@ -210,7 +229,7 @@ fn chatgpt(json: &Value) -> Result<Vec<Turn>, String> {
 
 /// Telegram: every chat's messages of type `message` with text; a service message, a
 /// sticker or a photo without a caption is left out.
-fn telegram(json: &Value) -> Result<Vec<Turn>, String> {
+fn telegram(json: &Value) -> Result<Vec<Turn>, ConversationError> {
     let chats: Vec<&Value> = match json.pointer("/chats/list").and_then(Value::as_array) {
         Some(list) => list.iter().collect(),
         None => vec![json],
@@ -290,15 +309,12 @@ fn telegram_text(v: &Value) -> String {
 
 /// A `created_at` value as Unix seconds ([`seconds`]); `None` when absent or null, an error
 /// naming the forms that work when it is not a time.
-pub fn created_at(v: Option<&Value>) -> Result<Option<i64>, String> {
+pub fn created_at(v: Option<&Value>) -> Result<Option<i64>, ConversationError> {
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => seconds(v).map(Some).ok_or_else(|| {
-            format!(
-                "created_at {v} is not a time: use unix seconds, an RFC 3339 time or a \
-                 YYYY-MM-DD date, in years -9999 to 9999"
-            )
-        }),
+        Some(v) => seconds(v)
+            .map(Some)
+            .ok_or_else(|| ConversationError::NotATime(v.to_string())),
     }
 }
 
@@ -477,7 +493,7 @@ mod tests {
         assert_eq!((t.speaker.as_str(), t.text.as_str()), ("user", "Hello"));
         assert!(Turn::is_turn(&json!({"role": "user", "content": "Hello"})));
         assert!(!Turn::is_turn(&json!({"content": "a note"})));
-        let err = |v| Turn::from_line(&v, 1).unwrap_err();
+        let err = |v| Turn::from_line(&v, 1).unwrap_err().to_string();
         assert_eq!(
             err(json!({"speaker": "Sam", "text": "  "})),
             "the turn has no text"

@@ -355,7 +355,7 @@ impl Importer<'_> {
             if Turn::is_turn(&value) {
                 match Turn::from_line(&value, n) {
                     Ok(t) => turns.push(t),
-                    Err(why) => self.bad_line(path, n, &why),
+                    Err(why) => self.bad_line(path, n, &why.to_string()),
                 }
                 continue;
             }
@@ -369,7 +369,7 @@ impl Importer<'_> {
             let created_at = match conversation::created_at(parsed.created_at.as_ref()) {
                 Ok(t) => t,
                 Err(why) => {
-                    self.bad_line(path, n, &why);
+                    self.bad_line(path, n, &why.to_string());
                     continue;
                 }
             };
@@ -417,7 +417,7 @@ impl Importer<'_> {
             }
             Some(Ok(turns)) => self.turns(path, &turns),
             Some(Err(why)) => {
-                self.skip(path, &why);
+                self.skip(path, &why.to_string());
                 Ok(())
             }
             None if named => {
