@@ -50,7 +50,7 @@ const WARM_UP_QUERIES: [&str; 3] = [
 
 /// How memory is configured: which model, which runtime, fusion weights, chunking. The
 /// engine registers one built from `engine.json` as a service
-/// ([`ToolContextBuilder::service`](crate::ToolContextBuilder::service)); without it the
+/// ([`ToolContextBuilder::service`](klaw_core::ToolContextBuilder::service)); without it the
 /// defaults apply (the model and runtime `make setup` installs under `~/.cache/klaw`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MemoryConfig {
@@ -468,7 +468,7 @@ impl Index {
     }
 
     /// Makes the first real search as fast as the next ones: loads the model, builds
-    /// the vectors' in-memory copy and runs a few hybrid searches ([`WARM_UP_QUERIES`]:
+    /// the vectors' in-memory copy and runs a few hybrid searches (`WARM_UP_QUERIES`:
     /// the model's first runs allocate its buffers, the full-text index is read in). A search that arrives
     /// meanwhile waits for the parts being loaded (the model's load, the store's lock)
     /// instead of loading them a second time. `mcp` and `run` call it at start-up.
