@@ -67,9 +67,9 @@ bench: setup-test
 	$(CARGO) bench --locked -p klaw-tools --bench skills
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench shell
 	$(CARGO) bench --locked -p klaw-tools --all-features --bench web
-	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory
-	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_latency
-	$(CARGO) bench --locked -p klaw-tools --all-features --bench memory_recall
+	$(CARGO) bench --locked -p klaw-memory --bench memory
+	$(CARGO) bench --locked -p klaw-memory --bench memory_latency
+	$(CARGO) bench --locked -p klaw-memory --bench memory_recall
 
 ## Retrieval quality per embedding model and mode (text, vector, hybrid, and hybrid with
 ## the RRF of before issue 30) on every set: the cross-language notes, the topic pairs,
@@ -78,7 +78,7 @@ bench: setup-test
 ## KLAW_RETRIEVAL_FUSIONS=1 adds the other fusions measured for issue 30 (or =spread, =IDF: those
 ## whose name contains it).
 eval: setup-test
-	$(CARGO) test --locked -p klaw-tools --features memory --test retrieval_sets -- --nocapture
+	$(CARGO) test --locked -p klaw-memory --test all -- retrieval_sets:: --nocapture
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
 ui:

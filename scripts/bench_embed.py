@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Embedding throughput with Python onnxruntime, the counterpart of klaw-tools/benches/embed.rs.
+"""Embedding throughput with Python onnxruntime, the counterpart of klaw-memory/benches/embed.rs.
 
 Run with: ~/.cache/klaw/venv/bin/python scripts/bench_embed.py
 KLAW_EMBED_MODEL picks another model: a name under $KLAW_CACHE/models/ (all-minilm-l6-v2) or a

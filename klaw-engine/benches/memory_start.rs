@@ -10,13 +10,13 @@
 //! - `first search after the warm-up`: asked once the log says `memory warmed`;
 //! - `warm search`: the next `WARM` searches of that process (p50).
 //!
-//! The store is the one the klaw-tools memory benches build and cache in
+//! The store is the one the klaw-memory benches build and cache in
 //! `CARGO_TARGET_TMPDIR` (the retrieval set's notes plus filler with random vectors),
 //! hard-linked into each run's data directory. Numbers are printed, never asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench binary
 
-#[path = "../../klaw-tools/benches/support/memory.rs"]
+#[path = "../../klaw-memory/benches/support/memory.rs"]
 #[allow(dead_code)]
 mod support;
 

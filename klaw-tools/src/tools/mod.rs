@@ -9,8 +9,10 @@ pub mod files;
 #[cfg(feature = "shell")]
 pub mod shell;
 
+/// Memory (`memory_search`, `memory_save`, core memory, and the retrieval library the
+/// docs group and the engine use): the `klaw-memory` crate, re-exported under this path.
 #[cfg(feature = "memory")]
-pub mod memory;
+pub use klaw_memory as memory;
 
 #[cfg(feature = "docs")]
 pub mod docs;
@@ -23,7 +25,7 @@ pub mod web;
 /// Runs blocking work of a tool (file system, SQLite, the embedding model) on tokio's
 /// blocking pool; if it panics, the tool fails with "the {what} operation stopped
 /// unexpectedly" instead of taking the engine down.
-#[cfg(any(feature = "files", feature = "memory", feature = "web"))]
+#[cfg(any(feature = "files", feature = "docs", feature = "web"))]
 pub(crate) async fn run_blocking<T, F>(what: &'static str, f: F) -> Result<T, crate::ToolError>
 where
     T: Send + 'static,

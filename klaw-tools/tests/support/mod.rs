@@ -1,3 +1,0 @@
-//! Helpers shared by the test binaries of this crate.
-
-pub(crate) mod reference;
