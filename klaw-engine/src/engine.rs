@@ -112,7 +112,8 @@ pub struct ToolCall {
     pub id: String,
     /// The tool asked for.
     pub name: String,
-    /// Its arguments, validated by the engine before the tool runs.
+    /// Its arguments, as the caller sent them; what a [`PreCallHook`] sees is the
+    /// prepared form (parsed, aliases mapped, validated: what the tool will get).
     pub args: Args,
     /// The channel and chat the call came from.
     pub caller: Caller,
@@ -332,39 +333,40 @@ impl Engine {
             engine: self,
             id: call.id.clone(),
         };
-        // Hooks see the arguments as the tool will get them (aliases mapped, validated);
-        // arguments that do not validate fail in `execute` below, with its event.
+        let mut ctx = self
+            .inner
+            .ctx
+            .clone()
+            .with_caller(call.caller.clone())
+            .with_cancellation(token)
+            .with_call_id(call.id.as_str());
+        if let Some(listener) = listener {
+            ctx = ctx.with_listener(listener);
+        }
+        // Prepared once (tool found, aliases mapped, validated): hooks see the arguments
+        // as the tool will get them, and the tool runs without a second check. What does
+        // not prepare fails here, with the event `execute` would send.
+        let args = std::mem::replace(&mut call.args, Args::Json(serde_json::Value::Null));
+        let prepared = match registry.prepare(&call.name, args) {
+            Ok(prepared) => prepared,
+            Err(e) => return Err(registry.failed(&ctx, &call.name, e)),
+        };
         let hooks: Vec<_> = self
             .inner
             .hooks
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        if !hooks.is_empty()
-            && let (Some(tool), Ok(args)) = (
-                registry.by_name(&call.name),
-                registry.prepare(&call.name, call.args.clone()),
-            )
-        {
-            call.args = Args::Json(args);
+        if !hooks.is_empty() {
+            call.args = Args::Json(prepared.args().clone());
             for hook in hooks {
-                if let Err(reason) = hook.before_call(&call, tool.spec()).await {
+                if let Err(reason) = hook.before_call(&call, prepared.spec()).await {
                     tracing::info!(target: "klaw::engine", call_id = call.id, tool = call.name, "call refused: {reason}");
                     return Err(ToolError::refused(reason).with_tool(&call.name));
                 }
             }
         }
-        let mut ctx = self
-            .inner
-            .ctx
-            .clone()
-            .with_caller(call.caller)
-            .with_cancellation(token)
-            .with_call_id(call.id.as_str());
-        if let Some(listener) = listener {
-            ctx = ctx.with_listener(listener);
-        }
-        registry.execute(&ctx, &call.name, call.args).await
+        registry.execute_prepared(&ctx, prepared).await
     }
 
     /// Cancels the running call `id` (an `exec` in flight has its process tree killed);
