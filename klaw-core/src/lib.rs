@@ -104,7 +104,9 @@ pub mod __private {
     ) -> Result<ToolOutput, ToolError> {
         let v = r?;
         ToolOutput::serialized(&v).map_err(|e| {
-            ToolError::failed("the tool's result could not be serialized").with_detail(e)
+            ToolError::failed("the tool's result could not be serialized")
+                .with_detail(&e)
+                .with_source(e)
         })
     }
 }
