@@ -35,6 +35,7 @@ mod cache;
 mod context;
 mod error;
 mod events;
+mod lang;
 mod listen;
 pub mod lock;
 mod registry;
@@ -55,6 +56,7 @@ pub use context::{
 pub use error::{ErrorKind, ToolError};
 pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
+pub use lang::Lang;
 pub use listen::{CallListener, Log, LogLevel, LogMessage, Progress, ProgressUpdate};
 pub use registry::{Args, PreparedCall, RegistryError, RegistryErrors, ToolRegistry};
 pub use render::{Format, definition};
@@ -63,7 +65,7 @@ pub use schema::{
 };
 pub use similar::by_similarity;
 pub use tool::{
-    Annotations, Attachment, FnTool, Lang, ResourceContent, Text, Tool, ToolOutput, ToolSpec,
+    Annotations, Attachment, FnTool, ResourceContent, Text, Tool, ToolOutput, ToolSpec,
 };
 pub use validate::{Validator, Violation, check_schema, validate};
 
