@@ -74,6 +74,7 @@ pub use validate::{Validator, Violation, check_schema, validate};
 pub mod __private {
     pub use crate::schema::{
         Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, bounds_error,
+        schemars_inline,
     };
     pub use crate::tool::{Annotations, ToolRegistration};
     pub use crate::{FromToolContext, ToolContext, ToolError, ToolOutput};

@@ -148,13 +148,10 @@ pub fn parse(text: &str, folder: &str) -> Result<Parsed, FrontmatterError> {
         if KNOWN.contains(&key.as_str()) {
             continue;
         }
-        warnings.push(
-            format!(
-                "unknown frontmatter key `{key}` (kept; the Agent Skills format defines {})",
-                KNOWN.join(", ")
-            )
-            .into(),
-        );
+        warnings.push(format!(
+            "unknown frontmatter key `{key}` (kept; the Agent Skills format defines {})",
+            KNOWN.join(", ")
+        ));
         extra.insert(key, serde_json::to_value(v).unwrap_or_default());
     }
     Ok(Parsed {
