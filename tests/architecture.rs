@@ -17,13 +17,7 @@
 //! `openai.rs` uses `super::LlmClient` is no circle, but `llm.rs` → `llm/mcp_sampling.rs`
 //! → `mcp.rs` → ... → `llm.rs` is one. Every strongly connected component of more than one
 //! file is a circle; the test fails listing each, with a ring through it and the path
-//! that makes each step of the ring.
-
-//!
-//! One circle is known and left for now: `context.rs` ↔ `listen.rs` (with `tool.rs`) of
-//! the core, which is being moved into `klaw-core` (issue 43); it is matched by file
-//! names, so the move keeps it matched. When it is broken, remove it from [`KNOWN`]: the
-//! test fails until then.
+//! that makes each step of the ring. None is tolerated.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -470,24 +464,8 @@ fn ring(component: &[PathBuf], next: &BTreeMap<PathBuf, Vec<PathBuf>>) -> Vec<Pa
     component.to_vec()
 }
 
-/// Circles left for now, each by its files' names (in whichever crate).
-const KNOWN: &[&[&str]] = &[&["context.rs", "listen.rs", "tool.rs"]];
-
-/// Whether `component` is one of the [`KNOWN`] circles.
-fn known(component: &[PathBuf]) -> Option<usize> {
-    let mut names: Vec<String> = component
-        .iter()
-        .filter_map(|f| f.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    KNOWN.iter().position(|k| *k == names.as_slice())
-}
-
-/// The circles of every crate, in words; empty when there is none. [`KNOWN`] ones are
-/// left out; one of them no longer found is reported instead.
+/// The circles of every crate, in words; empty when there is none.
 fn circles() -> Vec<String> {
-    let mut found = vec![false; KNOWN.len()];
     let root = workspace();
     let show = |p: &Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
     let mut report = Vec::new();
@@ -501,10 +479,6 @@ fn circles() -> Vec<String> {
         }
         for component in components(&nodes, &next) {
             if component.len() < 2 {
-                continue;
-            }
-            if let Some(k) = known(&component) {
-                found[k] = true;
                 continue;
             }
             let files: Vec<String> = component.iter().map(|f| show(f)).collect();
@@ -528,14 +502,6 @@ fn circles() -> Vec<String> {
                 files.join(", "),
                 steps.join("\n"),
                 all.join("\n")
-            ));
-        }
-    }
-    for (k, seen) in KNOWN.iter().zip(found) {
-        if !seen {
-            report.push(format!(
-                "the known circle of {} is gone: remove it from KNOWN",
-                k.join(", ")
             ));
         }
     }

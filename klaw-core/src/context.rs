@@ -9,6 +9,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::ToolError;
+use crate::lang::Lang;
+use crate::listen::{CallListener, Log, Progress};
 
 /// Limits every tool obeys, whatever its group. Filled from `engine.json` by the engine.
 ///
@@ -61,21 +63,21 @@ pub struct Settings {
     /// IANA time zone name (`timezone` in engine.json), e.g. `Europe/Moscow`.
     pub timezone: String,
     /// Language of descriptions and messages (`ru` or `en`).
-    pub language: crate::Lang,
+    pub language: Lang,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
             timezone: "UTC".into(),
-            language: crate::Lang::Ru,
+            language: Lang::Ru,
         }
     }
 }
 
 impl Settings {
     /// Settings with the given time zone and language.
-    pub fn new(timezone: impl Into<String>, language: crate::Lang) -> Self {
+    pub fn new(timezone: impl Into<String>, language: Lang) -> Self {
         Self {
             timezone: timezone.into(),
             language,
@@ -135,7 +137,7 @@ pub struct ToolContext {
     caller: Arc<Caller>,
     cancel: CancellationToken,
     call_id: Option<Arc<str>>,
-    listener: Option<Arc<dyn crate::CallListener>>,
+    listener: Option<Arc<dyn CallListener>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -199,19 +201,19 @@ impl ToolContext {
     /// The same context with `listener` receiving the call's progress reports and log
     /// messages.
     #[must_use]
-    pub fn with_listener(mut self, listener: Arc<dyn crate::CallListener>) -> Self {
+    pub fn with_listener(mut self, listener: Arc<dyn CallListener>) -> Self {
         self.listener = Some(listener);
         self
     }
 
     /// This call's progress reporter (it reports to nobody when no listener was given).
-    pub fn progress(&self) -> crate::Progress {
-        crate::Progress::new(self.listener.clone(), self.call_id.clone())
+    pub fn progress(&self) -> Progress {
+        Progress::new(self.listener.clone(), self.call_id.clone())
     }
 
     /// This call's log (the engine's log, and the listener when one was given).
-    pub fn log(&self) -> crate::Log {
-        crate::Log::new(self.listener.clone(), self.call_id.clone())
+    pub fn log(&self) -> Log {
+        Log::new(self.listener.clone(), self.call_id.clone())
     }
 
     /// Drops the state created on first use ([`shared_state`](Self::shared_state)):
@@ -407,6 +409,18 @@ impl FromToolContext for Caller {
     }
 }
 
+impl FromToolContext for Progress {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(ctx.progress())
+    }
+}
+
+impl FromToolContext for Log {
+    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
+        Ok(ctx.log())
+    }
+}
+
 /// The workspace directory, injected into a tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace(PathBuf);
@@ -497,6 +511,52 @@ impl<T: Send + Sync + 'static> FromToolContext for State<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listen::{LogLevel, LogMessage, ProgressUpdate};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl CallListener for Recorder {
+        fn progress(&self, u: &ProgressUpdate) {
+            self.0.lock().unwrap().push(format!(
+                "{:?} progress {}/{:?} {}",
+                u.call_id, u.done, u.total, u.message
+            ));
+        }
+        fn log(&self, m: &LogMessage) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{:?} {:?} {}", m.call_id, m.level, m.message));
+        }
+    }
+
+    #[test]
+    fn progress_and_log_reach_the_listener_with_the_call_id() {
+        let recorder = Arc::new(Recorder::default());
+        let ctx = ToolContext::default()
+            .with_call_id("c-1")
+            .with_listener(recorder.clone());
+        ctx.progress().report(1, Some(2), "half");
+        ctx.log().info("started");
+        ctx.log().log(LogLevel::Critical, "on fire");
+        assert_eq!(
+            *recorder.0.lock().unwrap(),
+            [
+                "Some(\"c-1\") progress 1/Some(2) half",
+                "Some(\"c-1\") Info started",
+                "Some(\"c-1\") Critical on fire",
+            ]
+        );
+    }
+
+    #[test]
+    fn nobody_listens_by_default() {
+        let ctx = ToolContext::default();
+        assert!(!ctx.progress().is_listened());
+        ctx.log().error("nobody hears this, and nothing breaks");
+    }
 
     #[test]
     fn missing_service_is_unavailable_not_a_panic() {

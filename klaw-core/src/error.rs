@@ -1,6 +1,8 @@
 //! [`ToolError`]: every way a tool call can fail, told to the model as a tool result.
 
+use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 /// What kind of failure a [`ToolError`] is. Callers branch on it; clients see its
 /// [`code`](ErrorKind::code).
@@ -53,7 +55,9 @@ impl ErrorKind {
 ///
 /// It carries a [`kind`](ToolError::kind), a `message` written for the model (what went
 /// wrong and how to do better) and an optional `detail` for the operator's log (an OS
-/// error, a backtrace-worthy cause) that the model never sees.
+/// error, a backtrace-worthy cause) that the model never sees, and the error that
+/// caused it when there is one ([`with_source`](ToolError::with_source),
+/// [`std::error::Error::source`]), which the log shows with its own causes.
 ///
 /// ```
 /// use klaw_core::ToolError;
@@ -61,13 +65,26 @@ impl ErrorKind {
 /// assert!(e.is_not_found());
 /// assert_eq!(e.to_string(), "no such note: todo.md");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ToolError {
     kind: ErrorKind,
     message: String,
     detail: Option<String>,
     tool: Option<String>,
+    source: Option<Arc<dyn Error + Send + Sync>>,
 }
+
+/// Equal when the kind, message, detail and tool are; the source is not compared.
+impl PartialEq for ToolError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.message == other.message
+            && self.detail == other.detail
+            && self.tool == other.tool
+    }
+}
+
+impl Eq for ToolError {}
 
 impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -75,7 +92,11 @@ impl fmt::Display for ToolError {
     }
 }
 
-impl std::error::Error for ToolError {}
+impl Error for ToolError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
 
 impl ToolError {
     /// An error of any kind.
@@ -85,6 +106,7 @@ impl ToolError {
             message: message.into(),
             detail: None,
             tool: None,
+            source: None,
         }
     }
 
@@ -143,6 +165,29 @@ impl ToolError {
     pub fn with_detail(mut self, detail: impl fmt::Display) -> Self {
         self.detail = Some(detail.to_string());
         self
+    }
+
+    /// Keeps the error that caused this one: [`source`](Error::source) gives it back,
+    /// and the engine's log shows it with its own causes (the model never sees it).
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        self.source = Some(Arc::from(source.into()));
+        self
+    }
+
+    /// The causes of this error, outermost first, joined with `: ` (empty without a
+    /// [`source`](Error::source)); for the log.
+    pub fn causes(&self) -> String {
+        let mut out = String::new();
+        let mut next = self.source();
+        while let Some(cause) = next {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&cause.to_string());
+            next = cause.source();
+        }
+        out
     }
 
     /// Records which tool failed (the registry does this).
@@ -217,7 +262,8 @@ impl ToolError {
 }
 
 impl From<std::io::Error> for ToolError {
-    /// Maps an I/O error to the closest kind; the OS text goes to the detail.
+    /// Maps an I/O error to the closest kind; the OS text goes to the detail, the error
+    /// itself is the [`source`](Error::source).
     fn from(e: std::io::Error) -> Self {
         use std::io::ErrorKind as K;
         let (kind, msg) = match e.kind() {
@@ -226,7 +272,9 @@ impl From<std::io::Error> for ToolError {
             K::TimedOut => (ErrorKind::Timeout, "timed out"),
             _ => (ErrorKind::Failed, "I/O error"),
         };
-        ToolError::new(kind, format!("{msg}: {e}")).with_detail(format!("{e:?}"))
+        ToolError::new(kind, format!("{msg}: {e}"))
+            .with_detail(format!("{e:?}"))
+            .with_source(e)
     }
 }
 
@@ -251,5 +299,31 @@ mod tests {
         assert!(e.is_not_found());
         let e: ToolError = std::io::Error::from(std::io::ErrorKind::PermissionDenied).into();
         assert!(e.is_access_denied());
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the index is locked")]
+    struct Locked(#[source] std::io::Error);
+
+    #[test]
+    fn the_source_is_kept_through_clones_and_conversions() {
+        let io = std::io::Error::other("disk full");
+        let e = ToolError::failed("could not save the note").with_source(Locked(io));
+        let copy = e.clone().with_tool("note_save");
+        for e in [&e, &copy] {
+            let source = e.source().expect("the source is kept");
+            assert_eq!(source.to_string(), "the index is locked");
+            assert_eq!(source.source().unwrap().to_string(), "disk full");
+            assert_eq!(e.causes(), "the index is locked: disk full");
+        }
+        // The model's text and the comparison are as before.
+        assert_eq!(e.to_model_text(), "Error [failed]: could not save the note");
+        assert_eq!(e, ToolError::failed("could not save the note"));
+        let io: ToolError = std::io::Error::from(std::io::ErrorKind::NotFound).into();
+        assert_eq!(
+            io.source().unwrap().to_string(),
+            std::io::Error::from(std::io::ErrorKind::NotFound).to_string()
+        );
+        assert_eq!(ToolError::failed("x").causes(), "");
     }
 }

@@ -114,6 +114,7 @@ impl ToolEvent {
                     elapsed_us = elapsed.as_micros() as u64,
                     kind = error.kind().code(),
                     detail = error.detail().unwrap_or(""),
+                    cause = error.causes(),
                     "tool failed: {}", error.message()
                 );
             }

@@ -35,6 +35,7 @@ mod cache;
 mod context;
 mod error;
 mod events;
+mod lang;
 mod listen;
 pub mod lock;
 mod registry;
@@ -55,15 +56,16 @@ pub use context::{
 pub use error::{ErrorKind, ToolError};
 pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
+pub use lang::Lang;
 pub use listen::{CallListener, Log, LogLevel, LogMessage, Progress, ProgressUpdate};
-pub use registry::{Args, RegistryError, RegistryErrors, ToolRegistry};
+pub use registry::{Args, PreparedCall, RegistryError, RegistryErrors, ToolRegistry};
 pub use render::{Format, definition};
 pub use schema::{
     Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,
 };
 pub use similar::by_similarity;
 pub use tool::{
-    Annotations, Attachment, FnTool, Lang, ResourceContent, Text, Tool, ToolOutput, ToolSpec,
+    Annotations, Attachment, FnTool, ResourceContent, Text, Tool, ToolOutput, ToolSpec,
 };
 pub use validate::{Validator, Violation, check_schema, validate};
 
@@ -72,6 +74,7 @@ pub use validate::{Validator, Violation, check_schema, validate};
 pub mod __private {
     pub use crate::schema::{
         Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, bounds_error,
+        schemars_inline,
     };
     pub use crate::tool::{Annotations, ToolRegistration};
     pub use crate::{FromToolContext, ToolContext, ToolError, ToolOutput};
@@ -104,7 +107,9 @@ pub mod __private {
     ) -> Result<ToolOutput, ToolError> {
         let v = r?;
         ToolOutput::serialized(&v).map_err(|e| {
-            ToolError::failed("the tool's result could not be serialized").with_detail(e)
+            ToolError::failed("the tool's result could not be serialized")
+                .with_detail(&e)
+                .with_source(e)
         })
     }
 }

@@ -1,16 +1,14 @@
 //! What a running call tells whoever started it: progress ([`Progress`]) and log
 //! messages ([`Log`]), both extractors. The caller (the CLI's progress bar, an MCP
 //! client's `notifications/progress` and `notifications/message`) receives them through
-//! the [`CallListener`] it gave the call's context ([`ToolContext::with_listener`]).
+//! the [`CallListener`] it gave the call's context ([`ToolContext::with_listener`](crate::ToolContext::with_listener)).
 
 use std::sync::Arc;
-
-use crate::{FromToolContext, ToolContext, ToolError};
 
 /// One progress report of a call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProgressUpdate {
-    /// The id of the call that reports (see [`ToolContext::call_id`]), if it has one.
+    /// The id of the call that reports (see [`ToolContext::call_id`](crate::ToolContext::call_id)), if it has one.
     pub call_id: Option<String>,
     /// How much is done, in the tool's own unit (chunks, files, bytes).
     pub done: u64,
@@ -56,7 +54,7 @@ pub struct LogMessage {
 }
 
 /// Receives what the calls whose context carries it report
-/// ([`ToolContext::with_listener`]). Called on the tool's task: keep it quick. Both
+/// ([`ToolContext::with_listener`](crate::ToolContext::with_listener)). Called on the tool's task: keep it quick. Both
 /// methods do nothing unless implemented.
 ///
 /// A closure `Fn(&ProgressUpdate)` is a listener that receives the progress reports.
@@ -129,12 +127,6 @@ impl Progress {
                 message: message.into(),
             });
         }
-    }
-}
-
-impl FromToolContext for Progress {
-    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
-        Ok(ctx.progress())
     }
 }
 
@@ -215,61 +207,9 @@ impl Log {
     }
 }
 
-impl FromToolContext for Log {
-    fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
-        Ok(ctx.log())
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
-
-    #[derive(Default)]
-    struct Recorder(Mutex<Vec<String>>);
-
-    impl CallListener for Recorder {
-        fn progress(&self, u: &ProgressUpdate) {
-            self.0.lock().unwrap().push(format!(
-                "{:?} progress {}/{:?} {}",
-                u.call_id, u.done, u.total, u.message
-            ));
-        }
-        fn log(&self, m: &LogMessage) {
-            self.0
-                .lock()
-                .unwrap()
-                .push(format!("{:?} {:?} {}", m.call_id, m.level, m.message));
-        }
-    }
-
-    #[test]
-    fn progress_and_log_reach_the_listener_with_the_call_id() {
-        let recorder = Arc::new(Recorder::default());
-        let ctx = ToolContext::default()
-            .with_call_id("c-1")
-            .with_listener(recorder.clone());
-        ctx.progress().report(1, Some(2), "half");
-        ctx.log().info("started");
-        ctx.log().log(LogLevel::Critical, "on fire");
-        assert_eq!(
-            *recorder.0.lock().unwrap(),
-            [
-                "Some(\"c-1\") progress 1/Some(2) half",
-                "Some(\"c-1\") Info started",
-                "Some(\"c-1\") Critical on fire",
-            ]
-        );
-    }
-
-    #[test]
-    fn nobody_listens_by_default() {
-        let ctx = ToolContext::default();
-        assert!(!ctx.progress().is_listened());
-        ctx.log().error("nobody hears this, and nothing breaks");
-    }
 
     #[test]
     fn levels_are_ordered_and_named_as_mcp_names_them() {

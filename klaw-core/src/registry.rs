@@ -60,6 +60,42 @@ impl From<&str> for Args {
     }
 }
 
+/// A call ready to run: its tool found, its arguments parsed, aliases mapped to their
+/// names and checked against the schema, once ([`ToolRegistry::prepare`]). A pre-call
+/// hook (an approval policy) sees [`args`](Self::args) as the tool will get them;
+/// [`ToolRegistry::execute_prepared`] runs it without checking them again.
+#[derive(Clone)]
+pub struct PreparedCall {
+    tool: Arc<dyn Tool>,
+    args: Value,
+}
+
+impl PreparedCall {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.tool.spec().name
+    }
+
+    /// The tool's spec.
+    pub fn spec(&self) -> &ToolSpec {
+        self.tool.spec()
+    }
+
+    /// The arguments, as the tool will get them.
+    pub fn args(&self) -> &Value {
+        &self.args
+    }
+}
+
+impl std::fmt::Debug for PreparedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCall")
+            .field("tool", &self.name())
+            .field("args", &self.args)
+            .finish()
+    }
+}
+
 /// A tool and its argument validator, compiled at the tool's first call (a process
 /// that calls one tool compiles one schema, not all of them).
 #[derive(Clone)]
@@ -217,18 +253,26 @@ impl ToolRegistry {
             .collect()
     }
 
-    /// The arguments a call of `name` would run with: parsed from text, aliases mapped to
-    /// their names, checked against the schema. What an approval policy should look at
-    /// (not the raw arguments, which an alias could disguise). Errors are those
-    /// [`execute`](Self::execute) would give.
-    pub fn prepare(&self, name: &str, args: impl Into<Args>) -> Result<Value, ToolError> {
+    /// Prepares a call of `name`: finds the tool, parses `args` from text, maps aliases
+    /// to their names and checks them against the schema, once. What an approval policy
+    /// should look at (not the raw arguments, which an alias could disguise), and what
+    /// [`execute_prepared`](Self::execute_prepared) runs without checking again. Errors
+    /// are those [`execute`](Self::execute) would give; no event is sent for them (see
+    /// [`failed`](Self::failed)).
+    pub fn prepare(&self, name: &str, args: impl Into<Args>) -> Result<PreparedCall, ToolError> {
         let Some(entry) = self.tools.get(name) else {
             return Err(self.unknown(name));
         };
-        prepare(entry.tool.spec(), entry.validator(), args.into()).map_err(|e| e.with_tool(name))
+        let args = prepare(entry.tool.spec(), entry.validator(), args.into())
+            .map_err(|e| e.with_tool(name))?;
+        Ok(PreparedCall {
+            tool: Arc::clone(&entry.tool),
+            args,
+        })
     }
 
-    /// Validates `args` against the tool's schema and calls it.
+    /// Validates `args` against the tool's schema and calls it:
+    /// [`prepare`](Self::prepare), then [`execute_prepared`](Self::execute_prepared).
     ///
     /// Never panics on what a caller sends: malformed JSON, wrong types, missing or
     /// unknown fields, an unknown tool, a timeout and a panic inside the tool all come
@@ -240,10 +284,42 @@ impl ToolRegistry {
         args: impl Into<Args>,
     ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
-        let result = self.run(ctx, name, args.into()).await;
+        let result = match self.prepare(name, args) {
+            Ok(call) => self.run(ctx, call).await,
+            Err(e) => Err(e),
+        };
+        self.report(ctx, name, started, result.as_ref().err());
+        result
+    }
+
+    /// Runs a call [`prepare`](Self::prepare) made (its arguments are not checked
+    /// again): the time limit, cancellation, a panic caught; the outcome's event sent as
+    /// [`execute`](Self::execute) sends it.
+    pub async fn execute_prepared(
+        &self,
+        ctx: &ToolContext,
+        call: PreparedCall,
+    ) -> Result<ToolOutput, ToolError> {
+        let started = Instant::now();
+        let tool = Arc::clone(&call.tool);
+        let result = self.run(ctx, call).await;
+        self.report(ctx, &tool.spec().name, started, result.as_ref().err());
+        result
+    }
+
+    /// A call that failed before it could run (what [`prepare`](Self::prepare)
+    /// refused): sends its `Failed` event, as [`execute`](Self::execute) would, and gives
+    /// the error back.
+    pub fn failed(&self, ctx: &ToolContext, name: &str, error: ToolError) -> ToolError {
+        self.report(ctx, name, Instant::now(), Some(&error));
+        error
+    }
+
+    /// Sends a call's event: executed, or failed with `error`.
+    fn report(&self, ctx: &ToolContext, name: &str, started: Instant, error: Option<&ToolError>) {
         let elapsed = started.elapsed();
-        match &result {
-            Ok(_) => {
+        match error {
+            None => {
                 // Building the event costs an allocation: only when someone listens.
                 if !self.hooks.is_empty()
                     || tracing::enabled!(target: "klaw::tools", tracing::Level::DEBUG)
@@ -255,27 +331,19 @@ impl ToolRegistry {
                     });
                 }
             }
-            Err(e) => self.emit(&ToolEvent::Failed {
+            Some(e) => self.emit(&ToolEvent::Failed {
                 tool: name.to_owned(),
                 call_id: ctx.call_id().map(str::to_owned),
                 elapsed,
                 error: e.clone(),
             }),
         }
-        result
     }
 
-    async fn run(
-        &self,
-        ctx: &ToolContext,
-        name: &str,
-        args: Args,
-    ) -> Result<ToolOutput, ToolError> {
-        let Some(entry) = self.tools.get(name) else {
-            return Err(self.unknown(name));
-        };
-        let (tool, spec) = (&entry.tool, entry.tool.spec());
-        let args = prepare(spec, entry.validator(), args).map_err(|e| e.with_tool(name))?;
+    async fn run(&self, ctx: &ToolContext, call: PreparedCall) -> Result<ToolOutput, ToolError> {
+        let PreparedCall { tool, args } = call;
+        let spec = tool.spec();
+        let name = spec.name.as_str();
         let timeout = spec.timeout.unwrap_or(ctx.limits().tool_timeout);
         let cancel = ctx.cancellation();
         if cancel.is_cancelled() {
@@ -358,8 +426,16 @@ fn human(d: std::time::Duration) -> String {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times [`prepare`] ran on this thread (a test counts validations).
+    static PREPARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Parses, de-aliases and validates a call's arguments.
 fn prepare(spec: &ToolSpec, validator: &Validator, args: Args) -> Result<Value, ToolError> {
+    #[cfg(test)]
+    PREPARED.with(|n| n.set(n.get() + 1));
     let mut value = match args {
         Args::Json(v) => v,
         Args::Text(t) if t.trim().is_empty() => Value::Object(Default::default()),
@@ -493,5 +569,98 @@ mod tests {
         registry.register(echo("echo_a")).unwrap();
         let out = registry.execute(&ctx, "echo_a", json!({})).await.unwrap();
         assert_eq!(out.text(), "эхо");
+    }
+
+    /// A tool with an alias that answers with the arguments it got.
+    fn show_args() -> Arc<dyn Tool> {
+        let schema = json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": false,
+        });
+        let mut spec = ToolSpec::new("show_args", "Показывает аргументы", schema);
+        spec.aliases = vec![("file".into(), "path".into())];
+        Arc::new(FnTool::new(spec, |_, args| async move {
+            Ok(ToolOutput::plain(args.to_string()))
+        }))
+    }
+
+    fn validations() -> usize {
+        PREPARED.with(std::cell::Cell::get)
+    }
+
+    #[tokio::test]
+    async fn a_prepared_call_is_validated_once_and_runs_without_a_second_pass() {
+        let mut registry = ToolRegistry::new();
+        registry.register(show_args()).unwrap();
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&events);
+        registry.subscribe(move |e: &ToolEvent| seen.lock().unwrap().push(format!("{e:?}")));
+        let ctx = ToolContext::builder().build().with_call_id("c-1");
+
+        let before = validations();
+        let call = registry
+            .prepare("show_args", r#"{"file": "a.txt"}"#)
+            .unwrap();
+        assert_eq!(validations(), before + 1);
+        assert_eq!(call.name(), "show_args");
+        // The alias is mapped: what a hook sees is what the tool gets.
+        assert_eq!(call.args(), &json!({"path": "a.txt"}));
+        let out = registry.execute_prepared(&ctx, call).await.unwrap();
+        assert_eq!(out.text(), r#"{"path":"a.txt"}"#);
+        assert_eq!(
+            validations(),
+            before + 1,
+            "execute_prepared validated again"
+        );
+        // `execute` is the two steps: one validation.
+        registry
+            .execute(&ctx, "show_args", json!({"path": "b.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(validations(), before + 2);
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(
+            events.iter().all(|e| e.starts_with("Executed")),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn what_prepare_refuses_fails_with_the_event_execute_sends() {
+        let mut registry = ToolRegistry::new();
+        registry.register(show_args()).unwrap();
+        let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&failures);
+        registry.subscribe(move |e: &ToolEvent| {
+            if let ToolEvent::Failed {
+                tool,
+                call_id,
+                error,
+                ..
+            } = e
+            {
+                seen.lock()
+                    .unwrap()
+                    .push((tool.clone(), call_id.clone(), error.clone()));
+            }
+        });
+        let ctx = ToolContext::builder().build().with_call_id("c-2");
+        let by_execute = registry
+            .execute(&ctx, "show_args", json!({"path": 1}))
+            .await
+            .unwrap_err();
+        let refused = registry
+            .prepare("show_args", json!({"path": 1}))
+            .unwrap_err();
+        let by_prepare = registry.failed(&ctx, "show_args", refused);
+        assert_eq!(by_prepare, by_execute);
+        assert!(by_prepare.is_invalid_arguments(), "{by_prepare}");
+        let failures = failures.lock().unwrap();
+        assert_eq!(failures.len(), 2);
+        assert_eq!(failures[0], failures[1]);
+        assert_eq!(failures[0].1.as_deref(), Some("c-2"));
     }
 }

@@ -5,32 +5,9 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use crate::lang::Lang;
 use crate::schema::{Description, ObjectSchema, Schema, ToolSchema};
 use crate::{ToolContext, ToolError};
-
-/// The language of descriptions.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Lang {
-    /// Russian, the default.
-    #[default]
-    Ru,
-    /// English (falls back to Russian where a text has no English version).
-    En,
-}
-
-impl std::str::FromStr for Lang {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ru" => Ok(Lang::Ru),
-            "en" => Ok(Lang::En),
-            other => Err(format!("unknown language `{other}`: expected `ru` or `en`")),
-        }
-    }
-}
 
 /// Hints about a tool's behaviour, as MCP defines them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

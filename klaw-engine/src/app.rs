@@ -135,6 +135,7 @@ impl App {
             let ctx = engine.context().clone();
             engine.before_call(move |call: &crate::ToolCall, spec: &klaw_tools::ToolSpec| {
                 klaw_tools::tools::skills::check_allowed(&ctx, &call.caller, &spec.name)
+                    .map_err(|e| crate::Refusal::new(e.to_string()))
             });
         }
         // After the subagents' own hook (core memory read-only), which answers first.

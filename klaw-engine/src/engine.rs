@@ -112,7 +112,8 @@ pub struct ToolCall {
     pub id: String,
     /// The tool asked for.
     pub name: String,
-    /// Its arguments, validated by the engine before the tool runs.
+    /// Its arguments, as the caller sent them; what a [`PreCallHook`] sees is the
+    /// prepared form (parsed, aliases mapped, validated: what the tool will get).
     pub args: Args,
     /// The channel and chat the call came from.
     pub caller: Caller,
@@ -145,26 +146,90 @@ impl ToolCall {
     }
 }
 
+/// Why a [`PreCallHook`] refused a call: the reason, which the model reads (the call
+/// fails with kind `refused` and this message), and, when something failed on the way
+/// (asking a person over a channel that broke), the error that did, for the log
+/// ([`source`](std::error::Error::source)).
+///
+/// A `String` or `&str` converts into one (a reason without a source).
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct Refusal {
+    reason: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Refusal {
+    /// A refusal for `reason` (what the model reads).
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// The same refusal, caused by `source` (logged, never shown to the model).
+    #[must_use]
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// The reason, for the model.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The refused call's error: kind `refused`, the reason as its message, the
+    /// refusal's source as its own.
+    fn into_error(self, tool: &str) -> ToolError {
+        let error = ToolError::refused(self.reason).with_tool(tool);
+        match self.source {
+            Some(source) => error.with_source(source),
+            None => error,
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(reason: String) -> Self {
+        Self::new(reason)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(reason: &str) -> Self {
+        Self::new(reason)
+    }
+}
+
 /// The future a [`PreCallHook`] answers with.
-pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>>;
 
 /// Sees every call before it runs (after its tool was found and its arguments were
-/// validated: the hook sees them as the tool will, aliases mapped) and may refuse it: the refusal is the call's result, an error of kind
-/// `refused` whose message is the reason, which the model reads. The agent loop's
-/// approval policy is one (it may wait for a person's answer).
+/// prepared: parsed, aliases mapped, validated once; the hook sees them as the tool will
+/// get them) and may refuse it: the refusal is the call's result, an error of kind
+/// `refused` whose message is the [`Refusal`]'s reason, which the model reads. The agent
+/// loop's approval policy is one (it may wait for a person's answer).
 ///
-/// A closure `Fn(&ToolCall, &ToolSpec) -> Result<(), String>` is a hook.
+/// A closure `Fn(&ToolCall, &ToolSpec) -> Result<(), E>` is a hook, for any `E` that
+/// converts into a [`Refusal`] (`String`, `&str`, `Refusal`).
 pub trait PreCallHook: Send + Sync + 'static {
-    /// `Ok(())` lets the call run; `Err(reason)` refuses it.
+    /// `Ok(())` lets the call run; `Err(refusal)` refuses it.
     fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a>;
 }
 
-impl<F> PreCallHook for F
+impl<F, E> PreCallHook for F
 where
-    F: Fn(&ToolCall, &ToolSpec) -> Result<(), String> + Send + Sync + 'static,
+    F: Fn(&ToolCall, &ToolSpec) -> Result<(), E> + Send + Sync + 'static,
+    E: Into<Refusal>,
 {
     fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
-        let answer = self(call, spec);
+        let answer = self(call, spec).map_err(Into::into);
         Box::pin(std::future::ready(answer))
     }
 }
@@ -332,39 +397,41 @@ impl Engine {
             engine: self,
             id: call.id.clone(),
         };
-        // Hooks see the arguments as the tool will get them (aliases mapped, validated);
-        // arguments that do not validate fail in `execute` below, with its event.
+        let mut ctx = self
+            .inner
+            .ctx
+            .clone()
+            .with_caller(call.caller.clone())
+            .with_cancellation(token)
+            .with_call_id(call.id.as_str());
+        if let Some(listener) = listener {
+            ctx = ctx.with_listener(listener);
+        }
+        // Prepared once (tool found, aliases mapped, validated): hooks see the arguments
+        // as the tool will get them, and the tool runs without a second check. What does
+        // not prepare fails here, with the event `execute` would send.
+        let args = std::mem::replace(&mut call.args, Args::Json(serde_json::Value::Null));
+        let prepared = match registry.prepare(&call.name, args) {
+            Ok(prepared) => prepared,
+            Err(e) => return Err(registry.failed(&ctx, &call.name, e)),
+        };
         let hooks: Vec<_> = self
             .inner
             .hooks
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        if !hooks.is_empty()
-            && let (Some(tool), Ok(args)) = (
-                registry.by_name(&call.name),
-                registry.prepare(&call.name, call.args.clone()),
-            )
-        {
-            call.args = Args::Json(args);
+        if !hooks.is_empty() {
+            call.args = Args::Json(prepared.args().clone());
             for hook in hooks {
-                if let Err(reason) = hook.before_call(&call, tool.spec()).await {
-                    tracing::info!(target: "klaw::engine", call_id = call.id, tool = call.name, "call refused: {reason}");
-                    return Err(ToolError::refused(reason).with_tool(&call.name));
+                if let Err(refusal) = hook.before_call(&call, prepared.spec()).await {
+                    let error = refusal.into_error(&call.name);
+                    tracing::info!(target: "klaw::engine", call_id = call.id, tool = call.name, cause = error.causes(), "call refused: {error}");
+                    return Err(error);
                 }
             }
         }
-        let mut ctx = self
-            .inner
-            .ctx
-            .clone()
-            .with_caller(call.caller)
-            .with_cancellation(token)
-            .with_call_id(call.id.as_str());
-        if let Some(listener) = listener {
-            ctx = ctx.with_listener(listener);
-        }
-        registry.execute(&ctx, &call.name, call.args).await
+        registry.execute_prepared(&ctx, prepared).await
     }
 
     /// Cancels the running call `id` (an `exec` in flight has its process tree killed);
@@ -758,4 +825,26 @@ pub async fn stop_signal() -> std::io::Result<&'static str> {
         _ = int.recv() => "SIGINT",
         _ = term.recv() => "SIGTERM",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_keeps_its_source_into_the_calls_error() {
+        let asked = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the tty went away");
+        let refusal = Refusal::new("the user could not be asked").with_source(asked);
+        assert_eq!(refusal.source().unwrap().to_string(), "the tty went away");
+        let error = refusal.into_error("file_delete");
+        assert_eq!(error.kind(), &ErrorKind::Refused);
+        assert_eq!(error.message(), "the user could not be asked");
+        assert_eq!(error.tool(), Some("file_delete"));
+        assert_eq!(error.source().unwrap().to_string(), "the tty went away");
+        assert_eq!(error.causes(), "the tty went away");
+        let plain: Refusal = "not on this channel".into();
+        assert!(plain.into_error("exec").source().is_none());
+    }
 }

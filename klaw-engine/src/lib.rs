@@ -56,7 +56,7 @@ pub use config::{
 };
 pub use doctor::{Check, Status, doctor};
 pub use engine::{
-    Engine, EngineBuilder, FAILURE_STREAK, FailedTool, HookFuture, PreCallHook, Registrar,
+    Engine, EngineBuilder, FAILURE_STREAK, FailedTool, HookFuture, PreCallHook, Refusal, Registrar,
     ToolCall, stop_signal,
 };
 

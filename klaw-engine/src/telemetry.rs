@@ -11,6 +11,37 @@
 
 use crate::Config;
 
+/// Why spans cannot be exported (the log is installed alone, and this is printed).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TelemetryError {
+    /// An `OTEL_*` endpoint variable that is no http(s) URL.
+    #[error("{var}={url:?} is not an http:// or https:// URL; spans are not exported")]
+    NotHttp {
+        /// The variable.
+        var: String,
+        /// Its value.
+        url: String,
+    },
+    /// The HTTP client the exporter sends with could not be built.
+    #[cfg(feature = "telemetry")]
+    #[error("cannot build the OTLP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The exporter for the endpoint could not be built.
+    #[cfg(feature = "telemetry")]
+    #[error("cannot export to {endpoint}: {source}")]
+    Exporter {
+        /// The traces URL.
+        endpoint: String,
+        /// What the SDK said.
+        #[source]
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+    /// A `tracing` subscriber was already installed.
+    #[error("{0}")]
+    Subscriber(#[source] tracing_subscriber::util::TryInitError),
+}
+
 /// Where spans go: the `telemetry` section over the standard `OTEL_*` variables.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Export {
@@ -29,7 +60,7 @@ impl Export {
     /// What `config` and the process's environment ask for; `Ok(None)`: nothing is
     /// exported. An `OTEL_*` endpoint that is no http(s) URL is an error (the
     /// configuration's own key is checked when it is read).
-    pub fn from_config(config: &Config) -> Result<Option<Self>, String> {
+    pub fn from_config(config: &Config) -> Result<Option<Self>, TelemetryError> {
         Self::resolve(config, |k| std::env::var(k).ok())
     }
 
@@ -37,7 +68,7 @@ impl Export {
     pub fn resolve(
         config: &Config,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<Self>, String> {
+    ) -> Result<Option<Self>, TelemetryError> {
         let section = &config.raw.telemetry;
         let set = |k: &str| {
             env(k)
@@ -92,13 +123,14 @@ fn traces_url(base: &str) -> String {
     }
 }
 
-fn check_env(var: &str, url: &str) -> Result<(), String> {
+fn check_env(var: &str, url: &str) -> Result<(), TelemetryError> {
     if url.starts_with("http://") || url.starts_with("https://") {
         Ok(())
     } else {
-        Err(format!(
-            "{var}={url:?} is not an http:// or https:// URL; spans are not exported"
-        ))
+        Err(TelemetryError::NotHttp {
+            var: var.to_owned(),
+            url: url.to_owned(),
+        })
     }
 }
 
@@ -190,7 +222,7 @@ mod otel {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
 
-    use super::Export;
+    use super::{Export, TelemetryError};
 
     /// The provider spans go to, kept to be flushed at exit.
     static PROVIDER: Mutex<Option<SdkTracerProvider>> = Mutex::new(None);
@@ -204,13 +236,13 @@ mod otel {
     pub(crate) fn install(
         export: &Export,
         fmt: impl tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync,
-    ) -> Result<(), String> {
+    ) -> Result<(), TelemetryError> {
         let provider = provider(export)?;
         tracing_subscriber::registry()
             .with(fmt)
             .with(layer(provider.tracer("klaw-engine")))
             .try_init()
-            .map_err(|e| e.to_string())?;
+            .map_err(TelemetryError::Subscriber)?;
         *PROVIDER
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(provider);
@@ -243,12 +275,12 @@ mod otel {
     /// The SDK's provider for `export`: a batch processor (its own thread) sending
     /// protobuf over HTTP with the workspace's reqwest, sampled by `sampleRatio` (a
     /// parent's decision is followed), with `service.name` and `service.version`.
-    pub fn provider(export: &Export) -> Result<SdkTracerProvider, String> {
+    pub fn provider(export: &Export) -> Result<SdkTracerProvider, TelemetryError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::blocking::Client::builder()
             .timeout(EXPORT_TIMEOUT)
             .build()
-            .map_err(|e| format!("cannot build the OTLP client: {e}"))?;
+            .map_err(TelemetryError::Client)?;
         let headers = export
             .headers
             .iter()
@@ -262,7 +294,10 @@ mod otel {
             .with_headers(headers)
             .with_timeout(EXPORT_TIMEOUT)
             .build()
-            .map_err(|e| format!("cannot export to {}: {e}", export.endpoint))?;
+            .map_err(|source| TelemetryError::Exporter {
+                endpoint: export.endpoint.clone(),
+                source,
+            })?;
         let resource = Resource::builder()
             .with_service_name(export.service_name.clone())
             .with_attribute(opentelemetry::KeyValue::new(
@@ -464,7 +499,8 @@ mod tests {
             &config("{}"),
             env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318")]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{err}");
         for (bad, named) in [
             (

@@ -430,7 +430,7 @@ pub(crate) fn crate_path(
         Err(_) => {
             cx.error_spanned_by(
                 &lit,
-                "`crate` must be a path to klaw or klaw-tools, such as \"::klaw\"",
+                "`crate` must be a path to klaw or klaw-core, such as \"::klaw\"",
             );
             None
         }

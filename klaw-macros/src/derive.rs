@@ -125,7 +125,10 @@ pub(crate) fn expand(input: &DeriveInput) -> TokenStream {
             "ToolSchema cannot be derived for a generic type: the schema is fixed at compile time",
         );
     }
-    let root = krate::root(container.krate.as_ref());
+    let root = match krate::root(container.krate.as_ref()) {
+        Ok(root) => root,
+        Err(missing) => return quote!(::core::compile_error!(#missing);),
+    };
     let p = quote!(#root::__private);
     let rule = container.rename_all.as_deref();
     let schema = match &input.data {

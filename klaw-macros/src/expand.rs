@@ -62,7 +62,10 @@ fn strip_param_attrs(mut f: ItemFn) -> ItemFn {
 
 /// The generated items, in one `const _: () = { ... };` beside the function.
 fn generate(view: &ToolFn<'_>) -> TokenStream {
-    let root = krate::root(view.attr.krate.as_ref());
+    let root = match krate::root(view.attr.krate.as_ref()) {
+        Ok(root) => root,
+        Err(missing) => return quote!(::core::compile_error!(#missing);),
+    };
     let p = quote!(#root::__private);
     let params: Vec<(usize, &Param<'_>)> = view.params().enumerate().collect();
     let specs = || {
@@ -85,7 +88,7 @@ fn generate(view: &ToolFn<'_>) -> TokenStream {
         let bounds = bounds_assertion(&p, ty, spec);
         quote!(#default #bounds)
     });
-    let props = specs().map(|(i, ty, spec)| property(&p, &root, i, ty, spec));
+    let props = specs().map(|(i, ty, spec)| property(&p, i, ty, spec));
     let call = call_fn(&p, view, &params, has_args);
     let registration = registration(&p, view, props);
 
@@ -231,17 +234,11 @@ fn bounds_assertion(p: &TokenStream, ty: &Type, spec: &ArgSpec) -> Option<TokenS
 }
 
 /// The schema's `Property` for argument `i`.
-fn property(
-    p: &TokenStream,
-    root: &TokenStream,
-    i: usize,
-    ty: &Type,
-    spec: &ArgSpec,
-) -> TokenStream {
+fn property(p: &TokenStream, i: usize, ty: &Type, spec: &ArgSpec) -> TokenStream {
     let json_name = &spec.json_name;
     let schema = if spec.schemars {
         quote_spanned! {ty.span()=>
-            &#p::Schema::External(#root::schemars_inline::<#ty>)
+            &#p::Schema::External(#p::schemars_inline::<#ty>)
         }
     } else {
         quote_spanned! {ty.span()=> &<#ty as #p::ToolSchema>::SCHEMA }

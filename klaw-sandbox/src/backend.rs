@@ -106,8 +106,8 @@ pub fn select_known(mode: Mode, helper: Option<&Path>) -> Option<Backend> {
 
 /// Which sandbox `mode` gives on this machine, for `doctor`: `Ok(description)` or
 /// `Err(why commands are refused)`.
-pub fn describe(mode: Mode, helper: Option<&Path>) -> Result<String, String> {
-    let backend = select(mode, helper).map_err(|e| e.to_string())?;
+pub fn describe(mode: Mode, helper: Option<&Path>) -> Result<String, Error> {
+    let backend = select(mode, helper)?;
     Ok(match (&backend, mode) {
         (Backend::Bwrap(_), _) => {
             "bwrap + seccomp (bubblewrap: namespaces, read-only system, private /tmp)".into()

@@ -228,7 +228,8 @@ fn namespaces(pid: i32, workspace: &Path, network: bool, root: bool) -> Result<N
     let filter = crate::seccomp::filter(
         crate::seccomp::NETWORK_FAMILIES,
         crate::seccomp::Ipc::Private,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let covered = match [bwrap::TMP_DIR, bwrap::SHM_DIR]
         .into_iter()
         .find(|dir| workspace.starts_with(dir))

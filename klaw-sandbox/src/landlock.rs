@@ -148,7 +148,7 @@ pub(crate) fn prepare(
         (false, true) => &[],
     };
     // The command shares the host's IPC namespace: System V IPC looks absent.
-    let filter = seccomp::filter(families, seccomp::Ipc::Host)?;
+    let filter = seccomp::filter(families, seccomp::Ipc::Host).map_err(|e| e.to_string())?;
     let ruleset = ruleset(policy)?;
     let userns = if unprivileged || policy.probe {
         None

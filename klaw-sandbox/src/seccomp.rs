@@ -84,12 +84,25 @@ fn when(arg: u8, test: Test) -> Vec<Cond> {
     vec![Cond { arg, test }]
 }
 
+/// Why a seccomp filter could not be built or installed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeccompError {
+    /// The filter could not be built: no filter for this architecture, or a program too
+    /// long for the kernel.
+    #[error("{0}")]
+    Build(String),
+    /// The kernel refused the filter.
+    #[error("seccomp: {0}")]
+    Install(#[source] seccompiler::Error),
+}
+
 /// The filter: listed calls fail with `EPERM`, `clone3`, `openat2`, inotify and
 /// fanotify (and, with [`Ipc::Host`], System V IPC) with `ENOSYS`, and `fcntl(F_NOTIFY)`
 /// with `EINVAL`; everything else is allowed. `socket(2)` fails for every family not in
 /// `families`.
-pub fn filter(families: &[i32], ipc: Ipc) -> Result<BpfProgram, String> {
-    compile(&listed(families, ipc))
+pub fn filter(families: &[i32], ipc: Ipc) -> Result<BpfProgram, SeccompError> {
+    compile(&listed(families, ipc)).map_err(SeccompError::Build)
 }
 
 /// The calls [`filter`] refuses, by number, and when.
@@ -349,8 +362,8 @@ const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS
 const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
 
 /// Installs `filter` on the calling thread (and so on every process it starts).
-pub fn install(filter: &BpfProgram) -> Result<(), String> {
-    seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))
+pub fn install(filter: &BpfProgram) -> Result<(), SeccompError> {
+    seccompiler::apply_filter(filter).map_err(SeccompError::Install)
 }
 
 pub(crate) use crate::sys::install_forked;

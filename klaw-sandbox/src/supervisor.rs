@@ -386,7 +386,7 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
         crate::seccomp::Ipc::Private,
     ) {
         Ok(f) => f,
-        Err(e) => return e,
+        Err(e) => return e.to_string(),
     };
     let fd = match sealed_memfd(&crate::seccomp::to_bytes(&filter)) {
         Ok(fd) => fd,

@@ -24,12 +24,12 @@ impl Approver for RefuseApproval {
              you wanted to do instead",
             spec.name, self.0
         );
-        Box::pin(std::future::ready(Err(reason)))
+        Box::pin(std::future::ready(Err(reason.into())))
     }
 }
 
-/// Asks a person whether a call may run: `Ok(())` lets it, `Err(reason)` refuses it
-/// (the model reads the reason). A channel without a person refuses at once.
+/// Asks a person whether a call may run: `Ok(())` lets it, `Err(refusal)` refuses it
+/// (the model reads its reason; a failure to ask is its source, for the log). A channel without a person refuses at once.
 pub trait Approver: Send + Sync + 'static {
     /// Answers for `call` of the tool `spec`.
     fn approve<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a>;

@@ -190,10 +190,9 @@ impl crate::PreCallHook for ReadOnlyCore {
     fn before_call<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> HookFuture<'a> {
         let refused = call.caller.channel == CHANNEL && READ_ONLY.contains(&spec.name.as_str());
         Box::pin(std::future::ready(if refused {
-            Err(
-                "core memory is read-only for a subagent; report what should change in your answer"
-                    .into(),
-            )
+            Err(crate::Refusal::new(
+                "core memory is read-only for a subagent; report what should change in your answer",
+            ))
         } else {
             Ok(())
         }))

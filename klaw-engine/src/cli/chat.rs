@@ -72,19 +72,22 @@ impl crate::agent::Approver for ConsoleApprover {
                 return Err(format!(
                     "`{name}` needs a person's approval (agent.approval) and nobody is at \
                      this console to give it; tell the user what you wanted to do instead"
-                ));
+                )
+                .into());
             }
             let _turn = turn.lock().await;
             let asked = tokio::task::spawn_blocking(move || ask_tty(&question)).await;
             match asked {
                 Ok(Ok(true)) => Ok(()),
                 Ok(Ok(false)) => Err("the user declined this call".into()),
-                Ok(Err(e)) => Err(format!(
+                Ok(Err(e)) => Err(crate::Refusal::new(format!(
                     "the user could not be asked ({e}); the call was not run"
-                )),
-                Err(e) => Err(format!(
+                ))
+                .with_source(e)),
+                Err(e) => Err(crate::Refusal::new(format!(
                     "the user could not be asked ({e}); the call was not run"
-                )),
+                ))
+                .with_source(e)),
             }
         })
     }

@@ -56,7 +56,7 @@ impl Approver for ElicitApproval {
                 .await
             {
                 Ok(r) if r.action == ElicitationAction::Accept => Ok(()),
-                Ok(r) => Err(format!(
+                Ok(r) => Err(crate::Refusal::new(format!(
                     "the user {} `{name}` (agent.approval asked through the MCP client): it did \
                      not run",
                     if r.action == ElicitationAction::Decline {
@@ -64,11 +64,12 @@ impl Approver for ElicitApproval {
                     } else {
                         "cancelled"
                     }
-                )),
-                Err(e) => Err(format!(
+                ))),
+                Err(e) => Err(crate::Refusal::new(format!(
                     "`{name}` needs the user's approval (agent.approval), and asking through \
                      the MCP client failed ({e}): it did not run"
-                )),
+                ))
+                .with_source(e)),
             }
         })
     }

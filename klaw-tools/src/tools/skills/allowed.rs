@@ -56,10 +56,38 @@ pub fn allows(allowed: &str, tool: &str) -> bool {
             .is_some_and(|(name, _)| name == tool)
 }
 
+/// A call the skills a caller loaded do not allow: the tool, the skills and what they
+/// allow; its text is the reason the model reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{tool}` is not in the allowed-tools of the skill(s) loaded in this conversation ({}); \
+     use only: {} (or the skill_* tools). skills.enforceAllowedTools is on",
+    .skills.join(", "),
+    tool_list(.allowed)
+)]
+#[non_exhaustive]
+pub struct NotAllowed {
+    /// The tool refused.
+    pub tool: String,
+    /// The skills loaded that list `allowed-tools`, by name.
+    pub skills: Vec<String>,
+    /// Every tool they allow, sorted.
+    pub allowed: Vec<String>,
+}
+
+/// The tools of a [`NotAllowed`], for its text.
+fn tool_list(allowed: &[String]) -> String {
+    if allowed.is_empty() {
+        "no tool".to_owned()
+    } else {
+        allowed.join(", ")
+    }
+}
+
 /// Whether `caller` may call `tool` under the skills it loaded: `Ok` when enforcement is
 /// off, the tool is a `skill_*` tool, no loaded skill lists `allowed-tools`, or one of
-/// them allows it; else the reason, for the model.
-pub fn check_allowed(ctx: &ToolContext, caller: &Caller, tool: &str) -> Result<(), String> {
+/// them allows it; else why not ([`NotAllowed`], whose text the model reads).
+pub fn check_allowed(ctx: &ToolContext, caller: &Caller, tool: &str) -> Result<(), NotAllowed> {
     let settings = ctx.shared_state::<SkillsSettings>();
     if !settings.enforce_allowed_tools || tool.starts_with("skill_") {
         return Ok(());
@@ -73,20 +101,15 @@ pub fn check_allowed(ctx: &ToolContext, caller: &Caller, tool: &str) -> Result<(
     {
         return Ok(());
     }
-    let names: Vec<&str> = loaded.keys().map(String::as_str).collect();
-    let mut tools: Vec<&str> = loaded.values().flatten().map(String::as_str).collect();
-    tools.sort_unstable();
-    tools.dedup();
-    Err(format!(
-        "`{tool}` is not in the allowed-tools of the skill(s) loaded in this conversation ({}); \
-         use only: {} (or the skill_* tools). skills.enforceAllowedTools is on",
-        names.join(", "),
-        if tools.is_empty() {
-            "no tool".to_owned()
-        } else {
-            tools.join(", ")
-        }
-    ))
+    let skills: Vec<String> = loaded.keys().cloned().collect();
+    let mut allowed: Vec<String> = loaded.values().flatten().cloned().collect();
+    allowed.sort_unstable();
+    allowed.dedup();
+    Err(NotAllowed {
+        tool: tool.to_owned(),
+        skills,
+        allowed,
+    })
 }
 
 #[cfg(test)]
@@ -111,7 +134,9 @@ mod tests {
         assert!(check_allowed(&on, &chat, "file_read").is_ok());
         assert!(check_allowed(&on, &chat, "exec").is_ok());
         assert!(check_allowed(&on, &chat, "skill_load").is_ok());
-        let why = check_allowed(&on, &chat, "file_delete").unwrap_err();
+        let why = check_allowed(&on, &chat, "file_delete")
+            .unwrap_err()
+            .to_string();
         assert!(
             why.contains("`file_delete`") && why.contains("pdf"),
             "{why}"

@@ -315,7 +315,7 @@ fn read(root: &Path, folder: &str, name: &str) -> ParseResult {
             refused(&e, &format!("its folder or {}", skills.display()))
         }
     })?;
-    let parsed = frontmatter::parse(&text, name)?;
+    let parsed = frontmatter::parse(&text, name).map_err(|e| e.to_string())?;
     Ok((Arc::new(parsed.frontmatter), parsed.warnings.into()))
 }
 

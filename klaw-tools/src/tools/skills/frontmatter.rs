@@ -42,6 +42,32 @@ pub struct Frontmatter {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
+/// Why a frontmatter (or a skill's name) is refused: a sentence naming the problem;
+/// for YAML that does not parse, the parser's error is the
+/// [`source`](std::error::Error::source).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct FrontmatterError {
+    message: String,
+    #[source]
+    source: Option<yaml_serde::Error>,
+}
+
+impl From<String> for FrontmatterError {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            source: None,
+        }
+    }
+}
+
+impl From<&str> for FrontmatterError {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
+
 /// A frontmatter that could be parsed, with what is worth a warning.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
@@ -53,7 +79,7 @@ pub struct Parsed {
 
 /// Splits `text` into its frontmatter (the YAML between a first line `---` and the next
 /// line `---`) and the body after it.
-pub fn split(text: &str) -> Result<(&str, &str), String> {
+pub fn split(text: &str) -> Result<(&str, &str), FrontmatterError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first_end = text.find('\n').unwrap_or(text.len());
     if text[..first_end].trim_end() != "---" {
@@ -73,10 +99,12 @@ pub fn split(text: &str) -> Result<(&str, &str), String> {
 /// Parses and checks the frontmatter of `text` (a whole `SKILL.md`); `folder` is the name
 /// of the skill's folder, which `name` must equal. The error is a sentence naming the
 /// problem.
-pub fn parse(text: &str, folder: &str) -> Result<Parsed, String> {
+pub fn parse(text: &str, folder: &str) -> Result<Parsed, FrontmatterError> {
     let (yaml, _body) = split(text)?;
-    let value: Value = yaml_serde::from_str(yaml)
-        .map_err(|e| format!("the frontmatter is not valid YAML: {e}"))?;
+    let value: Value = yaml_serde::from_str(yaml).map_err(|e| FrontmatterError {
+        message: format!("the frontmatter is not valid YAML: {e}"),
+        source: Some(e),
+    })?;
     let map = match value {
         Value::Mapping(m) => m,
         Value::Null => {
@@ -89,14 +117,16 @@ pub fn parse(text: &str, folder: &str) -> Result<Parsed, String> {
     if name != folder {
         return Err(format!(
             "name `{name}` differs from its folder's name `{folder}`; they must be equal"
-        ));
+        )
+        .into());
     }
     let description = required(&map, "description")?;
     if description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(format!(
             "description is {} characters, more than {MAX_DESCRIPTION_CHARS}",
             description.chars().count()
-        ));
+        )
+        .into());
     }
     let license = optional(&map, "license")?;
     let compatibility = optional(&map, "compatibility")?;
@@ -106,7 +136,8 @@ pub fn parse(text: &str, folder: &str) -> Result<Parsed, String> {
         return Err(format!(
             "compatibility is {} characters, more than {MAX_COMPATIBILITY_CHARS}",
             c.chars().count()
-        ));
+        )
+        .into());
     }
     let metadata = metadata(&map)?;
     let allowed_tools = allowed_tools(&map)?;
@@ -139,12 +170,12 @@ pub fn parse(text: &str, folder: &str) -> Result<Parsed, String> {
 
 /// Checks a skill's name against the format's rules: 1–64 characters of lowercase
 /// letters `a-z`, digits and hyphens, no hyphen at the start, the end, or twice in a row.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), FrontmatterError> {
     let n = name.chars().count();
     if n == 0 || n > MAX_NAME_CHARS {
-        return Err(format!(
-            "name `{name}` is {n} characters; it must be 1 to {MAX_NAME_CHARS}"
-        ));
+        return Err(
+            format!("name `{name}` is {n} characters; it must be 1 to {MAX_NAME_CHARS}").into(),
+        );
     }
     if let Some(c) = name
         .chars()
@@ -152,17 +183,16 @@ pub fn check_name(name: &str) -> Result<(), String> {
     {
         return Err(format!(
             "name `{name}` has `{c}`; only lowercase letters a-z, digits and hyphens are allowed"
-        ));
+        )
+        .into());
     }
     if name.starts_with('-') || name.ends_with('-') {
-        return Err(format!(
-            "name `{name}` starts or ends with a hyphen, which is not allowed"
-        ));
+        return Err(
+            format!("name `{name}` starts or ends with a hyphen, which is not allowed").into(),
+        );
     }
     if name.contains("--") {
-        return Err(format!(
-            "name `{name}` has two hyphens in a row, which is not allowed"
-        ));
+        return Err(format!("name `{name}` has two hyphens in a row, which is not allowed").into());
     }
     Ok(())
 }
@@ -309,7 +339,7 @@ mod tests {
             ("pdf--tools", "two hyphens"),
             ("имя", "`и`"),
         ] {
-            let e = check_name(bad).unwrap_err();
+            let e = check_name(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }
@@ -370,7 +400,7 @@ mod tests {
                 "`license` is a list",
             ),
         ] {
-            let e = parse(&text, folder).unwrap_err();
+            let e = parse(&text, folder).unwrap_err().to_string();
             assert!(e.contains(why), "{text:?}: {e}");
         }
     }

@@ -22,11 +22,11 @@ mod settings;
 
 use std::sync::Arc;
 
-pub use allowed::{LoadedSkills, allows, check_allowed};
+pub use allowed::{LoadedSkills, NotAllowed, allows, check_allowed};
 pub use catalog::{
     Catalog, MAX_SKILL_MD_BYTES, Malformed, Origin, SKILL_MD, SKILLS_DIR, Skill, SkillCatalog,
 };
-pub use frontmatter::Frontmatter;
+pub use frontmatter::{Frontmatter, FrontmatterError};
 pub use list::{SkillInfo, SkillList, SkippedSkill, skill_list};
 pub use load::{SkillLoaded, read_skill_file, skill_files, skill_load};
 pub use prompt::prompt_section;
