@@ -2028,7 +2028,9 @@ async fn auto_fails_closed_probe() {
     if std::env::var_os("KLAW_TEST_BROKEN_BWRAP").is_none() {
         return; // only meaningful when started by `auto_fails_closed_when_no_sandbox_works`
     }
-    let why = klaw_sandbox::describe(SandboxMode::Bwrap, Some(helper())).unwrap_err();
+    let why = klaw_sandbox::describe(SandboxMode::Bwrap, Some(helper()))
+        .unwrap_err()
+        .to_string();
     assert!(
         why.contains("No permissions to create new namespace"),
         "{why}"
