@@ -22,6 +22,7 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("docs_read", "r-i-", cfg!(feature = "docs"), "reads an embedded doc"),
     ("docs_search", "r-i-", cfg!(feature = "docs"), "searches the embedded docs (its index is a cache)"),
     ("exec", "-d-o", true, "runs any command: it may overwrite or delete workspace files, and reach the network when `network` allows"),
+    ("code_execute", "-d-o", true, "runs code as exec runs a command: it may overwrite or delete workspace files, and reach the network when `network` allows"),
     ("file", "-d--", true, "legacy: its write and delete actions replace and remove files"),
     ("file_delete", "-d--", true, "removes a file"),
     ("file_edit", "-d--", true, "changes a file in place; the same edit again may change it again"),
