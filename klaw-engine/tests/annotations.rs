@@ -45,6 +45,7 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("send_message", "---o", true, "sends to a chat (Telegram): people outside read it; nothing is overwritten"),
     ("render_js", "r--o", false, "reads a public page in a headless browser (registered only when one is found); private addresses are refused"),
     ("web_fetch", "r--o", true, "reads a public web page; private addresses are refused"),
+    ("http_request", "-d-o", true, "sends any method to a public API (POST, PUT, PATCH, DELETE change data there); annotations are static, so GET is approved too; private addresses are refused"),
     ("web_search", "r--o", true, "asks a search provider"),
     ("subagent_spawn", "---o", true, "asks the model's provider in the background and may answer in a chat; its own calls are approved like any other"),
     ("echo", "r---", cfg!(feature = "fixtures"), "benchmark fixture: returns its argument"),
