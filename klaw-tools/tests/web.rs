@@ -1779,6 +1779,26 @@ async fn http_request_is_guarded_capped_and_checked() {
         )
         .await;
     assert_eq!(r["body"].as_str().unwrap().len(), 100);
+    // A slow server meets the call's own time limit (at most web.timeoutSeconds).
+    let slow = Server::start(|_| Answer::Drip).await;
+    let slow_kit = self::kit(
+        WebSettings::default()
+            .allow_private(slow.addr.to_string())
+            .with_limits(1024 * 1024, Duration::from_secs(5)),
+    );
+    let started = std::time::Instant::now();
+    let e = slow_kit
+        .call_err(
+            "http_request",
+            json!({"method": "GET", "url": slow.url("/"), "timeout": 1}),
+        )
+        .await;
+    assert!(matches!(e.kind(), ErrorKind::Timeout), "{e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
     // Bad methods, URLs and headers are clear errors.
     for (args, pointer) in [
         (
