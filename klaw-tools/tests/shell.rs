@@ -2766,8 +2766,12 @@ async fn unprivileged_probe(mode: SandboxMode) {
         only_bounded_filesystems_take_writes(mode).await;
         no_capability_in_any_set(mode).await;
         file_notifications_reveal_nothing(mode).await;
+        code_execute_stays_in_the_sandbox(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
+    // code_execute as an engine that is not root runs it.
+    code_execute_runs_code(mode).await;
+    code_execute_timeout_kills_the_tree(mode).await;
     // The engine's user is the command's here (Landlock's scopes keep the server out
     // of its reach).
     commands_run_under_the_server(mode).await;
