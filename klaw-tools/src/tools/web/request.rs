@@ -94,9 +94,11 @@ pub async fn http_request(
     /// Адрес (http или https)
     #[arg(description_en = "The URL (http or https)")]
     url: String,
-    /// Заголовки запроса: имя → значение
-    #[arg(description_en = "Request headers: name → value")]
-    headers: Option<Headers>,
+    /// Заголовки запроса: объект «имя → строка», например {"Authorization": "Bearer …"}
+    #[arg(
+        description_en = "Request headers: an object of name → string, e.g. {\"Authorization\": \"Bearer …\"}"
+    )]
+    headers: Option<Value>,
     /// Тело: строка отправляется как есть; объект, массив, число или логическое значение — как JSON (Content-Type: application/json, если не задан)
     #[arg(
         description_en = "The body: a string is sent as it is; an object, array, number or boolean as JSON (Content-Type: application/json unless set)"
@@ -125,7 +127,7 @@ pub async fn http_request(
     let cap = max_bytes
         .unwrap_or(settings.max_bytes)
         .min(settings.max_bytes);
-    let header_map = header_map(headers.unwrap_or_default())?;
+    let header_map = header_map(request_headers(headers)?)?;
     let web = ctx.shared_state::<Clients>();
     let (guard, client) = web.get(&settings)?;
     guard
@@ -210,6 +212,32 @@ fn parse_method(method: &str) -> Result<reqwest::Method, ToolError> {
         .map_err(|e| ToolError::invalid_arguments("/method", e.to_string()))
 }
 
+/// The model's `headers` argument as names and values: an object of strings (any
+/// value, as strict-mode schemas cannot spell a map, so it is checked here).
+fn request_headers(headers: Option<Value>) -> Result<Headers, ToolError> {
+    let object = match headers {
+        None | Some(Value::Null) => return Ok(Headers::default()),
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            return Err(ToolError::invalid_arguments(
+                "/headers",
+                "headers must be an object of name → string, e.g. {\"Accept\": \"application/json\"}",
+            ));
+        }
+    };
+    let mut out = BTreeMap::new();
+    for (name, value) in object {
+        let Value::String(value) = value else {
+            return Err(ToolError::invalid_arguments(
+                format!("/headers/{name}"),
+                format!("the value of `{name}` must be a string"),
+            ));
+        };
+        out.insert(name, value);
+    }
+    Ok(Headers(out))
+}
+
 /// The model's headers, checked: valid names and values, none the client sets itself.
 /// Values are sent as they are (no environment variable is expanded).
 fn header_map(headers: Headers) -> Result<reqwest::header::HeaderMap, ToolError> {
@@ -246,7 +274,9 @@ mod tests {
         assert_eq!(parse_method("post").unwrap(), reqwest::Method::POST);
         assert!(parse_method("TRACE").unwrap_err().is_invalid_arguments());
         assert!(parse_method("").unwrap_err().is_invalid_arguments());
-        let ok = Headers(BTreeMap::from([("X-Token".into(), "$HOME".into())]));
+        assert!(request_headers(Some(json!(["a"]))).is_err());
+        assert!(request_headers(Some(json!({"a": 1}))).is_err());
+        let ok = request_headers(Some(json!({"X-Token": "$HOME"}))).unwrap();
         assert_eq!(header_map(ok).unwrap()["x-token"], "$HOME");
         for (k, v) in [("Host", "x"), ("bad name", "x"), ("X-A", "a\r\nb")] {
             let h = Headers(BTreeMap::from([(k.into(), v.into())]));
