@@ -97,8 +97,15 @@ fn tools_renders_every_format_as_a_json_array() {
     }
     let o = env.run(&["tools", "--format", "openai", "--lang", "en"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Sorted by name (`code_execute` comes first now): current_time by its name.
+    let current_time = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "current_time")
+        .unwrap();
     assert!(
-        v[0]["function"]["description"]
+        current_time["function"]["description"]
             .as_str()
             .unwrap()
             .starts_with("Returns the current date")
