@@ -8,6 +8,7 @@
 //! ([`Engine::set_failed`], source `manifests`) and harms no other tool.
 
 pub(crate) mod manifest;
+pub(crate) mod syntax;
 mod tool;
 
 use std::collections::BTreeMap;
@@ -236,6 +237,11 @@ impl Manifests {
             Err(e) => return Err(e.message().to_owned()),
         };
         let manifest = manifest::parse(&text, folder, root, tools_dir, &self.workspace)?;
+        // A workspace script is checked by its interpreter's parser (a system tool's
+        // program is on PATH: it has no script in its folder).
+        if root == Root::Workspace {
+            syntax::check_command(&manifest.argv, &tools_dir.join(folder))?;
+        }
         Ok(Some(ManifestTool { manifest, text }))
     }
 

@@ -97,8 +97,15 @@ fn tools_renders_every_format_as_a_json_array() {
     }
     let o = env.run(&["tools", "--format", "openai", "--lang", "en"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Sorted by name (`code_execute` comes first now): current_time by its name.
+    let current_time = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "current_time")
+        .unwrap();
     assert!(
-        v[0]["function"]["description"]
+        current_time["function"]["description"]
             .as_str()
             .unwrap()
             .starts_with("Returns the current date")
@@ -434,6 +441,45 @@ fn the_engine_runs_commands_under_landlock() {
     assert_eq!(v["stdout"], "hi\n", "{v}");
     assert_eq!(v["sandbox"], "landlock", "{v}");
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "hi\n");
+}
+
+/// `call code_execute` runs code through exec's sandbox (Landlock here), its code written
+/// to the command's private temporary directory, its input on stdin.
+#[test]
+fn code_execute_runs_through_the_call_command() {
+    let env = Env::new();
+    let ws = env.sandboxed("landlock");
+    let o = env.run(&[
+        "call",
+        "code_execute",
+        r#"{"language": "bash", "code": "read -r x; echo \"$x\" > f.txt; cat f.txt; echo \"$0\"", "stdin": "from stdin"}"#,
+    ]);
+    if stderr(&o).contains("does not work here") {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "Landlock does not work on this CI machine: {}",
+            stderr(&o)
+        );
+        eprintln!("skipping: {}", stderr(&o));
+        return;
+    }
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let printed = v["stdout"].as_str().unwrap();
+    assert!(printed.starts_with("from stdin\n"), "{v}");
+    // The script ran from the command's own temporary directory, not the workspace.
+    assert!(
+        printed.contains("/klaw-exec-") && printed.trim_end().ends_with("klaw-code.sh"),
+        "{v}"
+    );
+    assert_eq!(v["sandbox"], "landlock", "{v}");
+    assert_eq!(v["language"], "bash", "{v}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f.txt")).unwrap(),
+        "from stdin\n"
+    );
+    assert!(!ws.join("klaw-code.sh").exists());
 }
 
 /// Commands run under the engine's small helper, `klaw-engine-sandbox`, which every

@@ -79,6 +79,30 @@ fn broken_manifests_are_listed_with_why_and_the_others_work() {
         "name: escape\ndescription_ru: x\ncommand: [/bin/sh]\n",
         None,
     );
+    // Scripts with a syntax error, checked by their interpreter's own parser (the
+    // interpreter named in the command, or the script's `#!` line).
+    write_tool(
+        &ws,
+        "pysyntax",
+        "name: pysyntax\ndescription_ru: x\ncommand: [python3, run.py]\n",
+        None,
+    );
+    std::fs::write(
+        ws.join("tools/pysyntax/run.py"),
+        "x = 1\ndef f(:\n    pass\n",
+    )
+    .unwrap();
+    write_tool(
+        &ws,
+        "shsyntax",
+        "name: shsyntax\ndescription_ru: x\ncommand: [./run.sh]\n",
+        Some("#!/bin/sh\necho start\nif true; then\n  echo never closed\n"),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let run = ws.join("tools/shsyntax/run.sh");
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     // A folder without a manifest is not a tool, and not a failure.
     std::fs::create_dir_all(ws.join("tools/notes")).unwrap();
 
@@ -96,13 +120,22 @@ fn broken_manifests_are_listed_with_why_and_the_others_work() {
             .unwrap()
             .to_owned()
     };
-    assert_eq!(failed.as_array().unwrap().len(), 5, "{failed:#}");
+    assert_eq!(failed.as_array().unwrap().len(), 7, "{failed:#}");
     assert!(why("yaml").contains("not a valid tool.yaml"), "{failed:#}");
     assert!(why("schema").contains("input schema"), "{failed:#}");
     assert!(why("exec").contains("already taken"), "{failed:#}");
     assert!(why("interp").contains("not installed"), "{failed:#}");
     assert!(
         why("escape").contains("outside the workspace"),
+        "{failed:#}"
+    );
+    assert!(
+        why("pysyntax").contains("syntax error") && why("pysyntax").contains("line 2"),
+        "{failed:#}"
+    );
+    assert!(!ws.join("tools/pysyntax/__pycache__").exists());
+    assert!(
+        why("shsyntax").contains("syntax error") && why("shsyntax").contains("run.sh: 5"),
         "{failed:#}"
     );
 
@@ -117,7 +150,7 @@ fn broken_manifests_are_listed_with_why_and_the_others_work() {
 
     let o = run(home.path(), &["tools", "--format", "json"]);
     let list: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(list["failed"].as_array().unwrap().len(), 5);
+    assert_eq!(list["failed"].as_array().unwrap().len(), 7);
     let wc = list["tools"]
         .as_array()
         .unwrap()
@@ -138,7 +171,7 @@ fn broken_manifests_are_listed_with_why_and_the_others_work() {
         .unwrap()
         .to_owned();
     assert!(
-        line.starts_with("warn") && line.contains("5 not loaded"),
+        line.starts_with("warn") && line.contains("7 not loaded"),
         "{line}"
     );
 
@@ -146,10 +179,11 @@ fn broken_manifests_are_listed_with_why_and_the_others_work() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("loaded  wc"), "{}", stdout(&o));
     assert!(
-        stdout(&o).contains("1 manifest tool loaded, 5 failed"),
+        stdout(&o).contains("1 manifest tool loaded, 7 failed"),
         "{}",
         stdout(&o)
     );
+    assert!(stdout(&o).contains("line 2"), "{}", stdout(&o));
 }
 
 #[test]
@@ -302,6 +336,15 @@ fn tool_create_then_a_call_then_tool_delete() {
         ),
         (json!({"name": "bad name!"}), "name"),
         (json!({"timeout": 0}), "time limit"),
+        // The script's syntax, by the interpreter's own check, names the line.
+        (
+            json!({"script": "import json\ndef f(:\n    pass\n"}),
+            "line 2",
+        ),
+        (
+            json!({"interpreter": "sh", "script": "echo a\nif true; then\n"}),
+            "3: Syntax error",
+        ),
     ] {
         let mut args = shout(up, false);
         args["name"] = json!("other");

@@ -99,6 +99,8 @@ pub use helper::{
     BROWSER_ARG, browser_main, helper_beside, helper_main, helper_only_main,
     run_helper_if_requested, serve_main,
 };
+#[cfg(target_os = "linux")]
+pub use policy::SYSTEM_DIRS;
 pub use policy::{Bwrap, HELPER_ARG, Policy, SERVE_ARG, UNPROVEN, UNPROVEN_NOTE};
 #[cfg(target_os = "linux")]
 pub use server::{ServedCommand, Server, SpawnError, Started};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// System directories visible read-only inside every sandbox (those that exist).
 #[cfg(target_os = "linux")]
-pub(crate) const SYSTEM_DIRS: &[&str] = &[
+pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];
 

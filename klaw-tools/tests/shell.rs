@@ -1216,6 +1216,213 @@ async fn engine_probe(mode: SandboxMode) {
     tokio::time::sleep(Duration::from_secs(600)).await;
 }
 
+// ---- code_execute: exec's sandbox, with the code as the argument ----
+
+async fn code_execute(kit: &Kit, args: Value) -> Result<Value, ToolError> {
+    kit.call("code_execute", args)
+        .await
+        .map(|o| o.structured().cloned().unwrap())
+}
+
+/// Python, bash, sh and node code runs (node and python where the system has them),
+/// stdin reaches it, a non-zero exit is a normal result.
+async fn code_execute_runs_code(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    if python().is_some() {
+        let r = code_execute(
+            &kit,
+            json!({"language": "python", "code": "import sys\nprint(sum(range(10)), sys.stdin.read().upper())", "stdin": "hi"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r["stdout"], "45 HI\n", "{r}");
+        assert_eq!(r["success"], true, "{r}");
+        assert_eq!(r["language"], "python");
+        // A traceback names the line.
+        let r = code_execute(
+            &kit,
+            json!({"language": "python", "code": "x = 1\nraise SystemExit(x / 0)"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r["success"], false, "{r}");
+        assert!(r["stderr"].as_str().unwrap().contains("line 2"), "{r}");
+    }
+    let r = code_execute(
+        &kit,
+        json!({"language": "bash", "code": "read -r a; arr=(x y z); echo \"${#arr[@]} $a\"; echo err >&2; exit 3", "stdin": "input\n"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"], "3 input\n", "{r}");
+    assert_eq!(r["stderr"], "err\n", "{r}");
+    assert_eq!(r["exitCode"], 3, "{r}");
+    assert_eq!(r["success"], false, "{r}");
+    // It runs in the workspace root: what it writes there stays.
+    let r = code_execute(
+        &kit,
+        json!({"language": "sh", "code": "echo made > made.txt; pwd"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(kit.read("made.txt").unwrap(), "made\n");
+    if Path::new("/usr/bin/node").exists() {
+        let r = code_execute(
+            &kit,
+            json!({"language": "node", "code": "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(s.length))", "stdin": "four"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r["stdout"], "4\n", "{r}");
+    }
+    // The deny-list answers shell code first, as it answers exec.
+    let e = code_execute(&kit, json!({"language": "bash", "code": "rm -rf /"}))
+        .await
+        .unwrap_err();
+    assert!(e.is_access_denied(), "{e:?}");
+}
+
+async fn code_execute_output_is_capped(mode: SandboxMode) {
+    let Some(kit) = kit_with(mode, |s| s.with_max_output_bytes(4096)) else {
+        return;
+    };
+    let r = code_execute(
+        &kit,
+        json!({"language": "sh", "code": "yes klaw | head -c 20000000; echo done >&2"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["truncated"], true, "{r}");
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.len() <= 4096, "{}", out.len());
+    assert!(out.ends_with("klaw\n"), "the tail is kept");
+    assert_eq!(r["stderr"], "done\n");
+}
+
+/// A busy loop that started a sleeper is ended at the time limit, the sleeper too.
+async fn code_execute_timeout_kills_the_tree(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let Some(_) = python() else { return };
+    let tag = marker();
+    let code = format!(
+        "import subprocess\nsubprocess.Popen(['sleep', '1000.{tag}'], start_new_session=True)\nwhile True:\n    pass\n"
+    );
+    let call = code_execute(
+        &kit,
+        json!({"language": "python", "code": code, "timeout": 2}),
+    );
+    let watch = eventually(|| !live_with(&tag).is_empty());
+    let (result, started) = tokio::join!(call, watch);
+    assert!(started, "the sleeper started");
+    let e = result.unwrap_err();
+    assert!(e.is_timeout(), "{e:?}");
+    assert!(
+        eventually(|| live_with(&tag).is_empty()).await,
+        "the sleeper survived the timeout: {:?}",
+        live_with(&tag)
+    );
+}
+
+/// The code cannot write outside the workspace.
+async fn code_execute_stays_in_the_sandbox(mode: SandboxMode) {
+    let Some(kit) = kit(mode) else { return };
+    let tag = marker();
+    let outside = kit.root().join(format!("outside-{tag}"));
+    let etc = format!("/etc/klaw-test-{tag}");
+    let code = format!(
+        "for p in ['{o}', '{etc}']:\n    try:\n        open(p, 'w').write('x')\n    except OSError as e:\n        print('refused')\nopen('inside.txt', 'w').write('y')\n",
+        o = outside.display()
+    );
+    let (lang, code) = if python().is_some() {
+        ("python", code)
+    } else {
+        (
+            "sh",
+            format!(
+                "echo x > {o}; echo x > {etc}; echo y > inside.txt",
+                o = outside.display()
+            ),
+        )
+    };
+    let r = code_execute(&kit, json!({"language": lang, "code": code}))
+        .await
+        .unwrap();
+    assert!(!outside.exists(), "wrote beside the workspace: {r}");
+    assert!(!Path::new(&etc).exists(), "wrote into /etc: {r}");
+    assert!(kit.read("inside.txt").unwrap().starts_with('y'), "{r}");
+}
+
+/// An unknown language and a missing interpreter are clear errors naming what is
+/// installed.
+#[tokio::test]
+async fn code_execute_unknown_language_names_the_installed_ones() {
+    let Some(kit) = kit(SandboxMode::Off) else {
+        return;
+    };
+    let e = code_execute(&kit, json!({"language": "ruby", "code": "puts 1"}))
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_arguments(), "{e:?}");
+    assert!(
+        e.message().contains("unknown language `ruby`"),
+        "{}",
+        e.message()
+    );
+    assert!(e.message().contains("installed here: "), "{}", e.message());
+    assert!(e.message().contains("sh"), "{}", e.message());
+    // With only sh and bash on PATH (here: links in a directory the sandbox does not
+    // show, so usable with the sandbox off only), python is missing.
+    let dir = tempfile::tempdir().unwrap();
+    for p in ["sh", "bash"] {
+        std::os::unix::fs::symlink(format!("/usr/bin/{p}"), dir.path().join(p)).unwrap();
+    }
+    let out = probe_command("code_execute_missing_probe")
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("PROBE OK"), "{text}");
+}
+
+#[tokio::test]
+#[ignore = "entry point of a re-executed child; its parent test runs it"]
+async fn code_execute_missing_probe() {
+    let kit = kit_for(
+        ShellSettings::default().with_sandbox(SandboxMode::Off),
+        HELPER,
+    );
+    let e = code_execute(&kit, json!({"language": "python", "code": "print(1)"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind().code(), "unavailable", "{e:?}");
+    assert!(
+        e.message().contains("no python interpreter")
+            && e.message().ends_with("installed here: bash, sh"),
+        "{}",
+        e.message()
+    );
+    // Under a sandbox, an interpreter outside the system directories is not offered.
+    if works(SandboxMode::Landlock) {
+        let kit = kit_for(
+            ShellSettings::default().with_sandbox(SandboxMode::Landlock),
+            HELPER,
+        );
+        let e = code_execute(&kit, json!({"language": "bash", "code": "echo 1"}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind().code(), "unavailable", "{e:?}");
+        assert!(
+            e.message().ends_with("installed here: none"),
+            "{}",
+            e.message()
+        );
+    }
+    println!("PROBE OK");
+}
+
 /// One `#[tokio::test]` per name, each calling the function of that name with `$mode`.
 /// The `probes` are entry points of a re-executed copy of this binary: ignored, so that
 /// they do not count as passed tests; their parent test runs them with `--ignored`.
@@ -1265,6 +1472,9 @@ macro_rules! per_mode {
                 the_tree_dies_with_the_engine,
                 a_locked_temp_dir_is_removed,
                 run_sandboxed_feeds_stdin,
+                code_execute_runs_code,
+                code_execute_output_is_capped,
+                code_execute_timeout_kills_the_tree,
                 the_holes_stay_closed_for_an_unprivileged_engine;
                 probes: environment_probe, engine_probe, unprivileged_probe
             );
@@ -1295,7 +1505,8 @@ macro_rules! per_sandbox {
                 mknod_makes_no_setid_files,
                 only_bounded_filesystems_take_writes,
                 file_notifications_reveal_nothing,
-                no_capability_in_any_set;
+                no_capability_in_any_set,
+                code_execute_stays_in_the_sandbox;
                 probes: terminal_probe
             );
             #[tokio::test]
@@ -2557,8 +2768,12 @@ async fn unprivileged_probe(mode: SandboxMode) {
         only_bounded_filesystems_take_writes(mode).await;
         no_capability_in_any_set(mode).await;
         file_notifications_reveal_nothing(mode).await;
+        code_execute_stays_in_the_sandbox(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
+    // code_execute as an engine that is not root runs it.
+    code_execute_runs_code(mode).await;
+    code_execute_timeout_kills_the_tree(mode).await;
     // The engine's user is the command's here (Landlock's scopes keep the server out
     // of its reach).
     commands_run_under_the_server(mode).await;

@@ -1573,3 +1573,267 @@ fn the_time_limit_stops_the_extraction() {
         "a thread kept working after the call returned: {line}"
     );
 }
+
+// ---- http_request: any common method, headers and a body, behind web_fetch's guard ----
+
+/// A loopback server that answers `/echo` with what it received (method, path, headers,
+/// body) as JSON, `/text` with plain text, `/huge` with 3 MB of text, `/private` with a
+/// redirect to `trap`, `/again` with a 307 to `/echo`, `/bin` with binary data.
+async fn echo_server(trap: SocketAddr) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                let end = loop {
+                    if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&data[..end]).into_owned();
+                let mut lines = head.split("\r\n");
+                let first: Vec<String> = lines
+                    .next()
+                    .unwrap()
+                    .split(' ')
+                    .map(str::to_owned)
+                    .collect();
+                let mut headers = serde_json::Map::new();
+                let mut length = 0;
+                for line in lines.filter(|l| !l.is_empty()) {
+                    let (k, v) = line.split_once(':').unwrap();
+                    let k = k.trim().to_ascii_lowercase();
+                    if k == "content-length" {
+                        length = v.trim().parse().unwrap();
+                    }
+                    headers.insert(k, json!(v.trim()));
+                }
+                let mut body = data[end..].to_vec();
+                while body.len() < length {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => body.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = match first[1].as_str() {
+                    "/echo" => page(
+                        "application/json; charset=utf-8",
+                        json!({
+                            "method": first[0],
+                            "headers": headers,
+                            "body": String::from_utf8_lossy(&body),
+                        })
+                        .to_string(),
+                    ),
+                    "/text" => Answer::Page {
+                        status: 201,
+                        headers: vec![
+                            ("Content-Type", "text/plain".into()),
+                            ("X-Reply", "one".into()),
+                            ("X-Reply", "two".into()),
+                        ],
+                        body: b"plain words".to_vec(),
+                    },
+                    "/huge" => Answer::Huge(3 * 1024 * 1024),
+                    "/private" => redirect(302, &format!("http://{trap}/")),
+                    "/again" => redirect(307, "/echo"),
+                    "/bin" => page("application/octet-stream", vec![0u8, 1, 2, 3]),
+                    _ => page("text/plain", "?"),
+                };
+                let _ = respond(&mut stream, answer).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_request_sends_every_method_with_headers_and_body() {
+    let trap = trap("127.0.0.1:0").await;
+    let addr = echo_server(trap.addr).await;
+    let kit = kit(WebSettings::default()
+        .allow_private(addr.to_string())
+        .with_limits(1024 * 1024, Duration::from_secs(5)));
+    let url = format!("http://{addr}/echo");
+    for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "post"] {
+        let r = kit
+            .call_ok(
+                "http_request",
+                json!({
+                    "method": method,
+                    "url": url,
+                    "headers": {"X-Token": "$HOME secret", "Authorization": "Bearer abc"},
+                    "body": format!("payload of {method}"),
+                }),
+            )
+            .await;
+        assert_eq!(r["status"], 200, "{r}");
+        // A JSON answer is structured content.
+        let seen = &r["body"];
+        assert_eq!(seen["method"], method.to_ascii_uppercase(), "{r}");
+        assert_eq!(seen["body"], format!("payload of {method}"), "{r}");
+        // Sent as given: nothing is expanded from the engine's environment.
+        assert_eq!(seen["headers"]["x-token"], "$HOME secret", "{r}");
+        assert_eq!(seen["headers"]["authorization"], "Bearer abc", "{r}");
+        assert!(
+            r["headers"]["content-type"]
+                .as_str()
+                .unwrap()
+                .starts_with("application/json"),
+            "{r}"
+        );
+    }
+    // A JSON body is sent as JSON.
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "POST", "url": url, "body": {"a": [1, 2]}}),
+        )
+        .await;
+    assert_eq!(r["body"]["headers"]["content-type"], "application/json");
+    assert_eq!(r["body"]["body"], r#"{"a":[1,2]}"#);
+    // HEAD: the status and headers, no body.
+    let r = kit
+        .call_ok("http_request", json!({"method": "HEAD", "url": url}))
+        .await;
+    assert_eq!(r["status"], 200, "{r}");
+    assert_eq!(r["body"], Value::Null, "{r}");
+    // Text stays text; repeated headers are joined.
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://{addr}/text")}),
+        )
+        .await;
+    assert_eq!(r["status"], 201, "{r}");
+    assert_eq!(r["body"], "plain words", "{r}");
+    assert_eq!(r["headers"]["x-reply"], "one, two", "{r}");
+    // A 307 keeps the method and the body.
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "PUT", "url": format!("http://{addr}/again"), "body": "kept"}),
+        )
+        .await;
+    assert_eq!(r["url"], url, "{r}");
+    assert_eq!(r["body"]["method"], "PUT", "{r}");
+    assert_eq!(r["body"]["body"], "kept", "{r}");
+    // Binary bodies are not returned.
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://{addr}/bin")}),
+        )
+        .await;
+    assert_eq!(r["body"], Value::Null, "{r}");
+    assert_eq!(r["bytes"], 4, "{r}");
+    assert_eq!(trap.hits(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_request_is_guarded_capped_and_checked() {
+    let trap = trap("127.0.0.1:0").await;
+    let addr = echo_server(trap.addr).await;
+    let kit = kit(WebSettings::default()
+        .allow_private(addr.to_string())
+        .with_limits(1024 * 1024, Duration::from_secs(5)));
+    // A redirect to a private address is refused, the trap never reached.
+    let e = kit
+        .call_err(
+            "http_request",
+            json!({"method": "POST", "url": format!("http://{addr}/private"), "body": "x"}),
+        )
+        .await;
+    assert!(matches!(e.kind(), ErrorKind::AccessDenied), "{e:?}");
+    assert_eq!(trap.hits(), 0);
+    // A body over the cap is cut: web.maxBytes, or less when asked.
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://{addr}/huge")}),
+        )
+        .await;
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["bytes"], 1024 * 1024);
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://{addr}/huge"), "maxBytes": 10_000_000}),
+        )
+        .await;
+    assert_eq!(
+        r["bytes"],
+        1024 * 1024,
+        "maxBytes stays within web.maxBytes"
+    );
+    let r = kit
+        .call_ok(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://{addr}/huge"), "maxBytes": 100}),
+        )
+        .await;
+    assert_eq!(r["body"].as_str().unwrap().len(), 100);
+    // A slow server meets the call's own time limit (at most web.timeoutSeconds).
+    let slow = Server::start(|_| Answer::Drip).await;
+    let slow_kit = self::kit(
+        WebSettings::default()
+            .allow_private(slow.addr.to_string())
+            .with_limits(1024 * 1024, Duration::from_secs(5)),
+    );
+    let started = std::time::Instant::now();
+    let e = slow_kit
+        .call_err(
+            "http_request",
+            json!({"method": "GET", "url": slow.url("/"), "timeout": 1}),
+        )
+        .await;
+    assert!(matches!(e.kind(), ErrorKind::Timeout), "{e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // Bad methods, URLs and headers are clear errors.
+    for (args, pointer) in [
+        (
+            json!({"method": "TRACE", "url": format!("http://{addr}/echo")}),
+            "/method",
+        ),
+        (json!({"method": "GET", "url": "not a url"}), "/url"),
+        (
+            json!({"method": "GET", "url": format!("http://{addr}/echo"), "headers": {"Host": "x"}}),
+            "/headers/Host",
+        ),
+    ] {
+        let e = kit.call_err("http_request", args.clone()).await;
+        assert!(e.is_invalid_arguments(), "{args}: {e:?}");
+        assert!(format!("{e:?}").contains(pointer), "{args}: {e:?}");
+    }
+    // The hostile corpus, with a method that writes.
+    let Hostile {
+        t4,
+        t6,
+        settings,
+        urls,
+        ..
+    } = hostile().await;
+    let kit = self::kit(settings);
+    for url in &urls {
+        let e = kit
+            .call_err("http_request", json!({"method": "DELETE", "url": url}))
+            .await;
+        assert!(
+            matches!(e.kind(), ErrorKind::AccessDenied | ErrorKind::Failed),
+            "{url}: {:?} {}",
+            e.kind(),
+            e.message()
+        );
+    }
+    assert_eq!((t4.hits(), t6.hits()), (0, 0), "a request reached the trap");
+}

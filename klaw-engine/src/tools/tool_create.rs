@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::Engine;
 use crate::manifests::manifest::{self, MAX_TIMEOUT_SECONDS, Root, Written};
-use crate::manifests::{Manifests, TOOLS_DIR};
+use crate::manifests::{Manifests, TOOLS_DIR, syntax};
 
 /// The arguments of `tool_create`.
 #[derive(Debug, ToolSchema, serde::Deserialize)]
@@ -234,6 +234,12 @@ async fn create_tool(
     ToolRegistry::new()
         .register(Arc::new(probe))
         .map_err(|e| ToolError::invalid_arguments("", e.problem))?;
+    // The script's syntax, by its interpreter's own parser, before anything is written.
+    let (program, file, code) = (interpreter.to_owned(), script.clone(), args.script.clone());
+    tokio::task::spawn_blocking(move || syntax::check_text(&program, &file, code.as_bytes()))
+        .await
+        .map_err(|e| ToolError::failed("the script could not be checked").with_detail(e))?
+        .map_err(|problem| ToolError::invalid_arguments("/script", problem))?;
     let (ws, limits) = (Workspace::from_ctx(ctx)?, Limits::from_ctx(ctx)?);
     let dir = format!("{TOOLS_DIR}/{name}");
     file_write(

@@ -1,4 +1,5 @@
-//! Shell tools: `exec` (run a command and wait) and `process` (background jobs).
+//! Shell tools: `exec` (run a command and wait), `code_execute` (run a piece of code the
+//! same way) and `process` (background jobs).
 //!
 //! Every command runs in the workspace with a time limit that ends its whole process
 //! tree, output kept in bounded tail buffers, empty stdin, a cleared environment, and an
@@ -7,6 +8,7 @@
 //! deny-list of obviously destructive commands answers first; the sandbox is the
 //! boundary. See `doc/tools/shell.md` and the "Shell" section of `doc/security.md`.
 
+mod code;
 mod deny;
 mod exec;
 mod output;
@@ -17,6 +19,7 @@ mod scratch;
 mod served;
 mod settings;
 
+pub use code::{CodeResult, code_execute};
 pub use exec::{ExecResult, exec};
 pub use klaw_sandbox::{HELPER_ARG, run_helper_if_requested};
 pub use process::{ProcessAction, ProcessInfo, ProcessReply, ProcessTable, process};

@@ -98,22 +98,7 @@ pub async fn web_fetch(
         .map_err(|e| request_error(&e, &start, &settings))?;
     let status = response.status().as_u16();
     let final_url = response.url().to_string();
-    // The HTTP client does not follow (nor show its policy) a redirect to another scheme.
-    if response.status().is_redirection()
-        && let Some(to) = response
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|l| response.url().join(l).ok())
-        && !matches!(to.scheme(), "http" | "https")
-    {
-        return Err(ToolError::access_denied(format!(
-            "{final_url} redirects to {to}, which was not followed: {}",
-            super::guard::Refused::Scheme {
-                scheme: to.scheme().to_owned()
-            }
-        )));
-    }
+    refuse_foreign_redirect(&response)?;
     let content_type = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -156,6 +141,28 @@ pub async fn web_fetch(
     })
 }
 
+/// Refuses a redirect to a scheme other than http and https, which the HTTP client
+/// neither follows nor shows its redirect policy.
+pub(crate) fn refuse_foreign_redirect(response: &reqwest::Response) -> Result<(), ToolError> {
+    if response.status().is_redirection()
+        && let Some(to) = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|l| response.url().join(l).ok())
+        && !matches!(to.scheme(), "http" | "https")
+    {
+        return Err(ToolError::access_denied(format!(
+            "{} redirects to {to}, which was not followed: {}",
+            response.url(),
+            super::guard::Refused::Scheme {
+                scheme: to.scheme().to_owned()
+            }
+        )));
+    }
+    Ok(())
+}
+
 /// `page` as a tool's structured output.
 pub(crate) fn page_output(page: &WebPage) -> Result<crate::ToolOutput, ToolError> {
     serde_json::to_value(page)
@@ -164,7 +171,7 @@ pub(crate) fn page_output(page: &WebPage) -> Result<crate::ToolOutput, ToolError
 }
 
 /// The body, up to `max` bytes, and whether there was more.
-async fn read_capped(
+pub(crate) async fn read_capped(
     mut response: reqwest::Response,
     max: usize,
 ) -> Result<(Vec<u8>, bool), reqwest::Error> {

@@ -1,5 +1,5 @@
-//! The web group: `web_fetch` (a page's main content), `web_search` (Brave Search or
-//! SearXNG) and, with a browser on the machine, `render_js` (a page that needs
+//! The web group: `web_fetch` (a page's main content), `http_request` (one request to
+//! an API, any common method), `web_search` (Brave Search or SearXNG) and, with a browser on the machine, `render_js` (a page that needs
 //! JavaScript, in headless Chromium behind a guarded proxy; feature `render`).
 //!
 //! No spelling of an address, no name and no redirect reaches a private address: every
@@ -20,6 +20,7 @@ mod parse;
 mod proxy;
 #[cfg(feature = "render")]
 mod render;
+mod request;
 mod search;
 mod settings;
 
@@ -29,5 +30,6 @@ pub use fetch::{WebPage, web_fetch};
 pub use guard::{Guard, MAX_REDIRECTS, Refused};
 #[cfg(feature = "render")]
 pub use render::{BROWSERS, find_browser, render_js_tool};
+pub use request::{Headers, HttpResponse, http_request};
 pub use search::{SearchHit, SearchResults, web_search};
 pub use settings::{BRAVE_ENDPOINT, WebSettings};
