@@ -11,6 +11,7 @@ use klaw_tools::{Lang, Limits, Settings};
 
 pub mod keys;
 mod mcp_servers;
+mod storage;
 mod types;
 
 pub use types::{Approval, Protocol, Provider};
@@ -19,6 +20,7 @@ pub use keys::KeyDoc;
 use keys::{Section, at_least, at_least_if_set, between, section};
 use mcp_servers::check_servers;
 pub use mcp_servers::{MAX_SERVER_NAME, McpServer, ServerType, valid_server_name};
+pub use storage::{DatabaseUrl, StorageSection};
 
 section! {
     /// The engine's configuration, as read from `engine.json`. Every key is optional;
@@ -126,6 +128,8 @@ section! {
             /// OpenTelemetry: where the engine's spans are exported (see
             /// [The `telemetry` section](#the-telemetry-section)).
             telemetry: TelemetrySection; key "telemetry";
+            /// The database engines share (see [The `storage` section](#the-storage-section)).
+            storage: StorageSection; key "storage";
         }
     }
 }

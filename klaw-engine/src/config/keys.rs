@@ -71,6 +71,7 @@ pub(crate) fn doc_tables(keys: &[KeyDoc]) -> Vec<(&'static str, String)> {
         "gateway",
         "web",
         "scheduler",
+        "storage",
     ] {
         tables.push((name, table(section(name))));
     }
