@@ -23,7 +23,7 @@ use klaw_tools::Caller;
 
 pub use cron::{Schedule, ScheduleError};
 pub use store::{
-    Claim, Job, JobStore, Misfire, NewJob, PgStore, RunRecord, SqliteStore, StoreError,
+    Claim, Holding, Job, JobStore, Misfire, NewJob, PgStore, RunRecord, SqliteStore, StoreError,
 };
 
 use crate::Config;

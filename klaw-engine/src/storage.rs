@@ -44,7 +44,10 @@ pub enum StorageError {
     #[error("storage.url: {0}")]
     Url(String),
     /// No connection could be made (unreachable, refused, wrong password).
-    #[error("cannot connect to the PostgreSQL database {target} (storage.url): {source}")]
+    #[error(
+        "cannot connect to the PostgreSQL database {target} (storage.url): {}",
+        chain(source.as_ref())
+    )]
     Connect {
         /// The host and database, the password left out.
         target: String,
@@ -52,7 +55,10 @@ pub enum StorageError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A statement failed.
-    #[error("the PostgreSQL database {target} failed while {doing}: {source}")]
+    #[error(
+        "the PostgreSQL database {target} failed while {doing}: {}",
+        chain(source)
+    )]
     Sql {
         /// The host and database.
         target: String,
@@ -79,6 +85,22 @@ pub enum StorageError {
     /// The runtime that drives the client could not be started.
     #[error("cannot start the PostgreSQL client's runtime: {0}")]
     Runtime(#[from] std::io::Error),
+}
+
+/// `e` and its sources, as one line (the client's own message is a bare `db error`;
+/// the server's reason is its source).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = s.source();
+    }
+    out
 }
 
 /// A connected PostgreSQL: a pool, the runtime its connections run on, and where it is

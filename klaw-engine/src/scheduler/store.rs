@@ -147,6 +147,19 @@ pub struct RunRecord {
     pub attempts: u32,
 }
 
+/// A run going now, and the engine that holds it (`schedule list` shows them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The job's name.
+    pub job: String,
+    /// The occurrence.
+    pub scheduled: Timestamp,
+    /// The engine that holds its lease (`host-pid123-5f3a9c`).
+    pub engine: String,
+    /// Until when, unless renewed; past it, another engine takes the run over.
+    pub lease_until: Timestamp,
+}
+
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -295,6 +308,8 @@ pub trait JobStore: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The runs of `name`, oldest occurrence first.
     fn runs(&self, name: &str) -> Result<Vec<RunRecord>, StoreError>;
+    /// The runs going now (claimed, waiting or running) and who holds each, by job.
+    fn holdings(&self) -> Result<Vec<Holding>, StoreError>;
 }
 
 /// One value of a statement's parameters or of a row: what both backends store (times
@@ -1030,6 +1045,26 @@ impl<B: Transact> JobStore for B {
                     attempts: int(r, 5)
                         .and_then(|a| u32::try_from(a).ok())
                         .unwrap_or_default(),
+                })
+                .collect())
+        })
+    }
+
+    fn holdings(&self) -> Result<Vec<Holding>, StoreError> {
+        run(self, false, "listing runs going", |tx| {
+            Ok(tx
+                .query(
+                    "listing runs going",
+                    "SELECT job, scheduled, owner, lease_until FROM runs
+                     WHERE status = 'running' ORDER BY job, scheduled",
+                    &[],
+                )?
+                .iter()
+                .map(|r| Holding {
+                    job: text(r, 0).unwrap_or_default(),
+                    scheduled: ts(int(r, 1).unwrap_or_default()),
+                    engine: text(r, 2).unwrap_or_default(),
+                    lease_until: ts(int(r, 3).unwrap_or_default()),
                 })
                 .collect())
         })
