@@ -148,6 +148,16 @@ impl Postgres {
     /// [`known_version`] (under an advisory lock: engines starting together migrate
     /// once); a schema newer than that is refused.
     pub fn connect(url: &DatabaseUrl) -> Result<Self, StorageError> {
+        let me = Self::open(url)?;
+        // Off the caller's thread: the caller may be on an async runtime of its own.
+        std::thread::scope(|s| s.spawn(|| me.migrate()).join())
+            .map_err(|_| StorageError::Url("the migration thread panicked".into()))??;
+        Ok(me)
+    }
+
+    /// The pool of `url`, its connections made when first needed: nothing is checked or
+    /// migrated (`doctor` looks before it touches).
+    pub fn open(url: &DatabaseUrl) -> Result<Self, StorageError> {
         url.check().map_err(StorageError::Url)?;
         let mut config: tokio_postgres::Config = url
             .expose()
@@ -183,16 +193,12 @@ impl Postgres {
                 target: target.clone(),
                 source: Box::new(e),
             })?;
-        let me = Self {
+        Ok(Self {
             pool,
             handle: runtime.handle().clone(),
             runtime: Some(runtime),
             target,
-        };
-        // Off the caller's thread: the caller may be on an async runtime of its own.
-        std::thread::scope(|s| s.spawn(|| me.migrate()).join())
-            .map_err(|_| StorageError::Url("the migration thread panicked".into()))??;
-        Ok(me)
+        })
     }
 
     /// The host and database, as errors name them.

@@ -1306,7 +1306,42 @@ fn a_bad_storage_url_fails_the_start_clearly() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+    // doctor: the connection, the server's version, the schema's.
+    let doctor = |url: &str| {
+        let o = s
+            .cmd(&["doctor"])
+            .env("KLAW_DATABASE_URL", url)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let out = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(
+            !out.contains("panicked") && !out.contains("wrong-pw") && !out.contains("right-pw"),
+            "{out}"
+        );
+        out.lines()
+            .filter(|l| l.contains("database"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let line = doctor(&good);
+    assert!(
+        line.starts_with("ok")
+            && line.contains("PostgreSQL 18")
+            && line.contains("schema version 1"),
+        "{line}"
+    );
+    let line = doctor(&format!("postgres://klaw:wrong-pw@{host}/klaw"));
+    assert!(
+        line.contains("FAIL") && line.contains("password authentication failed"),
+        "{line}"
+    );
     pg.psql("INSERT INTO klaw_schema_migrations (version) VALUES (99)");
     fails(&good, &["schema version 99", "newer than this engine"]);
+    let line = doctor(&good);
+    assert!(
+        line.contains("FAIL") && line.contains("schema version 99"),
+        "{line}"
+    );
     assert_eq!(pg.psql("SELECT COUNT(*) FROM klaw_schema_migrations"), "2");
 }
