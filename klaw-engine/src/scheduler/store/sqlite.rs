@@ -160,24 +160,20 @@ impl Tx for rusqlite::Transaction<'_> {
     ) -> Result<Vec<Row>, StoreError> {
         let mut stmt = self.prepare_cached(statement).map_err(sql(doing))?;
         let columns = stmt.column_count();
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(params), |r| {
-                (0..columns)
-                    .map(|i| {
-                        Ok(match r.get_ref(i)? {
-                            ValueRef::Integer(v) => Value::Int(v),
-                            ValueRef::Text(t) => {
-                                Value::Text(String::from_utf8_lossy(t).into_owned())
-                            }
-                            ValueRef::Null | ValueRef::Real(_) | ValueRef::Blob(_) => Value::Null,
-                        })
+        stmt.query_map(rusqlite::params_from_iter(params), |r| {
+            (0..columns)
+                .map(|i| {
+                    Ok(match r.get_ref(i)? {
+                        ValueRef::Integer(v) => Value::Int(v),
+                        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                        ValueRef::Null | ValueRef::Real(_) | ValueRef::Blob(_) => Value::Null,
                     })
-                    .collect::<rusqlite::Result<Row>>()
-            })
-            .map_err(sql(doing))?
-            .collect::<Result<_, _>>()
-            .map_err(sql(doing));
-        rows
+                })
+                .collect::<rusqlite::Result<Row>>()
+        })
+        .map_err(sql(doing))?
+        .collect::<Result<_, _>>()
+        .map_err(sql(doing))
     }
 }
 
