@@ -20,10 +20,10 @@ use crate::config::DatabaseUrl;
 /// One migration: its version (ascending, never reused) and its statements.
 pub type Migration = (i64, &'static str);
 
-/// Every migration of the shared schema, oldest first: the scheduler's tables today
-/// (`scheduler/store/postgres.rs` writes them). A newer engine appends; it never edits one
-/// that shipped.
-pub const MIGRATIONS: &[Migration] = &[(1, crate::scheduler::store::PG_SCHEMA_V1)];
+/// Every migration of the shared schema, oldest first, from `storage/migrations/`: the
+/// scheduler's tables today (`scheduler/store/postgres.rs` uses them). A newer engine
+/// appends; it never edits one that shipped.
+pub const MIGRATIONS: &[Migration] = &[(1, include_str!("storage/migrations/0001_scheduler.sql"))];
 
 /// The schema version this engine knows: that of its last migration.
 pub fn known_version() -> i64 {

@@ -33,7 +33,7 @@ use super::cron::{Schedule, ScheduleError};
 mod postgres;
 mod sqlite;
 
-pub use postgres::{PG_SCHEMA_V1, PgStore};
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// How late an occurrence may be claimed and still count as on time; older ones were
@@ -1660,5 +1660,132 @@ mod tests {
             assert_eq!(runs.iter().filter(|r| r.status == "running").count(), 1);
             assert_eq!(runs.iter().filter(|r| r.status == "failed").count(), 49);
         });
+    }
+}
+
+/// The benchmark of issue 44: claims per second with three engines (three stores, each
+/// its own pool, on threads of their own) racing for 1,000 due jobs, on PostgreSQL and
+/// on SQLite. Run with `cargo test -p klaw-engine --lib claims_per_second -- --ignored
+/// --nocapture`; it asserts only that each job is claimed once.
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const JOBS: usize = 1000;
+    const ROUNDS: usize = 5;
+
+    fn race(stores: &[Arc<dyn JobStore>], reset: &dyn Fn(Timestamp)) -> (f64, Vec<usize>) {
+        let start = Timestamp::from_second(1_767_225_600).unwrap(); // 2026-01-01
+        let mut secs = 0.0;
+        let mut per = vec![0; stores.len()];
+        for round in 0..ROUNDS {
+            let now = start + jiff::SignedDuration::from_hours(24 * (round as i64 + 1));
+            reset(now);
+            let t = Instant::now();
+            let got: Vec<usize> = std::thread::scope(|s| {
+                let handles: Vec<_> = stores
+                    .iter()
+                    .enumerate()
+                    .map(|(i, st)| {
+                        s.spawn(move || {
+                            let owner = format!("e{i}");
+                            let mut n = 0;
+                            loop {
+                                let c = st
+                                    .claim_due(now, &owner, Duration::from_secs(60))
+                                    .unwrap()
+                                    .len();
+                                n += c;
+                                if c == 0 && st.next_due().unwrap().is_none_or(|t| t > now) {
+                                    return n;
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            secs += t.elapsed().as_secs_f64();
+            assert_eq!(got.iter().sum::<usize>(), JOBS, "{got:?}");
+            for (p, g) in per.iter_mut().zip(got) {
+                *p += g;
+            }
+        }
+        (JOBS as f64 * ROUNDS as f64 / secs, per)
+    }
+
+    fn fill(s: &dyn JobStore) {
+        let at = Timestamp::from_second(1_767_225_600).unwrap();
+        for i in 0..JOBS {
+            let job = NewJob {
+                name: format!("j{i:04}"),
+                cron: "0 9 * * *".into(),
+                timezone: "UTC".into(),
+                message: "go".into(),
+                model: None,
+                inject_into: None,
+                misfire: Misfire::Skip,
+                origin: None,
+            };
+            s.add(&job, at, JOBS as u32).unwrap();
+        }
+    }
+
+    #[test]
+    #[ignore = "a benchmark: run it by name with --ignored --nocapture"]
+    fn claims_per_second_with_three_engines() {
+        // Every job made due at `now` (its occurrence within the grace), no run left.
+        let due = |t: &mut dyn Tx, now: Timestamp| {
+            t.execute("bench", "DELETE FROM runs", &[]).unwrap();
+            t.execute(
+                "bench",
+                "UPDATE jobs SET next_run = ?1",
+                values![now.as_second() - 1],
+            )
+            .unwrap();
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("schedule.sqlite");
+        let sqlite: Vec<Arc<SqliteStore>> = (0..3)
+            .map(|_| Arc::new(SqliteStore::new(path.clone(), 3)))
+            .collect();
+        fill(&*sqlite[0]);
+        let first = Arc::clone(&sqlite[0]);
+        let stores: Vec<Arc<dyn JobStore>> = sqlite.into_iter().map(|s| s as _).collect();
+        let (rate, per) = race(&stores, &|now| {
+            first
+                .transact(true, "bench", &mut |t| {
+                    due(t, now);
+                    Ok(())
+                })
+                .unwrap()
+        });
+        eprintln!("SQLite, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})");
+        let Some(server) = super::pg_harness::Postgres::start() else {
+            return;
+        };
+        let url = crate::config::DatabaseUrl::new(server.url());
+        let pg: Vec<Arc<PgStore>> = (0..3)
+            .map(|_| {
+                let db = crate::storage::Postgres::connect(&url).unwrap();
+                Arc::new(PgStore::new(Arc::new(db), 3))
+            })
+            .collect();
+        fill(&*pg[0]);
+        let first = Arc::clone(&pg[0]);
+        let stores: Vec<Arc<dyn JobStore>> = pg.into_iter().map(|s| s as _).collect();
+        let (rate, per) = race(&stores, &|now| {
+            first
+                .transact(true, "bench", &mut |t| {
+                    due(t, now);
+                    Ok(())
+                })
+                .unwrap()
+        });
+        eprintln!(
+            "PostgreSQL, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})"
+        );
     }
 }

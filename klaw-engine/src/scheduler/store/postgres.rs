@@ -1,5 +1,5 @@
 //! The PostgreSQL backend: the schedule in the database of `storage.url`, shared by
-//! every engine given it. The statements are the SQLite backend's (written once in
+//! every engine given it (its tables: `storage/migrations/0001_scheduler.sql`). The statements are the SQLite backend's (written once in
 //! `store.rs`), their `?N` parameters read as `$N`; a write transaction first takes
 //! `pg_advisory_xact_lock(SCHEDULE_LOCK)`, so that the claims, the `maxJobs` count and
 //! the lease take-overs of all engines are made one transaction at a time, as SQLite's
@@ -17,40 +17,6 @@ use crate::storage::{Postgres, StorageError};
 /// The advisory lock every write transaction of the schedule takes (`klaw` in ASCII,
 /// then 2).
 const SCHEDULE_LOCK: i64 = 0x6b6c_6177_0000_0002;
-
-/// The scheduler's tables in PostgreSQL: migration 1 of [`crate::storage::MIGRATIONS`].
-/// The columns and types of SQLite's, times as whole seconds.
-pub const PG_SCHEMA_V1: &str = "
-CREATE TABLE jobs (
-    name TEXT PRIMARY KEY,
-    cron TEXT NOT NULL,
-    timezone TEXT NOT NULL,
-    message TEXT NOT NULL,
-    model TEXT,
-    inject_into TEXT,
-    misfire TEXT NOT NULL DEFAULT 'once',
-    created BIGINT NOT NULL,
-    next_run BIGINT,
-    last_run BIGINT,
-    last_status TEXT,
-    last_error TEXT,
-    origin TEXT
-);
-CREATE INDEX jobs_next_run ON jobs(next_run);
-CREATE TABLE runs (
-    job TEXT NOT NULL,
-    scheduled BIGINT NOT NULL,
-    owner TEXT NOT NULL,
-    lease_until BIGINT NOT NULL,
-    status TEXT NOT NULL,
-    error TEXT,
-    attempts BIGINT NOT NULL DEFAULT 1,
-    started BIGINT,
-    finished BIGINT,
-    PRIMARY KEY (job, scheduled)
-);
-CREATE INDEX runs_running ON runs(status, lease_until);
-";
 
 /// The schedule in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -148,7 +114,18 @@ fn row_values(row: &tokio_postgres::Row) -> Result<Row, tokio_postgres::Error> {
 /// client's runtime.
 struct PgTx<'a, 'c> {
     db: &'a Postgres,
-    tx: &'a tokio_postgres::Transaction<'c>,
+    tx: &'a deadpool_postgres::Transaction<'c>,
+}
+
+impl PgTx<'_, '_> {
+    /// `statement` prepared once per connection (deadpool's cache): one round trip a
+    /// statement after the first.
+    async fn prepared(
+        &self,
+        statement: &str,
+    ) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        self.tx.prepare_cached(&dollars(statement)).await
+    }
 }
 
 impl Tx for PgTx<'_, '_> {
@@ -160,7 +137,10 @@ impl Tx for PgTx<'_, '_> {
     ) -> Result<u64, StoreError> {
         let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         self.db
-            .block_on(self.tx.execute(dollars(statement).as_str(), &params))
+            .block_on(async {
+                let st = self.prepared(statement).await?;
+                self.tx.execute(&st, &params).await
+            })
             .map_err(pg(doing, self.db.target()))
     }
 
@@ -173,7 +153,10 @@ impl Tx for PgTx<'_, '_> {
         let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         let rows = self
             .db
-            .block_on(self.tx.query(dollars(statement).as_str(), &params))
+            .block_on(async {
+                let st = self.prepared(statement).await?;
+                self.tx.query(&st, &params).await
+            })
             .map_err(pg(doing, self.db.target()))?;
         rows.iter()
             .map(row_values)
