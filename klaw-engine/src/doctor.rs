@@ -112,6 +112,9 @@ pub fn doctor() -> Vec<Check> {
             ),
         },
     );
+    if let Some(url) = &config.raw.storage.url {
+        out.push(database_check(url));
+    }
     out.push(sandbox_check(&config));
     #[cfg(feature = "render")]
     out.push(browser_check(&config));
@@ -287,6 +290,65 @@ fn docs_index_check(config: &Config) -> Check {
 }
 
 /// Which OS sandbox shell commands get here (probed by running a command in it).
+/// `storage.url`: the connection, the server's version, and the schema's against this
+/// engine's (looked at, not migrated).
+fn database_check(url: &crate::config::DatabaseUrl) -> Check {
+    use crate::storage::{Postgres, known_version};
+    let fix = || {
+        Some(
+            "check storage.url (or KLAW_DATABASE_URL): the server is running and reachable, the \
+             user, password and database exist (see doc/scaling.md)"
+                .to_owned(),
+        )
+    };
+    // On a thread of its own: the client waits on its runtime.
+    let looked = std::thread::scope(|s| {
+        s.spawn(|| {
+            let db = Postgres::open(url)?;
+            Ok::<_, crate::storage::StorageError>((
+                db.target().to_owned(),
+                db.server_version()?,
+                db.schema_version()?,
+            ))
+        })
+        .join()
+    });
+    let known = known_version();
+    match looked {
+        Ok(Ok((target, version, schema))) if schema > known => check(
+            "database",
+            Status::Fail,
+            format!(
+                "PostgreSQL {version}, {target}: schema version {schema}, newer than this \
+                 engine knows ({known})"
+            ),
+            Some("upgrade this engine to the version of the engines that migrated it".into()),
+        ),
+        Ok(Ok((target, version, schema))) if schema < known => check(
+            "database",
+            Status::Ok,
+            format!(
+                "PostgreSQL {version}, {target}: schema version {schema}; this engine brings \
+                 it to {known} at start"
+            ),
+            None,
+        ),
+        Ok(Ok((target, version, schema))) => check(
+            "database",
+            Status::Ok,
+            format!("PostgreSQL {version}, {target}: schema version {schema}"),
+            None,
+        ),
+        Ok(Err(e)) => check("database", Status::Fail, e.to_string(), fix()),
+        Err(_) => check(
+            "database",
+            Status::Fail,
+            "the check of storage.url failed",
+            fix(),
+        ),
+    }
+}
+
 fn sandbox_check(config: &Config) -> Check {
     let shell = config.shell();
     let mode = shell.sandbox;

@@ -41,6 +41,7 @@ pub mod manifests;
 pub mod mcp;
 pub mod scheduler;
 mod sqlite;
+pub mod storage;
 pub mod telemetry;
 mod terminal;
 mod tools;

@@ -22,7 +22,9 @@ use std::time::Duration;
 use klaw_tools::Caller;
 
 pub use cron::{Schedule, ScheduleError};
-pub use store::{Claim, Job, JobStore, Misfire, NewJob, RunRecord, SqliteStore, StoreError};
+pub use store::{
+    Claim, Holding, Job, JobStore, Misfire, NewJob, PgStore, RunRecord, SqliteStore, StoreError,
+};
 
 use crate::Config;
 
@@ -40,6 +42,24 @@ pub const DB: &str = "schedule.sqlite";
 /// must not multiply itself.
 pub fn unattended(caller: &Caller) -> bool {
     caller.channel == CHANNEL || caller.channel == crate::agent::subagent::CHANNEL
+}
+
+/// This engine's id in run leases: its host, its process and a random part
+/// (`host-pid123-5f3a9c`), unique among the engines sharing a schedule, even after a
+/// restart with the same pid.
+fn engine_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    let random = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(jiff::Timestamp::now().as_nanosecond().unsigned_abs());
+        h.finish() & 0xff_ffff
+    };
+    format!("{host}-pid{}-{random:06x}", std::process::id())
 }
 
 /// The jobs of one data dir, and how this engine runs them.
@@ -64,12 +84,23 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// The scheduler of `config`: its store `<dataDir>/schedule.sqlite` (opened on first
-    /// use) and the `scheduler` section's settings.
-    pub fn from_config(config: &Config) -> Self {
+    /// The scheduler of `config`: its store in the PostgreSQL of `storage.url`
+    /// (connected and migrated now: an unreachable database fails here), else
+    /// `<dataDir>/schedule.sqlite` (opened on first use); the `scheduler` section's
+    /// settings.
+    pub fn from_config(config: &Config) -> Result<Self, crate::storage::StorageError> {
         let s = &config.raw.scheduler;
-        let store = SqliteStore::new(config.data_dir.join(DB), s.max_catch_up_runs);
-        Self::with_store(Arc::new(store), config)
+        let store: Arc<dyn JobStore> = match &config.raw.storage.url {
+            Some(url) => {
+                let db = crate::storage::Postgres::connect(url)?;
+                Arc::new(PgStore::new(Arc::new(db), s.max_catch_up_runs))
+            }
+            None => Arc::new(SqliteStore::new(
+                config.data_dir.join(DB),
+                s.max_catch_up_runs,
+            )),
+        };
+        Ok(Self::with_store(store, config))
     }
 
     /// A scheduler over `store` with `config`'s settings.
@@ -77,11 +108,7 @@ impl Scheduler {
         let s = &config.raw.scheduler;
         Self {
             store,
-            owner: format!(
-                "pid{}-{}",
-                std::process::id(),
-                jiff::Timestamp::now().as_millisecond()
-            ),
+            owner: engine_id(),
             lease: Duration::from_secs(s.lease_seconds.max(3)),
             timeout: Duration::from_secs(s.run_timeout_seconds.max(1)),
             enabled: s.enabled,

@@ -1,25 +1,40 @@
-//! Where jobs and their runs are kept: a [`JobStore`], today [`SqliteStore`] over
+//! Where jobs and their runs are kept: a [`JobStore`], with two backends that run one
+//! logic (this file, written once against [`Tx`]): [`SqliteStore`] over
 //! `<dataDir>/schedule.sqlite` (WAL, a busy timeout), shared by every engine on the data
-//! dir. An occurrence is claimed in one `BEGIN IMMEDIATE` transaction that inserts its
-//! run, keyed by (job, scheduled time) — a second claim of it is a no-op — with a lease
-//! (owner, expiry), and advances the job's next run; missed occurrences and the expired
-//! leases of dead engines are settled by the job's misfire policy there too.
+//! dir, and [`PgStore`] in the PostgreSQL of `storage.url`, shared by every engine given
+//! it. An occurrence is claimed in one transaction that excludes every other writer
+//! (SQLite's `BEGIN IMMEDIATE`; PostgreSQL's `pg_advisory_xact_lock`), which inserts its
+//! run keyed by (job, scheduled time) with `INSERT ... ON CONFLICT DO NOTHING` — a
+//! second claim of it is a no-op — with a lease (owner, expiry), and advances the job's
+//! next run; missed occurrences and the expired leases of dead engines are settled by
+//! the job's misfire policy there too.
 //!
 //! The bounds every store keeps, whatever the cron: at most `scheduler.maxJobs` jobs
 //! (checked in the transaction that adds one); at most one run of a job waiting or
 //! running at a time (a job with a `running` run is not claimed: occurrences that come
 //! meanwhile are settled by its misfire policy once that run ends, Quartz's "disallow
 //! concurrent execution"); at most [`RUNS_KEPT`] recorded runs per job.
+//!
+//! Why [`JobStore`] is a synchronous, object-safe trait (`Arc<dyn JobStore>`), not an
+//! async one: every caller already runs it on the blocking pool (`spawn_blocking`), as
+//! SQLite needs; a claim is one transaction of a few statements decided between them in
+//! Rust, which the SQLite backend runs as it is and the PostgreSQL backend drives on its
+//! client's runtime ([`crate::storage::Postgres::block_on`]). One logic for both, no
+//! boxed futures, and a third backend is one [`Transact`] impl.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::cron::{Schedule, ScheduleError};
+
+mod postgres;
+mod sqlite;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
 
 /// How late an occurrence may be claimed and still count as on time; older ones were
 /// missed (the engine was down) and follow the misfire policy.
@@ -132,6 +147,19 @@ pub struct RunRecord {
     pub attempts: u32,
 }
 
+/// A run going now, and the engine that holds it (`schedule list` shows them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The job's name.
+    pub job: String,
+    /// The occurrence.
+    pub scheduled: Timestamp,
+    /// The engine that holds its lease (`host-pid123-5f3a9c`).
+    pub engine: String,
+    /// Until when, unless renewed; past it, another engine takes the run over.
+    pub lease_until: Timestamp,
+}
+
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -151,6 +179,14 @@ pub enum StoreError {
         doing: &'static str,
         /// SQLite's error.
         source: rusqlite::Error,
+    },
+    /// PostgreSQL could not be reached, or a statement failed there.
+    #[error("the schedule in PostgreSQL failed while {doing}: {source}")]
+    Postgres {
+        /// What was being done.
+        doing: &'static str,
+        /// Why (the host named, never the password).
+        source: Box<crate::storage::StorageError>,
     },
     /// A job of that name exists.
     #[error("a job named `{0}` already exists; remove it first or pick another name")]
@@ -218,10 +254,6 @@ impl StoreError {
     }
 }
 
-fn sql(doing: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    move |source| StoreError::Sql { doing, source }
-}
-
 /// Where jobs and runs are kept; shared by every engine on one data dir.
 ///
 /// Every store keeps the same bounds, in the same transaction as the change they
@@ -276,54 +308,130 @@ pub trait JobStore: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The runs of `name`, oldest occurrence first.
     fn runs(&self, name: &str) -> Result<Vec<RunRecord>, StoreError>;
+    /// The runs going now (claimed, waiting or running) and who holds each, by job.
+    fn holdings(&self) -> Result<Vec<Holding>, StoreError>;
 }
 
-/// The SQLite store, opened on first use.
-pub struct SqliteStore {
-    path: PathBuf,
-    max_catch_up: u32,
-    conn: Mutex<Option<Connection>>,
+/// One value of a statement's parameters or of a row: what both backends store (times
+/// as whole seconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// SQL `NULL`.
+    Null,
+    /// A whole number.
+    Int(i64),
+    /// Text.
+    Text(String),
 }
 
-impl std::fmt::Debug for SqliteStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Self::Int(v)
     }
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS jobs (
-    name TEXT PRIMARY KEY,
-    cron TEXT NOT NULL,
-    timezone TEXT NOT NULL,
-    message TEXT NOT NULL,
-    model TEXT,
-    inject_into TEXT,
-    misfire TEXT NOT NULL DEFAULT 'once',
-    created INTEGER NOT NULL,
-    next_run INTEGER,
-    last_run INTEGER,
-    last_status TEXT,
-    last_error TEXT,
-    origin TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_next_run ON jobs(next_run);
-CREATE TABLE IF NOT EXISTS runs (
-    job TEXT NOT NULL,
-    scheduled INTEGER NOT NULL,
-    owner TEXT NOT NULL,
-    lease_until INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    error TEXT,
-    attempts INTEGER NOT NULL DEFAULT 1,
-    started INTEGER,
-    finished INTEGER,
-    PRIMARY KEY (job, scheduled)
-);
-CREATE INDEX IF NOT EXISTS runs_running ON runs(status, lease_until);
-";
+impl From<u32> for Value {
+    fn from(v: u32) -> Self {
+        Self::Int(i64::from(v))
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Self::Text(v.to_owned())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(v: &String) -> Self {
+        Self::Text(v.clone())
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Self::Null, Into::into)
+    }
+}
+
+/// A row as read: its columns in the order selected.
+pub type Row = Vec<Value>;
+
+/// The parameters of a statement, each turned into a [`Value`].
+macro_rules! values {
+    ($($v:expr),* $(,)?) => { &[$(Value::from($v)),*][..] };
+}
+
+fn int(r: &Row, i: usize) -> Option<i64> {
+    match r.get(i) {
+        Some(Value::Int(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+fn text(r: &Row, i: usize) -> Option<String> {
+    match r.get(i) {
+        Some(Value::Text(v)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// One transaction of a backend: statements written once, in the SQL both backends
+/// read (`?1`-style parameters, `ON CONFLICT DO NOTHING`; PostgreSQL's backend rewrites
+/// the parameters to `$1`).
+pub trait Tx {
+    /// Runs `sql`; how many rows it changed.
+    fn execute(
+        &mut self,
+        doing: &'static str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<u64, StoreError>;
+    /// Runs `sql`; the rows it returned.
+    fn query(
+        &mut self,
+        doing: &'static str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Row>, StoreError>;
+}
+
+/// A backend: runs a closure in one transaction. `write` transactions exclude every
+/// other writer on the same database, whichever engine runs them (SQLite's `BEGIN
+/// IMMEDIATE`, PostgreSQL's `pg_advisory_xact_lock`): the bounds are checked and the
+/// claims made in them. The closure's error rolls the transaction back.
+pub trait Transact: Send + Sync {
+    /// Runs `f` in one transaction.
+    fn transact(
+        &self,
+        write: bool,
+        doing: &'static str,
+        f: &mut dyn FnMut(&mut dyn Tx) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+    /// The most missed runs a job with misfire `all` catches up.
+    fn max_catch_up(&self) -> u32;
+}
+
+/// [`Transact::transact`] with a result.
+fn run<T>(
+    b: &(impl Transact + ?Sized),
+    write: bool,
+    doing: &'static str,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut f = Some(f);
+    let mut out = None;
+    b.transact(write, doing, &mut |tx| {
+        if let Some(f) = f.take() {
+            out = Some(f(tx)?);
+        }
+        Ok(())
+    })?;
+    out.ok_or(StoreError::Sql {
+        doing,
+        source: rusqlite::Error::InvalidQuery,
+    })
+}
 
 /// The jobs with a run going (claimed, waiting or running): they are not claimed again
 /// until it ends.
@@ -332,41 +440,30 @@ const BUSY: &str = "SELECT job FROM runs WHERE status = 'running'";
 const JOB_COLUMNS: &str = "name, cron, timezone, message, model, inject_into, misfire, created, \
                            next_run, last_run, last_status, last_error, origin";
 
-/// Brings a schedule written by an older engine up to [`SCHEMA`]: the columns added
-/// since (a column that exists is left alone).
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let has_origin = conn
-        .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'origin'")?
-        .exists([])?;
-    if !has_origin {
-        conn.execute_batch("ALTER TABLE jobs ADD COLUMN origin TEXT")?;
-    }
-    Ok(())
-}
-
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
-    let misfire: String = r.get(6)?;
-    Ok(Job {
+fn job_from_row(r: &Row) -> Job {
+    Job {
         spec: NewJob {
-            name: r.get(0)?,
-            cron: r.get(1)?,
-            timezone: r.get(2)?,
-            message: r.get(3)?,
-            model: r.get(4)?,
-            inject_into: r.get(5)?,
-            misfire: Misfire::parse(&misfire).unwrap_or_default(),
-            origin: r.get(12)?,
+            name: text(r, 0).unwrap_or_default(),
+            cron: text(r, 1).unwrap_or_default(),
+            timezone: text(r, 2).unwrap_or_default(),
+            message: text(r, 3).unwrap_or_default(),
+            model: text(r, 4),
+            inject_into: text(r, 5),
+            misfire: text(r, 6)
+                .and_then(|m| Misfire::parse(&m))
+                .unwrap_or_default(),
+            origin: text(r, 12),
         },
-        created: ts(r.get(7)?),
-        next_run: r.get::<_, Option<i64>>(8)?.map(ts),
-        last_run: r.get::<_, Option<i64>>(9)?.map(ts),
-        last_status: r.get(10)?,
-        last_error: r.get(11)?,
-    })
+        created: ts(int(r, 7).unwrap_or_default()),
+        next_run: int(r, 8).map(ts),
+        last_run: int(r, 9).map(ts),
+        last_status: text(r, 10),
+        last_error: text(r, 11),
+    }
 }
 
 fn lease_end(now: Timestamp, lease: Duration) -> i64 {
@@ -374,100 +471,44 @@ fn lease_end(now: Timestamp, lease: Duration) -> i64 {
         .saturating_add(i64::try_from(lease.as_secs()).unwrap_or(i64::MAX))
 }
 
-impl SqliteStore {
-    /// The store at `path` (created on first use); a job with misfire `all` catches up
-    /// at most `max_catch_up` runs.
-    pub fn new(path: impl Into<PathBuf>, max_catch_up: u32) -> Self {
-        Self {
-            path: path.into(),
-            max_catch_up: max_catch_up.max(1),
-            conn: Mutex::new(None),
-        }
-    }
+/// The names of the jobs, the most similar to `near` first.
+fn names(tx: &mut dyn Tx, near: &str) -> Result<Vec<String>, StoreError> {
+    let names: Vec<String> = tx
+        .query(
+            "listing the jobs",
+            "SELECT name FROM jobs ORDER BY name",
+            &[],
+        )?
+        .iter()
+        .filter_map(|r| text(r, 0))
+        .collect();
+    Ok(
+        klaw_tools::by_similarity(near, names.iter().map(String::as_str))
+            .into_iter()
+            .map(|(_, n)| n.to_owned())
+            .collect(),
+    )
+}
 
-    /// The database's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn open(path: &Path) -> Result<Connection, StoreError> {
-        let open = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let conn = Connection::open(path).map_err(open)?;
-        // Engines started together on one data dir wait for each other here too.
-        crate::sqlite::set_up(&conn, Duration::from_secs(10), |conn| {
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.execute_batch(SCHEMA)?;
-            migrate(conn)
-        })
-        .map_err(open)?;
-        Ok(conn)
-    }
-
-    /// Runs `f` on the connection, opening it first when needed.
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut guard = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.is_none() {
-            *guard = Some(Self::open(&self.path)?);
-        }
-        match guard.as_mut() {
-            Some(conn) => f(conn),
-            None => Err(StoreError::Sql {
-                doing: "opening",
-                source: rusqlite::Error::InvalidQuery,
-            }),
-        }
-    }
-
-    fn names(conn: &Connection, near: &str) -> Result<Vec<String>, StoreError> {
-        let mut stmt = conn
-            .prepare("SELECT name FROM jobs ORDER BY name")
-            .map_err(sql("listing the jobs"))?;
-        let names: Vec<String> = stmt
-            .query_map([], |r| r.get(0))
-            .map_err(sql("listing the jobs"))?
-            .collect::<Result<_, _>>()
-            .map_err(sql("listing the jobs"))?;
-        Ok(
-            klaw_tools::by_similarity(near, names.iter().map(String::as_str))
-                .into_iter()
-                .map(|(_, n)| n.to_owned())
-                .collect(),
-        )
-    }
-
-    fn get_in(conn: &Connection, name: &str) -> Result<Job, StoreError> {
-        let job = conn
-            .query_row(
-                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE name = ?1"),
-                [name],
-                job_from_row,
-            )
-            .optional()
-            .map_err(sql("reading a job"))?;
-        match job {
-            Some(j) => Ok(j),
-            None => Err(StoreError::NotFound {
-                name: name.to_owned(),
-                known: Self::names(conn, name)?,
-            }),
-        }
+fn get_in(tx: &mut dyn Tx, name: &str) -> Result<Job, StoreError> {
+    let rows = tx.query(
+        "reading a job",
+        &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE name = ?1"),
+        values![name],
+    )?;
+    match rows.first() {
+        Some(r) => Ok(job_from_row(r)),
+        None => Err(StoreError::NotFound {
+            name: name.to_owned(),
+            known: names(tx, name)?,
+        }),
     }
 }
 
 /// Inserts a run for `owner`, or does nothing when the occurrence has one; whether it
 /// was inserted.
 fn insert_run(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &mut dyn Tx,
     job: &str,
     scheduled: i64,
     owner: &str,
@@ -475,26 +516,25 @@ fn insert_run(
     lease_until: i64,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let n = tx
-        .execute(
-            "INSERT OR IGNORE INTO runs (job, scheduled, owner, lease_until, status, error, started)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![job, scheduled, owner, lease_until, status, error, now],
-        )
-        .map_err(sql("claiming a run"))?;
+    let n = tx.execute(
+        "claiming a run",
+        "INSERT INTO runs (job, scheduled, owner, lease_until, status, error, started)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+        values![job, scheduled, owner, lease_until, status, error, now],
+    )?;
     Ok(n == 1)
 }
 
 /// Drops the runs of `job` older than its latest [`RUNS_KEPT`] (never one `running`):
 /// the record stays bounded, though a per-second job makes 86,400 runs a day.
-fn prune(tx: &rusqlite::Transaction<'_>, job: &str) -> Result<(), StoreError> {
+fn prune(tx: &mut dyn Tx, job: &str) -> Result<(), StoreError> {
     tx.execute(
+        "dropping old runs",
         "DELETE FROM runs WHERE job = ?1 AND status != 'running' AND scheduled <
            (SELECT scheduled FROM runs WHERE job = ?1
             ORDER BY scheduled DESC LIMIT 1 OFFSET ?2)",
-        params![job, RUNS_KEPT - 1],
-    )
-    .map_err(sql("dropping old runs"))?;
+        values![job, RUNS_KEPT - 1],
+    )?;
     Ok(())
 }
 
@@ -514,14 +554,16 @@ const EXPIRED_BUSY: &str = "the engine running it stopped before it finished (it
 /// going: any other expired run of it, or one of a job whose run is going in a live
 /// engine, is recorded failed.
 fn settle_expired(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &mut dyn Tx,
     now_s: i64,
     owner: &str,
     until: i64,
 ) -> Result<Vec<Claim>, StoreError> {
-    let expired: Vec<(Job, i64)> = {
-        let mut stmt = tx
-            .prepare(&format!(
+    let columns = JOB_COLUMNS.split(", ").count();
+    let expired: Vec<(Job, i64)> = tx
+        .query(
+            "reading expired leases",
+            &format!(
                 "SELECT {}, r.scheduled FROM runs r JOIN jobs j ON j.name = r.job
                  WHERE r.status = 'running' AND r.lease_until < ?1 AND r.owner <> ?2
                  ORDER BY r.job, r.scheduled DESC",
@@ -530,32 +572,26 @@ fn settle_expired(
                     .map(|c| format!("j.{c}"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            ))
-            .map_err(sql("reading expired leases"))?;
+            ),
+            values![now_s, owner],
+        )?
+        .iter()
         // The run's column follows the job's.
-        let scheduled = JOB_COLUMNS.split(", ").count();
-        stmt.query_map(params![now_s, owner], |r| {
-            Ok((job_from_row(r)?, r.get(scheduled)?))
-        })
-        .map_err(sql("reading expired leases"))?
-        .collect::<Result<_, _>>()
-        .map_err(sql("reading expired leases"))?
-    };
+        .map(|r| (job_from_row(r), int(r, columns).unwrap_or_default()))
+        .collect();
     if expired.is_empty() {
         return Ok(Vec::new());
     }
-    let mut going: HashSet<String> = {
-        let mut stmt = tx
-            .prepare(
-                "SELECT DISTINCT job FROM runs
-                 WHERE status = 'running' AND (lease_until >= ?1 OR owner = ?2)",
-            )
-            .map_err(sql("reading runs going"))?;
-        stmt.query_map(params![now_s, owner], |r| r.get(0))
-            .map_err(sql("reading runs going"))?
-            .collect::<Result<_, _>>()
-            .map_err(sql("reading runs going"))?
-    };
+    let mut going: HashSet<String> = tx
+        .query(
+            "reading runs going",
+            "SELECT DISTINCT job FROM runs
+             WHERE status = 'running' AND (lease_until >= ?1 OR owner = ?2)",
+            values![now_s, owner],
+        )?
+        .iter()
+        .filter_map(|r| text(r, 0))
+        .collect();
     let mut claims = Vec::new();
     for (job, scheduled) in expired {
         let why = if job.spec.misfire == Misfire::Skip {
@@ -567,19 +603,19 @@ fn settle_expired(
         };
         if let Some(why) = why {
             tx.execute(
+                "settling an expired lease",
                 "UPDATE runs SET status = 'failed', finished = ?3, error = ?4
                  WHERE job = ?1 AND scheduled = ?2",
-                params![job.spec.name, scheduled, now_s, why],
-            )
-            .map_err(sql("settling an expired lease"))?;
+                values![&job.spec.name, scheduled, now_s, why],
+            )?;
             continue;
         }
         tx.execute(
+            "taking over an expired lease",
             "UPDATE runs SET owner = ?3, lease_until = ?4, attempts = attempts + 1, started = ?5
              WHERE job = ?1 AND scheduled = ?2",
-            params![job.spec.name, scheduled, owner, until, now_s],
-        )
-        .map_err(sql("taking over an expired lease"))?;
+            values![&job.spec.name, scheduled, owner, until, now_s],
+        )?;
         going.insert(job.spec.name.clone());
         claims.push(Claim {
             job,
@@ -588,7 +624,6 @@ fn settle_expired(
     }
     Ok(claims)
 }
-
 /// The occurrences of `schedule` from `first` (one of them) up to `now`: all of them, or
 /// when there are more than [`MAX_SCAN`], the latest ones (then `true`: the older ones
 /// are skipped without a row).
@@ -642,7 +677,7 @@ fn due_occurrences(
 /// job's next run on: to its next occurrence after `now`, or under `all` to the next
 /// missed one, claimed once this run ends (one run at a time).
 fn claim_job(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &mut dyn Tx,
     job: Job,
     now: Timestamp,
     owner: &str,
@@ -658,10 +693,10 @@ fn claim_job(
         Err(e) => {
             // Stored before a change of rules: it is not run, and says why.
             tx.execute(
+                "disabling a job",
                 "UPDATE jobs SET next_run = NULL, last_status = 'failed', last_error = ?2 WHERE name = ?1",
-                params![job.spec.name, e.to_string()],
-            )
-            .map_err(sql("disabling a job"))?;
+                values![&job.spec.name, e.to_string().as_str()],
+            )?;
             return Ok(None);
         }
     };
@@ -684,12 +719,13 @@ fn claim_job(
     };
     // When the job's last run ended: what came before it came while it was going.
     let last_end: Option<i64> = tx
-        .query_row(
+        .query(
+            "reading the last run",
             "SELECT MAX(finished) FROM runs WHERE job = ?1 AND status IN ('ok', 'failed')",
-            [&job.spec.name],
-            |r| r.get(0),
-        )
-        .map_err(sql("reading the last run"))?;
+            values![&job.spec.name],
+        )?
+        .first()
+        .and_then(|r| int(r, 0));
     let mut claim = None;
     let mut skipped = false;
     for t in &occurrences {
@@ -741,107 +777,115 @@ fn claim_job(
         tracing::warn!(target: "klaw::scheduler", job = job.spec.name, "more than {MAX_SCAN} runs were missed; the older ones are skipped without a record");
     }
     tx.execute(
+        "advancing a job",
         "UPDATE jobs SET next_run = ?2 WHERE name = ?1",
-        params![job.spec.name, next.map(|t| t.as_second())],
-    )
-    .map_err(sql("advancing a job"))?;
+        values![&job.spec.name, next.map(|t| t.as_second())],
+    )?;
     Ok(claim)
 }
 
-impl JobStore for SqliteStore {
+impl<B: Transact> JobStore for B {
     fn add(&self, job: &NewJob, now: Timestamp, max_jobs: u32) -> Result<Job, StoreError> {
         let schedule = Schedule::parse_cached(&job.cron, &job.timezone)?;
         let next = schedule.next_after(now).map(|t| t.as_second());
-        self.with(|conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql("adding a job"))?;
+        run(self, true, "adding a job", |tx| {
             // Counted under the write lock: two engines adding at once cannot pass it.
-            let count: i64 = tx
-                .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
-                .map_err(sql("counting the jobs"))?;
-            let taken = tx
-                .prepare("SELECT 1 FROM jobs WHERE name = ?1")
-                .and_then(|mut st| st.exists([&job.name]))
-                .map_err(sql("adding a job"))?;
+            let count = tx
+                .query("counting the jobs", "SELECT COUNT(*) FROM jobs", &[])?
+                .first()
+                .and_then(|r| int(r, 0))
+                .unwrap_or_default();
+            let taken = !tx
+                .query(
+                    "adding a job",
+                    "SELECT name FROM jobs WHERE name = ?1",
+                    values![&job.name],
+                )?
+                .is_empty();
             if taken {
                 return Err(StoreError::Duplicate(job.name.clone()));
             }
             if count >= i64::from(max_jobs) {
                 return Err(StoreError::Full { max: max_jobs });
             }
-            let n = tx
-                .execute(
-                    "INSERT OR IGNORE INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run, origin)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    params![
-                        job.name,
-                        job.cron.trim(),
-                        schedule.zone(),
-                        job.message,
-                        job.model,
-                        job.inject_into,
-                        job.misfire.as_str(),
-                        now.as_second(),
-                        next,
-                        job.origin
-                    ],
-                )
-                .map_err(sql("adding a job"))?;
+            let n = tx.execute(
+                "adding a job",
+                "INSERT INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
+                values![
+                    &job.name,
+                    job.cron.trim(),
+                    schedule.zone(),
+                    &job.message,
+                    job.model.as_ref(),
+                    job.inject_into.as_ref(),
+                    job.misfire.as_str(),
+                    now.as_second(),
+                    next,
+                    job.origin.as_ref()
+                ],
+            )?;
             if n == 0 {
                 return Err(StoreError::Duplicate(job.name.clone()));
             }
-            let added = Self::get_in(&tx, &job.name)?;
-            tx.commit().map_err(sql("adding a job"))?;
-            Ok(added)
+            get_in(tx, &job.name)
         })
     }
 
     fn remove(&self, name: &str) -> Result<(), StoreError> {
-        self.with(|conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql("removing a job"))?;
-            let n = tx
-                .execute("DELETE FROM jobs WHERE name = ?1", [name])
-                .map_err(sql("removing a job"))?;
+        run(self, true, "removing a job", |tx| {
+            let n = tx.execute(
+                "removing a job",
+                "DELETE FROM jobs WHERE name = ?1",
+                values![name],
+            )?;
             if n == 0 {
                 return Err(StoreError::NotFound {
                     name: name.to_owned(),
-                    known: Self::names(&tx, name)?,
+                    known: names(tx, name)?,
                 });
             }
-            tx.execute("DELETE FROM runs WHERE job = ?1", [name])
-                .map_err(sql("removing a job's runs"))?;
-            tx.commit().map_err(sql("removing a job"))
+            tx.execute(
+                "removing a job's runs",
+                "DELETE FROM runs WHERE job = ?1",
+                values![name],
+            )?;
+            Ok(())
         })
     }
 
     fn list(&self) -> Result<Vec<Job>, StoreError> {
-        self.with(|conn| {
-            let mut stmt = conn
-                .prepare(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY name"))
-                .map_err(sql("listing the jobs"))?;
-            stmt.query_map([], job_from_row)
-                .map_err(sql("listing the jobs"))?
-                .collect::<Result<_, _>>()
-                .map_err(sql("listing the jobs"))
+        run(self, false, "listing the jobs", |tx| {
+            let mut jobs: Vec<Job> = tx
+                .query(
+                    "listing the jobs",
+                    &format!("SELECT {JOB_COLUMNS} FROM jobs"),
+                    &[],
+                )?
+                .iter()
+                .map(job_from_row)
+                .collect();
+            // By name, bytewise, whatever the database's collation.
+            jobs.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+            Ok(jobs)
         })
     }
 
     fn get(&self, name: &str) -> Result<Job, StoreError> {
-        self.with(|conn| Self::get_in(conn, name))
+        run(self, false, "reading a job", |tx| get_in(tx, name))
     }
 
     fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.with(|conn| {
-            conn.query_row(
-                &format!("SELECT MIN(next_run) FROM jobs WHERE name NOT IN ({BUSY})"),
-                [],
-                |r| r.get::<_, Option<i64>>(0),
-            )
-            .map(|t| t.map(ts))
-            .map_err(sql("reading the next run"))
+        run(self, false, "reading the next run", |tx| {
+            Ok(tx
+                .query(
+                    "reading the next run",
+                    &format!("SELECT MIN(next_run) FROM jobs WHERE name NOT IN ({BUSY})"),
+                    &[],
+                )?
+                .first()
+                .and_then(|r| int(r, 0))
+                .map(ts))
         })
     }
 
@@ -851,31 +895,27 @@ impl JobStore for SqliteStore {
         owner: &str,
         lease: Duration,
     ) -> Result<Vec<Claim>, StoreError> {
-        let max_catch_up = usize::try_from(self.max_catch_up).unwrap_or(usize::MAX);
-        self.with(|conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql("claiming due runs"))?;
+        let max_catch_up = usize::try_from(self.max_catch_up().max(1)).unwrap_or(usize::MAX);
+        run(self, true, "claiming due runs", |tx| {
             let until = lease_end(now, lease);
-            let mut claims = settle_expired(&tx, now.as_second(), owner, until)?;
+            let mut claims = settle_expired(tx, now.as_second(), owner, until)?;
             // Jobs whose next run has come and that have no run going: a job whose run
             // goes on is looked at again once it ends.
-            let due: Vec<Job> = {
-                let mut stmt = tx
-                    .prepare(&format!(
+            let due: Vec<Job> = tx
+                .query(
+                    "reading due jobs",
+                    &format!(
                         "SELECT {JOB_COLUMNS} FROM jobs WHERE next_run <= ?1 AND name NOT IN ({BUSY})
-                         ORDER BY next_run"
-                    ))
-                    .map_err(sql("reading due jobs"))?;
-                stmt.query_map([now.as_second()], job_from_row)
-                    .map_err(sql("reading due jobs"))?
-                    .collect::<Result<_, _>>()
-                    .map_err(sql("reading due jobs"))?
-            };
+                         ORDER BY next_run, name"
+                    ),
+                    values![now.as_second()],
+                )?
+                .iter()
+                .map(job_from_row)
+                .collect();
             for job in due {
-                claims.extend(claim_job(&tx, job, now, owner, until, max_catch_up)?);
+                claims.extend(claim_job(tx, job, now, owner, until, max_catch_up)?);
             }
-            tx.commit().map_err(sql("claiming due runs"))?;
             Ok(claims)
         })
     }
@@ -887,21 +927,18 @@ impl JobStore for SqliteStore {
         owner: &str,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        self.with(|conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql("claiming a run"))?;
-            let job = Self::get_in(&tx, name)?;
+        run(self, true, "claiming a run", |tx| {
+            let job = get_in(tx, name)?;
             // One run of a job at a time, this one too.
-            let going: Option<i64> = tx
-                .query_row(
+            let going = tx
+                .query(
+                    "claiming a run",
                     "SELECT scheduled FROM runs WHERE job = ?1 AND status = 'running'
                      ORDER BY scheduled DESC LIMIT 1",
-                    [name],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(sql("claiming a run"))?;
+                    values![name],
+                )?
+                .first()
+                .and_then(|r| int(r, 0));
             if let Some(scheduled) = going {
                 return Err(StoreError::Busy {
                     name: name.to_owned(),
@@ -911,7 +948,7 @@ impl JobStore for SqliteStore {
             // A second run-now in the same second is the next second's.
             let mut s = now.as_second();
             while !insert_run(
-                &tx,
+                tx,
                 name,
                 s,
                 owner,
@@ -921,7 +958,6 @@ impl JobStore for SqliteStore {
             )? {
                 s += 1;
             }
-            tx.commit().map_err(sql("claiming a run"))?;
             Ok(Claim {
                 job,
                 scheduled: ts(s),
@@ -930,23 +966,24 @@ impl JobStore for SqliteStore {
     }
 
     fn renew(&self, claim: &Claim, owner: &str, until: Timestamp) -> Result<bool, StoreError> {
-        self.with(|conn| {
-            conn.execute(
+        run(self, true, "renewing a lease", |tx| {
+            tx.execute(
+                "renewing a lease",
                 "UPDATE runs SET lease_until = ?4 WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
-                params![claim.job.spec.name, claim.scheduled.as_second(), owner, until.as_second()],
+                values![&claim.job.spec.name, claim.scheduled.as_second(), owner, until.as_second()],
             )
             .map(|n| n == 1)
-            .map_err(sql("renewing a lease"))
         })
     }
 
     fn renew_all(&self, owner: &str, until: Timestamp) -> Result<usize, StoreError> {
-        self.with(|conn| {
-            conn.execute(
+        run(self, true, "renewing the leases", |tx| {
+            tx.execute(
+                "renewing the leases",
                 "UPDATE runs SET lease_until = ?2 WHERE owner = ?1 AND status = 'running'",
-                params![owner, until.as_second()],
+                values![owner, until.as_second()],
             )
-            .map_err(sql("renewing the leases"))
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
         })
     }
 
@@ -961,66 +998,90 @@ impl JobStore for SqliteStore {
             Ok(()) => ("ok", None),
             Err(e) => ("failed", Some(e.as_str())),
         };
-        self.with(|conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql("recording a run"))?;
-            let n = tx
-                .execute(
-                    "UPDATE runs SET status = ?4, error = ?5, finished = ?6
-                     WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
-                    params![
-                        claim.job.spec.name,
-                        claim.scheduled.as_second(),
-                        owner,
-                        status,
-                        error,
-                        now.as_second()
-                    ],
-                )
-                .map_err(sql("recording a run"))?;
+        run(self, true, "recording a run", |tx| {
+            let n = tx.execute(
+                "recording a run",
+                "UPDATE runs SET status = ?4, error = ?5, finished = ?6
+                 WHERE job = ?1 AND scheduled = ?2 AND owner = ?3 AND status = 'running'",
+                values![
+                    &claim.job.spec.name,
+                    claim.scheduled.as_second(),
+                    owner,
+                    status,
+                    error,
+                    now.as_second()
+                ],
+            )?;
             if n == 1 {
                 tx.execute(
+                    "recording a run",
                     "UPDATE jobs SET last_run = ?2, last_status = ?3, last_error = ?4 WHERE name = ?1",
-                    params![claim.job.spec.name, claim.scheduled.as_second(), status, error],
-                )
-                .map_err(sql("recording a run"))?;
-                prune(&tx, &claim.job.spec.name)?;
+                    values![&claim.job.spec.name, claim.scheduled.as_second(), status, error],
+                )?;
+                prune(tx, &claim.job.spec.name)?;
             } else {
                 tracing::warn!(target: "klaw::scheduler", job = claim.job.spec.name, "the run's lease had passed to another engine; its end was not recorded");
             }
-            tx.commit().map_err(sql("recording a run"))
+            Ok(())
         })
     }
 
     fn runs(&self, name: &str) -> Result<Vec<RunRecord>, StoreError> {
-        self.with(|conn| {
-            let mut stmt = conn
-                .prepare(
+        run(self, false, "listing runs", |tx| {
+            Ok(tx
+                .query(
+                    "listing runs",
                     "SELECT job, scheduled, owner, status, error, attempts FROM runs
                      WHERE job = ?1 ORDER BY scheduled",
-                )
-                .map_err(sql("listing runs"))?;
-            stmt.query_map([name], |r| {
-                Ok(RunRecord {
-                    job: r.get(0)?,
-                    scheduled: ts(r.get(1)?),
-                    owner: r.get(2)?,
-                    status: r.get(3)?,
-                    error: r.get(4)?,
-                    attempts: r.get(5)?,
+                    values![name],
+                )?
+                .iter()
+                .map(|r| RunRecord {
+                    job: text(r, 0).unwrap_or_default(),
+                    scheduled: ts(int(r, 1).unwrap_or_default()),
+                    owner: text(r, 2).unwrap_or_default(),
+                    status: text(r, 3).unwrap_or_default(),
+                    error: text(r, 4),
+                    attempts: int(r, 5)
+                        .and_then(|a| u32::try_from(a).ok())
+                        .unwrap_or_default(),
                 })
-            })
-            .map_err(sql("listing runs"))?
-            .collect::<Result<_, _>>()
-            .map_err(sql("listing runs"))
+                .collect())
+        })
+    }
+
+    fn holdings(&self) -> Result<Vec<Holding>, StoreError> {
+        run(self, false, "listing runs going", |tx| {
+            Ok(tx
+                .query(
+                    "listing runs going",
+                    "SELECT job, scheduled, owner, lease_until FROM runs
+                     WHERE status = 'running' ORDER BY job, scheduled",
+                    &[],
+                )?
+                .iter()
+                .map(|r| Holding {
+                    job: text(r, 0).unwrap_or_default(),
+                    scheduled: ts(int(r, 1).unwrap_or_default()),
+                    engine: text(r, 2).unwrap_or_default(),
+                    lease_until: ts(int(r, 3).unwrap_or_default()),
+                })
+                .collect())
         })
     }
 }
 
+/// The tests' PostgreSQL (shared with the integration tests).
+#[cfg(test)]
+#[path = "../../tests/common/postgres.rs"]
+mod pg_harness;
+
 #[cfg(test)]
 mod tests {
+    use super::pg_harness;
     use super::*;
+    use rusqlite::Connection;
+    use std::sync::Arc;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -1039,14 +1100,57 @@ mod tests {
         }
     }
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let s = SqliteStore::new(dir.path().join("schedule.sqlite"), 3);
-        (dir, s)
+    /// What the tests use of a store: the trait, and raw statements.
+    trait Both: JobStore + Transact {}
+    impl<T: JobStore + Transact> Both for T {}
+
+    /// One database of a test: its store, and how to open another store on it (another
+    /// engine's).
+    struct Db {
+        _dir: Option<tempfile::TempDir>,
+        open: Box<dyn Fn() -> Arc<dyn Both>>,
+    }
+
+    impl Db {
+        fn other(&self) -> Arc<dyn Both> {
+            (self.open)()
+        }
+    }
+
+    /// Runs `test` against each backend: SQLite, then PostgreSQL (a server of the
+    /// test's own, a database per store made) where it is installed; it is given the
+    /// maker of a fresh database and its store.
+    fn each_backend(test: impl Fn(&dyn Fn() -> (Db, Arc<dyn Both>))) {
+        test(&|| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("schedule.sqlite");
+            let open: Box<dyn Fn() -> Arc<dyn Both>> =
+                Box::new(move || Arc::new(SqliteStore::new(path.clone(), 3)));
+            let s = open();
+            (
+                Db {
+                    _dir: Some(dir),
+                    open,
+                },
+                s,
+            )
+        });
+        let Some(server) = pg_harness::Postgres::start() else {
+            return;
+        };
+        test(&|| {
+            let url = crate::config::DatabaseUrl::new(server.fresh_db());
+            let open: Box<dyn Fn() -> Arc<dyn Both>> = Box::new(move || {
+                let db = crate::storage::Postgres::connect(&url).unwrap();
+                Arc::new(PgStore::new(Arc::new(db), 3))
+            });
+            let s = open();
+            (Db { _dir: None, open }, s)
+        });
     }
 
     /// Adds `job` at `now` under a cap no test reaches.
-    fn add(s: &SqliteStore, job: &NewJob, now: Timestamp) {
+    fn add(s: &dyn Both, job: &NewJob, now: Timestamp) {
         s.add(job, now, 100).unwrap();
     }
 
@@ -1081,140 +1185,146 @@ mod tests {
 
     #[test]
     fn add_list_remove_and_their_errors() {
-        let (_d, s) = store();
-        let j = s
-            .add(
-                &job("report", "0 9 * * *", Misfire::Once),
+        each_backend(|store| {
+            let (_d, s) = store();
+            let j = s
+                .add(
+                    &job("report", "0 9 * * *", Misfire::Once),
+                    at("2026-01-01T10:00:00Z"),
+                    100,
+                )
+                .unwrap();
+            assert_eq!(j.next_run, Some(at("2026-01-02T09:00:00Z")));
+            let dup = s
+                .add(
+                    &job("report", "0 10 * * *", Misfire::Once),
+                    at("2026-01-01T10:00:00Z"),
+                    100,
+                )
+                .unwrap_err();
+            assert!(dup.is_duplicate() && dup.to_string().contains("`report` already exists"));
+            let bad = s
+                .add(
+                    &job("x", "61 * * * *", Misfire::Once),
+                    at("2026-01-01T10:00:00Z"),
+                    100,
+                )
+                .unwrap_err();
+            assert!(
+                bad.to_string().contains("minute 61 is out of range 0-59"),
+                "{bad}"
+            );
+            add(
+                &*s,
+                &job("backup", "@daily", Misfire::Skip),
                 at("2026-01-01T10:00:00Z"),
-                100,
-            )
-            .unwrap();
-        assert_eq!(j.next_run, Some(at("2026-01-02T09:00:00Z")));
-        let dup = s
-            .add(
-                &job("report", "0 10 * * *", Misfire::Once),
-                at("2026-01-01T10:00:00Z"),
-                100,
-            )
-            .unwrap_err();
-        assert!(dup.is_duplicate() && dup.to_string().contains("`report` already exists"));
-        let bad = s
-            .add(
-                &job("x", "61 * * * *", Misfire::Once),
-                at("2026-01-01T10:00:00Z"),
-                100,
-            )
-            .unwrap_err();
-        assert!(
-            bad.to_string().contains("minute 61 is out of range 0-59"),
-            "{bad}"
-        );
-        add(
-            &s,
-            &job("backup", "@daily", Misfire::Skip),
-            at("2026-01-01T10:00:00Z"),
-        );
-        let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.spec.name).collect();
-        assert_eq!(names, ["backup", "report"]);
-        let missing = s.remove("reprot").unwrap_err();
-        assert!(missing.is_not_found());
-        assert_eq!(
-            missing.to_string(),
-            "no job named `reprot`; jobs: report, backup"
-        );
-        s.remove("report").unwrap();
-        assert_eq!(s.list().unwrap().len(), 1);
+            );
+            let names: Vec<String> = s.list().unwrap().into_iter().map(|j| j.spec.name).collect();
+            assert_eq!(names, ["backup", "report"]);
+            let missing = s.remove("reprot").unwrap_err();
+            assert!(missing.is_not_found());
+            assert_eq!(
+                missing.to_string(),
+                "no job named `reprot`; jobs: report, backup"
+            );
+            s.remove("report").unwrap();
+            assert_eq!(s.list().unwrap().len(), 1);
+        });
     }
 
     #[test]
     fn a_claim_is_made_once_and_advances_the_job() {
-        let (dir, s) = store();
-        add(
-            &s,
-            &job("tick", "* * * * * *", Misfire::Once),
-            at("2026-01-01T00:00:00Z"),
-        );
-        let other = SqliteStore::new(dir.path().join("schedule.sqlite"), 3);
-        let now = at("2026-01-01T00:00:01Z");
-        let mine = s.claim_due(now, "a", LEASE).unwrap();
-        assert_eq!(mine.len(), 1);
-        assert_eq!(mine[0].scheduled, now);
-        // The other engine, at the same instant: nothing left.
-        assert!(other.claim_due(now, "b", LEASE).unwrap().is_empty());
-        assert_eq!(
-            s.get("tick").unwrap().next_run,
-            Some(at("2026-01-01T00:00:02Z"))
-        );
-        s.finish(&mine[0], "a", Ok(()), now).unwrap();
-        let runs = s.runs("tick").unwrap();
-        assert_eq!(runs.len(), 1);
-        assert_eq!((runs[0].status.as_str(), runs[0].attempts), ("ok", 1));
-        let j = s.get("tick").unwrap();
-        assert_eq!(
-            (j.last_run, j.last_status.as_deref()),
-            (Some(now), Some("ok"))
-        );
-        // A failure is recorded on the job and the run.
-        let next = other
-            .claim_due(at("2026-01-01T00:00:02Z"), "b", LEASE)
-            .unwrap();
-        other
-            .finish(
-                &next[0],
-                "b",
-                Err("the model failed".into()),
-                at("2026-01-01T00:00:02Z"),
-            )
-            .unwrap();
-        let j = s.get("tick").unwrap();
-        assert_eq!(j.last_error.as_deref(), Some("the model failed"));
-        // Someone else's run cannot be finished.
-        s.finish(&next[0], "a", Ok(()), at("2026-01-01T00:00:03Z"))
-            .unwrap();
-        assert_eq!(s.runs("tick").unwrap()[1].status, "failed");
+        each_backend(|store| {
+            let (dir, s) = store();
+            add(
+                &*s,
+                &job("tick", "* * * * * *", Misfire::Once),
+                at("2026-01-01T00:00:00Z"),
+            );
+            let other = dir.other();
+            let now = at("2026-01-01T00:00:01Z");
+            let mine = s.claim_due(now, "a", LEASE).unwrap();
+            assert_eq!(mine.len(), 1);
+            assert_eq!(mine[0].scheduled, now);
+            // The other engine, at the same instant: nothing left.
+            assert!(other.claim_due(now, "b", LEASE).unwrap().is_empty());
+            assert_eq!(
+                s.get("tick").unwrap().next_run,
+                Some(at("2026-01-01T00:00:02Z"))
+            );
+            s.finish(&mine[0], "a", Ok(()), now).unwrap();
+            let runs = s.runs("tick").unwrap();
+            assert_eq!(runs.len(), 1);
+            assert_eq!((runs[0].status.as_str(), runs[0].attempts), ("ok", 1));
+            let j = s.get("tick").unwrap();
+            assert_eq!(
+                (j.last_run, j.last_status.as_deref()),
+                (Some(now), Some("ok"))
+            );
+            // A failure is recorded on the job and the run.
+            let next = other
+                .claim_due(at("2026-01-01T00:00:02Z"), "b", LEASE)
+                .unwrap();
+            other
+                .finish(
+                    &next[0],
+                    "b",
+                    Err("the model failed".into()),
+                    at("2026-01-01T00:00:02Z"),
+                )
+                .unwrap();
+            let j = s.get("tick").unwrap();
+            assert_eq!(j.last_error.as_deref(), Some("the model failed"));
+            // Someone else's run cannot be finished.
+            s.finish(&next[0], "a", Ok(()), at("2026-01-01T00:00:03Z"))
+                .unwrap();
+            assert_eq!(s.runs("tick").unwrap()[1].status, "failed");
+        });
     }
 
     /// Down for three days: a daily job's three missed runs under each policy.
     #[test]
     fn missed_runs_follow_the_misfire_policy() {
-        for (misfire, ran, skipped) in [
-            (Misfire::Once, vec!["2026-01-04T09:00:00Z"], 2),
-            (Misfire::Skip, vec![], 3),
-            (
-                Misfire::All,
-                vec![
-                    "2026-01-02T09:00:00Z",
-                    "2026-01-03T09:00:00Z",
-                    "2026-01-04T09:00:00Z",
-                ],
-                0,
-            ),
-        ] {
-            let (_d, s) = store();
-            add(
-                &s,
-                &job("daily", "0 9 * * *", misfire),
-                at("2026-01-01T10:00:00Z"),
-            );
-            let got = claim_all(&s, at("2026-01-04T12:00:00Z"));
-            assert_eq!(got, ran, "{misfire:?}");
-            let runs = s.runs("daily").unwrap();
-            assert_eq!(runs.len(), 3, "{misfire:?}");
-            assert_eq!(
-                runs.iter().filter(|r| r.status == "skipped").count(),
-                skipped,
-                "{misfire:?}"
-            );
-            assert_eq!(
-                s.get("daily").unwrap().next_run,
-                Some(at("2026-01-05T09:00:00Z"))
-            );
-        }
+        each_backend(|store| {
+            for (misfire, ran, skipped) in [
+                (Misfire::Once, vec!["2026-01-04T09:00:00Z"], 2),
+                (Misfire::Skip, vec![], 3),
+                (
+                    Misfire::All,
+                    vec![
+                        "2026-01-02T09:00:00Z",
+                        "2026-01-03T09:00:00Z",
+                        "2026-01-04T09:00:00Z",
+                    ],
+                    0,
+                ),
+            ] {
+                let (_d, s) = store();
+                add(
+                    &*s,
+                    &job("daily", "0 9 * * *", misfire),
+                    at("2026-01-01T10:00:00Z"),
+                );
+                let got = claim_all(&*s, at("2026-01-04T12:00:00Z"));
+                assert_eq!(got, ran, "{misfire:?}");
+                let runs = s.runs("daily").unwrap();
+                assert_eq!(runs.len(), 3, "{misfire:?}");
+                assert_eq!(
+                    runs.iter().filter(|r| r.status == "skipped").count(),
+                    skipped,
+                    "{misfire:?}"
+                );
+                assert_eq!(
+                    s.get("daily").unwrap().next_run,
+                    Some(at("2026-01-05T09:00:00Z"))
+                );
+            }
+        });
     }
 
     /// Claims at `now` until nothing more is due, finishing each run before the next
     /// claim (a job runs one at a time); the occurrences run, in order.
-    fn claim_all(s: &SqliteStore, now: Timestamp) -> Vec<String> {
+    fn claim_all(s: &dyn Both, now: Timestamp) -> Vec<String> {
         let mut got = Vec::new();
         loop {
             let claims = s.claim_due(now, "a", LEASE).unwrap();
@@ -1235,61 +1345,65 @@ mod tests {
     /// another.
     #[test]
     fn all_is_capped() {
-        let (_d, s) = store();
-        add(
-            &s,
-            &job("hourly", "0 * * * *", Misfire::All),
-            at("2026-01-01T00:30:00Z"),
-        );
-        let got = claim_all(&s, at("2026-01-01T10:30:00Z"));
-        assert_eq!(
-            got,
-            [
-                "2026-01-01T08:00:00Z",
-                "2026-01-01T09:00:00Z",
-                "2026-01-01T10:00:00Z"
-            ]
-        );
-        assert_eq!(s.runs("hourly").unwrap().len(), 10);
+        each_backend(|store| {
+            let (_d, s) = store();
+            add(
+                &*s,
+                &job("hourly", "0 * * * *", Misfire::All),
+                at("2026-01-01T00:30:00Z"),
+            );
+            let got = claim_all(&*s, at("2026-01-01T10:30:00Z"));
+            assert_eq!(
+                got,
+                [
+                    "2026-01-01T08:00:00Z",
+                    "2026-01-01T09:00:00Z",
+                    "2026-01-01T10:00:00Z"
+                ]
+            );
+            assert_eq!(s.runs("hourly").unwrap().len(), 10);
+        });
     }
 
     /// A dead engine's run: after its lease it is run again (once, all) by whoever
     /// claims next, with the same key; under skip it is recorded as failed.
     #[test]
     fn an_expired_lease_is_settled_by_the_policy() {
-        for misfire in [Misfire::Once, Misfire::All, Misfire::Skip] {
-            let (_d, s) = store();
-            add(
-                &s,
-                &job("daily", "0 9 * * *", misfire),
-                at("2026-01-01T08:00:00Z"),
-            );
-            let t = at("2026-01-01T09:00:00Z");
-            let dead = s.claim_due(t, "dead", LEASE).unwrap();
-            assert_eq!(dead.len(), 1);
-            // Within the lease: nobody takes it.
-            assert!(
-                s.claim_due(at("2026-01-01T09:00:20Z"), "b", LEASE)
-                    .unwrap()
-                    .is_empty()
-            );
-            let after = s.claim_due(at("2026-01-01T09:01:00Z"), "b", LEASE).unwrap();
-            let runs = s.runs("daily").unwrap();
-            assert_eq!(runs.len(), 1);
-            if misfire == Misfire::Skip {
-                assert!(after.is_empty());
-                assert_eq!(runs[0].status, "failed");
-                assert!(runs[0].error.as_deref().unwrap().contains("lease expired"));
-            } else {
-                assert_eq!(after.len(), 1);
-                assert_eq!(after[0].scheduled, t);
-                assert_eq!((runs[0].owner.as_str(), runs[0].attempts), ("b", 2));
-                // The dead engine's finish, were it to come back, changes nothing.
-                s.finish(&dead[0], "dead", Ok(()), at("2026-01-01T09:02:00Z"))
-                    .unwrap();
-                assert_eq!(s.runs("daily").unwrap()[0].status, "running");
+        each_backend(|store| {
+            for misfire in [Misfire::Once, Misfire::All, Misfire::Skip] {
+                let (_d, s) = store();
+                add(
+                    &*s,
+                    &job("daily", "0 9 * * *", misfire),
+                    at("2026-01-01T08:00:00Z"),
+                );
+                let t = at("2026-01-01T09:00:00Z");
+                let dead = s.claim_due(t, "dead", LEASE).unwrap();
+                assert_eq!(dead.len(), 1);
+                // Within the lease: nobody takes it.
+                assert!(
+                    s.claim_due(at("2026-01-01T09:00:20Z"), "b", LEASE)
+                        .unwrap()
+                        .is_empty()
+                );
+                let after = s.claim_due(at("2026-01-01T09:01:00Z"), "b", LEASE).unwrap();
+                let runs = s.runs("daily").unwrap();
+                assert_eq!(runs.len(), 1);
+                if misfire == Misfire::Skip {
+                    assert!(after.is_empty());
+                    assert_eq!(runs[0].status, "failed");
+                    assert!(runs[0].error.as_deref().unwrap().contains("lease expired"));
+                } else {
+                    assert_eq!(after.len(), 1);
+                    assert_eq!(after[0].scheduled, t);
+                    assert_eq!((runs[0].owner.as_str(), runs[0].attempts), ("b", 2));
+                    // The dead engine's finish, were it to come back, changes nothing.
+                    s.finish(&dead[0], "dead", Ok(()), at("2026-01-01T09:02:00Z"))
+                        .unwrap();
+                    assert_eq!(s.runs("daily").unwrap()[0].status, "running");
+                }
             }
-        }
+        });
     }
 
     /// An engine whose renewal came late (a loaded machine) does not take its own run
@@ -1297,123 +1411,133 @@ mod tests {
     /// Another engine still does, after the lease.
     #[test]
     fn an_engine_never_takes_over_its_own_run() {
-        let (_d, s) = store();
-        add(
-            &s,
-            &job("daily", "0 9 * * *", Misfire::Once),
-            at("2026-01-01T08:00:00Z"),
-        );
-        let first = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
-        assert_eq!(first.len(), 1);
-        let late = at("2026-01-01T09:01:00Z");
-        assert!(s.claim_due(late, "a", LEASE).unwrap().is_empty());
-        let runs = s.runs("daily").unwrap();
-        assert_eq!((runs.len(), runs[0].status.as_str()), (1, "running"));
-        assert_eq!((runs[0].owner.as_str(), runs[0].attempts), ("a", 1));
-        let taken = s.claim_due(late, "b", LEASE).unwrap();
-        assert_eq!(taken.len(), 1);
-        assert_eq!(s.runs("daily").unwrap()[0].owner, "b");
+        each_backend(|store| {
+            let (_d, s) = store();
+            add(
+                &*s,
+                &job("daily", "0 9 * * *", Misfire::Once),
+                at("2026-01-01T08:00:00Z"),
+            );
+            let first = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
+            assert_eq!(first.len(), 1);
+            let late = at("2026-01-01T09:01:00Z");
+            assert!(s.claim_due(late, "a", LEASE).unwrap().is_empty());
+            let runs = s.runs("daily").unwrap();
+            assert_eq!((runs.len(), runs[0].status.as_str()), (1, "running"));
+            assert_eq!((runs[0].owner.as_str(), runs[0].attempts), ("a", 1));
+            let taken = s.claim_due(late, "b", LEASE).unwrap();
+            assert_eq!(taken.len(), 1);
+            assert_eq!(s.runs("daily").unwrap()[0].owner, "b");
+        });
     }
 
     /// Only the latest RUNS_KEPT runs of a job are kept.
     #[test]
     fn old_runs_are_dropped() {
-        let (_d, s) = store();
-        add(
-            &s,
-            &job("tick", "* * * * * *", Misfire::Once),
-            at("2026-01-01T00:00:00Z"),
-        );
-        let start = at("2026-01-01T00:00:00Z");
-        for i in 1..=i64::from(RUNS_KEPT) + 5 {
-            let now = start + jiff::SignedDuration::from_secs(i);
-            for c in s.claim_due(now, "a", LEASE).unwrap() {
-                s.finish(&c, "a", Ok(()), now).unwrap();
+        each_backend(|store| {
+            let (_d, s) = store();
+            add(
+                &*s,
+                &job("tick", "* * * * * *", Misfire::Once),
+                at("2026-01-01T00:00:00Z"),
+            );
+            let start = at("2026-01-01T00:00:00Z");
+            for i in 1..=i64::from(RUNS_KEPT) + 5 {
+                let now = start + jiff::SignedDuration::from_secs(i);
+                for c in s.claim_due(now, "a", LEASE).unwrap() {
+                    s.finish(&c, "a", Ok(()), now).unwrap();
+                }
             }
-        }
-        let runs = s.runs("tick").unwrap();
-        assert_eq!(runs.len(), RUNS_KEPT as usize);
-        assert_eq!(
-            runs[0].scheduled,
-            start + jiff::SignedDuration::from_secs(6)
-        );
+            let runs = s.runs("tick").unwrap();
+            assert_eq!(runs.len(), RUNS_KEPT as usize);
+            assert_eq!(
+                runs[0].scheduled,
+                start + jiff::SignedDuration::from_secs(6)
+            );
+        });
     }
 
     #[test]
     fn renewing_keeps_the_lease() {
-        let (_d, s) = store();
-        add(
-            &s,
-            &job("daily", "0 9 * * *", Misfire::Once),
-            at("2026-01-01T08:00:00Z"),
-        );
-        let c = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
-        assert!(s.renew(&c[0], "a", at("2026-01-01T09:10:00Z")).unwrap());
-        assert!(!s.renew(&c[0], "b", at("2026-01-01T09:10:00Z")).unwrap());
-        assert_eq!(s.renew_all("b", at("2026-01-01T09:10:00Z")).unwrap(), 0);
-        assert_eq!(s.renew_all("a", at("2026-01-01T09:10:00Z")).unwrap(), 1);
-        assert!(
-            s.claim_due(at("2026-01-01T09:05:00Z"), "b", LEASE)
-                .unwrap()
-                .is_empty()
-        );
+        each_backend(|store| {
+            let (_d, s) = store();
+            add(
+                &*s,
+                &job("daily", "0 9 * * *", Misfire::Once),
+                at("2026-01-01T08:00:00Z"),
+            );
+            let c = s.claim_due(at("2026-01-01T09:00:00Z"), "a", LEASE).unwrap();
+            assert!(s.renew(&c[0], "a", at("2026-01-01T09:10:00Z")).unwrap());
+            assert!(!s.renew(&c[0], "b", at("2026-01-01T09:10:00Z")).unwrap());
+            assert_eq!(s.renew_all("b", at("2026-01-01T09:10:00Z")).unwrap(), 0);
+            assert_eq!(s.renew_all("a", at("2026-01-01T09:10:00Z")).unwrap(), 1);
+            assert!(
+                s.claim_due(at("2026-01-01T09:05:00Z"), "b", LEASE)
+                    .unwrap()
+                    .is_empty()
+            );
+        });
     }
 
     #[test]
     fn run_now_claims_a_run_off_the_schedule() {
-        let (_d, s) = store();
-        add(
-            &s,
-            &job("daily", "0 9 * * *", Misfire::Once),
-            at("2026-01-01T08:00:00Z"),
-        );
-        let now = at("2026-01-01T08:30:00Z");
-        let a = s.claim_now("daily", now, "a", LEASE).unwrap();
-        // One run of a job at a time, run-now's too.
-        let busy = s.claim_now("daily", now, "a", LEASE).unwrap_err();
-        assert!(busy.is_busy(), "{busy}");
-        assert!(busy.to_string().contains("has a run going"), "{busy}");
-        s.finish(&a, "a", Ok(()), now).unwrap();
-        let b = s.claim_now("daily", now, "a", LEASE).unwrap();
-        assert_ne!(a.scheduled, b.scheduled);
-        assert_eq!(
-            s.get("daily").unwrap().next_run,
-            Some(at("2026-01-01T09:00:00Z"))
-        );
-        assert!(
-            s.claim_now("nope", now, "a", LEASE)
-                .unwrap_err()
-                .is_not_found()
-        );
+        each_backend(|store| {
+            let (_d, s) = store();
+            add(
+                &*s,
+                &job("daily", "0 9 * * *", Misfire::Once),
+                at("2026-01-01T08:00:00Z"),
+            );
+            let now = at("2026-01-01T08:30:00Z");
+            let a = s.claim_now("daily", now, "a", LEASE).unwrap();
+            // One run of a job at a time, run-now's too.
+            let busy = s.claim_now("daily", now, "a", LEASE).unwrap_err();
+            assert!(busy.is_busy(), "{busy}");
+            assert!(busy.to_string().contains("has a run going"), "{busy}");
+            s.finish(&a, "a", Ok(()), now).unwrap();
+            let b = s.claim_now("daily", now, "a", LEASE).unwrap();
+            assert_ne!(a.scheduled, b.scheduled);
+            assert_eq!(
+                s.get("daily").unwrap().next_run,
+                Some(at("2026-01-01T09:00:00Z"))
+            );
+            assert!(
+                s.claim_now("nope", now, "a", LEASE)
+                    .unwrap_err()
+                    .is_not_found()
+            );
+        });
     }
 
     /// `scheduler.maxJobs`: past the cap, adding fails naming it, and nothing is added;
     /// a name in use is still reported as such.
     #[test]
     fn adding_past_max_jobs_is_refused() {
-        let (_d, s) = store();
-        let now = at("2026-01-01T00:00:00Z");
-        for i in 0..3 {
-            s.add(&job(&format!("j{i}"), "* * * * * *", Misfire::Once), now, 3)
+        each_backend(|store| {
+            let (_d, s) = store();
+            let now = at("2026-01-01T00:00:00Z");
+            for i in 0..3 {
+                s.add(&job(&format!("j{i}"), "* * * * * *", Misfire::Once), now, 3)
+                    .unwrap();
+            }
+            let full = s
+                .add(&job("j3", "* * * * * *", Misfire::Once), now, 3)
+                .unwrap_err();
+            assert!(full.is_full(), "{full}");
+            assert!(
+                full.to_string().contains("holds 3 jobs")
+                    && full.to_string().contains("scheduler.maxJobs"),
+                "{full}"
+            );
+            let dup = s
+                .add(&job("j0", "* * * * * *", Misfire::Once), now, 3)
+                .unwrap_err();
+            assert!(dup.is_duplicate(), "{dup}");
+            assert_eq!(s.list().unwrap().len(), 3);
+            s.remove("j0").unwrap();
+            s.add(&job("j3", "* * * * * *", Misfire::Once), now, 3)
                 .unwrap();
-        }
-        let full = s
-            .add(&job("j3", "* * * * * *", Misfire::Once), now, 3)
-            .unwrap_err();
-        assert!(full.is_full(), "{full}");
-        assert!(
-            full.to_string().contains("holds 3 jobs")
-                && full.to_string().contains("scheduler.maxJobs"),
-            "{full}"
-        );
-        let dup = s
-            .add(&job("j0", "* * * * * *", Misfire::Once), now, 3)
-            .unwrap_err();
-        assert!(dup.is_duplicate(), "{dup}");
-        assert_eq!(s.list().unwrap().len(), 3);
-        s.remove("j0").unwrap();
-        s.add(&job("j3", "* * * * * *", Misfire::Once), now, 3)
-            .unwrap();
+        });
     }
 
     /// A per-second job whose runs take 5 s, for three hours (the store's clock, a
@@ -1422,110 +1546,246 @@ mod tests {
     /// latest run), and never more than RUNS_KEPT rows.
     #[test]
     fn a_slow_per_second_job_has_one_run_at_a_time_and_a_bounded_record() {
-        for misfire in [Misfire::Once, Misfire::Skip, Misfire::All] {
-            let (_d, s) = store();
-            let start = at("2026-01-01T00:00:00Z");
-            add(&s, &job("tick", "* * * * * *", misfire), start);
-            let mut going: Option<(Claim, i64)> = None;
-            let mut ran = 0;
-            for i in 1..=3 * 3600 {
-                let now = start + jiff::SignedDuration::from_secs(i);
-                if let Some((c, since)) = &going
-                    && i - since >= 5
-                {
-                    s.finish(c, "a", Ok(()), now).unwrap();
-                    going = None;
+        each_backend(|store| {
+            for misfire in [Misfire::Once, Misfire::Skip, Misfire::All] {
+                let (_d, s) = store();
+                let start = at("2026-01-01T00:00:00Z");
+                add(&*s, &job("tick", "* * * * * *", misfire), start);
+                let mut going: Option<(Claim, i64)> = None;
+                let mut ran = 0;
+                for i in 1..=3 * 3600 {
+                    let now = start + jiff::SignedDuration::from_secs(i);
+                    if let Some((c, since)) = &going
+                        && i - since >= 5
+                    {
+                        s.finish(c, "a", Ok(()), now).unwrap();
+                        going = None;
+                    }
+                    let claims = s.claim_due(now, "a", LEASE).unwrap();
+                    if going.is_some() {
+                        assert!(claims.is_empty(), "{misfire:?} at {now}: {claims:?}");
+                    } else {
+                        assert!(claims.len() <= 1, "{misfire:?} at {now}: {claims:?}");
+                        going = claims.into_iter().next().map(|c| (c, i));
+                        ran += usize::from(going.is_some());
+                    }
+                    if i % 600 == 0 {
+                        let runs = s.runs("tick").unwrap();
+                        assert!(
+                            runs.len() <= RUNS_KEPT as usize,
+                            "{misfire:?}: {}",
+                            runs.len()
+                        );
+                        let running = runs.iter().filter(|r| r.status == "running").count();
+                        assert!(running <= 1, "{misfire:?}: {running} running");
+                    }
                 }
-                let claims = s.claim_due(now, "a", LEASE).unwrap();
-                if going.is_some() {
-                    assert!(claims.is_empty(), "{misfire:?} at {now}: {claims:?}");
-                } else {
-                    assert!(claims.len() <= 1, "{misfire:?} at {now}: {claims:?}");
-                    going = claims.into_iter().next().map(|c| (c, i));
-                    ran += usize::from(going.is_some());
-                }
-                if i % 600 == 0 {
-                    let runs = s.runs("tick").unwrap();
-                    assert!(
-                        runs.len() <= RUNS_KEPT as usize,
-                        "{misfire:?}: {}",
-                        runs.len()
-                    );
-                    let running = runs.iter().filter(|r| r.status == "running").count();
-                    assert!(running <= 1, "{misfire:?}: {running} running");
-                }
+                // A run every 5 s or so, not one per second.
+                assert!(
+                    (3 * 3600 / 6..=3 * 3600 / 5 + 1).contains(&ran),
+                    "{misfire:?}: {ran}"
+                );
+                let runs = s.runs("tick").unwrap();
+                let skipped = runs.iter().find(|r| r.status == "skipped").unwrap();
+                assert!(
+                    skipped.error.as_deref().unwrap().contains("still going"),
+                    "{skipped:?}"
+                );
             }
-            // A run every 5 s or so, not one per second.
-            assert!(
-                (3 * 3600 / 6..=3 * 3600 / 5 + 1).contains(&ran),
-                "{misfire:?}: {ran}"
-            );
-            let runs = s.runs("tick").unwrap();
-            let skipped = runs.iter().find(|r| r.status == "skipped").unwrap();
-            assert!(
-                skipped.error.as_deref().unwrap().contains("still going"),
-                "{skipped:?}"
-            );
-        }
+        });
     }
 
     /// Occurrences missed with no run at all (an engine down, again and again) are
     /// recorded skipped, and the record of a job stays bounded all the same.
     #[test]
     fn skipped_runs_alone_keep_the_record_bounded() {
-        let (_d, s) = store();
-        let start = at("2026-01-01T00:00:00Z");
-        add(&s, &job("tick", "* * * * * *", Misfire::Skip), start);
-        for day in 1..=4 {
-            let now = start + jiff::SignedDuration::from_hours(24 * day);
-            assert!(s.claim_due(now, "a", LEASE).unwrap().len() <= 1);
-            let runs = s.runs("tick").unwrap();
-            assert!(
-                runs.len() <= RUNS_KEPT as usize,
-                "day {day}: {}",
-                runs.len()
-            );
-        }
+        each_backend(|store| {
+            let (_d, s) = store();
+            let start = at("2026-01-01T00:00:00Z");
+            add(&*s, &job("tick", "* * * * * *", Misfire::Skip), start);
+            for day in 1..=4 {
+                let now = start + jiff::SignedDuration::from_hours(24 * day);
+                assert!(s.claim_due(now, "a", LEASE).unwrap().len() <= 1);
+                let runs = s.runs("tick").unwrap();
+                assert!(
+                    runs.len() <= RUNS_KEPT as usize,
+                    "day {day}: {}",
+                    runs.len()
+                );
+            }
+        });
     }
 
     /// A per-second job down for a day is caught up from its latest occurrences, not
     /// from the oldest ones scanned.
     #[test]
     fn a_long_miss_runs_the_latest_occurrence() {
-        let (_d, s) = store();
-        let start = at("2026-01-01T00:00:00Z");
-        add(&s, &job("tick", "* * * * * *", Misfire::Once), start);
-        let now = start + jiff::SignedDuration::from_hours(24);
-        let claims = s.claim_due(now, "a", LEASE).unwrap();
-        assert_eq!(claims.len(), 1);
-        assert_eq!(claims[0].scheduled, now);
+        each_backend(|store| {
+            let (_d, s) = store();
+            let start = at("2026-01-01T00:00:00Z");
+            add(&*s, &job("tick", "* * * * * *", Misfire::Once), start);
+            let now = start + jiff::SignedDuration::from_hours(24);
+            let claims = s.claim_due(now, "a", LEASE).unwrap();
+            assert_eq!(claims.len(), 1);
+            assert_eq!(claims[0].scheduled, now);
+        });
     }
 
     /// Expired runs left by an older engine that claimed many runs of one job: one is
     /// run again, the others are recorded failed.
     #[test]
     fn many_expired_runs_of_a_job_give_one_run() {
-        let (_d, s) = store();
-        let start = at("2026-01-01T00:00:00Z");
-        add(&s, &job("tick", "0 9 * * *", Misfire::Once), start);
-        s.with(|conn| {
+        each_backend(|store| {
+            let (_d, s) = store();
+            let start = at("2026-01-01T00:00:00Z");
+            add(&*s, &job("tick", "0 9 * * *", Misfire::Once), start);
+            s.transact(true, "test", &mut |tx| {
             for i in 0..50 {
-                conn.execute(
+                tx.execute(
+                    "test",
                     "INSERT INTO runs (job, scheduled, owner, lease_until, status) VALUES ('tick', ?1, 'old', ?2, 'running')",
-                    params![start.as_second() + i, start.as_second() + 30],
+                    values![start.as_second() + i, start.as_second() + 30],
                 )
                 .unwrap();
             }
             Ok(())
         })
         .unwrap();
-        let claims = s
-            .claim_due(start + jiff::SignedDuration::from_secs(120), "b", LEASE)
+            let claims = s
+                .claim_due(start + jiff::SignedDuration::from_secs(120), "b", LEASE)
+                .unwrap();
+            assert_eq!(claims.len(), 1);
+            assert_eq!(claims[0].scheduled.as_second(), start.as_second() + 49);
+            let runs = s.runs("tick").unwrap();
+            assert_eq!(runs.iter().filter(|r| r.status == "running").count(), 1);
+            assert_eq!(runs.iter().filter(|r| r.status == "failed").count(), 49);
+        });
+    }
+}
+
+/// The benchmark of issue 44: claims per second with three engines (three stores, each
+/// its own pool, on threads of their own) racing for 1,000 due jobs, on PostgreSQL and
+/// on SQLite. Run with `cargo test -p klaw-engine --lib claims_per_second -- --ignored
+/// --nocapture`; it asserts only that each job is claimed once.
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const JOBS: usize = 1000;
+    const ROUNDS: usize = 5;
+
+    fn race(stores: &[Arc<dyn JobStore>], reset: &dyn Fn(Timestamp)) -> (f64, Vec<usize>) {
+        let start = Timestamp::from_second(1_767_225_600).unwrap(); // 2026-01-01
+        let mut secs = 0.0;
+        let mut per = vec![0; stores.len()];
+        for round in 0..ROUNDS {
+            let now = start + jiff::SignedDuration::from_hours(24 * (round as i64 + 1));
+            reset(now);
+            let t = Instant::now();
+            let got: Vec<usize> = std::thread::scope(|s| {
+                let handles: Vec<_> = stores
+                    .iter()
+                    .enumerate()
+                    .map(|(i, st)| {
+                        s.spawn(move || {
+                            let owner = format!("e{i}");
+                            let mut n = 0;
+                            loop {
+                                let c = st
+                                    .claim_due(now, &owner, Duration::from_secs(60))
+                                    .unwrap()
+                                    .len();
+                                n += c;
+                                if c == 0 && st.next_due().unwrap().is_none_or(|t| t > now) {
+                                    return n;
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            secs += t.elapsed().as_secs_f64();
+            assert_eq!(got.iter().sum::<usize>(), JOBS, "{got:?}");
+            for (p, g) in per.iter_mut().zip(got) {
+                *p += g;
+            }
+        }
+        (JOBS as f64 * ROUNDS as f64 / secs, per)
+    }
+
+    fn fill(s: &dyn JobStore) {
+        let at = Timestamp::from_second(1_767_225_600).unwrap();
+        for i in 0..JOBS {
+            let job = NewJob {
+                name: format!("j{i:04}"),
+                cron: "0 9 * * *".into(),
+                timezone: "UTC".into(),
+                message: "go".into(),
+                model: None,
+                inject_into: None,
+                misfire: Misfire::Skip,
+                origin: None,
+            };
+            s.add(&job, at, JOBS as u32).unwrap();
+        }
+    }
+
+    #[test]
+    #[ignore = "a benchmark: run it by name with --ignored --nocapture"]
+    fn claims_per_second_with_three_engines() {
+        // Every job made due at `now` (its occurrence within the grace), no run left.
+        let due = |t: &mut dyn Tx, now: Timestamp| {
+            t.execute("bench", "DELETE FROM runs", &[]).unwrap();
+            t.execute(
+                "bench",
+                "UPDATE jobs SET next_run = ?1",
+                values![now.as_second() - 1],
+            )
             .unwrap();
-        assert_eq!(claims.len(), 1);
-        assert_eq!(claims[0].scheduled.as_second(), start.as_second() + 49);
-        let runs = s.runs("tick").unwrap();
-        assert_eq!(runs.iter().filter(|r| r.status == "running").count(), 1);
-        assert_eq!(runs.iter().filter(|r| r.status == "failed").count(), 49);
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("schedule.sqlite");
+        let sqlite: Vec<Arc<SqliteStore>> = (0..3)
+            .map(|_| Arc::new(SqliteStore::new(path.clone(), 3)))
+            .collect();
+        fill(&*sqlite[0]);
+        let first = Arc::clone(&sqlite[0]);
+        let stores: Vec<Arc<dyn JobStore>> = sqlite.into_iter().map(|s| s as _).collect();
+        let (rate, per) = race(&stores, &|now| {
+            first
+                .transact(true, "bench", &mut |t| {
+                    due(t, now);
+                    Ok(())
+                })
+                .unwrap()
+        });
+        eprintln!("SQLite, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})");
+        let Some(server) = super::pg_harness::Postgres::start() else {
+            return;
+        };
+        let url = crate::config::DatabaseUrl::new(server.url());
+        let pg: Vec<Arc<PgStore>> = (0..3)
+            .map(|_| {
+                let db = crate::storage::Postgres::connect(&url).unwrap();
+                Arc::new(PgStore::new(Arc::new(db), 3))
+            })
+            .collect();
+        fill(&*pg[0]);
+        let first = Arc::clone(&pg[0]);
+        let stores: Vec<Arc<dyn JobStore>> = pg.into_iter().map(|s| s as _).collect();
+        let (rate, per) = race(&stores, &|now| {
+            first
+                .transact(true, "bench", &mut |t| {
+                    due(t, now);
+                    Ok(())
+                })
+                .unwrap()
+        });
+        eprintln!(
+            "PostgreSQL, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})"
+        );
     }
 }

@@ -316,14 +316,31 @@ fn list(scheduler: Scheduler) -> Arc<dyn Tool> {
         let scheduler = scheduler.clone();
         async move {
             let store = Arc::clone(scheduler.store());
-            let jobs = tokio::task::spawn_blocking(move || store.list())
-                .await
-                .map_err(|e| ToolError::failed(e.to_string()))?
-                .map_err(store_error)?;
+            let (jobs, holdings) =
+                tokio::task::spawn_blocking(move || Ok((store.list()?, store.holdings()?)))
+                    .await
+                    .map_err(|e| ToolError::failed(e.to_string()))?
+                    .map_err(store_error)?;
             let now = Timestamp::now();
+            let jobs: Vec<Value> = jobs
+                .iter()
+                .map(|j| {
+                    let mut v = job_json(j, now);
+                    // The run going, and the engine that holds it (engines share a
+                    // schedule in PostgreSQL).
+                    if let Some(h) = holdings.iter().find(|h| h.job == j.spec.name) {
+                        v["running"] = json!({
+                            "occurrence": h.scheduled.to_string(),
+                            "engine": h.engine,
+                            "leaseUntil": h.lease_until.to_string(),
+                        });
+                    }
+                    v
+                })
+                .collect();
             Ok(ToolOutput::json(json!({
                 "count": jobs.len(),
-                "jobs": jobs.iter().map(|j| job_json(j, now)).collect::<Vec<_>>(),
+                "jobs": jobs,
             })))
         }
     }))
