@@ -16,7 +16,13 @@
 //!   understood only with the one before, and questions in the other language. Imported
 //!   two ways: as a conversation (as `memory import` imports it,
 //!   [`conversation::documents`]: each turn with its date and the previous turn as
-//!   context) and as document lines (each turn `speaker: text` alone).
+//!   context) and as document lines (each turn `speaker: text` alone);
+//! - `tests/data/long/*.jsonl` (issue 49, made by `scripts/gen_long_conversations.py`):
+//!   four long two-speaker conversations of 16 dated sessions (three English, one
+//!   Russian; 1711 turns) with 305 questions (a single fact, when something happened, a
+//!   fact in two turns, a preference stated once in the first sessions; some
+//!   paraphrased), imported both ways, with a plain BM25 over the same turns printed
+//!   beside the modes (`long_conversations`, the default model only).
 //!
 //! For each model and mode (text, vector, hybrid, and hybrid fused by RRF as before issue
 //! 30) the test prints top-1, MRR@10 and recall@10 (the share of a question's evidence in
@@ -542,11 +548,15 @@ struct TurnQuestion {
     q: String,
     category: String,
     evidence: Vec<String>,
+    /// The question avoids the evidence's words (the long conversations mark it).
+    #[serde(default)]
+    paraphrased: bool,
 }
 
-fn dialogue(name: &str) -> Vec<Turn> {
+/// The turns of `tests/data/<dir>/<name>.jsonl`.
+fn dialogue(dir: &str, name: &str) -> Vec<Turn> {
     let path = format!(
-        "{}/tests/data/conversations/{name}.jsonl",
+        "{}/tests/data/{dir}/{name}.jsonl",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read_to_string(&path)
@@ -558,9 +568,10 @@ fn dialogue(name: &str) -> Vec<Turn> {
         .collect()
 }
 
-fn questions(name: &str) -> Vec<TurnQuestion> {
+/// The questions of `tests/data/<dir>/<name>.questions.json`.
+fn questions(dir: &str, name: &str) -> Vec<TurnQuestion> {
     let path = format!(
-        "{}/tests/data/conversations/{name}.questions.json",
+        "{}/tests/data/{dir}/{name}.questions.json",
         env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -573,14 +584,18 @@ fn conversations(e: &[Embedder], context: bool) -> Run {
     let (_dir, index) = open(e);
     let mut qs = Vec::new();
     for name in DIALOGUES {
-        let turns = dialogue(name);
+        let turns = dialogue("conversations", name);
         let mut docs = conversation::documents(&turns, name);
         if !context {
             docs.iter_mut().for_each(|d| d.context = None);
         }
         let report = index.save_all(&docs).unwrap();
         assert_eq!(report.duplicates, 0, "{name}");
-        qs.extend(questions(name).into_iter().map(|q| (name, q)));
+        qs.extend(
+            questions("conversations", name)
+                .into_iter()
+                .map(|q| (name, q)),
+        );
     }
     let qs: Vec<Question<'_>> = qs
         .iter()
@@ -620,22 +635,27 @@ fn table(title: &str, rows: &[(&str, &Scores)], cats: &[&str]) -> String {
             .join(" | "),
         "---|".repeat(cats.len())
     );
+    // the plain BM25 first where a set has it, then the ways
+    let names: Vec<&str> = std::iter::once(BM25)
+        .chain(all_ways().into_iter().map(|w| w.name))
+        .collect();
     for (label, scores) in rows {
-        for w in all_ways()
-            .into_iter()
-            .filter(|w| scores.contains_key(&("all".to_owned(), w.name)))
+        for name in names
+            .iter()
+            .copied()
+            .filter(|n| scores.contains_key(&("all".to_owned(), *n)))
         {
             let cells: Vec<String> = cats
                 .iter()
                 .map(|c| {
                     let s = scores
-                        .get(&((*c).to_owned(), w.name))
+                        .get(&((*c).to_owned(), name))
                         .copied()
                         .unwrap_or_default();
                     format!("{}/{} · {:.3} · {:.3}", s.top1, s.n, s.mrr(), s.recall())
                 })
                 .collect();
-            t += &format!("| {label} | {} | {} |\n", w.name, cells.join(" | "));
+            t += &format!("| {label} | {name} | {} |\n", cells.join(" | "));
         }
     }
     t
@@ -873,4 +893,235 @@ fn floors(all: &[Sets], one_model: bool) {
         u.recall() >= without.recall() + 0.06,
         "{u:?} vs {without:?}"
     );
+}
+
+/// The row of a plain BM25 over the same turns, printed beside the modes (issue 49: the
+/// hybrid must beat its own word search).
+const BM25: &str = "BM25 alone";
+
+/// The long conversations of issue 49, `tests/data/long/` (made by
+/// `scripts/gen_long_conversations.py --seed 49`): two speakers each, 16 dated sessions,
+/// 360 to 470 turns; three in English, one in Russian.
+const LONG: [&str; 4] = [
+    "anna-ben-en",
+    "chloe-daniel-en",
+    "priya-marcus-en",
+    "olga-dmitry-ru",
+];
+
+/// A plain Okapi BM25 (k1 1.2, b 0.75, Lucene's IDF) over lowercased runs of letters and
+/// digits: no stemming, no stop words, every query word optional. The baseline a
+/// benchmark's authors would run, not Klaw's text side (which stems, drops stop words
+/// and wants most of the query's words).
+struct Bm25 {
+    /// (id, term counts, length in words)
+    docs: Vec<(String, std::collections::HashMap<String, usize>, usize)>,
+    df: std::collections::HashMap<String, usize>,
+    avg: f64,
+}
+
+impl Bm25 {
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+
+    fn new(docs: &[(String, String)]) -> Self {
+        let mut df = std::collections::HashMap::new();
+        let docs: Vec<_> = docs
+            .iter()
+            .map(|(id, text)| {
+                let words = bm25_words(text);
+                let mut tf = std::collections::HashMap::new();
+                for w in &words {
+                    *tf.entry(w.clone()).or_insert(0) += 1;
+                }
+                for w in tf.keys() {
+                    *df.entry(w.clone()).or_insert(0) += 1;
+                }
+                (id.clone(), tf, words.len())
+            })
+            .collect();
+        let avg = docs.iter().map(|d| d.2 as f64).sum::<f64>() / docs.len().max(1) as f64;
+        Bm25 { docs, df, avg }
+    }
+
+    /// The ids of the best `k` documents for `query` (ties by id).
+    fn search(&self, query: &str, k: usize) -> Vec<String> {
+        let n = self.docs.len() as f64;
+        let mut terms = bm25_words(query);
+        terms.sort();
+        terms.dedup();
+        let mut scored: Vec<(f64, &String)> = self
+            .docs
+            .iter()
+            .map(|(id, tf, len)| {
+                let s: f64 = terms
+                    .iter()
+                    .filter_map(|t| {
+                        let f = *tf.get(t)? as f64;
+                        let df = self.df[t] as f64;
+                        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                        let norm = 1.0 - Self::B + Self::B * *len as f64 / self.avg;
+                        Some(idf * f * (Self::K1 + 1.0) / (f + Self::K1 * norm))
+                    })
+                    .sum();
+                (s, id)
+            })
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        scored.into_iter().take(k).map(|x| x.1.clone()).collect()
+    }
+}
+
+fn bm25_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The long conversations in one index, as a conversation (`context`: each turn with its
+/// date and the turn before, as `memory import` does) or as documents (each turn
+/// `speaker: text` alone; a repeated short reply is saved once, as `memory_save` would);
+/// scored every way and by [`Bm25`] over the same turns. Ids are `<name>#<turn id>`
+/// (every conversation has sessions `s1`..`s16`).
+fn long_run(e: &[Embedder], context: bool) -> Run {
+    let (_dir, index) = open(e);
+    let mut qs: Vec<(TurnQuestion, Vec<&str>, Vec<String>)> = Vec::new();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for name in LONG {
+        let mut docs = conversation::documents(&dialogue("long", name), name);
+        if !context {
+            docs.iter_mut().for_each(|d| d.context = None);
+        }
+        let report = index.save_all(&docs).unwrap();
+        if context {
+            assert_eq!(report.duplicates, 0, "{name}");
+        }
+        let mut seen = HashSet::new();
+        texts.extend(
+            docs.into_iter()
+                .filter(|d| seen.insert((d.content.clone(), d.context.clone())))
+                .map(|d| (d.source, d.content)),
+        );
+        let lang = if name.ends_with("-ru") {
+            "russian"
+        } else {
+            "english"
+        };
+        for q in questions("long", name) {
+            let relevant = q.evidence.iter().map(|id| format!("{name}#{id}")).collect();
+            let mut cats = vec![lang];
+            if q.paraphrased {
+                cats.push("paraphrased");
+            }
+            qs.push((q, cats, relevant));
+        }
+    }
+    let questions: Vec<Question<'_>> = qs
+        .iter()
+        .map(|(q, cats, relevant)| Question {
+            q: &q.q,
+            cats: std::iter::once(q.category.as_str())
+                .chain(cats.iter().copied())
+                .collect(),
+            relevant,
+        })
+        .collect();
+    let mut run = score(&index, &questions, str::to_owned);
+    let bm25 = Bm25::new(&texts);
+    for q in &questions {
+        let ranked = bm25.search(q.q, K);
+        for cat in q.cats.iter().copied().chain(["all"]) {
+            run.scores
+                .entry((cat.to_owned(), BM25))
+                .or_default()
+                .add(&ranked, q.relevant);
+        }
+    }
+    run
+}
+
+const LONG_CATS: [&str; 8] = [
+    "all",
+    "english",
+    "russian",
+    "single",
+    "temporal",
+    "multi",
+    "preference",
+    "paraphrased",
+];
+
+/// Issue 49: long two-speaker conversations of dated sessions (`tests/data/long/`), as
+/// documents and as a conversation, with a plain BM25 beside each mode. The default
+/// model only (`KLAW_RETRIEVAL_MODELS` picks others, as for the test above).
+#[test]
+fn long_conversations() {
+    let only = std::env::var("KLAW_RETRIEVAL_MODELS").ok();
+    let default = EmbedderConfig::from_cache().unwrap().name;
+    let mut runs: Vec<(&str, Run, Run)> = Vec::new();
+    for m in MODELS.iter().filter(|m| match only.as_deref() {
+        Some(o) => o.split(',').any(|d| d == m.key()),
+        None => m.key() == default && !m.symmetric,
+    }) {
+        let e = embedders(m);
+        runs.push((m.label, long_run(&e, false), long_run(&e, true)));
+    }
+    let n = runs
+        .first()
+        .map_or(0, |r| r.1.scores[&("all".to_owned(), BM25)].n);
+    let docs: Vec<(&str, &Scores)> = runs.iter().map(|r| (r.0, &r.1.scores)).collect();
+    let conv: Vec<(&str, &Scores)> = runs.iter().map(|r| (r.0, &r.2.scores)).collect();
+    eprintln!(
+        "{}",
+        table(
+            &format!(
+                "long conversations as documents (4 conversations, 1711 turns, {n} questions)"
+            ),
+            &docs,
+            &LONG_CATS
+        )
+    );
+    eprintln!(
+        "{}",
+        table(
+            "long conversations imported as conversations",
+            &conv,
+            &LONG_CATS
+        )
+    );
+    long_floors(&runs);
+}
+
+/// Floors of the long conversations with the default model (hybrid as `memory_search`
+/// runs it): the measured values less a margin, never exact; and issue 49's bar, the
+/// hybrid at least 0.08 of R@10 above a plain BM25 over the same turns, both ways.
+/// Measured 2026-11-27 (USE): as documents R@10 BM25 0.667, text 0.862, vector 0.826,
+/// hybrid 0.916 (206/305 top-1); as a conversation BM25 0.661, text 0.859, vector 0.695,
+/// hybrid 0.882 (179/305).
+fn long_floors(runs: &[(&str, Run, Run)]) {
+    let Some((_, docs, conv)) = runs.iter().find(|r| r.0 == "use-multilingual-v3") else {
+        return;
+    };
+    let all = |run: &Run, way: &'static str| run.scores[&("all".to_owned(), way)];
+    for (what, run, top1, recall) in [
+        ("documents", docs, 185, 0.88),
+        ("conversation", conv, 160, 0.84),
+    ] {
+        let (h, b) = (all(run, "hybrid"), all(run, BM25));
+        assert!(
+            h.top1 >= top1 && h.recall() >= recall,
+            "long conversations as {what}: top-1 {}/{} (floor {top1}), R@10 {:.3} (floor {recall})",
+            h.top1,
+            h.n,
+            h.recall()
+        );
+        assert!(
+            h.recall() >= b.recall() + 0.08,
+            "long conversations as {what}: hybrid R@10 {:.3}, BM25 {:.3}",
+            h.recall(),
+            b.recall()
+        );
+    }
 }
