@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::scripted::{Recorded, Reply, ScriptedServer};
 use common::{engine, stderr, stdout};
 
