@@ -17,9 +17,13 @@
 mod definitions;
 #[cfg(all(feature = "docs", feature = "testing"))]
 mod docs;
+#[cfg(feature = "testing")]
 mod execute;
+#[cfg(all(feature = "files", feature = "testing"))]
 mod files;
+#[cfg(feature = "files")]
 mod files_crash;
+#[cfg(feature = "files")]
 mod files_hostile;
 #[cfg(all(feature = "shell", feature = "testing"))]
 mod shell;
