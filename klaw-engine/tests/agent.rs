@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::scripted::{Recorded, Reply, ScriptedServer};
 use common::{cache, engine, run_with_stdin, stderr, stdout};
 

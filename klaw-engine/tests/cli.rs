@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{cache, engine, stderr, stdout};
 
 struct Env {

@@ -13,7 +13,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::mcp_client::Mcp;
 use common::scripted::{Reply, ScriptedServer};
 use common::{

@@ -16,7 +16,7 @@ use klaw_engine::llm::{
 use klaw_tools::ToolSpec;
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::scripted::{Reply, ScriptedServer};
 
 const KEY: &str = "sk-test-secret-0123456789";

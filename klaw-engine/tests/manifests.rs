@@ -15,7 +15,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::mcp_client::Mcp;
 use common::{cache, dirs, engine_in, eventually, processes_with, stderr, stdout, test_python};
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{
     cache, engine, eventually, installed, processes_with, stderr, stdout, test_python as python,
 };

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::mcp_client::Mcp;
 use common::{cache, engine, eventually, stderr, stdout};
 

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
-use common::postgres::Postgres;
+use crate::common;
+use crate::common::postgres::Postgres;
 use common::scripted::{Recorded, Reply, ScriptedServer};
 use common::{engine, stderr, stdout};
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::mcp_client::Mcp;
 use common::scripted::{Recorded, Reply, ScriptedServer};
 use common::{dirs, engine_in, run_with_stdin, stderr, stdout};

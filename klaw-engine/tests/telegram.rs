@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::fake_telegram::FakeTelegram;
 use common::scripted::{Reply, ScriptedServer};
 use common::{cache, engine};

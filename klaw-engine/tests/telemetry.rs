@@ -21,7 +21,7 @@ use prost::Message as _;
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
 
-mod common;
+use crate::common;
 use common::mcp_client::Mcp;
 use common::scripted::{Reply, ScriptedServer};
 use common::{engine_in, eventually};

@@ -53,6 +53,15 @@ fn writer(workspace: &str) {
     });
 }
 
+/// The test `name` of this file by its full path in the test binary: `files_crash::{name}`
+/// (this file is a module of `tests/all.rs`), as `--exact` wants it.
+fn test_path(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 #[test]
 fn kill_9_during_overwrite_leaves_the_old_or_the_new_file() {
     if let Ok(ws) = std::env::var(WRITER_ENV) {
@@ -64,7 +73,12 @@ fn kill_9_during_overwrite_leaves_the_old_or_the_new_file() {
     let target = ws.join("big.bin");
     for round in 0..6_u64 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                &test_path(TEST_NAME),
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(WRITER_ENV, ws)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -73,12 +73,21 @@ fn works(mode: SandboxMode) -> bool {
     }
 }
 
+/// The test `name` of this file by its full path in the test binary: `shell::{name}`
+/// (this file is a module of `tests/all.rs`), as `--exact` wants it.
+fn test_path(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// This test binary, re-run to execute one `#[ignore]`d probe (`module::name` or a
-/// top-level name) alone, with its output captured.
+/// top-level name, in this file) alone, with its output captured.
 fn probe_command(probe: &str) -> std::process::Command {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        probe,
+        &test_path(probe),
         "--exact",
         "--ignored",
         "--nocapture",
@@ -653,10 +662,10 @@ async fn the_terminal_is_out_of_reach(mode: SandboxMode) {
         eprintln!("skipping: /usr/bin/script is not installed");
         return;
     }
-    let name = match mode {
+    let name = test_path(match mode {
         SandboxMode::Bwrap => "bwrap_boundary::terminal_probe",
         _ => "landlock_boundary::terminal_probe",
-    };
+    });
     let exe = std::env::current_exe().unwrap();
     let line = format!(
         "'{}' {name} --exact --ignored --nocapture --test-threads=1",

@@ -1529,11 +1529,20 @@ async fn probe_extraction_past_the_time_limit() {
 /// web.timeoutSeconds bounds the extraction too, and really stops it: the call returns
 /// a timeout soon after the limit and no thread goes on burning CPU on the page (before,
 /// the blocking thread ran on, unstoppable, after the call had given up).
+/// The test `name` of this file by its full path in the test binary: `web::{name}`
+/// (this file is a module of `tests/all.rs`), as `--exact` wants it.
+fn test_path(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 #[test]
 fn the_time_limit_stops_the_extraction() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "probe_extraction_past_the_time_limit",
+            &test_path("probe_extraction_past_the_time_limit"),
             "--exact",
             "--ignored",
             "--nocapture",
