@@ -82,7 +82,7 @@ eval: setup-test
 
 ## Re-generate the trybuild .stderr files after changing a macro message (review the diff!).
 ui:
-	TRYBUILD=overwrite $(CARGO) test --locked -p klaw --test ui
+	TRYBUILD=overwrite $(CARGO) test --locked -p klaw --all-features --test ui
 
 doc:
 	$(CARGO) doc --no-deps --workspace --all-features
