@@ -193,8 +193,9 @@ pub enum StoreError {
     Duplicate(String),
     /// The store holds as many jobs as `scheduler.maxJobs` allows.
     #[error(
-        "the schedule already holds {max} jobs, the most scheduler.maxJobs allows; remove one \
-         first (schedule_remove) or raise scheduler.maxJobs in engine.json"
+        "the schedule already holds {max} job{s}, the most scheduler.maxJobs allows; remove one \
+         first (schedule_remove) or raise scheduler.maxJobs in engine.json",
+        s = if *max == 1 { "" } else { "s" }
     )]
     Full {
         /// The cap, `scheduler.maxJobs`.
@@ -1511,6 +1512,13 @@ mod tests {
 
     /// `scheduler.maxJobs`: past the cap, adding fails naming it, and nothing is added;
     /// a name in use is still reported as such.
+    /// The refusal reads right for a cap of one.
+    #[test]
+    fn a_cap_of_one_job_is_said_in_the_singular() {
+        let one = StoreError::Full { max: 1 }.to_string();
+        assert!(one.contains("holds 1 job,"), "{one}");
+    }
+
     #[test]
     fn adding_past_max_jobs_is_refused() {
         each_backend(|store| {
