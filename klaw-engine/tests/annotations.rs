@@ -32,6 +32,7 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("memory_core_delete", "-d--", cfg!(feature = "memory"), "removes a fact every later system prompt carried"),
     ("memory_core_get", "r-i-", cfg!(feature = "memory"), "reads core memory"),
     ("memory_core_update", "-di-", cfg!(feature = "memory"), "overwrites a fact every later system prompt carries; the same fact twice changes nothing more"),
+    ("memory_get", "r-i-", cfg!(feature = "memory"), "reads memory: the same document for the same arguments"),
     ("memory_save", "--i-", cfg!(feature = "memory"), "adds to memory, never replaces; an exact repeat is not stored again"),
     ("memory_search", "r-i-", cfg!(feature = "memory"), "reads memory"),
     ("process", "-d-o", true, "starts any command as exec does, and kills processes"),

@@ -76,6 +76,44 @@ impl Env {
     }
 }
 
+/// Issue 47: `memory_get` through `call` and MCP: the chunk `memory_search` found gives its
+/// whole document back.
+#[test]
+fn memory_get_gives_the_document_of_a_found_chunk_through_call_and_mcp() {
+    let env = Env::new();
+    let content = "# Dacha\n\nThe Wi-Fi password at the dacha is 'sunflower-42'.\n\nThe key is under the blue pot.";
+    let saved = env.call(
+        "memory_save",
+        &json!({"content": content, "source": "notes/dacha.md"}),
+    );
+    assert_eq!(saved["inserted"], 1, "{saved}");
+    let found = env.call(
+        "memory_search",
+        &json!({"query": "sunflower-42", "mode": "text"}),
+    );
+    let id = found["results"][0]["chunkId"].clone();
+    assert!(id.is_i64(), "{found}");
+    let got = env.call("memory_get", &json!({"chunkId": id}));
+    assert_eq!(got["content"], content, "{got}");
+    assert_eq!(
+        (&got["source"], &got["totalLines"]),
+        (&json!("notes/dacha.md"), &json!(5))
+    );
+    let mut mcp = Mcp::start(env.cmd(&["mcp"]));
+    let got = mcp.call(
+        "memory_get",
+        json!({"source": "notes/dacha.md", "startLine": 3, "maxLines": 1}),
+    );
+    assert_eq!(got["isError"], false, "{got}");
+    let doc = &got["structuredContent"];
+    assert_eq!(
+        doc["content"], "The Wi-Fi password at the dacha is 'sunflower-42'.",
+        "{got}"
+    );
+    assert_eq!(doc["nextStartLine"], 4, "{got}");
+    assert!(mcp.finish().success());
+}
+
 #[test]
 fn a_saved_memory_is_found_by_a_new_process_and_not_stored_twice() {
     let env = Env::new();

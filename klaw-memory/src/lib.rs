@@ -7,7 +7,7 @@
 //! alone; `klaw-tools` re-exports it as `klaw_tools::tools::memory` (its `memory`
 //! feature), and the engine links it so its tools register.
 //!
-//! The tools: `memory_search`, `memory_save`, and core memory (`memory_core_get`,
+//! The tools: `memory_search`, `memory_save`, `memory_get` (a whole document back), and core memory (`memory_core_get`,
 //! `memory_core_update`, `memory_core_delete`); see `doc/tools/memory.md`.
 //!
 //! The rest of Klaw (the `docs_*` tools, the engine's `memory` commands and `doctor`)
@@ -26,6 +26,7 @@ mod core;
 mod embed;
 mod fts;
 mod fuse;
+mod get;
 pub mod import;
 mod index;
 mod save;
@@ -40,6 +41,7 @@ pub use self::core::{
 pub use chunk::ChunkOptions;
 pub use embed::{EmbedError, Embedder, EmbedderConfig, InputFormat, TextKind};
 pub use fuse::{FoundBy, Weights};
+pub use get::{MAX_GET_LINES, MemoryDocument, memory_get};
 pub use index::{
     Chunk, Document, Index, IndexInfo, MEMORY_DB, Memory, MemoryConfig, MemoryError, SaveReport,
     SearchMode, SyncDoc, SyncReport,

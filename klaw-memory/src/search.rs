@@ -37,6 +37,9 @@ pub struct MemoryHit {
     /// Кто нашёл: text (по словам), vector (по смыслу) или both
     #[schema(description_en = "Which side found it: text (words), vector (meaning) or both")]
     pub found_by: FoundBy,
+    /// Номер фрагмента: memory_get с ним вернёт весь его документ
+    #[schema(description_en = "The chunk's id: memory_get with it returns its whole document")]
+    pub chunk_id: i64,
 }
 
 /// The answer of `memory_search`.
@@ -151,6 +154,7 @@ pub async fn memory_search(
             .into_iter()
             .map(|h| MemoryHit {
                 date: day(&h),
+                chunk_id: h.id,
                 content: h.content,
                 source: h.source,
                 score: round(h.score),

@@ -157,6 +157,17 @@ pub struct Hit {
     pub found_by: FoundBy,
 }
 
+/// A stored chunk as `memory_get` reads it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredChunk {
+    /// Its id.
+    pub id: i64,
+    /// Its text.
+    pub content: String,
+    /// Its source.
+    pub source: String,
+}
+
 /// The memory database. See the module docs.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -1248,6 +1259,54 @@ impl MemoryStore {
             share > HYBRID_MIN_COVERAGE || code
         });
         Ok(text)
+    }
+
+    /// The chunks whose source is `source` (`prefix` false) or begins with `source#`
+    /// (`prefix` true: a conversation's turns, a file's sections), in the order they
+    /// were stored: by time, then by id (`memory_get`).
+    pub(crate) fn chunks_of(
+        &self,
+        source: &str,
+        prefix: bool,
+    ) -> Result<Vec<StoredChunk>, StoreError> {
+        let (sql, key) = if prefix {
+            (
+                "SELECT id, content, source FROM chunks
+                 WHERE substr(source, 1, length(?1)) = ?1 ORDER BY created_at, id",
+                format!("{source}#"),
+            )
+        } else {
+            (
+                "SELECT id, content, source FROM chunks WHERE source = ?1 ORDER BY id",
+                source.to_owned(),
+            )
+        };
+        let mut st = self.conn.prepare(sql)?;
+        let rows = st.query_map([key], |r| {
+            Ok(StoredChunk {
+                id: r.get(0)?,
+                content: r.get(1)?,
+                source: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The source of the chunk `id`, if it is stored.
+    pub(crate) fn source_of(&self, id: i64) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT source FROM chunks WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    /// Every distinct source stored (for "did you mean").
+    pub(crate) fn sources(&self) -> Result<Vec<String>, StoreError> {
+        let mut st = self.conn.prepare("SELECT DISTINCT source FROM chunks")?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 }
 

@@ -348,3 +348,157 @@ async fn warming_creates_nothing_and_then_serves_the_same_index() {
     assert!(memory.warm(&fresh).unwrap());
     assert!(format!("{:?}", memory.embedder(&fresh).unwrap()).contains("loaded: true"));
 }
+
+/// A text of several chunks in the form chunking keeps: a paragraph too long for one
+/// chunk (split with overlap), short paragraphs, headings, a code fence.
+fn long_text() -> String {
+    let para = |n: usize, w: &str| {
+        (0..n)
+            .map(|i| format!("{w}{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "# Отчёт о поездке\n\nМы выехали в понедельник.\nВернулись в пятницу.\n\n{}\n\n## Расходы\n\n{}\n\n```text\nбилеты 120\n\nгостиница 300\n```\n\nИтого 420 евро.",
+        para(900, "день"),
+        para(150, "trip")
+    )
+}
+
+#[tokio::test]
+async fn memory_get_gives_back_a_saved_document_whole_and_in_windows() {
+    let kit = kit();
+    let text = long_text();
+    let saved = kit
+        .call_ok(
+            "memory_save",
+            json!({"content": text, "source": "notes/trip.md"}),
+        )
+        .await;
+    assert!(saved["chunks"].as_u64().unwrap() > 3, "{saved}");
+    let lines = text.lines().count() as u64;
+    let got = kit
+        .call_ok("memory_get", json!({"source": "notes/trip.md"}))
+        .await;
+    assert_eq!(got["content"].as_str().unwrap(), text, "{got}");
+    assert_eq!(got["source"], "notes/trip.md");
+    assert_eq!(got["chunks"], saved["chunks"]);
+    assert_eq!(
+        (&got["startLine"], &got["endLine"], &got["totalLines"]),
+        (&json!(1), &json!(lines), &json!(lines))
+    );
+    assert_eq!(got["truncated"], false);
+    assert_eq!(got["nextStartLine"], Value::Null);
+
+    // a window, and where to go on
+    let w = kit
+        .call_ok(
+            "memory_get",
+            json!({"source": "notes/trip.md", "startLine": 3, "maxLines": 2}),
+        )
+        .await;
+    assert_eq!(
+        w["content"],
+        "Мы выехали в понедельник.\nВернулись в пятницу."
+    );
+    assert_eq!((&w["endLine"], &w["nextStartLine"]), (&json!(4), &json!(5)));
+
+    // by a chunk id memory_search gives: the chunk's whole document
+    let found = kit
+        .call_ok(
+            "memory_search",
+            json!({"query": "гостиница 300", "mode": "text"}),
+        )
+        .await;
+    let hit = &found["results"][0];
+    assert_eq!(hit["source"], "notes/trip.md", "{found}");
+    let id = hit["chunkId"].as_i64().unwrap();
+    let by_id = kit.call_ok("memory_get", json!({"chunkId": id})).await;
+    assert_eq!(by_id["content"].as_str().unwrap(), text);
+
+    // past the end
+    let e = kit
+        .call_err(
+            "memory_get",
+            json!({"source": "notes/trip.md", "startLine": lines + 1}),
+        )
+        .await;
+    invalid(&e, "/startLine", "past the end");
+    assert!(
+        e.message().contains(&format!("has {lines} lines")),
+        "{}",
+        e.message()
+    );
+}
+
+#[tokio::test]
+async fn memory_get_gives_a_conversation_s_turns_in_order() {
+    use klaw_memory::Memory;
+    use klaw_memory::conversation::{Turn, documents};
+    let kit = kit();
+    let turn = |id: &str, speaker: &str, text: &str, t: i64| Turn {
+        session: "s1".into(),
+        id: id.into(),
+        speaker: speaker.into(),
+        text: text.into(),
+        created_at: Some(1_700_000_000 + t),
+    };
+    let turns = [
+        turn("s1.01", "user", "Which shoes should I take?", 0),
+        turn("s1.02", "assistant", "The blue ones, 38 euros.", 60),
+        turn("s1.03", "user", "Fine, order them.", 120),
+    ];
+    let ctx = kit.context().clone();
+    tokio::task::spawn_blocking(move || {
+        let memory = ctx.shared_state::<Memory>();
+        let index = memory.memory(&ctx).unwrap();
+        index.save_all(&documents(&turns, "chat.jsonl")).unwrap();
+    })
+    .await
+    .unwrap();
+    let got = kit
+        .call_ok("memory_get", json!({"source": "chat.jsonl"}))
+        .await;
+    assert_eq!(
+        got["content"],
+        "user: Which shoes should I take?\nassistant: The blue ones, 38 euros.\nuser: Fine, order them."
+    );
+    assert_eq!((&got["totalLines"], &got["chunks"]), (&json!(3), &json!(3)));
+    // one turn by its own source
+    let one = kit
+        .call_ok("memory_get", json!({"source": "chat.jsonl#s1.02"}))
+        .await;
+    assert_eq!(one["content"], "assistant: The blue ones, 38 euros.");
+    // an unknown source is not found, with the close ones suggested
+    let e = kit
+        .call_err("memory_get", json!({"source": "chat.jsnl"}))
+        .await;
+    assert!(e.is_not_found(), "{}", e.to_model_text());
+    assert!(
+        e.message().contains("did you mean chat.jsonl"),
+        "{}",
+        e.message()
+    );
+    let e = kit.call_err("memory_get", json!({"chunkId": 9999})).await;
+    assert!(e.is_not_found(), "{}", e.to_model_text());
+    assert!(e.message().contains("no chunk 9999"), "{}", e.message());
+}
+
+#[tokio::test]
+async fn memory_get_wants_a_source_or_a_chunk_id_and_creates_nothing() {
+    let kit = kit();
+    let e = kit.call_err("memory_get", json!({})).await;
+    invalid(&e, "/source", "give source or chunkId");
+    let e = kit
+        .call_err("memory_get", json!({"source": "a", "chunkId": 1}))
+        .await;
+    invalid(&e, "/chunkId", "not both");
+    let e = kit
+        .call_err("memory_get", json!({"source": "a", "maxLines": 2001}))
+        .await;
+    assert_eq!(e.pointer(), Some("/maxLines"), "{}", e.to_model_text());
+    let e = kit.call_err("memory_get", json!({"source": "a"})).await;
+    assert!(e.is_not_found(), "{}", e.to_model_text());
+    assert!(e.message().contains("memory is empty"), "{}", e.message());
+    assert!(!kit.data_dir().join("memory.sqlite").exists());
+}
