@@ -78,34 +78,37 @@ pub(crate) fn check_text(program: &str, name: &str, text: &[u8]) -> Result<(), S
     {
         return known.clone();
     }
-    let answer = run_check(kind, program, name, text);
     // A check that could not run (no interpreter, a time limit) is not remembered.
-    if !matches!(&answer, Err(m) if m.starts_with("cannot check")) {
-        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-        if seen.len() > 1024 {
-            seen.clear();
-        }
-        seen.insert(key, answer.clone());
+    let answer = run_check(kind, program, name, text)?;
+    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    if seen.len() > 1024 {
+        seen.clear();
     }
+    seen.insert(key, answer.clone());
     answer
 }
 
-fn run_check(kind: Checker, program: &str, name: &str, text: &[u8]) -> Result<(), String> {
+/// Runs the interpreter's check: `Err` when it could not run (said why), else the
+/// check's answer (`Err` with the interpreter's message for a syntax error).
+fn run_check(
+    kind: Checker,
+    program: &str,
+    name: &str,
+    text: &[u8],
+) -> Result<Result<(), String>, String> {
+    let cannot = |e: std::io::Error| format!("cannot check the script's syntax: {e}");
     let dir = tempfile::Builder::new()
         .prefix("klaw-syntax-")
         .tempdir()
-        .map_err(|e| format!("cannot check the script's syntax: {e}"))?;
+        .map_err(cannot)?;
     let file_name = Path::new(name)
         .file_name()
         .map_or_else(|| "script".into(), |n| n.to_string_lossy().into_owned());
     let script = dir.path().join(&file_name);
-    std::fs::write(&script, text).map_err(|e| format!("cannot check the script's syntax: {e}"))?;
+    std::fs::write(&script, text).map_err(cannot)?;
     let errors = dir.path().join(".klaw-check-output");
-    let out = std::fs::File::create(&errors)
-        .map_err(|e| format!("cannot check the script's syntax: {e}"))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("cannot check the script's syntax: {e}"))?;
+    let out = std::fs::File::create(&errors).map_err(cannot)?;
+    let err = out.try_clone().map_err(cannot)?;
     let mut cmd = Command::new(program);
     match kind {
         Checker::Shell => {
@@ -147,7 +150,7 @@ fn run_check(kind: Checker, program: &str, name: &str, text: &[u8]) -> Result<()
         }
     };
     if status.success() {
-        return Ok(());
+        return Ok(Ok(()));
     }
     let mut message = std::fs::read(&errors)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -167,9 +170,9 @@ fn run_check(kind: Checker, program: &str, name: &str, text: &[u8]) -> Result<()
     } else {
         message.to_owned()
     };
-    Err(format!(
+    Ok(Err(format!(
         "the script {name} has a syntax error ({program} says): {message}"
-    ))
+    )))
 }
 
 /// Checks the script a manifest's command runs, when there is one to check: the first

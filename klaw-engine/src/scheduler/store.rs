@@ -1741,59 +1741,52 @@ mod bench {
         }
     }
 
-    #[test]
-    #[ignore = "a benchmark: run it by name with --ignored --nocapture"]
-    fn claims_per_second_with_three_engines() {
+    /// Fills the first of `stores` (three engines on one database) and races them over
+    /// [`ROUNDS`] rounds in which every job is due; prints the claims per second.
+    fn measure<S: JobStore + Transact + 'static>(backend: &str, stores: Vec<Arc<S>>) {
+        fill(&*stores[0]);
+        let first = Arc::clone(&stores[0]);
+        let stores: Vec<Arc<dyn JobStore>> = stores.into_iter().map(|s| s as _).collect();
         // Every job made due at `now` (its occurrence within the grace), no run left.
-        let due = |t: &mut dyn Tx, now: Timestamp| {
-            t.execute("bench", "DELETE FROM runs", &[]).unwrap();
-            t.execute(
-                "bench",
-                "UPDATE jobs SET next_run = ?1",
-                values![now.as_second() - 1],
-            )
-            .unwrap();
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("schedule.sqlite");
-        let sqlite: Vec<Arc<SqliteStore>> = (0..3)
-            .map(|_| Arc::new(SqliteStore::new(path.clone(), 3)))
-            .collect();
-        fill(&*sqlite[0]);
-        let first = Arc::clone(&sqlite[0]);
-        let stores: Vec<Arc<dyn JobStore>> = sqlite.into_iter().map(|s| s as _).collect();
         let (rate, per) = race(&stores, &|now| {
             first
                 .transact(true, "bench", &mut |t| {
-                    due(t, now);
+                    t.execute("bench", "DELETE FROM runs", &[])?;
+                    t.execute(
+                        "bench",
+                        "UPDATE jobs SET next_run = ?1",
+                        values![now.as_second() - 1],
+                    )?;
                     Ok(())
                 })
                 .unwrap()
         });
-        eprintln!("SQLite, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})");
+        eprintln!("{backend}, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})");
+    }
+
+    #[test]
+    #[ignore = "a benchmark: run it by name with --ignored --nocapture"]
+    fn claims_per_second_with_three_engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("schedule.sqlite");
+        measure(
+            "SQLite",
+            (0..3)
+                .map(|_| Arc::new(SqliteStore::new(path.clone(), 3)))
+                .collect(),
+        );
         let Some(server) = super::pg_harness::Postgres::start() else {
             return;
         };
         let url = crate::config::DatabaseUrl::new(server.url());
-        let pg: Vec<Arc<PgStore>> = (0..3)
-            .map(|_| {
-                let db = crate::storage::Postgres::connect(&url).unwrap();
-                Arc::new(PgStore::new(Arc::new(db), 3))
-            })
-            .collect();
-        fill(&*pg[0]);
-        let first = Arc::clone(&pg[0]);
-        let stores: Vec<Arc<dyn JobStore>> = pg.into_iter().map(|s| s as _).collect();
-        let (rate, per) = race(&stores, &|now| {
-            first
-                .transact(true, "bench", &mut |t| {
-                    due(t, now);
-                    Ok(())
+        measure(
+            "PostgreSQL",
+            (0..3)
+                .map(|_| {
+                    let db = crate::storage::Postgres::connect(&url).unwrap();
+                    Arc::new(PgStore::new(Arc::new(db), 3))
                 })
-                .unwrap()
-        });
-        eprintln!(
-            "PostgreSQL, 3 engines, {JOBS} due jobs: {rate:.0} claims/s (by engine: {per:?})"
+                .collect(),
         );
     }
 }

@@ -86,19 +86,15 @@ fn interpreters() -> &'static [Found] {
                     }
                 }
             }
-            if let Some(p) = first_visible {
+            let chosen = first_visible
+                .map(|p| (p, true))
+                .or(first_any.map(|p| (p, false)));
+            if let Some((path, in_sandbox)) = chosen {
                 found.push(Found {
                     language: lang.name,
                     extension: lang.extension,
-                    path: p,
-                    in_sandbox: true,
-                });
-            } else if let Some(p) = first_any {
-                found.push(Found {
-                    language: lang.name,
-                    extension: lang.extension,
-                    path: p,
-                    in_sandbox: false,
+                    path,
+                    in_sandbox,
                 });
             }
         }
