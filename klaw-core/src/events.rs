@@ -107,14 +107,16 @@ impl ToolEvent {
                 elapsed,
                 error,
             } => {
+                // A detail or a cause only when there is one (no `detail="" cause=""`).
+                let causes = error.causes();
                 tracing::warn!(
                     target: "klaw::tools",
                     tool,
                     call_id,
                     elapsed_us = elapsed.as_micros() as u64,
                     kind = error.kind().code(),
-                    detail = error.detail().unwrap_or(""),
-                    cause = error.causes(),
+                    detail = error.detail(),
+                    cause = (!causes.is_empty()).then_some(causes.as_str()),
                     "tool failed: {}", error.message()
                 );
             }

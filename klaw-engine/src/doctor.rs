@@ -415,9 +415,19 @@ fn browser_check(config: &Config) -> Check {
 /// engine's own tools too), or, without a usable configuration, the linked ones.
 fn tools_check(config: Option<&Config>) -> Check {
     let count = match config {
-        Some(config) => crate::App::for_listing(config.clone())
-            .map(|app| (app.engine().registry().len(), app.engine().failed()))
-            .map_err(|e| e.to_string()),
+        Some(config) => match crate::App::for_listing(config.clone()) {
+            Ok(app) => Ok((app.engine().registry().len(), app.engine().failed())),
+            // The `database` line says what is wrong; the tools are not to blame.
+            Err(crate::app::AppError::Storage(_)) => {
+                return check(
+                    "tools",
+                    Status::Warn,
+                    "not checked: the engine cannot be assembled without its database",
+                    Some("fix the database first (the `database` line)".into()),
+                );
+            }
+            Err(e) => Err(e.to_string()),
+        },
         None => ToolRegistry::collect()
             .map(|r| (r.len(), Vec::new()))
             .map_err(|e| e.to_string()),
