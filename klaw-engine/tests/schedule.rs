@@ -1347,3 +1347,76 @@ fn a_bad_storage_url_fails_the_start_clearly() {
     );
     assert_eq!(pg.psql("SELECT COUNT(*) FROM klaw_schema_migrations"), "2");
 }
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet: it runs no more).
+fn process_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Run by [`a_killed_test_process_leaves_no_postgres`] in a process of its own: starts
+/// a PostgreSQL, says where its data is, and waits to be killed.
+#[test]
+#[ignore = "a helper: a_killed_test_process_leaves_no_postgres runs it in a child process"]
+fn postgres_held_until_killed() {
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    println!(
+        "SERVER {} {}",
+        pg.server_pid().unwrap(),
+        pg.socket_dir().display()
+    );
+    std::thread::sleep(Duration::from_secs(300));
+}
+
+/// Test hygiene: a test process killed with `kill -9` (no destructor runs) leaves no
+/// `postgres` behind: the server's supervisor sees its pipe close and kills the server's
+/// process group.
+#[test]
+fn a_killed_test_process_leaves_no_postgres() {
+    if !common::postgres::available() {
+        return;
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "schedule::postgres_held_until_killed",
+            "--ignored",
+            "--nocapture",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (pid, sock) = loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child said nothing"
+        );
+        if let Some(rest) = line.trim().strip_prefix("SERVER ") {
+            let (pid, sock) = rest.split_once(' ').unwrap();
+            break (pid.parse::<u32>().unwrap(), PathBuf::from(sock));
+        }
+    };
+    assert!(!process_gone(pid));
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _ = child.wait();
+    wait_for(30, "the server of a killed test process to stop", || {
+        process_gone(pid)
+    });
+    // Its temporary directory stays (no destructor ran): removed here.
+    if let Some(dir) = sock.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

