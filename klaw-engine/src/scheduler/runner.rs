@@ -245,22 +245,45 @@ impl Scheduler {
         if let Err(e) = &outcome {
             tracing::warn!(target: "klaw::scheduler", job = name, scheduled = %claim.scheduled, "the run failed: {e}");
         }
-        let (me, recorded) = (self.clone(), outcome.clone());
-        let stored = tokio::task::spawn_blocking(move || {
-            me.store
-                .finish(&claim, &me.owner, recorded, Timestamp::now())
-        })
-        .await;
-        match stored {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(target: "klaw::scheduler", job = name, "the run's end was not recorded: {e}")
-            }
-            Err(e) => {
-                tracing::error!(target: "klaw::scheduler", job = name, "the run's end was not recorded: {e}")
-            }
-        }
+        self.record_end(&claim, &outcome).await;
         outcome
+    }
+
+    /// Records the end of `claim`'s run, trying again every second while the store
+    /// fails (a database restarted or out of reach): a run whose end was not recorded
+    /// would stay `running` under this engine's renewed lease (its job stuck), or be run
+    /// again by another engine once the lease passed. The first failure is logged, then
+    /// one a minute, and the success after them.
+    async fn record_end(&self, claim: &Claim, outcome: &Result<(), String>) {
+        let name = &claim.job.spec.name;
+        let mut failures: u32 = 0;
+        loop {
+            let (me, c, recorded) = (self.clone(), claim.clone(), outcome.clone());
+            let stored = tokio::task::spawn_blocking(move || {
+                me.store.finish(&c, &me.owner, recorded, Timestamp::now())
+            })
+            .await;
+            match stored {
+                Ok(Ok(())) => {
+                    if failures > 0 {
+                        tracing::warn!(target: "klaw::scheduler", job = name, scheduled = %claim.scheduled, "the run's end was recorded after {failures} failed attempt(s)");
+                    }
+                    return;
+                }
+                Ok(Err(e)) => {
+                    if failures % 60 == 0 {
+                        tracing::error!(target: "klaw::scheduler", job = name, scheduled = %claim.scheduled, "the run's end is not recorded yet (trying again every second): {e}");
+                    }
+                }
+                Err(e) => {
+                    // The store panicked: trying again would not help.
+                    tracing::error!(target: "klaw::scheduler", job = name, "the run's end was not recorded: {e}");
+                    return;
+                }
+            }
+            failures = failures.saturating_add(1);
+            tokio::time::sleep(TICK).await;
+        }
     }
 
     /// The agent a run uses: on the job's model when it names one.

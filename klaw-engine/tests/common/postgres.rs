@@ -349,6 +349,15 @@ impl Postgres {
         String::from_utf8_lossy(&o.stdout).trim_end().to_owned()
     }
 
+    /// The database restarted under its clients: the server killed (as a crash would,
+    /// every connection dropped), `down` without one, then started again on the same
+    /// data and socket.
+    pub fn restart(&mut self, down: Duration) {
+        self.kill();
+        std::thread::sleep(down);
+        self.serve();
+    }
+
     /// Kills the server's process group (no clean stop) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
