@@ -1183,8 +1183,15 @@ fn three_engines_on_postgres_fire_each_occurrence_once_through_a_kill_9() {
         "--misfire",
         "all",
     ]);
-    let lease = [("KLAW_SCHEDULER_LEASE_SECONDS", "3")];
-    let mut engines: Vec<Running> = (0..3).map(|_| s.start(&lease)).collect();
+    // Each engine named (`storage.engineId`): the name begins its lease id.
+    let named = |n: usize| {
+        let name = format!("engine{n}");
+        s.start(&[
+            ("KLAW_SCHEDULER_LEASE_SECONDS", "3"),
+            ("KLAW_ENGINE_ID", name.as_str()),
+        ])
+    };
+    let mut engines: Vec<Running> = (0..3).map(named).collect();
     wait_for(120, "the held run", || held.lock().unwrap().is_some());
     let held_occ = held.lock().unwrap().clone().unwrap();
     // The engine that holds it: its run is `running`, its owner names its pid.
@@ -1199,6 +1206,10 @@ fn three_engines_on_postgres_fire_each_occurrence_once_through_a_kill_9() {
         .iter()
         .position(|e| dead_owner.contains(&format!("pid{}-", e.pid())))
         .unwrap_or_else(|| panic!("no engine owns {dead_owner}"));
+    assert!(
+        dead_owner.starts_with(&format!("engine{victim}-pid{}-", engines[victim].pid())),
+        "{dead_owner}"
+    );
     // `schedule list` shows which engine holds the run.
     let o = s.run_cli(&["schedule", "list"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -1209,7 +1220,7 @@ fn three_engines_on_postgres_fire_each_occurrence_once_through_a_kill_9() {
     );
     let mut dead = engines.remove(victim);
     dead.kill_9();
-    engines.push(s.start(&lease));
+    engines.push(named(3));
     wait_for(60, "the dead engine's run taken over", || {
         s.runs("tick").iter().any(|r| r.0 == held_at && r.1 == "ok")
     });

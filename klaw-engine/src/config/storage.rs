@@ -1,5 +1,5 @@
-//! The `storage` section: where the engine keeps what engines share. Today one key,
-//! `storage.url`: unset, everything stays in SQLite files in the data dir; a
+//! The `storage` section: where the engine keeps what engines share, and this engine's
+//! name among them (`storage.engineId`). `storage.url`: unset, everything stays in SQLite files in the data dir; a
 //! `postgres://` URL puts the scheduler's jobs, runs and leases in that PostgreSQL, so
 //! that several engines share them (`doc/scaling.md`).
 
@@ -18,12 +18,42 @@ section! {
             url: Option<DatabaseUrl> = None;
                 key "url", env "KLAW_DATABASE_URL",
                 type "string (`postgres://` URL) or `null`", check postgres_url;
+            /// This engine's name among the engines that share `storage.url` (`e1`,
+            /// `eu-west-2`): letters, digits, `-` and `_`, at most 40. It begins the id
+            /// under which the engine holds scheduled runs (`e1-pid123-5f3a9c`, shown by
+            /// `schedule list`; the process and a random part keep a restarted engine
+            /// apart from the one it replaces) and, set, the id of every MCP session it
+            /// serves over HTTP (`e1.<uuid>`), so that a load balancer can send a
+            /// session's requests to the engine that holds it (`doc/scaling.md`). Unset,
+            /// the host's name begins the lease id and session ids are bare uuids.
+            engine_id: Option<String> = None;
+                key "engineId", env "KLAW_ENGINE_ID", type "string or `null`",
+                check engine_name;
         }
     }
 }
 
 fn postgres_url(url: &Option<DatabaseUrl>, _: &StorageSection) -> Result<(), String> {
     url.as_ref().map_or(Ok(()), DatabaseUrl::check)
+}
+
+/// The longest `storage.engineId`.
+pub const ENGINE_ID_MAX: usize = 40;
+
+fn engine_name(id: &Option<String>, _: &StorageSection) -> Result<(), String> {
+    let Some(id) = id else { return Ok(()) };
+    if id.is_empty() || id.len() > ENGINE_ID_MAX {
+        return Err(format!("`{id}` must have 1 to {ENGINE_ID_MAX} characters"));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "`{id}` may hold only ASCII letters, digits, `-` and `_` (it begins MCP session ids and lease ids)"
+        ));
+    }
+    Ok(())
 }
 
 /// A `postgres://` URL from the configuration: read like a string; its password is
@@ -125,6 +155,19 @@ impl super::keys::FromEnv for DatabaseUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engine_id_is_a_short_plain_name() {
+        let s = StorageSection::default();
+        for good in ["e1", "eu-west_2", &"a".repeat(ENGINE_ID_MAX)] {
+            assert!(engine_name(&Some(good.to_owned()), &s).is_ok(), "{good}");
+        }
+        assert!(engine_name(&None, &s).is_ok());
+        for bad in ["", "e.1", "e 1", "é", &"a".repeat(ENGINE_ID_MAX + 1)] {
+            let e = engine_name(&Some(bad.to_owned()), &s).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")), "{e}");
+        }
+    }
 
     #[test]
     fn the_password_is_never_shown() {

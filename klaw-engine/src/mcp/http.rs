@@ -90,10 +90,13 @@ pub async fn serve(
             None => h,
         }
     }));
-    let sessions = Arc::new(Sessions::new(
-        cfg.max_sessions,
-        std::time::Duration::from_secs(cfg.session_idle_seconds),
-    ));
+    let sessions = Arc::new(
+        Sessions::new(
+            cfg.max_sessions,
+            std::time::Duration::from_secs(cfg.session_idle_seconds),
+        )
+        .named(engine.config().raw.storage.engine_id.as_deref()),
+    );
     let guard = Arc::new(Guard {
         hosts,
         origins: cfg

@@ -5,6 +5,10 @@
 //! and answers 503 when there is none; the slot reaches [`SessionManager::create_session`]
 //! through a task-local (rmcp's handler runs inside the guard's future) and is held until
 //! the session closes, however it ends (DELETE, idle, the server's stop).
+//!
+//! With `storage.engineId` set, every session id names its engine (`e1.<uuid>`): a load
+//! balancer in front of several engines sends a session's requests to the engine that
+//! holds it by that prefix alone (`doc/scaling.md`, nginx's `map`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -33,6 +37,8 @@ pub(super) struct Sessions {
     max: usize,
     /// Each live session's slot, given back when it closes.
     held: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
+    /// `<engineId>.`, put before each session id rmcp makes (empty: bare ids).
+    prefix: String,
 }
 
 /// Why a session was not created or reached.
@@ -55,7 +61,14 @@ impl Sessions {
             slots: Arc::new(Semaphore::new(max)),
             max,
             held: Mutex::new(HashMap::new()),
+            prefix: String::new(),
         }
+    }
+
+    /// Session ids that begin with `engine` and a dot (`e1.<uuid>`), when it is given.
+    pub(super) fn named(mut self, engine: Option<&str>) -> Self {
+        self.prefix = engine.map(|e| format!("{e}.")).unwrap_or_default();
+        self
     }
 
     /// The most sessions alive at once.
@@ -91,6 +104,18 @@ impl SessionManager for Sessions {
             .or_else(|| self.reserve())
             .ok_or(SessionsError::Full(self.max))?;
         let (id, transport) = self.inner.create_session().await?;
+        let id = if self.prefix.is_empty() {
+            id
+        } else {
+            // rmcp's id (a random uuid) under the engine's name: the session's handle
+            // is kept under the named id, which the client is given and sends back.
+            let named = SessionId::from(format!("{}{id}", self.prefix));
+            let mut live = self.inner.sessions.write().await;
+            if let Some(handle) = live.remove(&id) {
+                live.insert(named.clone(), handle);
+            }
+            named
+        };
         self.held().insert(id.clone(), slot);
         Ok((id, transport))
     }
@@ -118,7 +143,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_stream(id, message).await?)
+        Ok(self.inner.create_stream(&id, message).await?)
     }
 
     async fn accept_message(
@@ -133,7 +158,7 @@ impl SessionManager for Sessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_standalone_stream(id).await?)
+        Ok(self.inner.create_standalone_stream(&id).await?)
     }
 
     async fn resume(
@@ -141,7 +166,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.resume(id, last_event_id).await?)
+        Ok(self.inner.resume(&id, last_event_id).await?)
     }
 }
 
@@ -170,5 +195,23 @@ mod tests {
         let slot = sessions.reserve().unwrap();
         Sessions::with_slot(slot, async {}).await;
         assert_eq!(sessions.slots.available_permits(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_named_engine_puts_its_name_before_each_session_id() {
+        let sessions = Sessions::new(2, Duration::from_secs(60)).named(Some("e2"));
+        let (id, _t) = sessions.create_session().await.unwrap();
+        assert!(id.starts_with("e2.") && id.len() > 10, "{id}");
+        assert!(sessions.has_session(&id).await.unwrap());
+        let bare = SessionId::from(id.strip_prefix("e2.").unwrap());
+        assert!(!sessions.has_session(&bare).await.unwrap());
+        sessions.close_session(&id).await.unwrap();
+        assert!(!sessions.has_session(&id).await.unwrap());
+        assert_eq!(sessions.slots.available_permits(), 2);
+        let (plain, _t) = Sessions::new(1, Duration::from_secs(60))
+            .create_session()
+            .await
+            .unwrap();
+        assert!(!plain.contains('.'), "{plain}");
     }
 }
