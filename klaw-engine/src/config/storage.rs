@@ -38,7 +38,7 @@ fn postgres_url(url: &Option<DatabaseUrl>, _: &StorageSection) -> Result<(), Str
 }
 
 /// The longest `storage.engineId`.
-pub const ENGINE_ID_MAX: usize = 40;
+pub(super) const ENGINE_ID_MAX: usize = 40;
 
 fn engine_name(id: &Option<String>, _: &StorageSection) -> Result<(), String> {
     let Some(id) = id else { return Ok(()) };

@@ -126,6 +126,7 @@ pub(crate) fn processes_with(mark: &str) -> Vec<String> {
 
 pub(crate) mod fake_telegram;
 pub(crate) mod mcp_client;
+pub(crate) mod nginx;
 pub(crate) mod postgres;
 pub(crate) mod scripted;
 
