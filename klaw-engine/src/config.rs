@@ -50,7 +50,7 @@ use paths::{
 pub use scheduler::SchedulerSection;
 pub use secret::Secret;
 pub use skills::SkillsSection;
-pub use storage::{DatabaseUrl, StorageSection};
+pub use storage::{DatabaseUrl, SslMode, StorageSection, Tls};
 pub use telemetry::TelemetrySection;
 pub use types::{Approval, Protocol, Provider};
 pub use web::WebSection;

@@ -1,6 +1,6 @@
 //! The PostgreSQL that `storage.url` names: one pool of connections
-//! (`deadpool-postgres` over `tokio-postgres`, without TLS: a unix socket or
-//! `sslmode=disable`/`prefer` on a trusted network), driven by a runtime of its own so
+//! (`deadpool-postgres` over `tokio-postgres`, TLS with rustls as the URL's libpq
+//! `sslmode` and `sslrootcert` ask: [`tls`]), driven by a runtime of its own so
 //! that the stores, which are called off the async threads (as SQLite is), can wait on
 //! it from any thread; and the versioned migrations every store of the engine brings,
 //! run at start under an advisory lock.
@@ -13,7 +13,8 @@
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+
+mod tls;
 
 use crate::config::DatabaseUrl;
 
@@ -158,12 +159,8 @@ impl Postgres {
     /// The pool of `url`, its connections made when first needed: nothing is checked or
     /// migrated (`doctor` looks before it touches).
     pub fn open(url: &DatabaseUrl) -> Result<Self, StorageError> {
-        url.check().map_err(StorageError::Url)?;
-        let mut config: tokio_postgres::Config = url
-            .expose()
-            .trim()
-            .parse()
-            .map_err(|e| StorageError::Url(format!("{}: {e}", url.redacted())))?;
+        let (mut config, tls) = url.settings().map_err(StorageError::Url)?;
+        let connector = tls::connector(&tls).map_err(StorageError::Url)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -178,7 +175,7 @@ impl Postgres {
             .build()?;
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -344,5 +341,103 @@ impl Drop for Postgres {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_background();
         }
+    }
+}
+
+/// The tests' PostgreSQL (shared with the integration tests).
+#[cfg(test)]
+#[path = "../tests/common/postgres.rs"]
+mod pg_harness;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the pool's connection is encrypted (the server's own view).
+    fn encrypted(db: &Postgres) -> bool {
+        db.block_on(async {
+            let c = db.client().await.unwrap();
+            c.query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, bool>(0)
+        })
+    }
+
+    /// TLS with rustls as libpq's `sslmode` asks, against a real PostgreSQL with
+    /// `ssl=on` and a certificate for `localhost` signed by a CA made for the test.
+    #[test]
+    fn tls_to_postgres_as_sslmode_asks() {
+        let Some(server) = pg_harness::Postgres::start_tls() else {
+            return;
+        };
+        let port = server.tcp_port().unwrap();
+        let ca = server.dir().join("ca.crt").display().to_string();
+        let other = server.dir().join("other-ca.crt").display().to_string();
+        let url = |host: &str, query: &str| {
+            DatabaseUrl::new(format!(
+                "postgres://{}@{host}:{port}/klaw?{query}",
+                pg_harness::USER
+            ))
+        };
+        let works = |host: &str, query: &str| {
+            let db = Postgres::connect(&url(host, query))
+                .unwrap_or_else(|e| panic!("{host} {query}: {e}"));
+            encrypted(&db)
+        };
+        let fails = |host: &str, query: &str| {
+            Postgres::connect(&url(host, query))
+                .map(|_| ())
+                .expect_err(query)
+                .to_string()
+        };
+        // The chain and the name checked.
+        assert!(works(
+            "localhost",
+            &format!("sslmode=verify-full&sslrootcert={ca}")
+        ));
+        // The chain only: the address is not in the certificate.
+        assert!(works(
+            "127.0.0.1",
+            &format!("sslmode=verify-ca&sslrootcert={ca}")
+        ));
+        // Encrypted, the server not authenticated (libpq's require without a CA).
+        assert!(works("127.0.0.1", "sslmode=require"));
+        // require with a CA checks the chain, as libpq.
+        assert!(works(
+            "127.0.0.1",
+            &format!("sslmode=require&sslrootcert={ca}")
+        ));
+        assert!(works("127.0.0.1", ""), "prefer (the default) encrypts");
+        assert!(!works("127.0.0.1", "sslmode=disable"));
+        // Refused: a name the certificate lacks, a CA that signed nothing of it.
+        let e = fails(
+            "127.0.0.1",
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        );
+        assert!(
+            e.contains("cannot connect") && e.contains("certificate"),
+            "{e}"
+        );
+        let e = fails(
+            "localhost",
+            &format!("sslmode=verify-full&sslrootcert={other}"),
+        );
+        assert!(e.contains("certificate"), "{e}");
+        let e = fails("localhost", &format!("sslmode=require&sslrootcert={other}"));
+        assert!(e.contains("certificate"), "{e}");
+        // Bad settings, said before connecting.
+        let e = fails("localhost", "sslmode=verify-full");
+        assert!(e.contains("needs sslrootcert"), "{e}");
+        let e = fails(
+            "localhost",
+            "sslmode=verify-full&sslrootcert=%2Fno%2Fsuch.pem",
+        );
+        assert!(e.contains("/no/such.pem"), "{e}");
+        let e = fails("localhost", "sslmode=sometimes");
+        assert!(e.contains("sslmode `sometimes`"), "{e}");
     }
 }

@@ -3,6 +3,8 @@
 //! `postgres://` URL puts the scheduler's jobs, runs and leases in that PostgreSQL, so
 //! that several engines share them (`doc/scaling.md`).
 
+use std::path::PathBuf;
+
 use super::keys::section;
 
 section! {
@@ -14,7 +16,9 @@ section! {
             /// socket as `postgres://user@%2Frun%2Fpostgresql/db` or `?host=/run/postgresql`)
             /// that holds the scheduler's jobs, runs and leases, shared by every engine
             /// given the same URL; unset, they stay in `<dataDir>/schedule.sqlite`. The
-            /// password is never printed (`config` shows `***`).
+            /// password is never printed (`config` shows `***`). Over TCP, TLS (rustls)
+            /// as libpq's `sslmode` and `sslrootcert` in the URL ask:
+            /// `?sslmode=verify-full&sslrootcert=/etc/klaw/db-ca.pem`.
             url: Option<DatabaseUrl> = None;
                 key "url", env "KLAW_DATABASE_URL",
                 type "string (`postgres://` URL) or `null`", check postgres_url;
@@ -114,6 +118,14 @@ impl DatabaseUrl {
     /// Whether it is a PostgreSQL URL the client can read; the error says why not,
     /// without the password.
     pub fn check(&self) -> Result<(), String> {
+        self.settings().map(|_| ())
+    }
+
+    /// The client's settings and the TLS the URL asks for. libpq's `sslmode` values are
+    /// read (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`) and its
+    /// `sslrootcert` (a PEM file of the CA certificates to trust), which the client
+    /// itself does not know: they are taken out of the URL it is given.
+    pub fn settings(&self) -> Result<(tokio_postgres::Config, Tls), String> {
         let url = self.0.trim();
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(format!(
@@ -121,10 +133,120 @@ impl DatabaseUrl {
                 self.redacted()
             ));
         }
-        url.parse::<tokio_postgres::Config>()
-            .map(|_| ())
-            .map_err(|e| format!("`{}` is not a valid PostgreSQL URL: {e}", self.redacted()))
+        let mut tls = Tls {
+            mode: SslMode::Prefer,
+            root_cert: None,
+        };
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut kept = Vec::new();
+        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            match k {
+                "sslmode" => {
+                    tls.mode = match v {
+                        "disable" => SslMode::Disable,
+                        "prefer" | "allow" => SslMode::Prefer,
+                        "require" => SslMode::Require,
+                        "verify-ca" => SslMode::VerifyCa,
+                        "verify-full" => SslMode::VerifyFull,
+                        other => {
+                            return Err(format!(
+                                "`{}`: sslmode `{other}` is not one of disable, prefer, require, \
+                                 verify-ca, verify-full",
+                                self.redacted()
+                            ));
+                        }
+                    };
+                }
+                "sslrootcert" => tls.root_cert = Some(PathBuf::from(percent_decoded(v))),
+                _ => kept.push(kv),
+            }
+        }
+        if matches!(tls.mode, SslMode::VerifyCa | SslMode::VerifyFull) && tls.root_cert.is_none() {
+            return Err(format!(
+                "`{}`: sslmode={} needs sslrootcert=<a PEM file of the CA certificates to trust>",
+                self.redacted(),
+                tls.mode.name()
+            ));
+        }
+        // The client's own sslmode: TLS or not (what is verified is the connector's).
+        kept.push(match tls.mode {
+            SslMode::Disable => "sslmode=disable",
+            SslMode::Prefer => "sslmode=prefer",
+            _ => "sslmode=require",
+        });
+        let url = format!("{base}?{}", kept.join("&"));
+        let config = url
+            .parse::<tokio_postgres::Config>()
+            .map_err(|e| format!("`{}` is not a valid PostgreSQL URL: {e}", self.redacted()))?;
+        Ok((config, tls))
     }
+}
+
+/// `%XX` escapes of a URL's query value decoded (a path such as `%2Fetc%2Fca.pem`).
+fn percent_decoded(v: &str) -> String {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// libpq's `sslmode`: whether the connection is encrypted, and what of the server's
+/// certificate is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it (TCP), its certificate not checked; plain text
+    /// otherwise. The default, as libpq's.
+    Prefer,
+    /// TLS or no connection; the certificate checked against `sslrootcert` when one is
+    /// given (as libpq), else not at all (encrypted, the server not authenticated).
+    Require,
+    /// TLS, the certificate's chain checked against `sslrootcert`, not its name.
+    VerifyCa,
+    /// TLS, the certificate's chain checked against `sslrootcert` and its name against
+    /// the host connected to.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// Its name in a URL.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Disable => "disable",
+            Self::Prefer => "prefer",
+            Self::Require => "require",
+            Self::VerifyCa => "verify-ca",
+            Self::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// The TLS a `storage.url` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    /// `sslmode`.
+    pub mode: SslMode,
+    /// `sslrootcert`: the CA certificates (PEM) to trust.
+    pub root_cert: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for DatabaseUrl {

@@ -50,6 +50,10 @@ pub struct Postgres {
     bin: PathBuf,
     child: Option<Child>,
     password: Option<String>,
+    /// Settings of the server besides the defaults (`-c name=value` pairs).
+    settings: Vec<String>,
+    /// The loopback TCP port it listens on too, if any ([`Postgres::start_tls`]).
+    port: Option<u16>,
 }
 
 /// The supervisor `sh` runs the server (`"$@"`) under: it leads the process group, and
@@ -57,7 +61,7 @@ pub struct Postgres {
 /// pipe only this process writes, reaches its end (this process closed it, or died), or
 /// when the server exits (so `wait_ready` sees a server that failed to start).
 const SUPERVISOR: &str = r#"exec 3<&0
-"$@" </dev/null >/dev/null 2>&1 &
+"$@" </dev/null >>"$PG_LOG" 2>&1 &
 pid=$!
 { read -r _ <&3; kill -9 0; } &
 wait "$pid"
@@ -144,6 +148,22 @@ fn binaries() -> Option<&'static Path> {
     .as_deref()
 }
 
+/// Debian's PostgreSQL (`/usr/lib/postgresql/<version>/bin`, the newest), built with
+/// TLS, which the wheel's is not: [`Postgres::start_tls`] runs it.
+fn debian_binaries() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").exists().then_some((v, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
 fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
@@ -180,11 +200,137 @@ impl Postgres {
         Self::start_with(Some(password))
     }
 
+    /// Debian's PostgreSQL (the wheel's is built without TLS) that also listens on a
+    /// loopback TCP port with TLS on (`ssl=on`), its
+    /// certificate (for `localhost` only, not `127.0.0.1`) signed by a CA made for it,
+    /// `<dir>/ca.crt`; `<dir>/other-ca.crt` is a CA that signed nothing of it. The
+    /// certificates are made with the `openssl` command line tool (only the tests use
+    /// it; the engine's TLS is rustls). Trusts every connection, as [`start`](Self::start).
+    pub fn start_tls() -> Option<Self> {
+        let Some(bin) = debian_binaries() else {
+            let why = "Debian's PostgreSQL is not installed (/usr/lib/postgresql/<version>/bin; the wheel's is built without TLS): apt-get install postgresql";
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("skipping: {why}");
+            return None;
+        };
+        let certs = tempfile::Builder::new()
+            .prefix("klaw-pg-tls")
+            .tempdir()
+            .ok()?;
+        let d = certs.path();
+        let openssl = |args: &[&str]| {
+            let o = Command::new("openssl")
+                .args(args)
+                .current_dir(d)
+                .output()
+                .expect("the openssl command line tool runs (Debian: apt-get install openssl)");
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for ca in ["ca", "other-ca"] {
+            let (key, crt, subj) = (
+                format!("{ca}.key"),
+                format!("{ca}.crt"),
+                format!("/CN=klaw test {ca}"),
+            );
+            let mut args = vec!["req", "-x509"];
+            args.extend(ec);
+            args.extend(["-keyout", &key, "-out", &crt, "-days", "2", "-subj", &subj]);
+            openssl(&args);
+        }
+        let mut args = vec!["req"];
+        args.extend(ec);
+        args.extend([
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
+        openssl(&args);
+        std::fs::write(
+            d.join("server.ext"),
+            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .ok()?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let mut me = Self::init(None, bin)?;
+        // The server's key and certificate where its user reads them (and nobody else
+        // the key: PostgreSQL refuses a key others can read).
+        for f in ["server.key", "server.crt", "ca.crt", "other-ca.crt"] {
+            std::fs::copy(d.join(f), me.dir.path().join(f)).ok()?;
+        }
+        chown(&me.dir.path().join("server.key"));
+        chmod(&me.dir.path().join("server.key"), 0o600);
+        let key = me.dir.path().join("server.key");
+        let crt = me.dir.path().join("server.crt");
+        me.settings = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", crt.display()),
+            format!("ssl_key_file={}", key.display()),
+            "listen_addresses=127.0.0.1".into(),
+            format!("port={port}"),
+        ];
+        me.port = Some(port);
+        me.serve();
+        me.psql_db("postgres", "CREATE DATABASE klaw");
+        Some(me)
+    }
+
+    /// The loopback TCP port of a [`start_tls`](Self::start_tls) server.
+    pub fn tcp_port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// The directory of its files (`ca.crt` and `other-ca.crt` of a TLS server).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     fn start_with(password: Option<&str>) -> Option<Self> {
         if !available() {
             return None;
         }
-        let bin = binaries()?.join("bin");
+        let mut me = Self::init(password, binaries()?.join("bin"))?;
+        me.serve();
+        me.psql_db("postgres", "CREATE DATABASE klaw");
+        Some(me)
+    }
+
+    /// A new data directory (`initdb`), no server yet.
+    fn init(password: Option<&str>, bin: PathBuf) -> Option<Self> {
         let dir = tempfile::Builder::new().prefix("klaw-pg").tempdir().ok()?;
         chmod(dir.path(), 0o755);
         let data = dir.path().join("data");
@@ -218,15 +364,14 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let mut me = Self {
+        Some(Self {
             dir,
             bin,
             child: None,
             password: password.map(str::to_owned),
-        };
-        me.serve();
-        me.psql_db("postgres", "CREATE DATABASE klaw");
-        Some(me)
+            settings: Vec::new(),
+            port: None,
+        })
     }
 
     /// Starts the server on its data directory (under the supervisor) and waits until
@@ -248,6 +393,8 @@ impl Postgres {
                 "-c",
                 "max_connections=200",
             ])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
+            .env("PG_LOG", self.dir.path().join("server.log"))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -270,6 +417,13 @@ impl Postgres {
             .ok()
     }
 
+    /// `-p <port>` for the client tools when the server is not on the default port.
+    fn port_args(&self) -> Vec<String> {
+        self.port
+            .map(|p| vec!["-p".to_owned(), p.to_string()])
+            .unwrap_or_default()
+    }
+
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -277,6 +431,7 @@ impl Postgres {
                 .arg("-h")
                 .arg(self.socket_dir())
                 .args(["-U", USER, "-d", "postgres", "-q"])
+                .args(self.port_args())
                 .status()
                 .is_ok_and(|s| s.success());
             if ready {
@@ -285,7 +440,10 @@ impl Postgres {
             if let Some(c) = self.child.as_mut()
                 && let Ok(Some(status)) = c.try_wait()
             {
-                panic!("postgres exited at start: {status}");
+                panic!(
+                    "postgres exited at start: {status}\n{}",
+                    std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+                );
             }
             assert!(Instant::now() < deadline, "postgres never became ready");
             std::thread::sleep(Duration::from_millis(100));
@@ -299,7 +457,10 @@ impl Postgres {
 
     /// The URL of the database `db` as `USER`, the socket's directory as the host.
     pub fn url_of(&self, db: &str) -> String {
-        let host = self.socket_dir().display().to_string().replace('/', "%2F");
+        let mut host = self.socket_dir().display().to_string().replace('/', "%2F");
+        if let Some(port) = self.port {
+            host = format!("{host}:{port}");
+        }
         match &self.password {
             Some(pw) => format!("postgres://{USER}:{pw}@{host}/{db}"),
             None => format!("postgres://{USER}@{host}/{db}"),
@@ -336,6 +497,7 @@ impl Postgres {
         cmd.arg("-h")
             .arg(self.socket_dir())
             .args(["-U", USER, "-d", db, "-X", "-A", "-t", "-q"])
+            .args(self.port_args())
             .args(["-v", "ON_ERROR_STOP=1", "-c", sql]);
         if let Some(pw) = &self.password {
             cmd.env("PGPASSWORD", pw);
