@@ -344,10 +344,10 @@ impl Drop for Postgres {
     }
 }
 
-/// The tests' PostgreSQL (shared with the integration tests).
+/// The tests' PostgreSQL (shared with the integration tests and the stores' tests).
 #[cfg(test)]
 #[path = "../tests/common/postgres.rs"]
-mod pg_harness;
+pub(crate) mod pg_harness;
 
 #[cfg(test)]
 mod tests {

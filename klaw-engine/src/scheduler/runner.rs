@@ -271,7 +271,7 @@ impl Scheduler {
                     return;
                 }
                 Ok(Err(e)) => {
-                    if failures % 60 == 0 {
+                    if failures.is_multiple_of(60) {
                         tracing::error!(target: "klaw::scheduler", job = name, scheduled = %claim.scheduled, "the run's end is not recorded yet (trying again every second): {e}");
                     }
                 }

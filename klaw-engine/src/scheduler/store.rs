@@ -1072,10 +1072,9 @@ impl<B: Transact> JobStore for B {
     }
 }
 
-/// The tests' PostgreSQL (shared with the integration tests).
+/// The tests' PostgreSQL (shared with the integration tests; declared in `storage`).
 #[cfg(test)]
-#[path = "../../tests/common/postgres.rs"]
-mod pg_harness;
+use crate::storage::pg_harness;
 
 #[cfg(test)]
 mod tests {

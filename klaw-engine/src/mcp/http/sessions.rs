@@ -143,7 +143,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_stream(&id, message).await?)
+        Ok(self.inner.create_stream(id, message).await?)
     }
 
     async fn accept_message(
@@ -158,7 +158,7 @@ impl SessionManager for Sessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_standalone_stream(&id).await?)
+        Ok(self.inner.create_standalone_stream(id).await?)
     }
 
     async fn resume(
@@ -166,7 +166,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.resume(&id, last_event_id).await?)
+        Ok(self.inner.resume(id, last_event_id).await?)
     }
 }
 
