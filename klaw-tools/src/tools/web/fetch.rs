@@ -163,7 +163,8 @@ pub(crate) fn refuse_foreign_redirect(response: &reqwest::Response) -> Result<()
     Ok(())
 }
 
-/// `page` as a tool's structured output.
+/// `page` as a tool's structured output (`render_js`'s).
+#[cfg(feature = "render")]
 pub(crate) fn page_output(page: &WebPage) -> Result<crate::ToolOutput, ToolError> {
     serde_json::to_value(page)
         .map(crate::ToolOutput::json)
