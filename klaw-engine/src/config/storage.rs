@@ -83,7 +83,7 @@ impl DatabaseUrl {
 
     /// Whether it is a PostgreSQL URL the client can read; the error says why not,
     /// without the password.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let url = self.0.trim();
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(format!(

@@ -79,7 +79,7 @@ impl Peers {
     ///   the configuration names one.
     ///
     /// `Err` says why there is none (for the model's error).
-    pub fn sampling_peer(
+    pub(crate) fn sampling_peer(
         &self,
         origin: &Caller,
         named: Option<&str>,
