@@ -133,6 +133,12 @@ pub(crate) fn caller(n: u64) -> Caller {
     Caller::new(CHANNEL, Some(n.to_string()))
 }
 
+impl klaw_mcp_ext::ClientLookup for Peers {
+    fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
+        self.peer_of(caller)
+    }
+}
+
 /// Whether the client declared the elicitation capability at `initialize`.
 pub fn offers_elicitation(peer: &Peer<RoleServer>) -> bool {
     peer.peer_info()
