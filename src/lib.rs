@@ -17,11 +17,11 @@
 //! ```
 //!
 //! This crate is the authoring API of [`klaw_core`], no more: what `#[tool]` and
-//! `#[derive(ToolSchema)]` need, a hand-written [`Tool`], the test kit ([`testing`],
+//! `#[derive(ToolSchema)]` need, a hand-written [`Tool`], the test kit (`klaw::testing`,
 //! feature `testing`) and what an engine embedding the tools needs (the registry, the
 //! context's builder, events and listeners). The rest of the core (its validator, the
 //! schema lock, its cache directory) is `klaw_core`'s. The built-in tool groups
-//! (`klaw-tools`) are opt-in, as [`tools`] with the `builtins` feature. See
+//! (`klaw-tools`) are opt-in, as `klaw::tools` with the `builtins` feature. See
 //! `doc/writing-tools.md` for every attribute.
 
 extern crate self as klaw;

@@ -8,7 +8,9 @@
 //! `mcp.rs`, `skills.rs`, `llm.rs`, `agent.rs`, `gateway.rs`, `web.rs`, `scheduler.rs`,
 //! `telemetry.rs`; `mcp_servers.rs` is `mcpServers`. `keys.rs` is the macro that
 //! declares keys, `secret.rs` the type of tokens and keys, `paths.rs` the checks of where
-//! paths may lie, `types.rs` the choices shared with the parts above config.
+//! paths may lie, `types.rs` the choices shared with the parts above config,
+//! `error.rs` [`ConfigError`], `provider_keys.rs` [`ProviderKeys`] (the providers' own
+//! key variables), `timezone.rs` the zone used when none is configured.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,6 +20,7 @@ use klaw_tools::tools::shell::{SandboxMode, ShellSettings};
 use klaw_tools::{Lang, Limits, Settings};
 
 mod agent;
+mod error;
 mod gateway;
 pub mod keys;
 mod llm;
@@ -25,15 +28,19 @@ mod mcp;
 mod mcp_servers;
 mod memory;
 mod paths;
+mod provider_keys;
 mod scheduler;
 mod secret;
 mod skills;
 mod storage;
 mod telemetry;
+mod timezone;
 mod types;
 mod web;
 
 pub use agent::AgentSection;
+pub use error::ConfigError;
+use error::invalid;
 pub use gateway::GatewaySection;
 pub use keys::KeyDoc;
 use keys::{Section, at_least, section};
@@ -47,11 +54,13 @@ pub use memory::{
 use paths::{
     absolute, check_config_outside, check_data_dir_outside, check_loaded_outside, expand_home,
 };
+pub use provider_keys::ProviderKeys;
 pub use scheduler::SchedulerSection;
 pub use secret::Secret;
 pub use skills::SkillsSection;
 pub use storage::{DatabaseUrl, SslMode, StorageSection, Tls};
 pub use telemetry::TelemetrySection;
+use timezone::system_timezone;
 pub use types::{Approval, Protocol, Provider};
 pub use web::WebSection;
 
@@ -208,92 +217,6 @@ impl EngineConfig {
     }
 }
 
-/// Why the configuration cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file exists but cannot be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The config file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The file is not valid JSON, or has an unknown key or a value of the wrong type.
-    #[error("{path}: {message}")]
-    Parse {
-        /// The config file.
-        path: PathBuf,
-        /// serde's message, with line and column.
-        message: String,
-    },
-    /// `KLAW_CONFIG` names a file that does not exist.
-    #[error("KLAW_CONFIG points to {0}, which does not exist")]
-    Missing(PathBuf),
-    /// A `KLAW_*` variable has a value of the wrong type.
-    #[error("environment variable {var}={value:?}: {message}")]
-    Env {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-        /// What was expected.
-        message: String,
-    },
-    /// A key has a value outside its range.
-    #[error("{key}{}: {message}", var.map(|v| format!(" (set by {v})")).unwrap_or_default())]
-    Invalid {
-        /// The key, as in engine.json (`memory.threads`).
-        key: String,
-        /// The environment variable that set the value, if one did.
-        var: Option<&'static str>,
-        /// What is wrong.
-        message: String,
-    },
-    /// Neither `HOME` nor the XDG variables are set, so no default directory exists.
-    #[error("cannot find a default for {0}: HOME is not set; set {1}")]
-    NoHome(&'static str, &'static str),
-    /// The config file (or, when there is none, the place it is looked for) is inside the
-    /// workspace, where commands could read its secrets and rewrite it.
-    #[error(
-        "{} {} is inside the workspace {}: commands run in the workspace could read its \
-         secrets (llm.apiKey, mcp.token, gateway.telegramToken) and {} it, e.g. to turn the \
-         sandbox off for the next start. Move the config file out of the workspace (name it \
-         with KLAW_CONFIG; the default is $XDG_CONFIG_HOME/klaw/engine.json), or point the \
-         workspace elsewhere (`workspace` in engine.json, or KLAW_WORKSPACE)",
-        if *.exists { "the config file" } else { "the config file's default path (no file there yet)" },
-        .config.display(),
-        .workspace.display(),
-        if *.exists { "rewrite" } else { "create" }
-    )]
-    ConfigInWorkspace {
-        /// The config file, as named.
-        config: PathBuf,
-        /// The workspace, as configured.
-        workspace: PathBuf,
-        /// Whether the file exists (else built-in defaults are in use).
-        exists: bool,
-    },
-    /// What the engine loads and runs outside the sandbox (the ONNX Runtime library, the
-    /// embedding model) is inside the workspace, where a command could replace it.
-    #[error(
-        "{key} {} is inside the workspace {}: the engine loads it itself, outside the \
-         sandbox, so a command run in the workspace could replace it and have its code \
-         run as the engine at the next start. Keep it outside the workspace (the default \
-         is under ~/.cache/klaw), or point the workspace elsewhere",
-        .path.display(),
-        .workspace.display()
-    )]
-    LoadedFromWorkspace {
-        /// The key that names it.
-        key: &'static str,
-        /// The file or directory, resolved.
-        path: PathBuf,
-        /// The workspace, as configured.
-        workspace: PathBuf,
-    },
-}
-
 /// Where the configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
@@ -329,48 +252,6 @@ pub struct Config {
     pub memory_threads: usize,
     /// The providers' usual key variables, read here with every other variable.
     pub provider_keys: ProviderKeys,
-}
-
-/// The API keys in the providers' usual variables (`OPENAI_API_KEY`,
-/// `ANTHROPIC_API_KEY`), read when the configuration is; a client sends one only to its
-/// provider's own server.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProviderKeys {
-    openai: Option<Secret>,
-    anthropic: Option<Secret>,
-    brave: Option<Secret>,
-}
-
-impl ProviderKeys {
-    /// Reads each provider's variable from `env` (an empty one is none).
-    pub fn from_env(env: Env<'_>) -> Self {
-        let read = |p: Provider| {
-            env(p.key_variable())
-                .filter(|k| !k.trim().is_empty())
-                .map(Secret::new)
-        };
-        Self {
-            openai: read(Provider::OpenAi),
-            anthropic: read(Provider::Anthropic),
-            brave: env("BRAVE_API_KEY")
-                .filter(|k| !k.trim().is_empty())
-                .map(Secret::new),
-        }
-    }
-
-    /// The Brave Search key in `BRAVE_API_KEY`.
-    pub fn brave(&self) -> Option<&Secret> {
-        self.brave.as_ref()
-    }
-
-    /// The key in `provider`'s variable.
-    pub fn get(&self, provider: Provider) -> Option<&Secret> {
-        match provider {
-            Provider::OpenAi => self.openai.as_ref(),
-            Provider::Anthropic => self.anthropic.as_ref(),
-            Provider::McpSampling => None,
-        }
-    }
 }
 
 /// Process environment lookup, replaceable in tests.
@@ -585,14 +466,6 @@ fn is_path(model: &str) -> bool {
     model.contains('/') || model.starts_with('~') || model.starts_with('.')
 }
 
-fn invalid(key: &str, message: &str) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_owned(),
-        var: None,
-        message: message.to_owned(),
-    }
-}
-
 fn xdg(
     env: Env<'_>,
     var: &str,
@@ -607,40 +480,6 @@ fn xdg(
         Some(home) => Ok(PathBuf::from(home).join(fallback)),
         None => Err(ConfigError::NoHome(what, klaw_var)),
     }
-}
-
-fn system_timezone(env: Env<'_>) -> String {
-    if let Some(tz) = env("TZ") {
-        let tz = tz.trim_start_matches(':');
-        if let Ok(zone) = klaw_tools::tools::utilities::time_zone(tz) {
-            return zone.iana_name().unwrap_or(tz).to_owned();
-        }
-    }
-    localtime_link_name()
-        .or_else(|| {
-            jiff::tz::TimeZone::try_system()
-                .ok()
-                .and_then(|z| z.iana_name().map(str::to_owned))
-        })
-        .unwrap_or_else(|| "UTC".into())
-}
-
-/// The zone `/etc/localtime` names when it is a link into a zoneinfo directory (its
-/// usual form: `/usr/share/zoneinfo/Europe/Moscow`), as spelled in the time zones
-/// compiled into the engine; `None` for anything else.
-///
-/// The same reading of the link as `jiff::tz::TimeZone::try_system`, without its
-/// database of the system's zones, which lists the whole zoneinfo directory (some 600
-/// files in 22 directories) on first use: every start of the engine paid for that scan.
-fn localtime_link_name() -> Option<String> {
-    const LOCALTIME: &str = "/etc/localtime";
-    let target = std::fs::read_link(LOCALTIME).ok()?;
-    // A link to nothing is not a zone (`try_system` falls back to UTC then too).
-    std::fs::metadata(LOCALTIME).ok()?;
-    let target = target.to_str()?;
-    let name = &target[target.rfind("zoneinfo/")? + "zoneinfo/".len()..];
-    let zone = jiff::tz::TimeZoneDatabase::bundled().get(name).ok()?;
-    zone.iana_name().map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -840,21 +679,6 @@ mod tests {
                 "{good}"
             );
         }
-    }
-
-    #[test]
-    fn a_bad_timezone_variable_is_named() {
-        let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "Europe/Moskow")]);
-        let err = resolve_defaults(&e).unwrap_err();
-        assert!(
-            err.to_string().starts_with(
-                "environment variable KLAW_TIMEZONE=\"Europe/Moskow\": unknown time zone"
-            ),
-            "{err}"
-        );
-        let e = env(&[("HOME", "/h"), ("KLAW_TIMEZONE", "europe/moscow")]);
-        let c = resolve_defaults(&e).unwrap();
-        assert_eq!(c.timezone, "Europe/Moscow", "canonical spelling");
     }
 
     /// The tables of `doc/config/engine-json.md` are the declarations; regenerate them

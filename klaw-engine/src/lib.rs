@@ -32,8 +32,6 @@ mod cli;
 pub mod config;
 mod doctor;
 mod engine;
-#[cfg(feature = "fixtures")]
-pub mod fixtures;
 pub mod gateway;
 pub mod imports;
 pub mod llm;

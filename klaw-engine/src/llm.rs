@@ -177,7 +177,7 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Who started the work the request is for: the turn's caller, or for a subagent
     /// (however deep) the caller that started its line. `mcp-sampling` asks only that
-    /// caller's MCP session's client ([`crate::mcp::Peers::sampling_peer`]).
+    /// caller's MCP session's client (`mcp::Peers::sampling_peer`).
     pub origin: klaw_tools::Caller,
 }
 

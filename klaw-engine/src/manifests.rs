@@ -4,7 +4,7 @@
 //! [`Manifests::sync`] brings the engine's registry in step with the files: it is run at
 //! start-up (`App::assemble`), by `tools_reload`-like callers (`tool_create`,
 //! `tool_delete`), and every [`WATCH_INTERVAL`] or on SIGHUP while a front end runs
-//! ([`Manifests::watch`]). What fails to load is reported to the engine
+//! (`Manifests::watch`). What fails to load is reported to the engine
 //! ([`Engine::set_failed`], source `manifests`) and harms no other tool.
 
 pub(crate) mod manifest;

@@ -8,9 +8,14 @@
 //! variable instead), changes the current directory or installs a global tracing
 //! subscriber (`set_default` is per thread). `engine.rs`'s `#[tool]` is linked into
 //! every in-process registry: `annotations.rs` and `lock.rs` leave out the tools defined
-//! under `klaw-engine/tests/`, as they leave out the engine's fixtures.
+//! under `klaw-engine/tests/`, as they leave out the test fixtures (`klaw-test-fixtures`,
+//! linked here and into the engine's binary by the feature `fixtures`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+// The test fixtures register their tools, resources and prompts when linked.
+#[cfg(feature = "fixtures")]
+use klaw_test_fixtures as _;
 
 mod common;
 

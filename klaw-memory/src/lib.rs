@@ -111,6 +111,6 @@ where
 {
     tokio::task::spawn_blocking(f).await.map_err(|e| {
         klaw_core::ToolError::failed(format!("the {what} operation stopped unexpectedly"))
-            .with_detail(e)
+            .with_source(e)
     })?
 }

@@ -46,7 +46,7 @@ pub enum StoreError {
     BadVector,
     /// sqlite-vec could not be registered with SQLite.
     #[error("sqlite-vec could not be registered: {0}")]
-    Extension(String),
+    Extension(#[from] klaw_sqlite_vec::RegisterError),
     /// A chunk to store has vectors for another number of models than the store has
     /// vector spaces.
     #[error("a chunk has vectors of {got} models, the index has {expected} vector spaces")]
@@ -403,7 +403,7 @@ impl MemoryStore {
                 return Err(StoreError::SameModelTwice(m.clone()));
             }
         }
-        klaw_sqlite_vec::register().map_err(StoreError::Extension)?;
+        klaw_sqlite_vec::register()?;
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;

@@ -12,12 +12,22 @@
 //! ```
 
 use rusqlite::auto_extension::{RawAutoExtension, register_auto_extension};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+/// Why sqlite-vec could not be registered: SQLite's error, kept as the
+/// [`source`](std::error::Error::source).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("SQLite refused the extension: {source}")]
+pub struct RegisterError {
+    /// SQLite's error (shared: every later call returns the first call's result).
+    #[source]
+    source: Arc<rusqlite::Error>,
+}
 
 /// Registers sqlite-vec as an auto-extension, once per process (later calls return the
-/// first call's result). The error is SQLite's message.
-pub fn register() -> Result<(), String> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+/// first call's result).
+pub fn register() -> Result<(), RegisterError> {
+    static DONE: OnceLock<Result<(), RegisterError>> = OnceLock::new();
     DONE.get_or_init(|| {
         // SAFETY: `sqlite3_vec_init` is sqlite-vec's extension entry point, with the
         // signature SQLite's auto-extensions have (`RawAutoExtension`:
@@ -34,7 +44,9 @@ pub fn register() -> Result<(), String> {
             );
             register_auto_extension(init)
         }
-        .map_err(|e| e.to_string())
+        .map_err(|e| RegisterError {
+            source: Arc::new(e),
+        })
     })
     .clone()
 }
@@ -48,5 +60,18 @@ mod tests {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         conn.execute_batch("CREATE VIRTUAL TABLE v USING vec0(e float[2])")
             .unwrap();
+    }
+
+    #[test]
+    fn the_error_keeps_sqlites_as_its_source() {
+        let e = super::RegisterError {
+            source: std::sync::Arc::new(rusqlite::Error::InvalidQuery),
+        };
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source, Some(rusqlite::Error::InvalidQuery.to_string()));
+        assert!(
+            e.to_string().starts_with("SQLite refused the extension: "),
+            "{e}"
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! One declaration per key of `engine.json`: [`section!`] turns a list of keys (field,
+//! One declaration per key of `engine.json`: `section!` turns a list of keys (field,
 //! type, default, name, variable, checks, and the doc comment as its one-line meaning)
 //! into the section's struct (serde reads it), its `Default`, its environment overrides,
 //! its checks, and the rows of the documentation's table ([`KeyDoc`]). Nested sections

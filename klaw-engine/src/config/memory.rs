@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-#[cfg(feature = "memory")]
 use super::Config;
 use super::keys::{FromEnv, at_least, at_least_if_set, section};
 

@@ -1,7 +1,6 @@
 //! The `skills` section of `engine.json`; [`Config::skills`] gives the skills group its
 //! settings.
 
-#[cfg(feature = "skills")]
 use super::Config;
 use super::keys::section;
 

@@ -117,7 +117,7 @@ impl DatabaseUrl {
 
     /// Whether it is a PostgreSQL URL the client can read; the error says why not,
     /// without the password.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         self.settings().map(|_| ())
     }
 
@@ -125,7 +125,7 @@ impl DatabaseUrl {
     /// read (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`) and its
     /// `sslrootcert` (a PEM file of the CA certificates to trust), which the client
     /// itself does not know: they are taken out of the URL it is given.
-    pub fn settings(&self) -> Result<(tokio_postgres::Config, Tls), String> {
+    pub(crate) fn settings(&self) -> Result<(tokio_postgres::Config, Tls), String> {
         let url = self.0.trim();
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(format!(

@@ -1,7 +1,7 @@
 //! Telegram through the Bot API: long-polling `getUpdates` for messages in, `sendMessage`
 //! for answers out (split at Telegram's 4096 characters), over our reqwest client. The
 //! base URL is configurable (a Bot API server of your own, or a test server). The few
-//! Bot API types these two methods need are below ([`bot_api`]); a crate of every Bot
+//! Bot API types these two methods need are below (`bot_api`); a crate of every Bot
 //! API type cost more build time than the rest of the gateway for five of them.
 //!
 //! An update is confirmed to Telegram (the next poll's offset) only once it is kept in

@@ -30,7 +30,7 @@ impl Tool for ManifestTool {
         let m = self.manifest.clone();
         Box::pin(async move {
             let stdin = serde_json::to_vec(&args)
-                .map_err(|e| ToolError::failed("cannot encode the arguments").with_detail(e))?;
+                .map_err(|e| ToolError::failed("cannot encode the arguments").with_source(e))?;
             let out = run_sandboxed(
                 &ctx,
                 SandboxedCommand {

@@ -3,8 +3,8 @@
 //! request passes first: the `Host` and `Origin` checks (DNS rebinding), the bearer
 //! token, the body size, and a free session slot for an `initialize`. Every refusal is a
 //! status with a JSON body saying why. Connections are capped and must send their
-//! headers in time ([`connections`]); sessions are capped and end when idle
-//! ([`sessions`]).
+//! headers in time (`connections`); sessions are capped and end when idle
+//! (`sessions`).
 
 mod connections;
 mod sessions;

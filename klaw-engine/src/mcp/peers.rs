@@ -79,7 +79,7 @@ impl Peers {
     ///   the configuration names one.
     ///
     /// `Err` says why there is none (for the model's error).
-    pub fn sampling_peer(
+    pub(crate) fn sampling_peer(
         &self,
         origin: &Caller,
         named: Option<&str>,
@@ -131,6 +131,12 @@ fn client_name(peer: &Peer<RoleServer>) -> Option<String> {
 /// The caller of calls made in session `n`.
 pub(crate) fn caller(n: u64) -> Caller {
     Caller::new(CHANNEL, Some(n.to_string()))
+}
+
+impl klaw_mcp_ext::ClientLookup for Peers {
+    fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
+        self.peer_of(caller)
+    }
 }
 
 /// Whether the client declared the elicitation capability at `initialize`.

@@ -3,7 +3,8 @@
 //! (so a loaded skill's allowed-tools count for the session), and returns its SKILL.md,
 //! then its files as embedded resources (`klaw://skills/{name}/{file}`; past
 //! `limits.maxReadBytes` in all, as resource links the client can read), then the task.
-//! With the feature `fixtures`, the conformance suite's prompts too.
+//! Then the linked extensions' (`klaw_mcp_ext`: the conformance suite's in a build with
+//! the test fixtures).
 
 use rmcp::ErrorData;
 use rmcp::model::{GetPromptResult, Prompt};
@@ -13,7 +14,7 @@ use crate::Engine;
 
 /// Whether this build serves prompts at all.
 pub(crate) fn served() -> bool {
-    cfg!(any(feature = "skills", feature = "fixtures"))
+    cfg!(feature = "skills") || klaw_mcp_ext::serves_prompts()
 }
 
 /// What clients see of the skills: each one's name, description and files. A change
@@ -45,7 +46,7 @@ pub(crate) async fn skills_seen(engine: &Engine) -> Vec<(String, String, Vec<Str
 #[cfg(feature = "skills")]
 pub(crate) const TASK: &str = "task";
 
-/// Every prompt: the skills in name order, then the fixtures.
+/// Every prompt: the skills in name order, then the linked extensions'.
 #[cfg_attr(not(feature = "skills"), allow(clippy::unused_async, unused_variables))]
 pub(crate) async fn list(engine: &Engine) -> Result<Vec<Prompt>, ErrorData> {
     #[allow(unused_mut)]
@@ -67,8 +68,7 @@ pub(crate) async fn list(engine: &Engine) -> Result<Vec<Prompt>, ErrorData> {
             )
         }));
     }
-    #[cfg(feature = "fixtures")]
-    out.extend(crate::fixtures::prompts());
+    out.extend(klaw_mcp_ext::extensions().flat_map(|e| (e.prompts)()));
     Ok(out)
 }
 
@@ -80,8 +80,7 @@ pub(crate) async fn get(
     args: &Map<String, Value>,
     session: u64,
 ) -> Result<GetPromptResult, ErrorData> {
-    #[cfg(feature = "fixtures")]
-    if let Some(p) = crate::fixtures::get_prompt(name, args) {
+    if let Some(p) = klaw_mcp_ext::extensions().find_map(|e| (e.get_prompt)(name, args)) {
         return Ok(p);
     }
     #[cfg(feature = "skills")]

@@ -2,8 +2,8 @@
 //! the embedded docs (`klaw://docs/{path}`), each skill's files
 //! (`klaw://skills/{name}/{file}`, read beneath the skill's folder by the kernel, as
 //! `skill_load` reads them), core memory (`klaw://memory/core`, read through the engine
-//! as `memory_core_get`), and with the feature `fixtures` the conformance suite's
-//! `test://` resources.
+//! as `memory_core_get`), then those of the linked extensions (`klaw_mcp_ext`: the
+//! conformance suite's `test://` resources in a build with the test fixtures).
 //!
 //! A URI is taken as listed (not percent-decoded). A path segment `..` or `.`, an empty
 //! one or a backslash is refused before any lookup; docs are looked up in the embedded
@@ -24,7 +24,7 @@ const DOCS: &str = "klaw://docs/";
 const SKILLS: &str = "klaw://skills/";
 
 /// Every resource in URI order within each kind: docs, skills' files, core memory,
-/// then the fixtures.
+/// then the linked extensions'.
 pub(crate) async fn list(engine: &Engine) -> Vec<Resource> {
     let mut out = Vec::new();
     #[cfg(feature = "docs")]
@@ -51,8 +51,7 @@ pub(crate) async fn list(engine: &Engine) -> Vec<Resource> {
                 .with_mime_type("application/json"),
         );
     }
-    #[cfg(feature = "fixtures")]
-    out.extend(crate::fixtures::resources());
+    out.extend(klaw_mcp_ext::extensions().flat_map(|e| (e.resources)()));
     out
 }
 
@@ -86,9 +85,9 @@ async fn skill_resources(engine: &Engine) -> Vec<Resource> {
         .collect()
 }
 
-/// The URI templates: a doc by path, a skill's file by skill and path; the fixtures'.
+/// The URI templates: a doc by path, a skill's file by skill and path; the linked
+/// extensions'.
 pub(crate) fn templates() -> Vec<ResourceTemplate> {
-    #[allow(unused_mut)] // extended with the fixtures
     let mut out = Vec::new();
     #[cfg(feature = "docs")]
     out.push(
@@ -108,8 +107,7 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
                  (SKILL.md, scripts/run.py)",
             ),
     );
-    #[cfg(feature = "fixtures")]
-    out.extend(crate::fixtures::resource_templates());
+    out.extend(klaw_mcp_ext::extensions().flat_map(|e| (e.resource_templates)()));
     out
 }
 
@@ -128,8 +126,7 @@ pub(crate) async fn read(
     if uri == CORE_URI {
         return read_core(engine, session).await;
     }
-    #[cfg(feature = "fixtures")]
-    if let Some(c) = crate::fixtures::read_resource(uri) {
+    if let Some(c) = klaw_mcp_ext::extensions().find_map(|e| (e.read_resource)(uri)) {
         return Ok(c);
     }
     Err(not_found(uri))

@@ -488,9 +488,16 @@ fn watch_skills(engine: Engine, peers: Arc<Peers>) {
     });
 }
 
-/// The engine's registry of MCP sessions.
+/// The engine's registry of MCP sessions, which tools of linked crates reach as
+/// `klaw_mcp_ext::SessionClients`.
 fn engine_peers(engine: &Engine) -> Arc<Peers> {
-    engine.context().shared_state::<Peers>()
+    let peers = engine.context().shared_state::<Peers>();
+    let lookup: Arc<dyn klaw_mcp_ext::ClientLookup> = peers.clone();
+    engine
+        .context()
+        .shared_state::<klaw_mcp_ext::SessionClients>()
+        .set(lookup);
+    peers
 }
 
 /// The page of `items` a request's cursor asks for (a cursor is the index of the first

@@ -238,7 +238,7 @@ async fn create_tool(
     let (program, file, code) = (interpreter.to_owned(), script.clone(), args.script.clone());
     tokio::task::spawn_blocking(move || syntax::check_text(&program, &file, code.as_bytes()))
         .await
-        .map_err(|e| ToolError::failed("the script could not be checked").with_detail(e))?
+        .map_err(|e| ToolError::failed("the script could not be checked").with_source(e))?
         .map_err(|problem| ToolError::invalid_arguments("/script", problem))?;
     let (ws, limits) = (Workspace::from_ctx(ctx)?, Limits::from_ctx(ctx)?);
     let dir = format!("{TOOLS_DIR}/{name}");
@@ -262,7 +262,7 @@ async fn create_tool(
     let (m, e) = (Arc::clone(manifests), engine.clone());
     let report = tokio::task::spawn_blocking(move || m.sync(&e))
         .await
-        .map_err(|e| ToolError::failed("the tools could not be reloaded").with_detail(e))?;
+        .map_err(|e| ToolError::failed("the tools could not be reloaded").with_source(e))?;
     if let Some(f) = report.failed.iter().find(|f| f.name == name) {
         return Err(ToolError::failed(format!(
             "the tool was saved in {dir}/ but does not load: {}",

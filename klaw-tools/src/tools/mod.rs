@@ -33,6 +33,6 @@ where
 {
     tokio::task::spawn_blocking(f).await.map_err(|e| {
         crate::ToolError::failed(format!("the {what} operation stopped unexpectedly"))
-            .with_detail(e)
+            .with_source(e)
     })?
 }

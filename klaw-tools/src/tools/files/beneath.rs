@@ -96,7 +96,8 @@ pub fn dirs_in(root: &Path, folder: &str, path: &str) -> Result<Vec<String>, Too
 fn confine_in_folder(root: &Path, folder: &str, path: &str) -> Result<Confined, ToolError> {
     let mut dir = Dir::open_ambient_dir(root, ambient_authority()).map_err(|e| {
         ToolError::unavailable("the folder cannot be opened")
-            .with_detail(format!("{}: {e}", root.display()))
+            .with_detail(root.display())
+            .with_source(e)
     })?;
     let mut at = root.to_path_buf();
     for name in folder.split('/').filter(|n| !n.is_empty() && *n != ".") {

@@ -43,7 +43,8 @@ pub(crate) fn confine(ws: &Workspace, path: &str) -> Result<Confined, ToolError>
     let (rel, shown) = checked(ws.root(), path)?;
     let root = Dir::open_ambient_dir(ws.root(), ambient_authority()).map_err(|e| {
         ToolError::unavailable("the workspace directory cannot be opened")
-            .with_detail(format!("{}: {e}", ws.root().display()))
+            .with_detail(ws.root().display())
+            .with_source(e)
     })?;
     Ok(Confined { root, rel, shown })
 }
@@ -208,7 +209,7 @@ pub(crate) fn io_error(e: io::Error, shown: &str) -> ToolError {
     } else {
         ToolError::failed(format!("I/O error on {shown}"))
     };
-    err.with_detail(format!("{shown}: {e} ({e:?})"))
+    err.with_detail(shown).with_source(e)
 }
 
 /// A path as shown in messages: at most 200 characters.

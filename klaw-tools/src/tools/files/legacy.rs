@@ -64,5 +64,5 @@ pub async fn file(
 fn json<T: Serialize>(v: T) -> Result<ToolOutput, ToolError> {
     serde_json::to_value(v)
         .map(ToolOutput::json)
-        .map_err(|e| ToolError::failed("the result could not be serialized").with_detail(e))
+        .map_err(|e| ToolError::failed("the result could not be serialized").with_source(e))
 }

@@ -110,7 +110,7 @@ pub(crate) fn resolve_dir(
             "the workspace {} is not usable",
             workspace.display()
         ))
-        .with_detail(e)
+        .with_source(e)
     })?;
     let rel = match working_dir.map(str::trim) {
         None | Some("" | ".") => return Ok(root),
@@ -127,7 +127,7 @@ pub(crate) fn resolve_dir(
         return Ok(root);
     }
     let dir = cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority())
-        .map_err(|e| ToolError::unavailable("the workspace cannot be opened").with_detail(e))?;
+        .map_err(|e| ToolError::unavailable("the workspace cannot be opened").with_source(e))?;
     let sub = dir.open_dir(rel).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ToolError::not_found(format!(
             "workingDir `{}` does not exist in the workspace",
@@ -137,10 +137,10 @@ pub(crate) fn resolve_dir(
             "/workingDir",
             format!("workingDir `{}` is not a directory", rel.display()),
         ),
-        _ => outside(rel).with_detail(e),
+        _ => outside(rel).with_source(e),
     })?;
     let real = std::fs::read_link(format!("/proc/self/fd/{}", sub.as_fd().as_raw_fd()))
-        .map_err(|e| ToolError::failed("cannot name the working directory").with_detail(e))?;
+        .map_err(|e| ToolError::failed("cannot name the working directory").with_source(e))?;
     if !real.starts_with(&root) {
         return Err(outside(rel));
     }
@@ -284,14 +284,14 @@ pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
     }
     tokio::task::spawn_blocking(move || klaw_sandbox::select(mode, helper.as_deref()))
         .await
-        .map_err(|e| ToolError::failed("choosing the sandbox failed").with_detail(e))?
+        .map_err(|e| ToolError::failed("choosing the sandbox failed").with_source(e))?
         .map_err(sandbox::tool_error)
 }
 
 /// Starts `job` under `backend` with the context's policy.
 pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
     let workspace = std::fs::canonicalize(ctx.workspace())
-        .map_err(|e| ToolError::unavailable("the workspace is not usable").with_detail(e))?;
+        .map_err(|e| ToolError::unavailable("the workspace is not usable").with_source(e))?;
     // A serving engine's helper-run commands go through a long-lived sandbox server.
     let lifeline = backend.has_lifeline();
     let servers = ctx.shared_state::<Servers>();
@@ -309,7 +309,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
                 .ready_tmp(serve)
                 .map_or_else(CommandTmp::new, Ok)
                 .map_err(|e| {
-                    ToolError::failed("cannot create a temporary directory").with_detail(e)
+                    ToolError::failed("cannot create a temporary directory").with_source(e)
                 })?,
         ),
     };
@@ -321,7 +321,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         (Some(data), Some(dir), true) => {
             let path = dir.join(".klaw-stdin");
             std::fs::write(&path, data).map_err(|e| {
-                ToolError::failed("cannot write the command's input").with_detail(e)
+                ToolError::failed("cannot write the command's input").with_source(e)
             })?;
             Some(path)
         }
@@ -361,7 +361,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
                     "the sandbox ended while starting the command, which may have started \
                      and was stopped; it was not run again (run it again if it is safe to)",
                 )
-                .with_detail(e));
+                .with_source(e));
             }
             Some(Err(e)) => tracing::warn!(
                 target: "klaw::shell",
@@ -412,7 +412,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
             "cannot start the command under the `{}` sandbox",
             backend.name()
         ))
-        .with_detail(e),
+        .with_source(e),
     })?;
     let pipe = child.stdin.take();
     let lifeline = if lifeline {
@@ -424,7 +424,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
             Ok(fd) => fd,
             Err(e) => {
                 return Err(
-                    ToolError::failed("cannot keep the sandbox helper's lifeline").with_detail(e),
+                    ToolError::failed("cannot keep the sandbox helper's lifeline").with_source(e),
                 );
             }
         }
@@ -488,7 +488,7 @@ fn served(
     // A failure below drops the lifeline, which ends the command's tree.
     let pipe = |fd| {
         tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
-            .map_err(|e| ToolError::failed("cannot read the served command's pipes").with_detail(e))
+            .map_err(|e| ToolError::failed("cannot read the served command's pipes").with_source(e))
     };
     let status = pipe(started.status)?;
     let out = pipe(started.stdout)?;

@@ -44,7 +44,7 @@ pub(crate) fn tool_error(e: klaw_sandbox::Error) -> ToolError {
             ToolError::invalid_arguments("/command", "the command is empty")
         }
         e @ klaw_sandbox::Error::Policy(_) => {
-            ToolError::failed("cannot encode the sandbox policy").with_detail(e)
+            ToolError::failed("cannot encode the sandbox policy").with_source(e)
         }
         e => ToolError::failed(e.to_string()),
     }

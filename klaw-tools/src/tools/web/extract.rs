@@ -125,7 +125,8 @@ pub(crate) fn looks_binary(body: &[u8]) -> bool {
     body.iter().take(8192).any(|b| *b == 0)
 }
 
-/// An HTML page's title and main content in `format`.
+/// An HTML page's title and main content in `format` (`render_js`'s reading of a rendered page).
+#[cfg(feature = "render")]
 pub(crate) fn html(page: &str, url: &str, format: Format) -> (Option<String>, String) {
     match html_until(page, url, format, &Stop::never()) {
         Ok(found) => found,

@@ -151,7 +151,7 @@ pub async fn http_request(
     let response = request
         .send()
         .await
-        .map_err(|e| request_error(&e, &start, &with_limit))?;
+        .map_err(|e| request_error(e, &start, &with_limit))?;
     let status = response.status().as_u16();
     let final_url = response.url().to_string();
     refuse_foreign_redirect(&response)?;
@@ -169,7 +169,7 @@ pub async fn http_request(
     let content_type = headers.get("content-type").cloned().unwrap_or_default();
     let (raw, truncated) = read_capped(response, cap)
         .await
-        .map_err(|e| request_error(&e, &start, &with_limit))?;
+        .map_err(|e| request_error(e, &start, &with_limit))?;
     let bytes = raw.len();
     let kind = extract::kind_of(&content_type);
     let body = if method == reqwest::Method::HEAD

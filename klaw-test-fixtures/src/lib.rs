@@ -1,10 +1,18 @@
-//! Test-only tools (feature `fixtures`, never in a release build): the fixtures the MCP
-//! conformance suite calls (each documents the scenario it serves), and `echo`, the trivial tool the MCP benchmark compares
-//! with an equivalent FastMCP server.
+//! # klaw-test-fixtures
+//!
+//! Test-only (klaw-engine's feature `fixtures` links it into the engine's binary and
+//! tests, never into a release build): the tools, resources and prompts the MCP
+//! conformance suite calls (each documents the scenario it serves), and `echo`, the
+//! trivial tool the MCP benchmark compares with an equivalent FastMCP server. The tools
+//! are `#[tool]`s; the resources and prompts one [`McpExtension`], registered the same
+//! way. Nothing here depends on the engine.
 
 use std::time::Duration;
 
-use klaw_tools::{Attachment, Log, Progress, ResourceContent, ToolError, ToolOutput, tool};
+use klaw_core::{
+    Attachment, Log, Progress, ResourceContent, ToolContext, ToolError, ToolOutput, tool,
+};
+use klaw_mcp_ext::{McpExtension, SessionClients, offers_elicitation, offers_sampling};
 
 /// Returns its text (the benchmarks' trivial tool).
 #[tool(
@@ -189,8 +197,18 @@ pub async fn test_tool_with_logging(log: Log) -> Result<String, ToolError> {
     Ok("Logging test completed".into())
 }
 
-// The conformance suite's resources and prompts (served by the MCP server beside the
-// real ones, only in a build with this feature).
+// The conformance suite's resources and prompts, served by the engine's MCP server after
+// its own.
+
+klaw_mcp_ext::inventory::submit! {
+    McpExtension {
+        resources,
+        resource_templates,
+        read_resource,
+        prompts,
+        get_prompt,
+    }
+}
 
 use rmcp::model::{
     ContentBlock, GetPromptResult, Prompt, PromptArgument, PromptMessage, Resource,
@@ -208,7 +226,7 @@ fn b64(bytes: &[u8]) -> String {
 
 /// Conformance `resources-list`, `resources-read-*`, `resources-subscribe`: the static
 /// resources.
-pub(crate) fn resources() -> Vec<Resource> {
+fn resources() -> Vec<Resource> {
     vec![
         Resource::new(STATIC_TEXT, "static-text")
             .with_description("Test: a static text resource")
@@ -223,7 +241,7 @@ pub(crate) fn resources() -> Vec<Resource> {
 }
 
 /// Conformance `resources-templates-read`: `test://template/{id}/data`.
-pub(crate) fn resource_templates() -> Vec<ResourceTemplate> {
+fn resource_templates() -> Vec<ResourceTemplate> {
     vec![
         ResourceTemplate::new("test://template/{id}/data", "template")
             .with_description("Test: data by id")
@@ -232,7 +250,7 @@ pub(crate) fn resource_templates() -> Vec<ResourceTemplate> {
 }
 
 /// The fixtures' resource at `uri`, if it is one.
-pub(crate) fn read_resource(uri: &str) -> Option<ResourceContents> {
+fn read_resource(uri: &str) -> Option<ResourceContents> {
     match uri {
         STATIC_TEXT => Some(
             ResourceContents::text("This is the content of the static text resource.", uri)
@@ -256,7 +274,7 @@ pub(crate) fn read_resource(uri: &str) -> Option<ResourceContents> {
 }
 
 /// Conformance `prompts-get-*`: the test prompts.
-pub(crate) fn prompts() -> Vec<Prompt> {
+fn prompts() -> Vec<Prompt> {
     let arg = |name: &str, description: &str| {
         PromptArgument::new(name)
             .with_description(description)
@@ -286,7 +304,7 @@ pub(crate) fn prompts() -> Vec<Prompt> {
 }
 
 /// The fixture prompt `name` with `args`, if it is one.
-pub(crate) fn get_prompt(
+fn get_prompt(
     name: &str,
     args: &serde_json::Map<String, serde_json::Value>,
 ) -> Option<GetPromptResult> {
@@ -325,16 +343,16 @@ pub(crate) fn get_prompt(
 }
 
 // The conformance suite's tools that ask the client: elicitation and sampling, through
-// the calling session's client (`mcp::Peers`).
+// the calling session's client (`SessionClients`, which the engine's MCP server sets).
 
 /// The client of the session that made the call, when it declared `capability`.
 fn client(
-    ctx: &klaw_tools::ToolContext,
+    ctx: &ToolContext,
     offers: fn(&rmcp::Peer<rmcp::RoleServer>) -> bool,
     what: &str,
 ) -> Result<rmcp::Peer<rmcp::RoleServer>, ToolError> {
-    ctx.shared_state::<crate::mcp::Peers>()
-        .peer_of(ctx.caller())
+    ctx.shared_state::<SessionClients>()
+        .client_of(ctx.caller())
         .filter(offers)
         .ok_or_else(|| {
             ToolError::failed(format!("the client does not offer {what}: nothing to ask"))
@@ -343,11 +361,11 @@ fn client(
 
 /// Asks the calling client's user to fill `schema` (a JSON object schema).
 async fn elicit(
-    ctx: &klaw_tools::ToolContext,
+    ctx: &ToolContext,
     message: String,
     schema: serde_json::Value,
 ) -> Result<rmcp::model::ElicitResult, ToolError> {
-    let peer = client(ctx, crate::mcp::offers_elicitation, "elicitation")?;
+    let peer = client(ctx, offers_elicitation, "elicitation")?;
     let requested_schema = serde_json::from_value(schema)
         .map_err(|e| ToolError::failed(format!("the form's schema: {e}")))?;
     peer.create_elicitation(rmcp::model::ElicitRequestParams::FormElicitationParams {
@@ -378,7 +396,7 @@ fn answer(r: &rmcp::model::ElicitResult) -> String {
     read_only
 )]
 pub async fn test_elicitation(
-    ctx: klaw_tools::ToolContext,
+    ctx: ToolContext,
     /// Сообщение пользователю
     #[arg(description_en = "The message to show the user")]
     message: String,
@@ -404,9 +422,7 @@ pub async fn test_elicitation(
     description_en = "Test tool: a form whose fields have default values",
     read_only
 )]
-pub async fn test_elicitation_sep1034_defaults(
-    ctx: klaw_tools::ToolContext,
-) -> Result<String, ToolError> {
+pub async fn test_elicitation_sep1034_defaults(ctx: ToolContext) -> Result<String, ToolError> {
     let schema = serde_json::json!({
         "type": "object",
         "properties": {
@@ -436,9 +452,7 @@ pub async fn test_elicitation_sep1034_defaults(
     description_en = "Test tool: a form with the five kinds of enum field",
     read_only
 )]
-pub async fn test_elicitation_sep1330_enums(
-    ctx: klaw_tools::ToolContext,
-) -> Result<String, ToolError> {
+pub async fn test_elicitation_sep1330_enums(ctx: ToolContext) -> Result<String, ToolError> {
     let schema = serde_json::json!({
         "type": "object",
         "properties": {
@@ -481,12 +495,12 @@ pub async fn test_elicitation_sep1330_enums(
 )]
 #[allow(deprecated)] // sampling (SEP-2577 deprecates it; clients still offer it)
 pub async fn test_sampling(
-    ctx: klaw_tools::ToolContext,
+    ctx: ToolContext,
     /// Запрос к модели
     #[arg(description_en = "The prompt to send to the LLM")]
     prompt: String,
 ) -> Result<String, ToolError> {
-    let peer = client(&ctx, crate::mcp::offers_sampling, "sampling")?;
+    let peer = client(&ctx, offers_sampling, "sampling")?;
     let params = rmcp::model::CreateMessageRequestParams::new(
         vec![rmcp::model::SamplingMessage::user_text(prompt)],
         100,
@@ -495,5 +509,20 @@ pub async fn test_sampling(
         .create_message(params)
         .await
         .map_err(|e| ToolError::failed(format!("sampling failed: {e}")))?;
-    Ok(format!("LLM response: {}", crate::mcp::sampled_text(&r)))
+    Ok(format!("LLM response: {}", sampled_text(&r)))
+}
+
+/// The text of a client's sampling answer (its text blocks, joined).
+#[allow(deprecated)] // sampling (SEP-2577 deprecates it; clients still offer it)
+fn sampled_text(result: &rmcp::model::CreateMessageResult) -> String {
+    let content = serde_json::to_value(&result.message.content).unwrap_or_default();
+    let blocks = match content {
+        serde_json::Value::Array(blocks) => blocks,
+        one => vec![one],
+    };
+    blocks
+        .iter()
+        .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+        .collect::<Vec<_>>()
+        .join("")
 }

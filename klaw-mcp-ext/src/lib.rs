@@ -1,0 +1,144 @@
+//! # klaw-mcp-ext
+//!
+//! What a crate linked into the engine adds to its MCP server besides tools, registered
+//! the way `#[tool]` registers a tool (with [`inventory`], collected when the server
+//! lists or reads), and what its tools need to ask the client of the session that
+//! called them. The engine's own resources and prompts (docs, skills, core memory) are
+//! the engine's; an [`McpExtension`] is served after them, in the order the linker
+//! gives.
+//!
+//! ```
+//! use klaw_mcp_ext::{McpExtension, rmcp::model::Prompt};
+//!
+//! fn prompts() -> Vec<Prompt> {
+//!     vec![Prompt::new("greet", Some("Says hello"), None)]
+//! }
+//!
+//! klaw_mcp_ext::inventory::submit! {
+//!     McpExtension { prompts, ..McpExtension::NONE }
+//! }
+//!
+//! assert!(klaw_mcp_ext::extensions().any(|e| (e.prompts)().iter().any(|p| p.name == "greet")));
+//! ```
+//!
+//! Nothing depends on the engine here: the engine depends on this crate (it serves the
+//! extensions and sets [`SessionClients`]), and so may a crate of extensions, which the
+//! engine's binary then links (`use my_extensions as _;`). The MCP conformance suite's
+//! fixtures (`klaw-test-fixtures`) are one.
+
+use std::sync::{Arc, OnceLock};
+
+use klaw_core::Caller;
+use rmcp::model::{GetPromptResult, Prompt, Resource, ResourceContents, ResourceTemplate};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Map, Value};
+
+#[doc(hidden)]
+pub use inventory;
+pub use rmcp;
+
+/// Resources and prompts a linked crate adds to the MCP server: each a plain function, so
+/// an extension is a constant ([`McpExtension::NONE`] for the parts it does not serve).
+#[derive(Debug, Clone, Copy)]
+pub struct McpExtension {
+    /// Its resources (`resources/list`).
+    pub resources: fn() -> Vec<Resource>,
+    /// Its URI templates (`resources/templates/list`).
+    pub resource_templates: fn() -> Vec<ResourceTemplate>,
+    /// The resource at a URI, if it is one of its own (`resources/read`).
+    pub read_resource: fn(&str) -> Option<ResourceContents>,
+    /// Its prompts (`prompts/list`).
+    pub prompts: fn() -> Vec<Prompt>,
+    /// Its prompt of that name with those arguments, if it has one (`prompts/get`).
+    pub get_prompt: fn(&str, &Map<String, Value>) -> Option<GetPromptResult>,
+}
+
+impl McpExtension {
+    /// An extension that serves nothing; fill in what yours serves.
+    pub const NONE: Self = Self {
+        resources: Vec::new,
+        resource_templates: Vec::new,
+        read_resource: |_| None,
+        prompts: Vec::new,
+        get_prompt: |_, _| None,
+    };
+}
+
+inventory::collect!(McpExtension);
+
+/// Every extension linked into the program.
+pub fn extensions() -> impl Iterator<Item = &'static McpExtension> {
+    inventory::iter::<McpExtension>.into_iter()
+}
+
+/// Whether a linked extension serves prompts (the server then declares the capability).
+pub fn serves_prompts() -> bool {
+    extensions().any(|e| !(e.prompts)().is_empty())
+}
+
+/// How the engine finds the client of a call's MCP session.
+pub trait ClientLookup: Send + Sync {
+    /// The client of the live MCP session that made a call from `caller`; `None` for a
+    /// call that did not come through MCP, or whose session has ended.
+    fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>>;
+}
+
+/// The engine's MCP sessions, as a tool reaches them: kept in the engine's context
+/// (`ctx.shared_state::<SessionClients>()`), set by the engine's MCP server when it
+/// starts; empty where no MCP server runs.
+#[derive(Default)]
+pub struct SessionClients {
+    lookup: OnceLock<Arc<dyn ClientLookup>>,
+}
+
+impl std::fmt::Debug for SessionClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionClients")
+            .field("set", &self.lookup.get().is_some())
+            .finish()
+    }
+}
+
+impl SessionClients {
+    /// Sets how clients are found (the first call wins: one engine, one set of sessions).
+    pub fn set(&self, lookup: Arc<dyn ClientLookup>) {
+        let _ = self.lookup.set(lookup);
+    }
+
+    /// The client of the session that made a call from `caller` (see
+    /// [`ClientLookup::client_of`]); `None` too when no MCP server runs.
+    pub fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
+        self.lookup.get()?.client_of(caller)
+    }
+}
+
+/// Whether the client declared the elicitation capability at `initialize`.
+pub fn offers_elicitation(peer: &Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_some_and(|i| i.capabilities.elicitation.is_some())
+}
+
+/// Whether the client declared the sampling capability at `initialize`.
+pub fn offers_sampling(peer: &Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_some_and(|i| i.capabilities.sampling.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn none_serves_nothing_and_an_unset_lookup_finds_no_client() {
+        let none = McpExtension::NONE;
+        assert!((none.resources)().is_empty() && (none.prompts)().is_empty());
+        assert!((none.read_resource)("test://x").is_none());
+        assert!((none.get_prompt)("x", &Map::new()).is_none());
+        let clients = SessionClients::default();
+        assert!(
+            clients
+                .client_of(&Caller::new("mcp", Some("1".into())))
+                .is_none()
+        );
+    }
+}
