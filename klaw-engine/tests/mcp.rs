@@ -1419,6 +1419,83 @@ fn calls_end_when_their_client_goes_away() {
     );
 }
 
+/// What is normal in MCP 2026-07-28 is answered as the version says and logs no
+/// warning: a removed method is not found (HTTP 404, -32601, its id kept), a
+/// `subscriptions/listen` stream is acknowledged with its subscription id, and a call
+/// whose client goes away ends without a warning (it was one `WARN` line per
+/// cancellation and per stream).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_stateless_protocol_without_warnings() {
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    for method in ["initialize", "logging/setLevel", "resources/subscribe"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"r1","method":"{method}","params":{{{STATELESS_META}}}}}}}"#
+        );
+        let (status, body) = server.post_mcp(&stateless_headers(method, ""), &body);
+        assert_eq!(status, 404, "{method}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["error"]["code"], -32601, "{body}");
+        assert_eq!(v["id"], "r1", "{body}");
+    }
+    // An older client's handshake is untouched.
+    let (status, body) = server.post_mcp(&[], INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"protocolVersion\""), "{body}");
+
+    let open = |body: &str, method: &str, name: &str| {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            server.addr,
+            body.len()
+        );
+        for (k, v) in stateless_headers(method, name) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        s.write_all(format!("{head}\r\n{body}").as_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let listen = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{STATELESS_META}}}}}}}"#
+    );
+    let mut stream = open(&listen, "subscriptions/listen", "");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("subscriptionId") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(
+        seen.starts_with("HTTP/1.1 200")
+            && seen.contains("notifications/subscriptions/acknowledged"),
+        "{seen}"
+    );
+    drop(stream);
+
+    let mark = (910_000 + std::process::id()).to_string();
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":"sleep {mark}","timeout":300}},{STATELESS_META}}}}}}}"#
+    );
+    let conn = open(&call, "tools/call", "exec");
+    assert!(
+        eventually(30, || !sleepers(&mark).is_empty()),
+        "the command never started"
+    );
+    drop(conn);
+    assert!(
+        eventually(15, || sleepers(&mark).is_empty()),
+        "{:?} outlived its client",
+        sleepers(&mark)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let log = server.log.lock().unwrap().clone();
+    assert!(!log.contains(" WARN "), "{log}");
+}
+
 /// Issue 42, hole 10 through `resources/read`: `klaw://skills/{name}/{file}` of a link
 /// out of the skill's folder (to the data dir's `memory.sqlite`, to `/etc/passwd`) is
 /// an error that carries nothing of the file, for a system and a workspace skill; a
