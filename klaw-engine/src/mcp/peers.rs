@@ -87,11 +87,11 @@ impl Peers {
     /// Tells every client (sessions and `subscriptions/listen` streams that asked) that
     /// the prompts changed.
     pub(crate) async fn prompts_changed(&self) {
-        for s in self.live() {
-            let _ = s.peer.notify_prompt_list_changed().await;
-        }
         for sink in self.listeners() {
             let _ = sink.notify_prompt_list_changed().await;
+        }
+        for s in self.live() {
+            let _ = s.peer.notify_prompt_list_changed().await;
         }
     }
 

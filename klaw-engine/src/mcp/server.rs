@@ -71,11 +71,13 @@ impl McpServer {
         let peers = Arc::clone(&server.peers);
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
-                for s in peers.live() {
-                    let _ = s.peer.notify_tool_list_changed().await;
-                }
+                // The streams first: a session whose client reads no stream can keep
+                // its send waiting.
                 for sink in peers.listeners() {
                     let _ = sink.notify_tool_list_changed().await;
+                }
+                for s in peers.live() {
+                    let _ = s.peer.notify_tool_list_changed().await;
                 }
             }
         });
