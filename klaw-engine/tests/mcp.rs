@@ -1496,6 +1496,36 @@ fn the_stateless_protocol_without_warnings() {
     assert!(!log.contains(" WARN "), "{log}");
 }
 
+/// Over stdio too, a request of MCP 2026-07-28 (its version in its `_meta`) for a
+/// method that version removed is not found (-32601), whatever its params; the
+/// session's own requests (2025-06-18, no such `_meta`) keep them.
+#[test]
+fn removed_methods_over_stdio_in_2026_07_28() {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = engine(home.path(), &["mcp"]);
+    cmd.env("KLAW_CACHE", cache());
+    let mut c = common::mcp_client::Mcp::start(cmd);
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+    });
+    for (method, params) in [
+        (
+            "logging/setLevel",
+            serde_json::json!({"level": "debug", "_meta": meta}),
+        ),
+        ("logging/setLevel", serde_json::json!({"_meta": meta})),
+        ("initialize", serde_json::json!({"_meta": meta})),
+        ("resources/subscribe", serde_json::json!({"_meta": meta})),
+    ] {
+        let r = c.request(method, params);
+        assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
+    }
+    let r = c.request("logging/setLevel", serde_json::json!({"level": "debug"}));
+    assert!(r.get("result").is_some(), "{r}");
+}
+
 /// Issue 42, hole 10 through `resources/read`: `klaw://skills/{name}/{file}` of a link
 /// out of the skill's folder (to the data dir's `memory.sqlite`, to `/etc/passwd`) is
 /// an error that carries nothing of the file, for a system and a workspace skill; a

@@ -266,3 +266,52 @@ pub async fn ask(
     }
     Ok(answers)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_sealed_state_opens_only_unchanged_for_its_tool_and_arguments() {
+        let args = json!({"a": 1});
+        let state = Some(json!({"round": 2, "name": "Alice"}));
+        let sealed = seal("tool", &args, &state).unwrap();
+        assert_eq!(open("tool", &args, &sealed).unwrap(), state);
+        // Changed, sent back for another tool, or with other arguments: refused.
+        assert!(open("tool", &args, &format!("{sealed}-TAMPERED")).is_err());
+        let mut flipped = sealed.clone().into_bytes();
+        let last = flipped.len() - 1;
+        flipped[last] = if flipped[last] == b'A' { b'B' } else { b'A' };
+        assert!(open("tool", &args, &String::from_utf8(flipped).unwrap()).is_err());
+        assert!(open("other", &args, &sealed).is_err());
+        assert!(open("tool", &json!({"a": 2}), &sealed).is_err());
+        assert!(open("tool", &args, "not a state").is_err());
+        // No state kept is a state too (sealed, so a forged one is refused).
+        let empty = seal("tool", &args, &None).unwrap();
+        assert_eq!(open("tool", &args, &empty).unwrap(), None);
+    }
+
+    #[test]
+    fn an_answer_of_the_wrong_shape_does_not_fit() {
+        let elicit: InputRequest = serde_json::from_value(json!({
+            "method": "elicitation/create",
+            "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}
+        }))
+        .unwrap();
+        assert!(fits(
+            &elicit,
+            &json!({"action": "accept", "content": {"name": "A"}})
+        ));
+        assert!(!fits(&elicit, &json!(12345)));
+        assert!(!fits(&elicit, &Value::Null));
+        let roots: InputRequest =
+            serde_json::from_value(json!({"method": "roots/list", "params": {}})).unwrap();
+        assert!(fits(&roots, &json!({"roots": [{"uri": "file:///w"}]})));
+        assert!(!fits(&roots, &json!({"action": "accept"})));
+        assert_eq!(
+            needs(&roots, &ClientCapabilities::default()),
+            ("roots", false)
+        );
+    }
+}

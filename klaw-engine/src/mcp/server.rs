@@ -194,6 +194,24 @@ fn stateless(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
 }
 
+/// The methods MCP 2026-07-28 removed.
+const REMOVED_IN_2026: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Method not found, for a method MCP 2026-07-28 removed.
+fn removed(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method} is not part of MCP 2026-07-28"),
+        None,
+    )
+}
+
 /// Closes a call's round when the call ends, however it ends; [`CloseRound::take`]
 /// reads it.
 struct CloseRound<'a>(&'a Inputs, &'a str);
@@ -417,8 +435,13 @@ impl ServerHandler for McpServer {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        // A method MCP 2026-07-28 removed, in a request of that version (over stdio;
+        // the HTTP guard answers these before rmcp reads them).
+        if stateless(&context) && REMOVED_IN_2026.contains(&request.method.as_str()) {
+            return Err(removed(&request.method));
+        }
         let known = [
             "initialize",
             "ping",
@@ -460,8 +483,11 @@ impl ServerHandler for McpServer {
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if stateless(&context) {
+            return Err(removed("logging/setLevel"));
+        }
         self.log_level
             .store(log_level(request.level) as u8, Ordering::Relaxed);
         Ok(())
