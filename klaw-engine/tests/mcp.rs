@@ -61,6 +61,10 @@ fn run_script(py: &Path, home: &Path, script: &str, target: &str, env: &[(&str, 
         "stdout:\n{out}\nstderr:\n{}",
         stderr(&o)
     );
+    // Over HTTP the client ends its session with a DELETE, which must succeed (a 202
+    // made every Python client print this).
+    let err = stderr(&o);
+    assert!(!err.contains("Session termination failed"), "{err}");
 }
 
 #[test]
