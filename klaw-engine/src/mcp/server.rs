@@ -155,9 +155,9 @@ impl McpServer {
 }
 
 impl McpServer {
-    /// The round a `tools/call` opens: in a request of MCP 2026-07-28 its answers
-    /// (`inputResponses`) and the state it brought back (`requestState`, refused when
-    /// its seal is not good for this tool and these arguments).
+    /// The round a `tools/call` of MCP 2026-07-28 opens (`None` for an older session):
+    /// its answers (`inputResponses`) and the state it brought back (`requestState`,
+    /// refused when its seal is not good for this tool and these arguments).
     fn round(
         &self,
         name: &str,
@@ -165,10 +165,9 @@ impl McpServer {
         responses: Option<rmcp::model::InputResponses>,
         sealed: Option<&str>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Round, ErrorData> {
-        let in_result = stateless(context);
-        if !in_result {
-            return Ok(Round::default());
+    ) -> Result<Option<Round>, ErrorData> {
+        if !stateless(context) {
+            return Ok(None);
         }
         let state = match sealed {
             None => None,
@@ -176,13 +175,13 @@ impl McpServer {
                 input::open(name, args, sealed).map_err(|e| ErrorData::invalid_params(e, None))?
             }
         };
-        Ok(Round {
-            in_result,
+        Ok(Some(Round {
+            in_result: true,
             capabilities: context.client_capabilities(),
             responses: responses.unwrap_or_default(),
             state,
             ..Round::default()
-        })
+        }))
     }
 }
 
@@ -521,9 +520,17 @@ impl ServerHandler for McpServer {
             request.request_state.as_deref(),
             &context,
         )?;
-        let inputs = self.engine.context().shared_state::<Inputs>();
-        inputs.begin(&id, round);
-        let closing = CloseRound(&inputs, &id);
+        // Only a 2026-07-28 call has a round (an older session's questions are requests).
+        let inputs = round
+            .as_ref()
+            .map(|_| self.engine.context().shared_state::<Inputs>());
+        let closing = match (&inputs, round) {
+            (Some(inputs), Some(round)) => {
+                inputs.begin(&id, round);
+                Some(CloseRound(inputs, &id))
+            }
+            _ => None,
+        };
         // A 2026-07-28 request carries its own level (none: no log messages); older
         // ones use the session's.
         #[allow(deprecated)]
@@ -560,7 +567,7 @@ impl ServerHandler for McpServer {
             }
         };
         // Questions the tool asked and the request did not answer: the result asks them.
-        if let Some(round) = closing.take() {
+        if let Some(round) = closing.as_ref().and_then(CloseRound::take) {
             if let Some(missing) = round.missing {
                 forwarding.stop();
                 return Err(ErrorData::missing_required_client_capability(missing));
