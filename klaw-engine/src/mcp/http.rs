@@ -276,7 +276,12 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 .into(),
         );
     }
-    let envelope = serde_json::from_slice::<Envelope>(&bytes).ok();
+    // Read only without a session (a request with one is of an older protocol): the
+    // stateless requests and the `initialize` that opens a session.
+    let sessionless = !parts.headers.contains_key("mcp-session-id");
+    let envelope = sessionless
+        .then(|| serde_json::from_slice::<Envelope>(&bytes).ok())
+        .flatten();
     // A method the stateless protocol (2026-07-28) removed, asked in that protocol: not
     // found (HTTP 404), whatever its params (rmcp would route an `initialize` to the
     // old handshake, and read a removed method without its old params as invalid).
@@ -296,8 +301,8 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
     // An `initialize` without a session is the one request that creates a session: it
     // needs a free slot, held from here until the session ends.
-    let creates_session = !parts.headers.contains_key("mcp-session-id")
-        && envelope.is_some_and(|m| m.method.as_deref() == Some("initialize"));
+    let creates_session =
+        sessionless && envelope.is_some_and(|m| m.method.as_deref() == Some("initialize"));
     let request = Request::from_parts(parts, Body::from(bytes));
     if !creates_session {
         return next.run(request).await;
