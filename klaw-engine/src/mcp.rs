@@ -7,7 +7,8 @@
 //! The parts: `server` (the handler: listing, calls, logging levels, results as
 //! content blocks), `resources` (docs, skills' files, core memory), `prompts` (the
 //! skills), `complete` (completion), `peers` (the sessions' clients, by number),
-//! `approve` (the approval policy asking the client's user: elicitation), `forward` (a
+//! `approve` (the approval policy asking the client's user: elicitation), [`input`]
+//! (what a call asks its client: in the result in MCP 2026-07-28), `forward` (a
 //! call's progress and log messages to its client, in order), `stdio` (the stdio
 //! transport: capped lines, JSON-RPC errors for bad ones) and [`http`] (Streamable HTTP
 //! behind its guard).
@@ -19,6 +20,7 @@ mod approve;
 mod complete;
 mod forward;
 pub mod http;
+pub mod input;
 mod peers;
 mod prompts;
 mod resources;

@@ -62,6 +62,19 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("test_elicitation_sep1034_defaults", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
     ("test_elicitation_sep1330_enums", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
     ("test_sampling", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's model, changes nothing"),
+    ("test_input_required_result_elicitation", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user through the result"),
+    ("test_input_required_result_sampling", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's model through the result"),
+    ("test_input_required_result_list_roots", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's roots through the result"),
+    ("test_input_required_result_request_state", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks, keeps a sealed state"),
+    ("test_input_required_result_multiple_inputs", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks three questions"),
+    ("test_input_required_result_multi_round", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks in two rounds"),
+    ("test_input_required_result_tampered_state", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks, keeps a sealed state"),
+    ("test_input_required_result_capabilities", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks through a declared capability"),
+    ("test_missing_capability", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: needs the client's sampling"),
+    ("test_streaming_elicitation", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
+    ("test_logging_tool", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: logs"),
+    ("test_trigger_tool_change", "----", cfg!(feature = "fixtures"), "MCP conformance fixture: adds or removes a test tool (undone by the next call), deletes nothing"),
+    ("test_trigger_prompt_change", "----", cfg!(feature = "fixtures"), "MCP conformance fixture: adds or removes a test prompt (undone by the next call), deletes nothing"),
 ];
 
 #[tokio::test]

@@ -280,7 +280,7 @@ fn prompts() -> Vec<Prompt> {
             .with_description(description)
             .with_required(true)
     };
-    vec![
+    [
         Prompt::new("test_simple_prompt", Some("Test: a simple prompt"), None),
         Prompt::new(
             "test_prompt_with_arguments",
@@ -300,7 +300,25 @@ fn prompts() -> Vec<Prompt> {
             Some("Test: a prompt with an image"),
             None,
         ),
+        Prompt::new(
+            INPUT_PROMPT,
+            Some("Test: a prompt that asks the client for its context first"),
+            None,
+        ),
     ]
+    .into_iter()
+    .chain(
+        DYNAMIC_PROMPT
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| {
+                Prompt::new(
+                    "test_dynamic_prompt",
+                    Some("Test: a prompt added at run time"),
+                    None,
+                )
+            }),
+    )
+    .collect()
 }
 
 /// The fixture prompt `name` with `args`, if it is one.
@@ -312,6 +330,9 @@ fn get_prompt(
     let text = |t: String| PromptMessage::new_text(Role::User, t);
     let messages = match name {
         "test_simple_prompt" => vec![text("This is a simple prompt for testing.".into())],
+        "test_dynamic_prompt" if DYNAMIC_PROMPT.load(std::sync::atomic::Ordering::Relaxed) => {
+            vec![text("A prompt added at run time.".into())]
+        }
         "test_prompt_with_arguments" => vec![text(format!(
             "Prompt with arguments: arg1='{}', arg2='{}'",
             arg("arg1"),
@@ -525,4 +546,438 @@ fn sampled_text(result: &rmcp::model::CreateMessageResult) -> String {
         .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
         .collect::<Vec<_>>()
         .join("")
+}
+
+// The conformance suite's tools of MCP 2026-07-28: questions asked through the result
+// (SEP-2322, `crate::mcp::input`), a capability the client must declare, a call's log
+// only at the level it asks for.
+
+use crate::mcp::input::{ask, keep_state, offers, state};
+use rmcp::model::InputRequest;
+use serde_json::{Value, json};
+
+/// A question to the client: `method` with `params`.
+fn question(key: &str, method: &str, params: Value) -> Result<(String, InputRequest), ToolError> {
+    let request = serde_json::from_value(json!({"method": method, "params": params}))
+        .map_err(|e| ToolError::failed(format!("the question {key}: {e}")))?;
+    Ok((key.to_owned(), request))
+}
+
+/// An elicitation of one field, `field` of `kind`.
+fn form(
+    key: &str,
+    message: &str,
+    field: &str,
+    kind: &str,
+) -> Result<(String, InputRequest), ToolError> {
+    question(
+        key,
+        "elicitation/create",
+        json!({
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {field: {"type": kind}},
+                "required": [field]
+            }
+        }),
+    )
+}
+
+/// A sampling of `text`, at most `max` tokens.
+fn sampling(key: &str, text: &str, max: u32) -> Result<(String, InputRequest), ToolError> {
+    question(
+        key,
+        "sampling/createMessage",
+        json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            "maxTokens": max
+        }),
+    )
+}
+
+/// The client's roots.
+fn roots(key: &str) -> Result<(String, InputRequest), ToolError> {
+    question(key, "roots/list", json!({}))
+}
+
+/// Field `field` of an elicitation's answer, as text.
+fn field(answer: Option<&Value>, field: &str) -> String {
+    match answer.and_then(|a| a["content"].get(field)) {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
+/// Conformance `input-required-result-basic-elicitation` (and `-result-type`,
+/// `-missing-input-response`, `-ignore-extra-params`, `-validate-input`): asks the
+/// user's name.
+#[tool(
+    name = "test_input_required_result_elicitation",
+    title_ru = "Тест: вопрос в результате",
+    title_en = "Test: input-required elicitation",
+    description_ru = "Тестовый инструмент: спрашивает имя пользователя через результат",
+    description_en = "Test tool: asks the user's name through the result",
+    read_only
+)]
+pub async fn test_input_required_result_elicitation(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let a = ask(
+        &ctx,
+        vec![form("user_name", "What is your name?", "name", "string")?],
+    )
+    .await?;
+    Ok(format!("Hello, {}!", field(a.get("user_name"), "name")))
+}
+
+/// Conformance `input-required-result-basic-sampling`: asks the client's model.
+#[tool(
+    name = "test_input_required_result_sampling",
+    title_ru = "Тест: модель клиента через результат",
+    title_en = "Test: input-required sampling",
+    description_ru = "Тестовый инструмент: спрашивает модель клиента через результат",
+    description_en = "Test tool: asks the client's model through the result",
+    read_only
+)]
+pub async fn test_input_required_result_sampling(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let a = ask(
+        &ctx,
+        vec![sampling(
+            "capital_question",
+            "What is the capital of France?",
+            100,
+        )?],
+    )
+    .await?;
+    let text = a
+        .get("capital_question")
+        .and_then(|r| r["content"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(format!("LLM response: {text}"))
+}
+
+/// Conformance `input-required-result-basic-list-roots`: asks the client's roots.
+#[tool(
+    name = "test_input_required_result_list_roots",
+    title_ru = "Тест: корни клиента через результат",
+    title_en = "Test: input-required roots",
+    description_ru = "Тестовый инструмент: спрашивает корни клиента через результат",
+    description_en = "Test tool: asks the client's roots through the result",
+    read_only
+)]
+pub async fn test_input_required_result_list_roots(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let a = ask(&ctx, vec![roots("client_roots")?]).await?;
+    let uris: Vec<&str> = a
+        .get("client_roots")
+        .and_then(|r| r["roots"].as_array())
+        .map(|all| all.iter().filter_map(|r| r["uri"].as_str()).collect())
+        .unwrap_or_default();
+    Ok(format!("Client roots: {}", uris.join(", ")))
+}
+
+/// Conformance `input-required-result-request-state`: the state kept between the two
+/// rounds comes back sealed.
+#[tool(
+    name = "test_input_required_result_request_state",
+    title_ru = "Тест: состояние между раундами",
+    title_en = "Test: request state",
+    description_ru = "Тестовый инструмент: хранит состояние между раундами вопроса",
+    description_en = "Test tool: keeps a state between the rounds of a question",
+    read_only
+)]
+pub async fn test_input_required_result_request_state(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let kept = state(&ctx);
+    keep_state(&ctx, json!({"step": "confirm"}));
+    let a = ask(
+        &ctx,
+        vec![form("confirm", "Please confirm", "ok", "boolean")?],
+    )
+    .await?;
+    if kept != Some(json!({"step": "confirm"})) {
+        return Err(ToolError::failed("the request state did not come back"));
+    }
+    Ok(format!(
+        "state-ok: confirmed={}",
+        field(a.get("confirm"), "ok")
+    ))
+}
+
+/// Conformance `input-required-result-multiple-input-requests`: three questions at once.
+#[tool(
+    name = "test_input_required_result_multiple_inputs",
+    title_ru = "Тест: три вопроса сразу",
+    title_en = "Test: multiple inputs",
+    description_ru = "Тестовый инструмент: задаёт клиенту три вопроса за раз",
+    description_en = "Test tool: asks the client three questions at once",
+    read_only
+)]
+pub async fn test_input_required_result_multiple_inputs(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    keep_state(&ctx, json!({"asked": 3}));
+    let a = ask(
+        &ctx,
+        vec![
+            form("user_name", "What is your name?", "name", "string")?,
+            sampling("greeting", "Generate a greeting", 50)?,
+            roots("client_roots")?,
+        ],
+    )
+    .await?;
+    Ok(format!(
+        "All inputs received: name={}, greeting={}",
+        field(a.get("user_name"), "name"),
+        a.get("greeting")
+            .and_then(|r| r["content"]["text"].as_str())
+            .unwrap_or_default()
+    ))
+}
+
+/// Conformance `input-required-result-multi-round`: a second question after the first
+/// answer, the state telling the rounds apart.
+#[tool(
+    name = "test_input_required_result_multi_round",
+    title_ru = "Тест: два раунда вопросов",
+    title_en = "Test: multi-round input",
+    description_ru = "Тестовый инструмент: задаёт второй вопрос после первого ответа",
+    description_en = "Test tool: asks a second question after the first answer",
+    read_only
+)]
+pub async fn test_input_required_result_multi_round(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let step2 = || {
+        form(
+            "step2",
+            "Step 2: What is your favorite color?",
+            "color",
+            "string",
+        )
+    };
+    let kept = state(&ctx);
+    if let Some(name) = kept
+        .as_ref()
+        .filter(|s| s["round"] == 2)
+        .map(|s| s["name"].clone())
+    {
+        keep_state(&ctx, json!({"round": 2, "name": name}));
+        let a = ask(&ctx, vec![step2()?]).await?;
+        return Ok(format!(
+            "Done: name={}, color={}",
+            name.as_str().unwrap_or_default(),
+            field(a.get("step2"), "color")
+        ));
+    }
+    keep_state(&ctx, json!({"round": 1}));
+    let a = ask(
+        &ctx,
+        vec![form(
+            "step1",
+            "Step 1: What is your name?",
+            "name",
+            "string",
+        )?],
+    )
+    .await?;
+    keep_state(
+        &ctx,
+        json!({"round": 2, "name": field(a.get("step1"), "name")}),
+    );
+    ask(&ctx, vec![step2()?]).await?;
+    Err(ToolError::failed(
+        "the second question was answered before it was asked",
+    ))
+}
+
+/// Conformance `input-required-result-tampered-state`: a state changed by the client is
+/// refused (by the server, before the tool runs again).
+#[tool(
+    name = "test_input_required_result_tampered_state",
+    title_ru = "Тест: подделанное состояние",
+    title_en = "Test: tampered state",
+    description_ru = "Тестовый инструмент: состояние, изменённое клиентом, отвергается",
+    description_en = "Test tool: a state the client changed is refused",
+    read_only
+)]
+pub async fn test_input_required_result_tampered_state(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    keep_state(&ctx, json!({"approved": false}));
+    let a = ask(
+        &ctx,
+        vec![form("confirm", "Please confirm", "ok", "boolean")?],
+    )
+    .await?;
+    Ok(format!("Confirmed: {}", field(a.get("confirm"), "ok")))
+}
+
+/// Conformance `input-required-result-capability-check`: asks only through what the
+/// client declared (elicitation, else sampling).
+#[tool(
+    name = "test_input_required_result_capabilities",
+    title_ru = "Тест: вопрос по возможностям клиента",
+    title_en = "Test: capability check",
+    description_ru = "Тестовый инструмент: спрашивает только так, как умеет клиент",
+    description_en = "Test tool: asks only in a way the client declared",
+    read_only
+)]
+pub async fn test_input_required_result_capabilities(
+    ctx: klaw_tools::ToolContext,
+) -> Result<String, ToolError> {
+    let q = if offers(&ctx, "elicitation") {
+        form("user_name", "What is your name?", "name", "string")?
+    } else {
+        sampling("user_name", "Make up a name", 20)?
+    };
+    ask(&ctx, vec![q]).await?;
+    Ok("Asked through a declared capability".into())
+}
+
+/// Conformance `server-stateless` (`sep-2575-server-rejects-undeclared-capability`):
+/// needs sampling, which the client must declare (else `-32021`).
+#[tool(
+    name = "test_missing_capability",
+    title_ru = "Тест: нужна возможность клиента",
+    title_en = "Test: missing capability",
+    description_ru = "Тестовый инструмент: нужна выборка (sampling) у клиента",
+    description_en = "Test tool: needs the client's sampling",
+    read_only
+)]
+pub async fn test_missing_capability(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+    let a = ask(&ctx, vec![sampling("answer", "Say hello", 20)?]).await?;
+    Ok(format!(
+        "LLM response: {}",
+        a.get("answer")
+            .and_then(|r| r["content"]["text"].as_str())
+            .unwrap_or_default()
+    ))
+}
+
+/// Conformance `server-stateless` (`sep-2575-http-server-no-independent-requests-on-stream`):
+/// a question during the call goes in its result, never as a request on its stream.
+#[tool(
+    name = "test_streaming_elicitation",
+    title_ru = "Тест: вопрос во время вызова",
+    title_en = "Test: elicitation during a call",
+    description_ru = "Тестовый инструмент: спрашивает пользователя во время вызова",
+    description_en = "Test tool: asks the user during the call",
+    read_only
+)]
+pub async fn test_streaming_elicitation(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+    let a = ask(
+        &ctx,
+        vec![form("user_name", "What is your name?", "name", "string")?],
+    )
+    .await?;
+    Ok(format!("Hello, {}!", field(a.get("user_name"), "name")))
+}
+
+/// Conformance `server-stateless` (`sep-2575-server-no-log-without-loglevel`): logs, as
+/// `test_tool_with_logging` does.
+#[tool(
+    name = "test_logging_tool",
+    title_ru = "Тест: журнал (2026-07-28)",
+    title_en = "Test: logging (2026-07-28)",
+    description_ru = "Тестовый инструмент: пишет в журнал три сообщения",
+    description_en = "Test tool: logs three messages",
+    read_only
+)]
+pub async fn test_logging_tool(log: Log) -> Result<String, ToolError> {
+    test_tool_with_logging(log).await
+}
+
+/// Conformance `input-required-result-non-tool-request`: the prompt that asks for its
+/// context first (in MCP 2026-07-28, through the result; older clients get it without).
+pub(crate) const INPUT_PROMPT: &str = "test_input_required_result_prompt";
+
+/// The prompt [`INPUT_PROMPT`] with the answers a request brought (`in_result`: the
+/// request may be answered with an input-required result).
+pub(crate) fn input_prompt(
+    responses: Option<&rmcp::model::InputResponses>,
+    in_result: bool,
+) -> Result<rmcp::model::GetPromptResponse, ToolError> {
+    let context = responses.and_then(|r| r.get("user_context"));
+    match context {
+        None if in_result => {
+            let (key, request) = form(
+                "user_context",
+                "What context should the prompt use?",
+                "context",
+                "string",
+            )?;
+            let mut asked = rmcp::model::InputRequests::new();
+            asked.insert(key, request);
+            Ok(rmcp::model::InputRequiredResult::from_input_requests(asked).into())
+        }
+        _ => Ok(GetPromptResult::new(vec![PromptMessage::new_text(
+            Role::User,
+            format!("Use this context: {}", field(context, "context")),
+        )])
+        .into()),
+    }
+}
+
+/// Whether the prompt `test_dynamic_prompt` is there ([`test_trigger_prompt_change`]).
+static DYNAMIC_PROMPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Conformance `server-stateless` (a change announced on a `subscriptions/listen`
+/// stream): adds the tool `test_dynamic_tool`, or removes it when it is there.
+#[tool(
+    name = "test_trigger_tool_change",
+    title_ru = "Тест: изменить список инструментов",
+    title_en = "Test: change the tool list",
+    description_ru = "Тестовый инструмент: добавляет или убирает инструмент test_dynamic_tool",
+    description_en = "Test tool: adds or removes the tool test_dynamic_tool"
+)]
+pub async fn test_trigger_tool_change(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+    const NAME: &str = "test_dynamic_tool";
+    let registrar = ctx
+        .service::<crate::Registrar>()
+        .ok_or_else(|| ToolError::failed("no engine whose tools could change"))?;
+    if registrar.unregister(NAME) {
+        return Ok(format!("removed {NAME}"));
+    }
+    let mut spec = klaw_tools::ToolSpec::new(
+        NAME,
+        "Тестовый инструмент, добавленный во время работы",
+        json!({"type": "object", "properties": {}}),
+    );
+    spec.description.en = Some("Test tool added at run time".into());
+    spec.origin = "fixtures".into();
+    let tool = klaw_tools::FnTool::new(spec, |_ctx, _args| async {
+        Ok(ToolOutput::plain("added at run time"))
+    });
+    registrar.register(std::sync::Arc::new(tool))?;
+    Ok(format!("added {NAME}"))
+}
+
+/// Conformance `server-stateless` (a change announced on a `subscriptions/listen`
+/// stream): adds the prompt `test_dynamic_prompt`, or removes it when it is there.
+#[tool(
+    name = "test_trigger_prompt_change",
+    title_ru = "Тест: изменить список подсказок",
+    title_en = "Test: change the prompt list",
+    description_ru = "Тестовый инструмент: добавляет или убирает подсказку test_dynamic_prompt",
+    description_en = "Test tool: adds or removes the prompt test_dynamic_prompt"
+)]
+pub async fn test_trigger_prompt_change(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+    let was = DYNAMIC_PROMPT.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.shared_state::<crate::mcp::Peers>()
+        .prompts_changed()
+        .await;
+    Ok(if was {
+        "removed test_dynamic_prompt"
+    } else {
+        "added test_dynamic_prompt"
+    }
+    .into())
 }

@@ -32,7 +32,9 @@ struct ForwardState {
     sender: Mutex<Sender>,
     /// The request's progress token: progress goes out only for a request that gave one.
     token: Option<rmcp::model::ProgressToken>,
-    min_level: LogLevel,
+    /// The least serious level sent; `None`: no log message (a 2026-07-28 request
+    /// that names no level).
+    min_level: Option<LogLevel>,
     /// The logger name of the messages: the tool's name.
     tool: String,
     peer: Peer<RoleServer>,
@@ -76,7 +78,11 @@ impl CallListener for McpListener {
     }
 
     fn log(&self, message: &LogMessage) {
-        if message.level >= self.shared.min_level {
+        if self
+            .shared
+            .min_level
+            .is_some_and(|min| message.level >= min)
+        {
             self.shared.send(Note::Log(message.clone()));
         }
     }
@@ -122,10 +128,10 @@ async fn forward(
 }
 
 /// The listener of one call (progress when the request gave a `token`, log messages at
-/// or above `min_level`) and the handle that ends its forwarding.
+/// or above `min_level`, none without one) and the handle that ends its forwarding.
 pub(super) fn forwarder(
     token: Option<rmcp::model::ProgressToken>,
-    min_level: LogLevel,
+    min_level: Option<LogLevel>,
     tool: String,
     peer: Peer<RoleServer>,
 ) -> (Arc<dyn CallListener>, Forwarder) {

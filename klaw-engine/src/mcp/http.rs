@@ -251,6 +251,14 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     if length.is_some_and(|n| n > guard.max_body as u64) {
         return too_large();
     }
+    if request.method() == axum::http::Method::DELETE {
+        // A session ended: 204 (rmcp says 202, which clients report as a failure).
+        let mut r = next.run(request).await;
+        if r.status() == StatusCode::ACCEPTED {
+            *r.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return r;
+    }
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
     }
@@ -271,11 +279,33 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 .into(),
         );
     }
+    // Read only without a session (a request with one is of an older protocol): the
+    // stateless requests and the `initialize` that opens a session.
+    let sessionless = !parts.headers.contains_key("mcp-session-id");
+    let envelope = sessionless
+        .then(|| serde_json::from_slice::<Envelope>(&bytes).ok())
+        .flatten();
+    // A method the stateless protocol (2026-07-28) removed, asked in that protocol: not
+    // found (HTTP 404), whatever its params (rmcp would route an `initialize` to the
+    // old handshake, and read a removed method without its old params as invalid).
+    if let Some(e) = envelope.as_ref().filter(|e| e.removed_in_stateless()) {
+        let method = e.method.as_deref().unwrap_or_default();
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &super::rpc_error(
+                e.id.clone().unwrap_or_default(),
+                -32601,
+                format!(
+                    "method not found: {method} is not part of MCP 2026-07-28 (the protocol \
+                     this request names in its _meta)"
+                ),
+            ),
+        );
+    }
     // An `initialize` without a session is the one request that creates a session: it
     // needs a free slot, held from here until the session ends.
-    let creates_session = !parts.headers.contains_key("mcp-session-id")
-        && serde_json::from_slice::<MethodOnly>(&bytes)
-            .is_ok_and(|m| m.method.as_deref() == Some("initialize"));
+    let creates_session =
+        sessionless && envelope.is_some_and(|m| m.method.as_deref() == Some("initialize"));
     let request = Request::from_parts(parts, Body::from(bytes));
     if !creates_session {
         return next.run(request).await;
@@ -299,10 +329,54 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     Sessions::with_slot(slot, next.run(request)).await
 }
 
-/// A JSON-RPC message's method, if it has one.
+/// What the guard reads of a JSON-RPC message: its method, its id and the protocol
+/// version its `_meta` names (a request of the stateless protocol carries one).
 #[derive(serde::Deserialize)]
-struct MethodOnly {
+struct Envelope {
     method: Option<String>,
+    id: Option<serde_json::Value>,
+    params: Option<EnvelopeParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct EnvelopeParams {
+    #[serde(rename = "_meta")]
+    meta: Option<EnvelopeMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct EnvelopeMeta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol_version: Option<String>,
+}
+
+/// The methods MCP 2026-07-28 removed (the handshake, the session's log level and
+/// resource subscriptions: `subscriptions/listen` replaces them).
+const REMOVED_IN_STATELESS: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+impl Envelope {
+    /// A request of the stateless protocol (its `_meta` names 2026-07-28 or later;
+    /// dates compare as strings) for a method that protocol removed.
+    fn removed_in_stateless(&self) -> bool {
+        let stateless = self
+            .params
+            .as_ref()
+            .and_then(|p| p.meta.as_ref())
+            .and_then(|m| m.protocol_version.as_deref())
+            .is_some_and(|v| v >= "2026-07-28");
+        stateless
+            && self.id.is_some()
+            && self
+                .method
+                .as_deref()
+                .is_some_and(|m| REMOVED_IN_STATELESS.contains(&m))
+    }
 }
 
 /// `response`, and the connection closed after it.

@@ -20,10 +20,12 @@ pub(crate) struct Session {
     pub(crate) subscriptions: Arc<Mutex<HashSet<String>>>,
 }
 
-/// The live MCP sessions of an engine, by number.
+/// The live MCP sessions of an engine, by number, and the open `subscriptions/listen`
+/// streams (MCP 2026-07-28), by number.
 #[derive(Default)]
 pub struct Peers {
     by_session: Mutex<HashMap<u64, Session>>,
+    listening: Mutex<HashMap<u64, rmcp::service::SubscriptionSink>>,
 }
 
 impl std::fmt::Debug for Peers {
@@ -54,6 +56,43 @@ impl Peers {
         let mut all = self.lock();
         all.retain(|_, s| !s.peer.is_transport_closed());
         all.values().cloned().collect()
+    }
+
+    /// Records an open `subscriptions/listen` stream (until [`Peers::unlisten`]).
+    pub(crate) fn listen(&self, n: u64, sink: rmcp::service::SubscriptionSink) {
+        self.listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(n, sink);
+    }
+
+    /// Forgets the stream `n` (it ended).
+    pub(crate) fn unlisten(&self, n: u64) {
+        self.listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&n);
+    }
+
+    /// The open `subscriptions/listen` streams (each sends only what its client asked).
+    pub(crate) fn listeners(&self) -> Vec<rmcp::service::SubscriptionSink> {
+        self.listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Tells every client (sessions and `subscriptions/listen` streams that asked) that
+    /// the prompts changed.
+    pub(crate) async fn prompts_changed(&self) {
+        for sink in self.listeners() {
+            let _ = sink.notify_prompt_list_changed().await;
+        }
+        for s in self.live() {
+            let _ = s.peer.notify_prompt_list_changed().await;
+        }
     }
 
     /// The client of the session that made a call, from its caller (`mcp`, chat id =

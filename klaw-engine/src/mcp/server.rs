@@ -12,10 +12,10 @@ use klaw_tools::{Attachment, ErrorKind, Format, Lang, LogLevel, ResourceContent,
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourcesCapability, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    InitializeRequestParams, InitializeResult, InputRequiredResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourcesCapability,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -25,6 +25,7 @@ use tracing::Instrument;
 use crate::{Engine, ToolCall};
 
 use super::forward::forwarder;
+use super::input::{self, Inputs, Round};
 use super::peers::{Peers, Session, caller};
 use super::{complete, level_from_u8, log_level, prompts, resources, specs_by_name};
 
@@ -70,6 +71,11 @@ impl McpServer {
         let peers = Arc::clone(&server.peers);
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
+                // The streams first: a session whose client reads no stream can keep
+                // its send waiting.
+                for sink in peers.listeners() {
+                    let _ = sink.notify_tool_list_changed().await;
+                }
                 for s in peers.live() {
                     let _ = s.peer.notify_tool_list_changed().await;
                 }
@@ -107,6 +113,10 @@ impl McpServer {
                             .await;
                     }
                 }
+                // A stream that did not ask for core memory's updates is sent none.
+                for sink in peers.listeners() {
+                    let _ = sink.notify_resource_updated(resources::CORE_URI).await;
+                }
             }
         });
         #[cfg(feature = "skills")]
@@ -141,6 +151,79 @@ impl McpServer {
                 }
             })
             .collect()
+    }
+}
+
+impl McpServer {
+    /// The round a `tools/call` of MCP 2026-07-28 opens (`None` for an older session):
+    /// its answers (`inputResponses`) and the state it brought back (`requestState`,
+    /// refused when its seal is not good for this tool and these arguments).
+    fn round(
+        &self,
+        name: &str,
+        args: &Value,
+        responses: Option<rmcp::model::InputResponses>,
+        sealed: Option<&str>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Round>, ErrorData> {
+        if !stateless(context) {
+            return Ok(None);
+        }
+        let state = match sealed {
+            None => None,
+            Some(sealed) => {
+                input::open(name, args, sealed).map_err(|e| ErrorData::invalid_params(e, None))?
+            }
+        };
+        Ok(Some(Round {
+            in_result: true,
+            capabilities: context.client_capabilities(),
+            responses: responses.unwrap_or_default(),
+            state,
+            ..Round::default()
+        }))
+    }
+}
+
+/// Whether a request is of MCP 2026-07-28 or later (the stateless protocol: its own
+/// `_meta` says what the client is, may ask, and how much it wants logged).
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The methods MCP 2026-07-28 removed.
+const REMOVED_IN_2026: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Method not found, for a method MCP 2026-07-28 removed.
+fn removed(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method} is not part of MCP 2026-07-28"),
+        None,
+    )
+}
+
+/// Closes a call's round when the call ends, however it ends; [`CloseRound::take`]
+/// reads it.
+struct CloseRound<'a>(&'a Inputs, &'a str);
+
+impl CloseRound<'_> {
+    fn take(&self) -> Option<Round> {
+        self.0.end(self.1)
+    }
+}
+
+impl Drop for CloseRound<'_> {
+    fn drop(&mut self) {
+        self.0.end(self.1);
     }
 }
 
@@ -299,8 +382,16 @@ impl ServerHandler for McpServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        #[allow(unused_variables)] context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        #[cfg(feature = "fixtures")]
+        if request.name == crate::fixtures::INPUT_PROMPT {
+            return crate::fixtures::input_prompt(
+                request.input_responses.as_ref(),
+                stateless(&context),
+            )
+            .map_err(|e| ErrorData::internal_error(e.message().to_owned(), None));
+        }
         let args = request.arguments.unwrap_or_default();
         let _place = self.calls.acquire().await;
         prompts::get(&self.engine, &request.name, &args, self.session)
@@ -308,13 +399,48 @@ impl ServerHandler for McpServer {
             .map(Into::into)
     }
 
+    /// `subscriptions/listen` (MCP 2026-07-28): every kind of notification asked for;
+    /// rmcp keeps those this server advertises (tools and, with skills, prompts and
+    /// resources changed; updates of the resources named, core memory the one that
+    /// changes).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// One `subscriptions/listen` stream: told of changes until the client cancels it
+    /// or goes away.
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        /// Forgets the stream however its future ends.
+        struct Listening<'a>(&'a Peers, u64);
+        impl Drop for Listening<'_> {
+            fn drop(&mut self) {
+                self.0.unlisten(self.1);
+            }
+        }
+        self.peers.listen(n, context.sink().clone());
+        let _listening = Listening(&self.peers, n);
+        tracing::debug!(target: "klaw::mcp", stream = n, "subscriptions/listen opened");
+        context.cancelled().await;
+        Ok(())
+    }
+
     /// A request rmcp could not read as the method it names (e.g. `tools/call` without
     /// `name`) arrives here: invalid params for a method we serve, else not found.
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        // A method MCP 2026-07-28 removed, in a request of that version (over stdio;
+        // the HTTP guard answers these before rmcp reads them).
+        if stateless(&context) && REMOVED_IN_2026.contains(&request.method.as_str()) {
+            return Err(removed(&request.method));
+        }
         let known = [
             "initialize",
             "ping",
@@ -356,8 +482,11 @@ impl ServerHandler for McpServer {
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if stateless(&context) {
+            return Err(removed("logging/setLevel"));
+        }
         self.log_level
             .store(log_level(request.level) as u8, Ordering::Relaxed);
         Ok(())
@@ -383,12 +512,33 @@ impl ServerHandler for McpServer {
             self.session,
             serde_json::to_string(&context.id).unwrap_or_default()
         );
-        // A 2026-07-28 request carries its own level; older ones use the session's.
+        // What the call may ask its client, and what an earlier round of it brought.
+        let round = self.round(
+            &name,
+            &args,
+            request.input_responses,
+            request.request_state.as_deref(),
+            &context,
+        )?;
+        // Only a 2026-07-28 call has a round (an older session's questions are requests).
+        let inputs = round
+            .as_ref()
+            .map(|_| self.engine.context().shared_state::<Inputs>());
+        let closing = match (&inputs, round) {
+            (Some(inputs), Some(round)) => {
+                inputs.begin(&id, round);
+                Some(CloseRound(inputs, &id))
+            }
+            _ => None,
+        };
+        // A 2026-07-28 request carries its own level (none: no log messages); older
+        // ones use the session's.
         #[allow(deprecated)]
-        let min_level = context.meta.log_level().map_or_else(
-            || level_from_u8(self.log_level.load(Ordering::Relaxed)),
-            log_level,
-        );
+        let min_level = match context.meta.log_level() {
+            Some(level) => Some(log_level(level)),
+            None if stateless(&context) => None,
+            None => Some(level_from_u8(self.log_level.load(Ordering::Relaxed))),
+        };
         let (listener, forwarding) = forwarder(
             context.meta.get_progress_token(),
             min_level,
@@ -396,8 +546,8 @@ impl ServerHandler for McpServer {
             context.peer.clone(),
         );
         let span = call_span(&name, self.session, &context);
-        let call = ToolCall::new(name, args)
-            .with_id(id)
+        let call = ToolCall::new(name.clone(), args.clone())
+            .with_id(id.clone())
             .with_caller(caller(self.session));
         // A cancelled request drops the call: its tool stops (an `exec` has its process
         // tree killed) and rmcp sends no response.
@@ -410,9 +560,25 @@ impl ServerHandler for McpServer {
             () = context.ct.cancelled() => {
                 forwarding.stop();
                 crate::telemetry::failed(&span, "cancelled");
-                return Err(ErrorData::internal_error("the call was cancelled", None));
+                // rmcp sends nothing for a cancelled request; a result (not an error)
+                // keeps the expected end off the warnings.
+                tracing::debug!(target: "klaw::mcp", call = id, "the call was cancelled");
+                return Ok(CallToolResult::error(vec![ContentBlock::text("the call was cancelled")]).into());
             }
         };
+        // Questions the tool asked and the request did not answer: the result asks them.
+        if let Some(round) = closing.as_ref().and_then(CloseRound::take) {
+            if let Some(missing) = round.missing {
+                forwarding.stop();
+                return Err(ErrorData::missing_required_client_capability(missing));
+            }
+            if !round.asked.is_empty() {
+                forwarding.finish().await;
+                let state = input::seal(&name, &args, &round.next_state)
+                    .map_err(|e| ErrorData::internal_error(e, None))?;
+                return Ok(InputRequiredResult::new(Some(round.asked), Some(state)).into());
+            }
+        }
         // Every progress report and log message goes out before the result (a client
         // drops progress that comes after it), and none after it.
         forwarding.finish().await;
@@ -473,7 +639,7 @@ fn watch_skills(engine: Engine, peers: Arc<Peers>) {
             // Nobody to tell: no look. A change made meanwhile is told to the next
             // session (a client that lists again for nothing loses nothing).
             let live = peers.live();
-            if live.is_empty() {
+            if live.is_empty() && peers.listeners().is_empty() {
                 continue;
             }
             let now = prompts::skills_seen(&engine).await;
@@ -481,6 +647,10 @@ fn watch_skills(engine: Engine, peers: Arc<Peers>) {
                 for s in &live {
                     let _ = s.peer.notify_prompt_list_changed().await;
                     let _ = s.peer.notify_resource_list_changed().await;
+                }
+                for sink in peers.listeners() {
+                    let _ = sink.notify_prompt_list_changed().await;
+                    let _ = sink.notify_resource_list_changed().await;
                 }
                 seen = now;
             }
