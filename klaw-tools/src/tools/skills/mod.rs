@@ -1,8 +1,10 @@
 //! Skills: folders in the Agent Skills format (`SKILL.md` with a YAML frontmatter, then
 //! instructions; optional `scripts/`, `references/`, `assets/`) in `<dataDir>/skills/`
-//! (system) and `<workspace>/skills/` (workspace, which wins over a system skill of the
-//! same name). `skill_list` lists them, `skill_load` gives one's `SKILL.md` and files.
-//! See `doc/tools/skills.md`.
+//! (system), the folders of `skills.paths`, `~/.claude/skills/` and `~/.agents/skills/`
+//! (user), and the workspace's `.claude/skills/`, `.agents/skills/` and `skills/`
+//! (workspace), a later folder's skill winning over an earlier one's of the same name
+//! ([`sources`]). `skill_list` lists them, `skill_load` gives one's `SKILL.md` and
+//! files. See `doc/tools/skills.md`.
 //!
 //! Discovery ([`SkillCatalog`]) parses only the frontmatter and reads every file through
 //! the files group's kernel-confined helpers; a malformed skill is skipped with a warning
@@ -22,24 +24,31 @@ mod settings;
 
 use std::sync::Arc;
 
-pub use allowed::{LoadedSkills, NotAllowed, allows, check_allowed};
+pub use allowed::{CLIENT_TOOLS, LoadedSkills, NotAllowed, allows, check_allowed, map_allowed};
 pub use catalog::{
     Catalog, MAX_SKILL_MD_BYTES, Malformed, Origin, SKILL_MD, SKILLS_DIR, Skill, SkillCatalog,
+    Source, USER_DIRS, sources,
 };
 pub use frontmatter::{Frontmatter, FrontmatterError};
 pub use list::{SkillInfo, SkillList, SkippedSkill, skill_list};
-pub use load::{SkillLoaded, read_skill_file, skill_files, skill_load};
+pub use load::{SkillLoaded, read_skill_file, skill_files, skill_files_listed, skill_load};
 pub use prompt::prompt_section;
 pub use settings::SkillsSettings;
 
 use crate::{ToolContext, ToolError};
 
-/// The skills of `ctx`'s workspace and data dir now (the context's [`SkillCatalog`]:
-/// only what changed since its last scan is read again).
+/// The skills of `ctx` now: its data dir's, `skills.paths`', the user's and the
+/// workspace's ([`SkillsSettings::sources`]; the context's [`SkillCatalog`]: only what
+/// changed since its last scan is read again).
 pub async fn catalog(ctx: &ToolContext) -> Result<Arc<Catalog>, ToolError> {
     let skills = ctx.shared_state::<SkillCatalog>();
-    let (ws, data) = (ctx.workspace().to_owned(), ctx.data_dir().to_owned());
-    super::run_blocking("skills", move || Ok(Arc::new(skills.scan(&ws, &data)))).await
+    let sources = ctx
+        .shared_state::<SkillsSettings>()
+        .sources(ctx.workspace(), ctx.data_dir());
+    super::run_blocking("skills", move || {
+        Ok(Arc::new(skills.scan_sources(&sources)))
+    })
+    .await
 }
 
 /// The agent's system prompt section on the skills of `ctx` within its
@@ -193,6 +202,14 @@ mod tests {
         assert!(
             e.is_not_found(),
             "a malformed skill cannot be loaded: {e:?}"
+        );
+        // It says the skill exists and why it was skipped.
+        assert!(
+            e.message().starts_with("the skill `broken` exists (")
+                && e.message()
+                    .contains("but was skipped, so it cannot be loaded: no frontmatter"),
+            "{}",
+            e.message()
         );
     }
 }
