@@ -1,7 +1,8 @@
 //! Skills through the real binary (issue 26): a skill added, changed and removed while
 //! `klaw-engine mcp` runs is seen without a restart, in `skill_list`, `skill_load` and
 //! the skills' MCP prompts, and while `klaw-engine run` serves MCP over HTTP; the agent's system prompt lists the
-//! skills within `skills.promptBudgetChars` and counts the rest, and sees a skill added
+//! skills within `skills.promptBudgetChars` (every name, descriptions shortened; when
+//! not even the names fit, the one the message is about first, the rest counted), and sees a skill added
 //! between two turns of `chat`; a loaded skill's `allowed-tools` is enforced when
 //! `skills.enforceAllowedTools` is on (the scripted OpenAI-compatible server on loopback
 //! records the prompt and the tool results); `doctor` lists the malformed skills; a
@@ -273,23 +274,44 @@ fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
     assert!(!prompt.contains("broken"), "{prompt}");
     assert!(!prompt.contains("not listed"), "{prompt}");
 
-    // A budget for the first line only: the rest counted, never cut silently.
-    let budget = "- alpha: First skill.\n".len().to_string();
+    // A budget for every name but not every whole line: the descriptions shortened,
+    // no name dropped (issue 46).
     let server = ScriptedServer::script(vec![Reply::openai_answer("ok")]);
     let o = chat(
         home.path(),
         &server,
-        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", &budget)],
+        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", "45")],
         "hello\n",
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let prompt = system(&server.requests()[0]);
-    assert!(prompt.contains("- alpha: First skill.\n"), "{prompt}");
-    assert!(!prompt.contains("- beta"), "{prompt}");
+    for name in ["- alpha", "- beta", "- gamma"] {
+        assert!(prompt.contains(name), "{name} not in:\n{prompt}");
+    }
+    assert!(prompt.contains("…\n"), "{prompt}");
     assert!(
-        prompt.contains(&format!(
-            "2 more skill(s) are not listed here (skills.promptBudgetChars is {budget}); call skill_list to see every skill."
-        )),
+        prompt.contains("Descriptions shortened to fit skills.promptBudgetChars, 45"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("not listed"), "{prompt}");
+
+    // A budget for one name: the one the message is about; the rest counted, never
+    // cut silently.
+    let server = ScriptedServer::script(vec![Reply::openai_answer("ok")]);
+    let o = chat(
+        home.path(),
+        &server,
+        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", "8")],
+        "use the gamma skill\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let prompt = system(&server.requests()[0]);
+    assert!(prompt.contains("- gamma\n"), "{prompt}");
+    assert!(!prompt.contains("- alpha"), "{prompt}");
+    assert!(
+        prompt.contains(
+            "2 more skill(s) are not listed here (skills.promptBudgetChars is 8); call skill_list to see every skill."
+        ),
         "{prompt}"
     );
 

@@ -11,7 +11,8 @@
 //! naming the file and the problem ([`Catalog::malformed`], which `doctor` lists). Each
 //! scan sees what changed since the last one, so skills added, changed or removed while
 //! the engine runs are seen without a restart. The engine puts the skills in the agent's
-//! system prompt ([`prompt_section`]) and, when `skills.enforceAllowedTools` is on,
+//! system prompt ([`prompt_section_for`]: every name, descriptions shortened to the
+//! budget, the most relevant first when even the names do not fit) and, when `skills.enforceAllowedTools` is on,
 //! refuses calls a loaded skill's `allowed-tools` does not list ([`check_allowed`]).
 
 mod allowed;
@@ -32,7 +33,7 @@ pub use catalog::{
 pub use frontmatter::{Frontmatter, FrontmatterError};
 pub use list::{SkillInfo, SkillList, SkippedSkill, skill_list};
 pub use load::{SkillLoaded, read_skill_file, skill_files, skill_files_listed, skill_load};
-pub use prompt::prompt_section;
+pub use prompt::{prompt_section, prompt_section_for, relevance};
 pub use settings::SkillsSettings;
 
 use crate::{ToolContext, ToolError};
@@ -52,11 +53,13 @@ pub async fn catalog(ctx: &ToolContext) -> Result<Arc<Catalog>, ToolError> {
 }
 
 /// The agent's system prompt section on the skills of `ctx` within its
-/// [`SkillsSettings::prompt_budget_chars`]; `None` when there are none.
-pub async fn system_prompt_section(ctx: &ToolContext) -> Option<String> {
+/// [`SkillsSettings::prompt_budget_chars`], for a conversation whose user's message is
+/// `query` (when not every name fits, the most relevant come first); `None` when there
+/// are none.
+pub async fn system_prompt_section(ctx: &ToolContext, query: Option<&str>) -> Option<String> {
     let budget = ctx.shared_state::<SkillsSettings>().prompt_budget_chars;
     match catalog(ctx).await {
-        Ok(c) => prompt_section(&c, budget),
+        Ok(c) => prompt_section_for(&c, budget, query),
         Err(e) => {
             tracing::warn!(target: "klaw::skills", "skills not scanned: {e}");
             None
