@@ -641,3 +641,64 @@ fn published_skills_load_from_every_client_s_folder() {
     );
     assert!(out.contains(".claude/skills/xlsx over user at "), "{out}");
 }
+
+/// A skill's bundled script runs (issue 46): `skill_load` gives the workspace skill's
+/// folder as exec's working directory, and `exec` runs `python3 scripts/hello.py` from
+/// there, as its SKILL.md writes it, under bubblewrap and under Landlock. A system
+/// skill says that commands cannot reach it and how to run its script instead.
+#[test]
+fn a_skill_s_bundled_script_runs_in_both_sandboxes() {
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = dirs(home.path());
+    for root in [&ws, &data] {
+        write_skill(
+            root,
+            "hello",
+            &md("hello", "Greets.", "")
+                .replace("Step one.", "Run `python3 scripts/hello.py NAME`."),
+        );
+        let scripts = root.join("skills/hello/scripts");
+        std::fs::create_dir_all(&scripts).unwrap();
+        std::fs::write(
+            scripts.join("hello.py"),
+            "import sys, pathlib\nprint('hello', sys.argv[1], pathlib.Path('../SKILL.md').exists() or pathlib.Path('SKILL.md').exists())\n",
+        )
+        .unwrap();
+    }
+    // The system skill alone first: what the model is told.
+    std::fs::rename(ws.join("skills"), home.path().join("parked")).unwrap();
+    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
+    let sys = mcp.call("skill_load", json!({"name": "hello"}));
+    assert_eq!(sys["structuredContent"]["origin"], "system", "{sys}");
+    assert!(sys["structuredContent"].get("execDir").is_none(), "{sys}");
+    assert!(
+        sys["structuredContent"]["howToReadFiles"]
+            .as_str()
+            .unwrap()
+            .contains("commands (exec) cannot reach it"),
+        "{sys}"
+    );
+    assert!(mcp.finish().success());
+    std::fs::rename(home.path().join("parked"), ws.join("skills")).unwrap();
+
+    for sandbox in ["bwrap", "landlock"] {
+        let mut cmd = engine_in(home.path(), &["mcp"]);
+        cmd.env("KLAW_SANDBOX", sandbox);
+        let mut mcp = Mcp::start(cmd);
+        let loaded = mcp.call("skill_load", json!({"name": "hello"}));
+        let dir = loaded["structuredContent"]["execDir"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(dir, "skills/hello", "{loaded}");
+        let ran = mcp.call(
+            "exec",
+            json!({"command": "python3 scripts/hello.py world", "workingDir": dir}),
+        );
+        let out = &ran["structuredContent"];
+        assert_eq!(out["sandbox"], sandbox, "{ran}");
+        assert_eq!(out["exitCode"], 0, "{sandbox}: {ran}");
+        assert_eq!(out["stdout"], "hello world True\n", "{sandbox}: {ran}");
+        assert!(mcp.finish().success());
+    }
+}

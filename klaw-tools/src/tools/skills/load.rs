@@ -38,6 +38,12 @@ pub struct SkillLoaded {
     /// Как прочитать эти файлы
     #[schema(description_en = "How to read those files")]
     pub how_to_read_files: String,
+    /// Папка навыка как рабочий каталог для exec (относительно рабочей области), если команды её видят: скрипты навыка запускай оттуда, как их пишет SKILL.md (python3 scripts/x.py)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(
+        description_en = "The skill's folder as exec's workingDir (relative to the workspace), when commands see it: run the skill's scripts from there as its SKILL.md writes them (python3 scripts/x.py)"
+    )]
+    pub exec_dir: Option<String>,
     /// Инструменты, которые навык разрешает (allowed-tools), если он их называет
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(description_en = "The tools the skill allows (allowed-tools), when it names them")]
@@ -145,13 +151,22 @@ fn load(
     };
     let (files, files_cut) = skill_files_listed(skill);
     let files = files.iter().map(|f| shown(skill, f)).collect();
-    let how_to_read_files = match skill.origin {
-        Origin::Workspace => "The paths are relative to the workspace: read a file with file_read and its path, or with skill_load and file (the path inside the skill's folder).".to_owned(),
-        Origin::System | Origin::Path | Origin::User => format!(
-            "This is a {} skill in {}, outside the workspace: file_read cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed.",
-            skill.origin,
-            dir.display(),
-            skill.name()
+    let (how_to_read_files, exec_dir) = match skill.origin {
+        Origin::Workspace => (
+            format!(
+                "The paths are relative to the workspace: read a file with file_read and its path, or with skill_load and file (the path inside the skill's folder). Commands see the skill's folder: run its scripts with exec and workingDir `{}` (e.g. `python3 scripts/x.py`, as SKILL.md writes them).",
+                skill.folder
+            ),
+            Some(skill.folder.clone()),
+        ),
+        Origin::System | Origin::Path | Origin::User => (
+            format!(
+                "This is a {} skill in {}, outside the workspace: file_read and commands (exec) cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed; to run one of its scripts, write it into the workspace with file_write first.",
+                skill.origin,
+                dir.display(),
+                skill.name()
+            ),
+            None,
         ),
     };
     Ok((
@@ -164,6 +179,7 @@ fn load(
             files,
             files_cut,
             how_to_read_files,
+            exec_dir,
             allowed_tools: skill.frontmatter.allowed_tools.clone(),
         },
     ))
