@@ -43,7 +43,7 @@ pub struct Frontmatter {
     /// `metadata`: a map of strings (numbers and booleans taken as their text).
     pub metadata: BTreeMap<String, String>,
     /// `allowed-tools` in Klaw's tools (a space- or comma-separated list, or a YAML
-    /// list; other clients' names mapped, [`map_allowed`](super::allowed::map_allowed)),
+    /// list; other clients' names mapped, [`map_allowed`](super::map_allowed)),
     /// when given and when one of its entries is a tool.
     pub allowed_tools: Option<Vec<String>>,
     /// Keys the specification does not define, kept as they were (as JSON).
@@ -173,7 +173,7 @@ pub fn parse(text: &str, folder: &str) -> Result<Parsed, FrontmatterError> {
     }
     let metadata = metadata(&map, &mut warnings);
     let allowed_tools = allowed_tools(&map, &mut warnings).and_then(|written| {
-        let (tools, unknown) = super::allowed::map_allowed(&written);
+        let (tools, unknown) = super::tool_names::map_allowed(&written);
         if !unknown.is_empty() {
             warnings.push(format!(
                 "`allowed-tools` names what is no Klaw tool: {} (left out; doc/tools/skills.md has the table of names Klaw maps)",

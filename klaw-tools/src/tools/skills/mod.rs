@@ -22,10 +22,11 @@ mod list;
 mod load;
 mod prompt;
 mod settings;
+mod tool_names;
 
 use std::sync::Arc;
 
-pub use allowed::{CLIENT_TOOLS, LoadedSkills, NotAllowed, allows, check_allowed, map_allowed};
+pub use allowed::{LoadedSkills, NotAllowed, allows, check_allowed};
 pub use catalog::{
     Catalog, MAX_SKILL_MD_BYTES, Malformed, Origin, SKILL_MD, SKILLS_DIR, Skill, SkillCatalog,
     Source, USER_DIRS, sources,
@@ -35,6 +36,7 @@ pub use list::{SkillInfo, SkillList, SkippedSkill, skill_list};
 pub use load::{SkillLoaded, read_skill_file, skill_files, skill_files_listed, skill_load};
 pub use prompt::{prompt_section, prompt_section_for, relevance};
 pub use settings::SkillsSettings;
+pub use tool_names::{CLIENT_TOOLS, map_allowed};
 
 use crate::{ToolContext, ToolError};
 
