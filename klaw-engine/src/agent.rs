@@ -197,13 +197,15 @@ impl Agent {
 
     /// The system prompt: who the agent is, the language, the date, `core_memory` (the
     /// turn's, [`Agent::core_memory`]), the skills (names and descriptions, within
-    /// `skills.promptBudgetChars`), and (for `text` and `json` models) `tools` (the
+    /// `skills.promptBudgetChars`, the most relevant to `user_msg` first when not every
+    /// name fits), and (for `text` and `json` models) `tools` (the
     /// turn's, [`Agent::tools`]) and how to call them.
     async fn system_prompt(
         &self,
         tools: &[klaw_tools::ToolSpec],
         history_truncated: bool,
         core_memory: Option<&str>,
+        user_msg: &str,
     ) -> String {
         let config = &self.engine.config();
         let lang = config.raw.language;
@@ -228,8 +230,11 @@ impl Agent {
         }
         #[cfg(feature = "skills")]
         if tools.iter().any(|t| t.name == "skill_load")
-            && let Some(skills) =
-                klaw_tools::tools::skills::system_prompt_section(self.engine.context()).await
+            && let Some(skills) = klaw_tools::tools::skills::system_prompt_section(
+                self.engine.context(),
+                Some(user_msg),
+            )
+            .await
         {
             s.push('\n');
             s.push_str(&skills);
@@ -382,7 +387,7 @@ impl Agent {
         let json_protocol = self.model.protocol == Protocol::Json;
         let tools = self.tools();
         let system = self
-            .system_prompt(&tools, loaded.truncated, core_memory.as_deref())
+            .system_prompt(&tools, loaded.truncated, core_memory.as_deref(), user)
             .await;
         let turn_id = format!("{chat}:{}", jiff::Timestamp::now().as_millisecond());
         // Small models (text and json protocols) tend to repeat a call after its

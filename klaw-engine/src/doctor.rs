@@ -463,23 +463,35 @@ fn tools_check(config: Option<&Config>) -> Check {
     }
 }
 
-/// The skills of the data dir and the workspace: how many, and each one skipped with
-/// its file and problem (a warning: the others work).
+/// The skills of every skills folder: how many, which shadow which, each one skipped
+/// with its file and problem (a warning: the others work), each loaded with warnings.
 #[cfg(feature = "skills")]
 fn skills_check(config: &Config) -> Check {
     let found = klaw_tools::tools::skills::SkillCatalog::default()
-        .scan(&config.workspace, &config.data_dir);
+        .scan_sources(&config.skills().sources(&config.workspace, &config.data_dir));
     let shadowed = if found.shadowed.is_empty() {
         String::new()
     } else {
-        let names: Vec<&str> = found.shadowed.iter().map(|s| s.name()).collect();
-        format!(
-            "; workspace skills shadow system ones: {}",
-            names.join(", ")
-        )
+        // Each shadowed skill: the one in effect names its folder, the shadowed one its.
+        let each: Vec<String> = found
+            .shadowed
+            .iter()
+            .filter_map(|old| {
+                let new = found.get(old.name())?;
+                Some(format!(
+                    "{} ({} at {} over {} at {})",
+                    old.name(),
+                    new.origin,
+                    new.dir().display(),
+                    old.origin,
+                    old.dir().display()
+                ))
+            })
+            .collect();
+        format!("; shadowed: {}", each.join(", "))
     };
     let mut detail = format!("{} in use{shadowed}", plural(found.skills.len(), "skill"));
-    // Unknown frontmatter keys: kept, worth knowing.
+    // What loads but breaks the format's rules (unknown keys, a name not the folder's).
     let warnings: Vec<String> = found
         .skills
         .iter()
@@ -494,33 +506,35 @@ fn skills_check(config: &Config) -> Check {
     if found.malformed.is_empty() && warnings.is_empty() {
         return check("skills", Status::Ok, detail, None);
     }
+    let line = |text: &str| {
+        format!(
+            "\n      {:10}  {}",
+            "",
+            crate::terminal::terminal_safe(text)
+        )
+    };
     if !found.malformed.is_empty() {
         detail.push_str(&format!(
             "; {} skipped:",
             plural(found.malformed.len(), "skill")
         ));
+        for m in &found.malformed {
+            detail.push_str(&line(&m.to_string()));
+        }
     }
-    for line in found
-        .malformed
-        .iter()
-        .map(ToString::to_string)
-        .chain(warnings)
-    {
-        detail.push_str(&format!(
-            "\n      {:10}  {}",
-            "",
-            crate::terminal::terminal_safe(&line)
-        ));
+    if !warnings.is_empty() {
+        detail.push_str(&line("loaded, with warnings:"));
+        for w in &warnings {
+            detail.push_str(&line(w));
+        }
     }
-    check(
-        "skills",
-        Status::Warn,
-        detail,
-        Some(
-            "fix each SKILL.md named above (see doc/tools/skills.md); it is skipped until then"
-                .into(),
-        ),
-    )
+    // "Skipped until then" only of the skills that are skipped.
+    let fix = if found.malformed.is_empty() {
+        "the skills above load; fix their SKILL.md to silence the warnings (see doc/tools/skills.md)"
+    } else {
+        "fix each skipped SKILL.md named above (see doc/tools/skills.md); it is skipped until then"
+    };
+    check("skills", Status::Warn, detail, Some(fix.into()))
 }
 
 /// `1 tool`, `2 tools`.

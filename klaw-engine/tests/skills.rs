@@ -1,7 +1,8 @@
 //! Skills through the real binary (issue 26): a skill added, changed and removed while
 //! `klaw-engine mcp` runs is seen without a restart, in `skill_list`, `skill_load` and
 //! the skills' MCP prompts, and while `klaw-engine run` serves MCP over HTTP; the agent's system prompt lists the
-//! skills within `skills.promptBudgetChars` and counts the rest, and sees a skill added
+//! skills within `skills.promptBudgetChars` (every name, descriptions shortened; when
+//! not even the names fit, the one the message is about first, the rest counted), and sees a skill added
 //! between two turns of `chat`; a loaded skill's `allowed-tools` is enforced when
 //! `skills.enforceAllowedTools` is on (the scripted OpenAI-compatible server on loopback
 //! records the prompt and the tool results); `doctor` lists the malformed skills; a
@@ -273,23 +274,44 @@ fn the_system_prompt_lists_skills_within_the_budget_and_sees_new_ones() {
     assert!(!prompt.contains("broken"), "{prompt}");
     assert!(!prompt.contains("not listed"), "{prompt}");
 
-    // A budget for the first line only: the rest counted, never cut silently.
-    let budget = "- alpha: First skill.\n".len().to_string();
+    // A budget for every name but not every whole line: the descriptions shortened,
+    // no name dropped (issue 46).
     let server = ScriptedServer::script(vec![Reply::openai_answer("ok")]);
     let o = chat(
         home.path(),
         &server,
-        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", &budget)],
+        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", "45")],
         "hello\n",
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let prompt = system(&server.requests()[0]);
-    assert!(prompt.contains("- alpha: First skill.\n"), "{prompt}");
-    assert!(!prompt.contains("- beta"), "{prompt}");
+    for name in ["- alpha", "- beta", "- gamma"] {
+        assert!(prompt.contains(name), "{name} not in:\n{prompt}");
+    }
+    assert!(prompt.contains("…\n"), "{prompt}");
     assert!(
-        prompt.contains(&format!(
-            "2 more skill(s) are not listed here (skills.promptBudgetChars is {budget}); call skill_list to see every skill."
-        )),
+        prompt.contains("Descriptions shortened to fit skills.promptBudgetChars, 45"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("not listed"), "{prompt}");
+
+    // A budget for one name: the one the message is about; the rest counted, never
+    // cut silently.
+    let server = ScriptedServer::script(vec![Reply::openai_answer("ok")]);
+    let o = chat(
+        home.path(),
+        &server,
+        &[("KLAW_SKILLS_PROMPT_BUDGET_CHARS", "8")],
+        "use the gamma skill\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let prompt = system(&server.requests()[0]);
+    assert!(prompt.contains("- gamma\n"), "{prompt}");
+    assert!(!prompt.contains("- alpha"), "{prompt}");
+    assert!(
+        prompt.contains(
+            "2 more skill(s) are not listed here (skills.promptBudgetChars is 8); call skill_list to see every skill."
+        ),
         "{prompt}"
     );
 
@@ -373,7 +395,13 @@ fn doctor_lists_the_malformed_skills() {
     let (data, ws) = dirs(home.path());
     write_skill(&ws, "good", &md("good", "Fine.", ""));
     write_skill(&ws, "Bad", &md("Bad", "Bad name.", ""));
+    write_skill(&ws, "no-description", "---\nname: no-description\n---\n");
     write_skill(&data, "other", &md("not-other", "Wrong folder.", ""));
+    write_skill(
+        &data,
+        "broken",
+        "---\nname: broken\n  description: d\n---\n",
+    );
     write_skill(
         &data,
         "extra",
@@ -386,21 +414,42 @@ fn doctor_lists_the_malformed_skills() {
         .find(|l| l.contains("skills"))
         .unwrap_or_else(|| panic!("no skills check:\n{out}"));
     assert!(line.starts_with("warn"), "{out}");
-    assert!(line.contains("2 skills in use; 2 skills skipped"), "{out}");
+    assert!(line.contains("4 skills in use; 2 skills skipped"), "{out}");
     assert!(
         out.contains("skills/extra/SKILL.md: unknown frontmatter key `version` (kept;"),
         "{out}"
     );
+    // Lenient: loaded, with their warnings, after the skipped ones.
+    let warned = out.find("loaded, with warnings:").unwrap();
     assert!(
-        out.contains("skills/Bad/SKILL.md: name `Bad` has `B`"),
+        out[warned..].contains("skills/Bad/SKILL.md: name `Bad` has `B`"),
         "{out}"
     );
     assert!(
-        out.contains(
-            "skills/other/SKILL.md: name `not-other` differs from its folder's name `other`"
+        out[warned..].contains(
+            "skills/other/SKILL.md: name `not-other` differs from its folder's name `other`; the skill is called `other`"
         ),
         "{out}"
     );
+    assert!(
+        out[..warned].contains("skills/no-description/SKILL.md: `description` is missing"),
+        "{out}"
+    );
+    // The line is the file's (the opening --- is line 1).
+    assert!(
+        out[..warned].contains("skills/broken/SKILL.md: the frontmatter is not valid YAML")
+            && out[..warned].contains("line 3"),
+        "{out}"
+    );
+    assert!(out.contains("fix each skipped SKILL.md"), "{out}");
+
+    // Only warnings: nothing is "skipped until then".
+    std::fs::remove_dir_all(ws.join("skills/no-description")).unwrap();
+    std::fs::remove_dir_all(data.join("skills/broken")).unwrap();
+    let out = stdout(&engine_in(home.path(), &["doctor"]).output().unwrap());
+    assert!(out.contains("4 skills in use\n"), "{out}");
+    assert!(!out.contains("skipped"), "{out}");
+    assert!(out.contains("the skills above load"), "{out}");
 }
 
 /// Skills whose folders hold links (issue 42, hole 10): a system skill in the data dir
@@ -474,4 +523,182 @@ fn skill_load_reads_only_beneath_the_skills_folder() {
         "{list}"
     );
     assert!(mcp.finish().success());
+}
+
+/// Skills as published (issue 46), in the folders other clients read: a name that is
+/// not its folder's, a description over 1,024 characters, mistyped optional keys, a
+/// byte order mark, Claude Code's `allowed-tools`, a non-ASCII name, in the workspace's
+/// `skills/` and `.claude/skills/`, the home's `.agents/skills/` and `.claude/skills/`
+/// and a `skills.paths` folder; each loads with its warning, the unusable one is
+/// skipped with its reason and loading it says so; `doctor` names the shadowed one.
+#[test]
+fn published_skills_load_from_every_client_s_folder() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, ws) = dirs(home.path());
+    let put = |dir: &Path, folder: &str, text: &str| {
+        std::fs::create_dir_all(dir.join(folder)).unwrap();
+        std::fs::write(dir.join(folder).join("SKILL.md"), text).unwrap();
+    };
+    let long = "Extracts text and tables from PDF files. ".repeat(30);
+    put(
+        &ws.join("skills"),
+        "pdf-processing",
+        &format!(
+            "\u{feff}---\nname: pdf\ndescription: {long}\nlicense: 2.0\nmetadata:\n  version: 1.0\nallowed-tools: Bash(python3:*), Read, Grep, TodoWrite\n---\n# PDF\n"
+        ),
+    );
+    put(
+        &ws.join("skills"),
+        "broken",
+        "---\nname: broken\n---\n# no description\n",
+    );
+    put(
+        &ws.join(".claude/skills"),
+        "xlsx",
+        &md("xlsx", "Spreadsheets (workspace).", ""),
+    );
+    put(
+        &home.path().join(".claude/skills"),
+        "xlsx",
+        &md("xlsx", "Spreadsheets (user).", ""),
+    );
+    put(
+        &home.path().join(".agents/skills"),
+        "отчёты",
+        &md("отчёты", "Пишет отчёты.", ""),
+    );
+    put(
+        &home.path().join("team"),
+        "docx",
+        &md("docx", "Word documents.", ""),
+    );
+    let mut cmd = engine_in(home.path(), &["mcp"]);
+    cmd.env("KLAW_SKILLS_PATHS", "~/team");
+    let mut mcp = Mcp::start(cmd);
+    let list = mcp.call("skill_list", json!({}));
+    assert_eq!(
+        names(&list),
+        [
+            ("docx".into(), "path".into()),
+            ("pdf-processing".into(), "workspace".into()),
+            ("xlsx".into(), "workspace".into()),
+            ("отчёты".into(), "user".into()),
+        ],
+        "{list}"
+    );
+    let skills = &list["structuredContent"]["skills"];
+    let pdf = &skills[1];
+    let warnings = pdf["warnings"].to_string();
+    for w in [
+        "name `pdf` differs from its folder's name `pdf-processing`; the skill is called `pdf-processing`",
+        "description is 1229 characters, more than the format's 1024",
+        "`license` is a number",
+        "`metadata.version` is a number",
+        "is no Klaw tool: TodoWrite",
+    ] {
+        assert!(warnings.contains(w), "{w}: {warnings}");
+    }
+    assert_eq!(
+        pdf["allowedTools"],
+        json!([
+            "exec(python3:*)",
+            "process(python3:*)",
+            "file_read",
+            "file_list"
+        ]),
+        "{pdf}"
+    );
+    assert!(
+        skills[2]["shadows"]
+            .as_str()
+            .unwrap()
+            .starts_with("user skill at "),
+        "{list}"
+    );
+    assert!(
+        skills[3]["warnings"].to_string().contains("has `о`"),
+        "{list}"
+    );
+    let skipped = &list["structuredContent"]["skipped"][0];
+    assert_eq!(skipped["name"], "broken", "{list}");
+    let e = mcp.call("skill_load", json!({"name": "broken"}));
+    let text = e["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("the skill `broken` exists (")
+            && text.contains("but was skipped, so it cannot be loaded: `description` is missing"),
+        "{e}"
+    );
+    let loaded = mcp.call("skill_load", json!({"name": "отчёты"}));
+    assert_eq!(loaded["structuredContent"]["origin"], "user", "{loaded}");
+    assert!(mcp.finish().success());
+
+    let mut doctor = engine_in(home.path(), &["doctor"]);
+    doctor.env("KLAW_SKILLS_PATHS", "~/team");
+    let out = stdout(&doctor.output().unwrap());
+    assert!(
+        out.contains("4 skills in use; shadowed: xlsx (workspace at "),
+        "{out}"
+    );
+    assert!(out.contains(".claude/skills/xlsx over user at "), "{out}");
+}
+
+/// A skill's bundled script runs (issue 46): `skill_load` gives the workspace skill's
+/// folder as exec's working directory, and `exec` runs `python3 scripts/hello.py` from
+/// there, as its SKILL.md writes it, under bubblewrap and under Landlock. A system
+/// skill says that commands cannot reach it and how to run its script instead.
+#[test]
+fn a_skill_s_bundled_script_runs_in_both_sandboxes() {
+    let home = tempfile::tempdir().unwrap();
+    let (data, ws) = dirs(home.path());
+    for root in [&ws, &data] {
+        write_skill(
+            root,
+            "hello",
+            &md("hello", "Greets.", "")
+                .replace("Step one.", "Run `python3 scripts/hello.py NAME`."),
+        );
+        let scripts = root.join("skills/hello/scripts");
+        std::fs::create_dir_all(&scripts).unwrap();
+        std::fs::write(
+            scripts.join("hello.py"),
+            "import sys, pathlib\nprint('hello', sys.argv[1], pathlib.Path('../SKILL.md').exists() or pathlib.Path('SKILL.md').exists())\n",
+        )
+        .unwrap();
+    }
+    // The system skill alone first: what the model is told.
+    std::fs::rename(ws.join("skills"), home.path().join("parked")).unwrap();
+    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
+    let sys = mcp.call("skill_load", json!({"name": "hello"}));
+    assert_eq!(sys["structuredContent"]["origin"], "system", "{sys}");
+    assert!(sys["structuredContent"].get("execDir").is_none(), "{sys}");
+    assert!(
+        sys["structuredContent"]["howToReadFiles"]
+            .as_str()
+            .unwrap()
+            .contains("commands (exec) cannot reach it"),
+        "{sys}"
+    );
+    assert!(mcp.finish().success());
+    std::fs::rename(home.path().join("parked"), ws.join("skills")).unwrap();
+
+    for sandbox in ["bwrap", "landlock"] {
+        let mut cmd = engine_in(home.path(), &["mcp"]);
+        cmd.env("KLAW_SANDBOX", sandbox);
+        let mut mcp = Mcp::start(cmd);
+        let loaded = mcp.call("skill_load", json!({"name": "hello"}));
+        let dir = loaded["structuredContent"]["execDir"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(dir, "skills/hello", "{loaded}");
+        let ran = mcp.call(
+            "exec",
+            json!({"command": "python3 scripts/hello.py world", "workingDir": dir}),
+        );
+        let out = &ran["structuredContent"];
+        assert_eq!(out["sandbox"], sandbox, "{ran}");
+        assert_eq!(out["exitCode"], 0, "{sandbox}: {ran}");
+        assert_eq!(out["stdout"], "hello world True\n", "{sandbox}: {ran}");
+        assert!(mcp.finish().success());
+    }
 }

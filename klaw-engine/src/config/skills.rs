@@ -6,7 +6,9 @@ use super::keys::section;
 
 section! {
     /// The `skills` section of `engine.json`: Agent Skills (`SKILL.md` folders in
-    /// `<dataDir>/skills/` and `<workspace>/skills/`). Every key is optional.
+    /// `<dataDir>/skills/`, `skills.paths`, `~/.claude/skills/`, `~/.agents/skills/`
+    /// and the workspace's `.claude/skills/`, `.agents/skills/`, `skills/`). Every key
+    /// is optional.
     pub struct SkillsSection {
         keys {
             /// Most characters of skill names and descriptions in the agent's system
@@ -20,6 +22,12 @@ section! {
             enforce_allowed_tools: bool = false;
                 key "enforceAllowedTools", env "KLAW_SKILLS_ENFORCE_ALLOWED_TOOLS",
                 type "`true` or `false`";
+            /// More folders of skills (each holding skill folders), above the data
+            /// dir's and below the user's and the workspace's, a later one winning; `~/`
+            /// is the home, a relative path is relative to the workspace.
+            paths: Vec<String> = Vec::new();
+                key "paths", env "KLAW_SKILLS_PATHS",
+                type "array of strings (paths)";
         }
     }
 }
@@ -28,8 +36,23 @@ impl Config {
     /// The skills group's settings; the engine registers them as a service.
     #[cfg(feature = "skills")]
     pub fn skills(&self) -> klaw_tools::tools::skills::SkillsSettings {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(std::path::PathBuf::from);
+        let paths = self
+            .raw
+            .skills
+            .paths
+            .iter()
+            .map(|p| match (p.strip_prefix("~/"), &home) {
+                (Some(rest), Some(h)) => h.join(rest),
+                _ => self.workspace.join(p),
+            })
+            .collect();
         klaw_tools::tools::skills::SkillsSettings::default()
             .with_prompt_budget_chars(self.raw.skills.prompt_budget_chars)
             .with_enforce_allowed_tools(self.raw.skills.enforce_allowed_tools)
+            .with_paths(paths)
+            .with_home(home)
     }
 }

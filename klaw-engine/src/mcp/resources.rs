@@ -77,9 +77,13 @@ async fn skill_resources(engine: &Engine) -> Vec<Resource> {
         .into_iter()
         .flat_map(|(name, description, files)| {
             files.into_iter().map(move |f| {
-                Resource::new(format!("{SKILLS}{name}/{f}"), format!("{name}/{f}"))
-                    .with_description(format!("A file of the skill `{name}`: {description}"))
-                    .with_mime_type(mime_of(&f, None))
+                let r = Resource::new(format!("{SKILLS}{name}/{f}"), format!("{name}/{f}"))
+                    .with_description(format!("A file of the skill `{name}`: {description}"));
+                // Unknown by its name alone: no type claimed (reading looks at the bytes).
+                match mime_by_name(&f) {
+                    Some(m) => r.with_mime_type(m),
+                    None => r,
+                }
             })
         })
         .collect()
@@ -231,7 +235,7 @@ async fn read_core(engine: &Engine, session: u64) -> Result<ResourceContents, Er
 /// A file's bytes as contents: text when it is UTF-8 without NUL bytes, else base64.
 #[cfg_attr(not(feature = "skills"), allow(dead_code))]
 pub(crate) fn contents(uri: &str, file: &str, bytes: Vec<u8>) -> ResourceContents {
-    let mime = mime_of(file, Some(&bytes));
+    let mime = mime_of(file, &bytes);
     match String::from_utf8(bytes) {
         Ok(text) if !text.contains('\0') => ResourceContents::text(text, uri).with_mime_type(mime),
         Ok(text) => blob(uri, text.as_bytes(), mime),
@@ -245,15 +249,29 @@ fn blob(uri: &str, bytes: &[u8], mime: &str) -> ResourceContents {
     ResourceContents::blob(b64, uri).with_mime_type(mime)
 }
 
-/// The MIME type of `file` by its extension; by its bytes when those are known and the
-/// extension says nothing.
+/// The MIME type of `file` by its extension; by its bytes when the extension says
+/// nothing (text when they are UTF-8 without NUL, else `application/octet-stream`).
 #[cfg_attr(not(feature = "skills"), allow(dead_code))]
-fn mime_of(file: &str, bytes: Option<&[u8]>) -> &'static str {
-    let ext = file
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
+fn mime_of(file: &str, bytes: &[u8]) -> &'static str {
+    mime_by_name(file).unwrap_or_else(|| {
+        if std::str::from_utf8(bytes).is_ok_and(|t| !t.contains('\0')) {
+            "text/plain"
+        } else {
+            "application/octet-stream"
+        }
+    })
+}
+
+/// The MIME type of `file` by its extension alone, when the extension says it; the
+/// list of resources and their reading agree on every name this knows.
+#[cfg_attr(not(feature = "skills"), allow(dead_code))]
+fn mime_by_name(file: &str) -> Option<&'static str> {
+    let lower = file.to_ascii_lowercase();
+    if lower.ends_with(".tar.gz") || lower.ends_with(".tgz") {
+        return Some("application/gzip");
+    }
+    let ext = lower.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
+    Some(match ext {
         "md" | "markdown" => "text/markdown",
         "txt" => "text/plain",
         "py" => "text/x-python",
@@ -274,12 +292,22 @@ fn mime_of(file: &str, bytes: Option<&[u8]>) -> &'static str {
         "webp" => "image/webp",
         "svg" => "image/svg+xml",
         "pdf" => "application/pdf",
-        _ => match bytes {
-            Some(b) if std::str::from_utf8(b).is_ok_and(|t| !t.contains('\0')) => "text/plain",
-            Some(_) => "application/octet-stream",
-            None => "text/plain",
-        },
-    }
+        "ttf" => "font/ttf",
+        "otf" => "font/otf",
+        "woff" => "font/woff",
+        "woff2" => "font/woff2",
+        "zip" => "application/zip",
+        "gz" => "application/gzip",
+        "tar" => "application/x-tar",
+        "bz2" => "application/x-bzip2",
+        "xz" => "application/x-xz",
+        "7z" => "application/x-7z-compressed",
+        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "pptx" => "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "wasm" => "application/wasm",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -315,5 +343,24 @@ mod tests {
         assert_eq!(b["mimeType"], "image/png");
         let n = serde_json::to_value(contents("u", "data", vec![0, 1, 2])).unwrap();
         assert_eq!(n["mimeType"], "application/octet-stream");
+    }
+
+    /// Fonts and archives: the list's type is the reading's (issue 46); a name that
+    /// says nothing claims no type in the list.
+    #[test]
+    fn the_list_and_the_reading_agree_on_binary_files() {
+        for (file, mime) in [
+            ("assets/Inter.ttf", "font/ttf"),
+            ("assets/a.woff2", "font/woff2"),
+            ("assets/a.otf", "font/otf"),
+            ("templates/x.zip", "application/zip"),
+            ("data/x.tar.gz", "application/gzip"),
+            ("data/x.TGZ", "application/gzip"),
+        ] {
+            assert_eq!(mime_by_name(file), Some(mime), "{file}");
+            let read = serde_json::to_value(contents("u", file, vec![0, 0xff, 1])).unwrap();
+            assert_eq!(read["mimeType"], mime, "{file}");
+        }
+        assert_eq!(mime_by_name("LICENSE"), None);
     }
 }

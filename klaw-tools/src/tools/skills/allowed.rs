@@ -149,5 +149,10 @@ mod tests {
             .record(&chat, "web", &["web_fetch".into()]);
         assert!(check_allowed(&on, &chat, "web_fetch").is_ok());
         assert!(!allows("exec(", "exe"));
+        // Claude Code's entries, mapped, allow what they mean.
+        let (tools, _) = super::super::map_allowed(&["Bash(git add:*)".into(), "Read".into()]);
+        assert!(tools.iter().any(|a| allows(a, "exec")));
+        assert!(tools.iter().any(|a| allows(a, "file_read")));
+        assert!(!tools.iter().any(|a| allows(a, "file_delete")));
     }
 }

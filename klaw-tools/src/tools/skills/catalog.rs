@@ -1,9 +1,12 @@
-//! Discovery: the skills in `<dataDir>/skills/` (system) and `<workspace>/skills/`
-//! (workspace), a workspace skill winning over a system skill of the same name.
+//! Discovery: the skills in `<dataDir>/skills/` (system), the folders of `skills.paths`
+//! (path), `~/.claude/skills/` and `~/.agents/skills/` (user), and the workspace's
+//! `.claude/skills/`, `.agents/skills/` and `skills/` (workspace), a skill of a later
+//! folder winning over one of the same name in an earlier folder ([`sources`]). A
+//! skill's name is its folder's name.
 //!
 //! Every file is read through the files group's kernel-confined helpers
 //! ([`read_text_in`], [`dirs_beneath`], [`links_beneath`]): a skill's folder resolves
-//! beneath its root's `skills/` folder and its `SKILL.md` beneath that folder, so a
+//! beneath its skills folder and its `SKILL.md` beneath that folder, so a
 //! symbolic link leading out of them is refused by the kernel, never by a string check. Only the
 //! frontmatter is parsed; the body is read when a skill is loaded. Each scan lists the
 //! folders again and compares each `SKILL.md`'s (inode, size, times) with the last scan:
@@ -30,7 +33,8 @@ pub const SKILL_MD: &str = "SKILL.md";
 /// The largest `SKILL.md` read; a bigger one is a malformed skill.
 pub const MAX_SKILL_MD_BYTES: u64 = 1024 * 1024;
 
-/// Where a skill was found.
+/// Where a skill was found, from the lowest precedence to the highest (see
+/// [`sources`]).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToolSchema,
 )]
@@ -39,8 +43,16 @@ pub enum Origin {
     /// Системный навык: папка skills/ в каталоге данных
     #[schema(description_en = "A system skill: the skills/ folder of the data dir")]
     System,
-    /// Навык рабочей области: папка skills/ рабочей области
-    #[schema(description_en = "A workspace skill: the skills/ folder of the workspace")]
+    /// Навык из папки, названной в skills.paths
+    #[schema(description_en = "A skill of a folder named in skills.paths")]
+    Path,
+    /// Навык пользователя: ~/.claude/skills/ или ~/.agents/skills/
+    #[schema(description_en = "A user's skill: ~/.claude/skills/ or ~/.agents/skills/")]
+    User,
+    /// Навык рабочей области: её папки skills/, .agents/skills/ или .claude/skills/
+    #[schema(
+        description_en = "A workspace skill: its skills/, .agents/skills/ or .claude/skills/ folder"
+    )]
     Workspace,
 }
 
@@ -48,23 +60,117 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::System => "system",
+            Self::Path => "path",
+            Self::User => "user",
             Self::Workspace => "workspace",
         })
     }
 }
+
+/// A folder of skills (each a folder with a `SKILL.md` in it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// What its skills are.
+    pub origin: Origin,
+    /// The folder every read of its skills stays beneath (the kernel refuses a link
+    /// that leads out of it).
+    pub root: PathBuf,
+    /// The skills folder relative to `root` (`skills`, `.agents/skills`), empty when it
+    /// is `root` itself.
+    pub dir: String,
+}
+
+impl Source {
+    /// The skills folder.
+    pub fn path(&self) -> PathBuf {
+        if self.dir.is_empty() {
+            self.root.clone()
+        } else {
+            self.root.join(&self.dir)
+        }
+    }
+
+    /// The folder of the skill `name` relative to `root`.
+    fn folder(&self, name: &str) -> String {
+        if self.dir.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}/{name}", self.dir)
+        }
+    }
+}
+
+/// The skills folders from the lowest precedence to the highest: a skill of a later
+/// folder shadows one of the same name in an earlier folder.
+///
+/// 1. system: `<dataDir>/skills/`;
+/// 2. path: each folder of `skills.paths`, in order;
+/// 3. user: `~/.claude/skills/`, then `~/.agents/skills/`;
+/// 4. workspace: `<workspace>/.claude/skills/`, then `<workspace>/.agents/skills/`,
+///    then `<workspace>/skills/` (Klaw's own, the highest).
+///
+/// A workspace folder is read beneath the workspace, the system one beneath the data
+/// dir; a user or `skills.paths` folder beneath itself (a link to it, as dotfiles
+/// often are, is followed first). A folder that is the same as one later in the list
+/// (a workspace that is the home, or the data dir) counts once, at its higher place.
+pub fn sources(
+    workspace: &Path,
+    data_dir: &Path,
+    home: Option<&Path>,
+    paths: &[PathBuf],
+) -> Vec<Source> {
+    let at = |origin, root: &Path, dir: &str| Source {
+        origin,
+        root: root.to_path_buf(),
+        dir: dir.to_owned(),
+    };
+    // Its own folder, with the user's links to it followed.
+    let own = |origin, folder: PathBuf| Source {
+        origin,
+        root: std::fs::canonicalize(&folder).unwrap_or(folder),
+        dir: String::new(),
+    };
+    let mut all = vec![at(Origin::System, data_dir, SKILLS_DIR)];
+    all.extend(paths.iter().map(|p| own(Origin::Path, p.clone())));
+    if let Some(home) = home {
+        for d in USER_DIRS {
+            all.push(own(Origin::User, home.join(d)));
+        }
+    }
+    for d in USER_DIRS {
+        all.push(at(Origin::Workspace, workspace, d));
+    }
+    all.push(at(Origin::Workspace, workspace, SKILLS_DIR));
+    // The same folder twice counts at its higher place.
+    let real: Vec<PathBuf> = all
+        .iter()
+        .map(|s| std::fs::canonicalize(s.path()).unwrap_or_else(|_| s.path()))
+        .collect();
+    all.into_iter()
+        .enumerate()
+        .filter(|(i, _)| !real[i + 1..].contains(&real[*i]))
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// The other clients' skills folders, beneath the home and the workspace, in
+/// precedence order (`.agents`, the format's shared one, over Claude Code's).
+pub const USER_DIRS: [&str; 2] = [".claude/skills", ".agents/skills"];
 
 /// A discovered skill: its checked frontmatter and where it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skill {
     /// Where it was found.
     pub origin: Origin,
-    /// The root it was found under: the data dir (system) or the workspace.
+    /// The root it was found under (its [`Source::root`]): the data dir (system), the
+    /// workspace, or the skills folder itself (user, path).
     pub root: PathBuf,
-    /// Its folder relative to `root`: `skills/<name>`.
+    /// Its folder relative to `root`: `skills/<name>`, `.agents/skills/<name>`, `<name>`.
     pub folder: String,
     /// Its frontmatter.
     pub frontmatter: Arc<Frontmatter>,
-    /// Warnings about it (unknown frontmatter keys).
+    /// Warnings about it: what breaks the format's rules without stopping it (a name
+    /// other than the folder's, a long description, mistyped or unknown keys).
     pub warnings: Arc<[String]>,
 }
 
@@ -93,6 +199,8 @@ impl Skill {
 /// A skill that was skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed {
+    /// The skill's name (its folder's), empty when a whole skills folder is at fault.
+    pub name: String,
     /// Where it was found.
     pub origin: Origin,
     /// The file (or folder) at fault.
@@ -110,10 +218,10 @@ impl fmt::Display for Malformed {
 /// The skills found by one scan.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
-    /// The skills in effect, by name: a workspace skill in place of a system skill of
-    /// the same name.
+    /// The skills in effect, by name: of two skills of the same name, the one of the
+    /// higher folder ([`sources`]).
     pub skills: Vec<Skill>,
-    /// The system skills a workspace skill of the same name shadows, by name.
+    /// The skills a skill of the same name in a higher folder shadows, by name.
     pub shadowed: Vec<Skill>,
     /// The skills skipped, by path.
     pub malformed: Vec<Malformed>,
@@ -128,9 +236,15 @@ impl Catalog {
             .and_then(|i| self.skills.get(i))
     }
 
-    /// The system skill that the skill `name` shadows, if any.
+    /// The skipped skill called `name` (its folder's name), if one is: why a skill
+    /// cannot be loaded.
+    pub fn skipped(&self, name: &str) -> Option<&Malformed> {
+        self.malformed.iter().find(|m| m.name == name)
+    }
+
+    /// The skill that the skill `name` shadows, if any (the nearest below it).
     pub fn shadowed(&self, name: &str) -> Option<&Skill> {
-        self.shadowed.iter().find(|s| s.name() == name)
+        self.shadowed.iter().rev().find(|s| s.name() == name)
     }
 }
 
@@ -207,39 +321,47 @@ impl fmt::Debug for SkillCatalog {
 }
 
 impl SkillCatalog {
-    /// Scans `<data_dir>/skills/` and `<workspace>/skills/` (blocking: call it off the
-    /// async threads). A file that changed since the last scan is read again; a skill
-    /// that cannot be used is in [`Catalog::malformed`] and logged once per change.
+    /// Scans `<data_dir>/skills/` and `<workspace>/skills/` and the other clients'
+    /// folders in the workspace ([`sources`] without a home or `skills.paths`).
     pub fn scan(&self, workspace: &Path, data_dir: &Path) -> Catalog {
+        self.scan_sources(&sources(workspace, data_dir, None, &[]))
+    }
+
+    /// Scans `sources`, lowest precedence first (blocking: call it off the async
+    /// threads). A file that changed since the last scan is read again; a skill that
+    /// cannot be used is in [`Catalog::malformed`] and logged once per change.
+    pub fn scan_sources(&self, sources: &[Source]) -> Catalog {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let mut seen = HashSet::new();
         let mut by_name: BTreeMap<String, Skill> = BTreeMap::new();
         let mut out = Catalog::default();
-        let mut roots = vec![(Origin::System, data_dir)];
-        // One folder is not two origins (a workspace configured as the data dir).
-        if workspace != data_dir {
-            roots.push((Origin::Workspace, workspace));
-        }
-        for (origin, root) in roots {
-            let mut names = match dirs_beneath(root, SKILLS_DIR) {
+        for source in sources {
+            let (origin, root) = (source.origin, source.root.as_path());
+            let sub = if source.dir.is_empty() {
+                "."
+            } else {
+                source.dir.as_str()
+            };
+            let mut names = match dirs_beneath(root, sub) {
                 Ok(names) => names,
                 Err(e) if e.is_not_found() => continue,
                 // A data dir or workspace not created yet has no skills either.
-                Err(_) if !root.exists() => continue,
+                Err(_) if !source.path().exists() => continue,
                 Err(e) => {
                     out.malformed.push(Malformed {
+                        name: String::new(),
                         origin,
-                        path: root.join(SKILLS_DIR),
+                        path: source.path(),
                         problem: refused(&e, &root.display().to_string()),
                     });
                     continue;
                 }
             };
             // A link in skills/ is read through: the kernel refuses one that leads out.
-            names.extend(links_beneath(root, SKILLS_DIR).unwrap_or_default());
+            names.extend(links_beneath(root, sub).unwrap_or_default());
             names.sort();
             for name in names.into_iter().filter(|n| !n.starts_with('.')) {
-                let folder = format!("{SKILLS_DIR}/{name}");
+                let folder = source.folder(&name);
                 let rel = format!("{folder}/{SKILL_MD}");
                 let path = root.join(&rel);
                 seen.insert(path.clone());
@@ -248,7 +370,7 @@ impl SkillCatalog {
                     (Some(s), Some(c)) if c.settled && c.stamp == s => c.result.clone(),
                     _ => {
                         let now = now_seconds();
-                        let result = read(root, &folder, &name);
+                        let result = read(source, &folder, &name);
                         let known = cache.get(&path).is_some_and(|c| c.result == result);
                         match &result {
                             _ if known => {}
@@ -283,12 +405,13 @@ impl SkillCatalog {
                             frontmatter,
                             warnings,
                         };
-                        // System first, so a workspace skill replaces it.
+                        // Lowest first, so a higher folder's skill replaces it.
                         if let Some(old) = by_name.insert(name, skill) {
                             out.shadowed.push(old);
                         }
                     }
                     Err(problem) => out.malformed.push(Malformed {
+                        name: name.clone(),
                         origin,
                         path,
                         problem,
@@ -298,21 +421,21 @@ impl SkillCatalog {
         }
         cache.retain(|p, _| seen.contains(p));
         out.skills = by_name.into_values().collect();
+        // By name, each name's lowest first (a stable sort keeps the scan's order).
         out.shadowed.sort_by(|a, b| a.name().cmp(b.name()));
         out
     }
 }
 
-/// Reads and parses the `SKILL.md` of `folder` (`skills/<name>`) beneath `root`, the
-/// folder resolved beneath `skills/` and the file beneath the folder: the frontmatter,
-/// checked, or the problem.
-fn read(root: &Path, folder: &str, name: &str) -> ParseResult {
-    let text = read_text_in(root, folder, SKILL_MD, MAX_SKILL_MD_BYTES).map_err(|e| {
+/// Reads and parses the `SKILL.md` of `folder` (`skills/<name>`) beneath the source's
+/// root, the folder resolved beneath the skills folder and the file beneath the
+/// folder: the frontmatter, or why the skill cannot be used.
+fn read(source: &Source, folder: &str, name: &str) -> ParseResult {
+    let text = read_text_in(&source.root, folder, SKILL_MD, MAX_SKILL_MD_BYTES).map_err(|e| {
         if e.is_not_found() {
             format!("no {SKILL_MD} in this skill's folder")
         } else {
-            let skills = root.join(SKILLS_DIR);
-            refused(&e, &format!("its folder or {}", skills.display()))
+            refused(&e, &format!("its folder or {}", source.path().display()))
         }
     })?;
     let parsed = frontmatter::parse(&text, name).map_err(|e| e.to_string())?;
@@ -399,6 +522,75 @@ mod tests {
         assert_eq!(c.get("pdf").unwrap().skill_md(), "skills/pdf/SKILL.md");
     }
 
+    /// Every folder other clients use, in its place: a skill of a later folder shadows
+    /// one of an earlier; a dotfiles link to the user's folder is followed.
+    #[test]
+    fn the_other_clients_folders_in_their_order() {
+        let d = dirs();
+        let home = d.outside.join("home");
+        let team = d.outside.join("team");
+        let dotfiles = d.outside.join("dotfiles/skills");
+        let put = |dir: &Path, name: &str, what: &str| {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+            std::fs::write(dir.join(name).join(SKILL_MD), md(name, what)).unwrap();
+        };
+        put(&d.data.join("skills"), "a", "system");
+        put(&team, "a", "path");
+        put(&team, "b", "path");
+        put(&home.join(".claude/skills"), "b", "user claude");
+        put(&dotfiles, "b", "user agents");
+        put(&dotfiles, "c", "user agents");
+        std::fs::create_dir_all(home.join(".agents")).unwrap();
+        std::os::unix::fs::symlink(&dotfiles, home.join(".agents/skills")).unwrap();
+        put(&d.ws.join(".claude/skills"), "c", "ws claude");
+        put(&d.ws.join(".claude/skills"), "d", "ws claude");
+        put(&d.ws.join(".agents/skills"), "d", "ws agents");
+        put(&d.ws.join(".agents/skills"), "e", "ws agents");
+        put(&d.ws.join("skills"), "e", "ws klaw");
+        let found = sources(&d.ws, &d.data, Some(&home), std::slice::from_ref(&team));
+        let order: Vec<Origin> = found.iter().map(|s| s.origin).collect();
+        assert_eq!(
+            order,
+            [
+                Origin::System,
+                Origin::Path,
+                Origin::User,
+                Origin::User,
+                Origin::Workspace,
+                Origin::Workspace,
+                Origin::Workspace
+            ]
+        );
+        let c = SkillCatalog::default().scan_sources(&found);
+        let got: Vec<(&str, &str, Origin)> = c
+            .skills
+            .iter()
+            .map(|s| (s.name(), s.description(), s.origin))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "path", Origin::Path),
+                ("b", "user agents", Origin::User),
+                ("c", "ws claude", Origin::Workspace),
+                ("d", "ws agents", Origin::Workspace),
+                ("e", "ws klaw", Origin::Workspace),
+            ]
+        );
+        assert_eq!(c.shadowed("a").unwrap().origin, Origin::System);
+        assert_eq!(c.shadowed("b").unwrap().description(), "user claude");
+        assert_eq!(c.shadowed.len(), 6, "{:?}", c.shadowed);
+        assert_eq!(c.get("e").unwrap().skill_md(), "skills/e/SKILL.md");
+        assert_eq!(c.get("d").unwrap().skill_md(), ".agents/skills/d/SKILL.md");
+        assert_eq!(c.get("a").unwrap().skill_md(), "a/SKILL.md");
+        assert!(c.malformed.is_empty(), "{:?}", c.malformed);
+
+        // A workspace that is the home: its folders count once, as the workspace's.
+        let same = sources(&home, &d.data, Some(&home), &[]);
+        assert_eq!(same.len(), 4, "{same:?}");
+        assert!(same[1..].iter().all(|s| s.origin == Origin::Workspace));
+    }
+
     #[test]
     fn roots_that_do_not_exist_yet_have_no_skills() {
         let dir = tempfile::tempdir().unwrap();
@@ -423,6 +615,7 @@ mod tests {
         skill(&d.ws, "broken-yaml", "---\nname: [broken\n---\n");
         skill(&d.ws, "no-frontmatter", "# just text\n");
         skill(&d.ws, "no-name", "---\ndescription: d\n---\n");
+        skill(&d.ws, "bad name", &md("bad-name", "d"));
         skill(&d.ws, "no-description", "---\nname: no-description\n---\n");
         skill(&d.ws, "Bad_Name", &md("Bad_Name", "d"));
         skill(&d.ws, "other-folder", &md("another", "d"));
@@ -447,7 +640,22 @@ mod tests {
         std::fs::create_dir_all(d.ws.join("skills/empty")).unwrap();
 
         let c = SkillCatalog::default().scan(&d.ws, &d.data);
-        assert_eq!(names(&c.skills), [("good".into(), Origin::Workspace)]);
+        // Lenient: a name the format forbids, a name other than the folder's, none.
+        assert_eq!(
+            names(&c.skills),
+            [
+                ("Bad_Name".into(), Origin::Workspace),
+                ("good".into(), Origin::Workspace),
+                ("no-name".into(), Origin::Workspace),
+                ("other-folder".into(), Origin::Workspace),
+            ]
+        );
+        assert!(c.get("Bad_Name").unwrap().warnings[0].contains("only lowercase letters"));
+        assert!(
+            c.get("other-folder").unwrap().warnings[0]
+                .contains("name `another` differs from its folder's name `other-folder`")
+        );
+        assert!(c.get("no-name").unwrap().warnings[0].contains("`name` is missing"));
         let problems: BTreeMap<String, String> = c
             .malformed
             .iter()
@@ -459,22 +667,21 @@ mod tests {
         for (folder, why) in [
             ("broken-yaml", "not valid YAML"),
             ("no-frontmatter", "no frontmatter"),
-            ("no-name", "`name` is missing"),
             ("no-description", "`description` is missing"),
-            ("Bad_Name", "only lowercase letters"),
-            ("other-folder", "differs from its folder"),
             ("not-utf8", "not text"),
             ("too-big", "more than the 1048576"),
             ("escape", "refused: it leads out of"),
             ("away", "refused: it leads out of"),
             ("empty", "no SKILL.md"),
+            ("bad name", "rename the folder"),
         ] {
             let p = problems
                 .get(folder)
                 .unwrap_or_else(|| panic!("{folder} not reported: {problems:?}"));
             assert!(p.contains(why), "{folder}: {p}");
+            assert!(c.skipped(folder).is_some(), "{folder}");
         }
-        assert_eq!(problems.len(), 11, "{problems:?}");
+        assert_eq!(problems.len(), 9, "{problems:?}");
         assert!(
             c.malformed
                 .iter()
@@ -507,10 +714,16 @@ mod tests {
         skill(&d.ws, "real", &md("real", "d"));
         std::os::unix::fs::symlink("real", d.ws.join("skills/alias")).unwrap();
         let c = SkillCatalog::default().scan(&d.ws, &d.data);
-        assert_eq!(names(&c.skills), [("real".into(), Origin::Workspace)]);
-        // The alias is read, and its name is not its folder's.
-        assert_eq!(c.malformed.len(), 1);
-        assert!(c.malformed[0].problem.contains("differs from its folder"));
+        // The alias is read, called by its folder's name, with a warning.
+        assert_eq!(
+            names(&c.skills),
+            [
+                ("alias".into(), Origin::Workspace),
+                ("real".into(), Origin::Workspace)
+            ]
+        );
+        assert!(c.malformed.is_empty());
+        assert!(c.get("alias").unwrap().warnings[0].contains("differs from its folder"));
     }
 
     #[test]

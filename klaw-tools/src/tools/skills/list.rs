@@ -15,23 +15,37 @@ pub struct SkillInfo {
     /// Что навык делает и когда его применять
     #[schema(description_en = "What the skill does and when to use it")]
     pub description: String,
-    /// Откуда навык: system (каталог данных) или workspace (рабочая область)
-    #[schema(description_en = "Where it is from: system (the data dir) or workspace")]
+    /// Откуда навык: system (каталог данных), path (skills.paths), user (~/.claude, ~/.agents) или workspace (рабочая область)
+    #[schema(
+        description_en = "Where it is from: system (the data dir), path (skills.paths), user (~/.claude, ~/.agents) or workspace"
+    )]
     pub origin: Origin,
-    /// Системный навык с тем же именем, который этот навык рабочей области заслоняет
+    /// Навык с тем же именем из папки ниже по порядку, который этот навык заслоняет
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(description_en = "The system skill of the same name this workspace skill shadows")]
+    #[schema(
+        description_en = "The skill of the same name in a lower folder that this one shadows"
+    )]
     pub shadows: Option<String>,
     /// Инструменты, которые навык разрешает (allowed-tools), если он их называет
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(description_en = "The tools the skill allows (allowed-tools), when it names them")]
     pub allowed_tools: Option<Vec<String>>,
+    /// Предупреждения: что в навыке нарушает правила формата, но не мешает его загрузить
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(
+        description_en = "Warnings: what in the skill breaks the format's rules without stopping it from loading"
+    )]
+    pub warnings: Vec<String>,
 }
 
 /// A skill that was skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToolSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SkippedSkill {
+    /// Имя навыка (имя его папки)
+    #[serde(skip_serializing_if = "String::is_empty")]
+    #[schema(description_en = "The skill's name (its folder's)")]
+    pub name: String,
     /// Файл или папка навыка
     #[schema(description_en = "The skill's file or folder")]
     pub path: String,
@@ -74,12 +88,14 @@ pub async fn skill_list(ctx: ToolContext) -> Result<SkillList, ToolError> {
                 .shadowed(s.name())
                 .map(|old| format!("{} skill at {}", old.origin, old.dir().display())),
             allowed_tools: s.frontmatter.allowed_tools.clone(),
+            warnings: s.warnings.to_vec(),
         })
         .collect();
     let skipped = catalog
         .malformed
         .iter()
         .map(|m| SkippedSkill {
+            name: m.name.clone(),
             path: m.path.display().to_string(),
             problem: m.problem.clone(),
         })

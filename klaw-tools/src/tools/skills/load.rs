@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{LoadedSkills, MAX_SKILL_MD_BYTES, Origin, Skill, catalog};
+use super::{LoadedSkills, MAX_SKILL_MD_BYTES, Malformed, Origin, Skill, catalog};
 use crate::tools::files::{dirs_in, files_in, read_bytes_in, read_text_in};
 use crate::tools::run_blocking;
 use crate::{Limits, ToolContext, ToolError, ToolSchema, by_similarity, tool};
@@ -19,8 +19,8 @@ pub struct SkillLoaded {
     /// Имя навыка
     #[schema(description_en = "The skill's name")]
     pub name: String,
-    /// Откуда навык: system или workspace
-    #[schema(description_en = "Where it is from: system or workspace")]
+    /// Откуда навык: system, path, user или workspace
+    #[schema(description_en = "Where it is from: system, path, user or workspace")]
     pub origin: Origin,
     /// Прочитанный файл: SKILL.md или запрошенный файл навыка
     #[schema(description_en = "The file read: SKILL.md or the skill's file asked for")]
@@ -31,9 +31,19 @@ pub struct SkillLoaded {
     /// Вспомогательные файлы навыка (scripts/, references/, assets/ ...)
     #[schema(description_en = "The skill's supporting files (scripts/, references/, assets/ ...)")]
     pub files: Vec<String>,
+    /// Если список файлов обрезан: что из него выпало
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(description_en = "When the list of files was cut: what it leaves out")]
+    pub files_cut: Option<String>,
     /// Как прочитать эти файлы
     #[schema(description_en = "How to read those files")]
     pub how_to_read_files: String,
+    /// Папка навыка как рабочий каталог для exec (относительно рабочей области), если команды её видят: скрипты навыка запускай оттуда, как их пишет SKILL.md (python3 scripts/x.py)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(
+        description_en = "The skill's folder as exec's workingDir (relative to the workspace), when commands see it: run the skill's scripts from there as its SKILL.md writes them (python3 scripts/x.py)"
+    )]
+    pub exec_dir: Option<String>,
     /// Инструменты, которые навык разрешает (allowed-tools), если он их называет
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(description_en = "The tools the skill allows (allowed-tools), when it names them")]
@@ -63,6 +73,9 @@ pub async fn skill_load(
 ) -> Result<SkillLoaded, ToolError> {
     let catalog = catalog(&ctx).await?;
     let Some(skill) = catalog.get(&name).cloned() else {
+        if let Some(skipped) = catalog.skipped(&name) {
+            return Err(skipped_error(skipped));
+        }
         return Err(unknown(&name, catalog.skills.iter().map(Skill::name)));
     };
     let max_read = limits.max_read_bytes;
@@ -78,6 +91,16 @@ pub async fn skill_load(
             .record(&caller, &loaded.1.name, tools);
     }
     Ok(loaded.1)
+}
+
+/// The error for a skill that exists but was skipped: where it is and why.
+pub(crate) fn skipped_error(m: &Malformed) -> ToolError {
+    ToolError::not_found(format!(
+        "the skill `{}` exists ({}) but was skipped, so it cannot be loaded: {}. Fix its SKILL.md (or tell the user); skill_list shows every skill",
+        m.name,
+        m.path.display(),
+        m.problem
+    ))
 }
 
 /// The not-found error for `name`, naming the closest skills.
@@ -126,13 +149,24 @@ fn load(
             )
         }
     };
-    let files = skill_files(skill).iter().map(|f| shown(skill, f)).collect();
-    let how_to_read_files = match skill.origin {
-        Origin::Workspace => "The paths are relative to the workspace: read a file with file_read and its path, or with skill_load and file (the path inside the skill's folder).".to_owned(),
-        Origin::System => format!(
-            "This is a system skill in the data directory ({}), outside the workspace: file_read cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed.",
-            dir.display(),
-            skill.name()
+    let (files, files_cut) = skill_files_listed(skill);
+    let files = files.iter().map(|f| shown(skill, f)).collect();
+    let (how_to_read_files, exec_dir) = match skill.origin {
+        Origin::Workspace => (
+            format!(
+                "The paths are relative to the workspace: read a file with file_read and its path, or with skill_load and file (the path inside the skill's folder). Commands see the skill's folder: run its scripts with exec and workingDir `{}` (e.g. `python3 scripts/x.py`, as SKILL.md writes them).",
+                skill.folder
+            ),
+            Some(skill.folder.clone()),
+        ),
+        Origin::System | Origin::Path | Origin::User => (
+            format!(
+                "This is a {} skill in {}, outside the workspace: file_read and commands (exec) cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed; to run one of its scripts, write it into the workspace with file_write first.",
+                skill.origin,
+                dir.display(),
+                skill.name()
+            ),
+            None,
         ),
     };
     Ok((
@@ -143,7 +177,9 @@ fn load(
             path,
             content,
             files,
+            files_cut,
             how_to_read_files,
+            exec_dir,
             allowed_tools: skill.frontmatter.allowed_tools.clone(),
         },
     ))
@@ -171,7 +207,7 @@ fn inside(file: &str) -> Result<String, ToolError> {
 fn shown(skill: &Skill, rel: &str) -> String {
     match skill.origin {
         Origin::Workspace => format!("{}/{rel}", skill.folder),
-        Origin::System => rel.to_owned(),
+        Origin::System | Origin::Path | Origin::User => rel.to_owned(),
     }
 }
 
@@ -179,9 +215,33 @@ fn shown(skill: &Skill, rel: &str) -> String {
 /// first and sorted, `SKILL.md` and hidden entries left out, at most 200 files 6 levels
 /// deep. Listed beneath the skill's folder by the kernel, as every read. Blocking.
 pub fn skill_files(skill: &Skill) -> Vec<String> {
-    let mut files = Vec::new();
-    walk(skill, "", 0, &mut files);
-    files
+    skill_files_listed(skill).0
+}
+
+/// [`skill_files`], and when the list was cut (more than 200 files, or folders deeper
+/// than 6 levels), a sentence saying so.
+pub fn skill_files_listed(skill: &Skill) -> (Vec<String>, Option<String>) {
+    let mut walk = Walk::default();
+    walk.walk(skill, "", 0);
+    let cut = match (walk.more_files, walk.deeper) {
+        (false, false) => None,
+        (more, deeper) => {
+            let mut why = Vec::new();
+            if more {
+                why.push(format!("it stops at {MAX_FILES} files"));
+            }
+            if deeper {
+                why.push(format!(
+                    "folders deeper than {MAX_DEPTH} levels are not listed"
+                ));
+            }
+            Some(format!(
+                "The list of files is cut: {}. Read a file that is not listed with skill_load and its path.",
+                why.join(", and ")
+            ))
+        }
+    };
+    (walk.files, cut)
 }
 
 /// Reads `file` (a path inside `skill`'s folder, `SKILL.md` included) whole, text or
@@ -193,32 +253,53 @@ pub fn read_skill_file(skill: &Skill, file: &str, max_bytes: u64) -> Result<Vec<
     read_bytes_in(&skill.root, &skill.folder, &f, max_bytes)
 }
 
-/// The skill's files below `at` (inside its folder), depth first, sorted; `SKILL.md`
-/// itself and hidden entries left out; stops at `MAX_FILES`. Confined like every read.
-fn walk(skill: &Skill, at: &str, depth: usize, out: &mut Vec<String>) {
-    // Listed beneath the skill's folder, as the files are read.
-    let under = |name: &str| {
-        if at.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{at}/{name}")
+/// A walk of a skill's folder: the files found, and whether it was cut.
+#[derive(Default)]
+struct Walk {
+    files: Vec<String>,
+    /// There were more files than [`MAX_FILES`].
+    more_files: bool,
+    /// There were folders below [`MAX_DEPTH`].
+    deeper: bool,
+}
+
+impl Walk {
+    /// The skill's files below `at` (inside its folder), depth first, sorted;
+    /// `SKILL.md` itself and hidden entries left out; stops at `MAX_FILES`. Confined
+    /// like every read.
+    fn walk(&mut self, skill: &Skill, at: &str, depth: usize) {
+        // Listed beneath the skill's folder, as the files are read.
+        let under = |name: &str| {
+            if at.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{at}/{name}")
+            }
+        };
+        for name in files_in(&skill.root, &skill.folder, at).unwrap_or_default() {
+            if name.starts_with('.') || (at.is_empty() && name == super::SKILL_MD) {
+                continue;
+            }
+            if self.files.len() >= MAX_FILES {
+                self.more_files = true;
+                return;
+            }
+            self.files.push(under(&name));
         }
-    };
-    for name in files_in(&skill.root, &skill.folder, at).unwrap_or_default() {
-        if out.len() >= MAX_FILES {
+        let dirs: Vec<String> = dirs_in(&skill.root, &skill.folder, at)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        if depth >= MAX_DEPTH {
+            self.deeper |= !dirs.is_empty();
             return;
         }
-        if name.starts_with('.') || (at.is_empty() && name == super::SKILL_MD) {
-            continue;
-        }
-        out.push(under(&name));
-    }
-    if depth >= MAX_DEPTH {
-        return;
-    }
-    for name in dirs_in(&skill.root, &skill.folder, at).unwrap_or_default() {
-        if !name.starts_with('.') {
-            walk(skill, &under(&name), depth + 1, out);
+        for name in dirs {
+            if self.more_files {
+                return;
+            }
+            self.walk(skill, &under(&name), depth + 1);
         }
     }
 }
@@ -278,6 +359,41 @@ mod tests {
             let e = read_skill_file(pdf, outside, 100).unwrap_err();
             assert!(e.is_access_denied(), "{outside}: {e:?}");
         }
+    }
+
+    #[test]
+    fn a_cut_list_of_files_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("ws/skills/big");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: big\ndescription: d\n---\n",
+        )
+        .unwrap();
+        let catalog = SkillCatalog::default().scan(&dir.path().join("ws"), dir.path());
+        let (files, cut) = skill_files_listed(catalog.get("big").unwrap());
+        assert!(files.is_empty() && cut.is_none());
+        for i in 0..=MAX_FILES {
+            std::fs::write(skill.join(format!("f{i:03}")), "x").unwrap();
+        }
+        let deep = skill.join("a/b/c/d/e/f/g");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("deep.txt"), "x").unwrap();
+        let (files, cut) = skill_files_listed(catalog.get("big").unwrap());
+        assert_eq!(files.len(), MAX_FILES);
+        let cut = cut.unwrap();
+        assert!(cut.contains("it stops at 200 files"), "{cut}");
+        std::fs::remove_file(skill.join("f000")).unwrap();
+        std::fs::remove_file(skill.join("f001")).unwrap();
+        let (files, cut) = skill_files_listed(catalog.get("big").unwrap());
+        assert_eq!(files.len(), MAX_FILES - 1);
+        assert!(!files.iter().any(|f| f.ends_with("deep.txt")));
+        let cut = cut.unwrap();
+        assert!(
+            cut.contains("deeper than 6 levels") && !cut.contains("200"),
+            "{cut}"
+        );
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! Skills: folders in the Agent Skills format (`SKILL.md` with a YAML frontmatter, then
 //! instructions; optional `scripts/`, `references/`, `assets/`) in `<dataDir>/skills/`
-//! (system) and `<workspace>/skills/` (workspace, which wins over a system skill of the
-//! same name). `skill_list` lists them, `skill_load` gives one's `SKILL.md` and files.
-//! See `doc/tools/skills.md`.
+//! (system), the folders of `skills.paths`, `~/.claude/skills/` and `~/.agents/skills/`
+//! (user), and the workspace's `.claude/skills/`, `.agents/skills/` and `skills/`
+//! (workspace), a later folder's skill winning over an earlier one's of the same name
+//! ([`sources`]). `skill_list` lists them, `skill_load` gives one's `SKILL.md` and
+//! files. See `doc/tools/skills.md`.
 //!
 //! Discovery ([`SkillCatalog`]) parses only the frontmatter and reads every file through
 //! the files group's kernel-confined helpers; a malformed skill is skipped with a warning
 //! naming the file and the problem ([`Catalog::malformed`], which `doctor` lists). Each
 //! scan sees what changed since the last one, so skills added, changed or removed while
 //! the engine runs are seen without a restart. The engine puts the skills in the agent's
-//! system prompt ([`prompt_section`]) and, when `skills.enforceAllowedTools` is on,
+//! system prompt ([`prompt_section_for`]: every name, descriptions shortened to the
+//! budget, the most relevant first when even the names do not fit) and, when `skills.enforceAllowedTools` is on,
 //! refuses calls a loaded skill's `allowed-tools` does not list ([`check_allowed`]).
 
 mod allowed;
@@ -19,35 +22,46 @@ mod list;
 mod load;
 mod prompt;
 mod settings;
+mod tool_names;
 
 use std::sync::Arc;
 
 pub use allowed::{LoadedSkills, NotAllowed, allows, check_allowed};
 pub use catalog::{
     Catalog, MAX_SKILL_MD_BYTES, Malformed, Origin, SKILL_MD, SKILLS_DIR, Skill, SkillCatalog,
+    Source, USER_DIRS, sources,
 };
 pub use frontmatter::{Frontmatter, FrontmatterError};
 pub use list::{SkillInfo, SkillList, SkippedSkill, skill_list};
-pub use load::{SkillLoaded, read_skill_file, skill_files, skill_load};
-pub use prompt::prompt_section;
+pub use load::{SkillLoaded, read_skill_file, skill_files, skill_files_listed, skill_load};
+pub use prompt::{prompt_section, prompt_section_for, relevance};
 pub use settings::SkillsSettings;
+pub use tool_names::{CLIENT_TOOLS, map_allowed};
 
 use crate::{ToolContext, ToolError};
 
-/// The skills of `ctx`'s workspace and data dir now (the context's [`SkillCatalog`]:
-/// only what changed since its last scan is read again).
+/// The skills of `ctx` now: its data dir's, `skills.paths`', the user's and the
+/// workspace's ([`SkillsSettings::sources`]; the context's [`SkillCatalog`]: only what
+/// changed since its last scan is read again).
 pub async fn catalog(ctx: &ToolContext) -> Result<Arc<Catalog>, ToolError> {
     let skills = ctx.shared_state::<SkillCatalog>();
-    let (ws, data) = (ctx.workspace().to_owned(), ctx.data_dir().to_owned());
-    super::run_blocking("skills", move || Ok(Arc::new(skills.scan(&ws, &data)))).await
+    let sources = ctx
+        .shared_state::<SkillsSettings>()
+        .sources(ctx.workspace(), ctx.data_dir());
+    super::run_blocking("skills", move || {
+        Ok(Arc::new(skills.scan_sources(&sources)))
+    })
+    .await
 }
 
 /// The agent's system prompt section on the skills of `ctx` within its
-/// [`SkillsSettings::prompt_budget_chars`]; `None` when there are none.
-pub async fn system_prompt_section(ctx: &ToolContext) -> Option<String> {
+/// [`SkillsSettings::prompt_budget_chars`], for a conversation whose user's message is
+/// `query` (when not every name fits, the most relevant come first); `None` when there
+/// are none.
+pub async fn system_prompt_section(ctx: &ToolContext, query: Option<&str>) -> Option<String> {
     let budget = ctx.shared_state::<SkillsSettings>().prompt_budget_chars;
     match catalog(ctx).await {
-        Ok(c) => prompt_section(&c, budget),
+        Ok(c) => prompt_section_for(&c, budget, query),
         Err(e) => {
             tracing::warn!(target: "klaw::skills", "skills not scanned: {e}");
             None
@@ -193,6 +207,14 @@ mod tests {
         assert!(
             e.is_not_found(),
             "a malformed skill cannot be loaded: {e:?}"
+        );
+        // It says the skill exists and why it was skipped.
+        assert!(
+            e.message().starts_with("the skill `broken` exists (")
+                && e.message()
+                    .contains("but was skipped, so it cannot be loaded: no frontmatter"),
+            "{}",
+            e.message()
         );
     }
 }

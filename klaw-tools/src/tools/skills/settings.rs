@@ -1,5 +1,7 @@
 //! The skills group's settings.
 
+use std::path::{Path, PathBuf};
+
 use crate::{FromToolContext, ToolContext, ToolError};
 
 /// What only the skills group uses. The engine fills it from `engine.json` (the `skills`
@@ -14,6 +16,12 @@ pub struct SkillsSettings {
     /// Whether a loaded skill's `allowed-tools` limits the tools its caller may call
     /// (`skills.enforceAllowedTools`, default off).
     pub enforce_allowed_tools: bool,
+    /// More folders of skills (`skills.paths`), above the system skills and below the
+    /// user's and the workspace's, in order.
+    pub paths: Vec<PathBuf>,
+    /// The home whose `.claude/skills/` and `.agents/skills/` hold the user's skills;
+    /// `None`: no user skills (the engine sets it from `HOME`).
+    pub home: Option<PathBuf>,
 }
 
 impl Default for SkillsSettings {
@@ -21,6 +29,8 @@ impl Default for SkillsSettings {
         Self {
             prompt_budget_chars: 8000,
             enforce_allowed_tools: false,
+            paths: Vec::new(),
+            home: None,
         }
     }
 }
@@ -38,6 +48,28 @@ impl SkillsSettings {
     pub fn with_enforce_allowed_tools(mut self, on: bool) -> Self {
         self.enforce_allowed_tools = on;
         self
+    }
+}
+
+impl SkillsSettings {
+    /// Sets the folders of `skills.paths`.
+    #[must_use]
+    pub fn with_paths(mut self, paths: Vec<PathBuf>) -> Self {
+        self.paths = paths;
+        self
+    }
+
+    /// Sets the home whose `.claude/skills/` and `.agents/skills/` are read.
+    #[must_use]
+    pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
+        self.home = home;
+        self
+    }
+
+    /// The skills folders of `workspace` and `data_dir` with these settings, lowest
+    /// precedence first ([`sources`](super::sources)).
+    pub fn sources(&self, workspace: &Path, data_dir: &Path) -> Vec<super::Source> {
+        super::sources(workspace, data_dir, self.home.as_deref(), &self.paths)
     }
 }
 
