@@ -42,6 +42,10 @@ pub mod mcp;
 pub mod scheduler;
 mod sqlite;
 pub mod storage;
+/// The tests' PostgreSQL, shared with the integration tests (`tests/common/postgres.rs`).
+#[cfg(test)]
+#[path = "../tests/common/postgres.rs"]
+mod pg_harness;
 pub mod telemetry;
 mod terminal;
 mod tools;
@@ -78,4 +82,7 @@ pub enum EngineError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The database of `storage.url` could not be used.
+    #[error("{0}")]
+    Storage(#[from] storage::StorageError),
 }

@@ -1072,10 +1072,9 @@ impl<B: Transact> JobStore for B {
     }
 }
 
-/// The tests' PostgreSQL (shared with the integration tests).
+/// The tests' PostgreSQL (`crate::pg_harness`).
 #[cfg(test)]
-#[path = "../../tests/common/postgres.rs"]
-mod pg_harness;
+use crate::pg_harness;
 
 #[cfg(test)]
 mod tests {
