@@ -39,13 +39,13 @@ pub mod imports;
 pub mod llm;
 pub mod manifests;
 pub mod mcp;
-pub mod scheduler;
-mod sqlite;
-pub mod storage;
 /// The tests' PostgreSQL, shared with the integration tests (`tests/common/postgres.rs`).
 #[cfg(test)]
 #[path = "../tests/common/postgres.rs"]
 mod pg_harness;
+pub mod scheduler;
+mod sqlite;
+pub mod storage;
 pub mod telemetry;
 mod terminal;
 mod tools;
