@@ -127,8 +127,7 @@ fn loop_overhead_on(driven: Driven, database: Option<String>) {
         let config = Config::load_with(&env).unwrap();
         let engine = Engine::new(config).unwrap();
         let model = Model::from_config(engine.config(), None).unwrap();
-        let history =
-            Arc::new(History::from_config(engine.config(), engine.database()).unwrap());
+        let history = Arc::new(History::from_config(engine.config(), engine.database()).unwrap());
         let agent = Agent::with_model(engine.clone(), model, history);
         let caller = klaw_tools::Caller::new("bench", None);
         for i in 0..20 {
