@@ -6,7 +6,10 @@
 //!   threads' voluntary context switches per round (a thread sleeping until another
 //!   wakes it: the hand-overs, which the machine's load does not change) and the
 //!   involuntary ones (preempted: the load); turns awaited on a runtime worker as the
-//!   front ends do, then from `block_on`'s thread;
+//!   front ends do, then from `block_on`'s thread; then (`loop-postgres`) on a worker
+//!   with the history and core memory in a real PostgreSQL (`storage.url`, a unix
+//!   socket, the tests' server) beside the same on SQLite, for a turn's overhead of
+//!   the shared database;
 //! - a turn's start at a full history (200 messages, tool results of a few KB, as file
 //!   and web tools give): through the decoded window the history keeps, beside a read
 //!   of the same window afresh, in turns;
@@ -36,6 +39,8 @@ use serde_json::{Value, json};
 
 #[path = "../tests/common/fake_telegram.rs"]
 mod fake_telegram;
+#[path = "../tests/common/postgres.rs"]
+mod postgres;
 #[path = "../tests/common/scripted.rs"]
 #[allow(dead_code)]
 mod scripted;
@@ -89,9 +94,15 @@ enum Driven {
 }
 
 fn loop_overhead(driven: Driven) {
+    loop_overhead_on(driven, None);
+}
+
+fn loop_overhead_on(driven: Driven, database: Option<String>) {
     let dir = tempfile::tempdir().unwrap();
     let server = model_server();
+    let on_postgres = database.is_some();
     let vars = [
+        ("KLAW_DATABASE_URL", database.unwrap_or_default()),
         ("HOME", dir.path().display().to_string()),
         ("KLAW_DATA", dir.path().join("data").display().to_string()),
         (
@@ -104,7 +115,7 @@ fn loop_overhead(driven: Driven) {
     ];
     let env = move |name: &str| {
         vars.iter()
-            .find(|(k, _)| *k == name)
+            .find(|(k, v)| *k == name && !v.is_empty())
             .map(|(_, v)| v.clone())
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -116,7 +127,7 @@ fn loop_overhead(driven: Driven) {
         let config = Config::load_with(&env).unwrap();
         let engine = Engine::new(config).unwrap();
         let model = Model::from_config(engine.config(), None).unwrap();
-        let history = Arc::new(History::open(&dir.path().join("agent.db")).unwrap());
+        let history = Arc::new(History::from_config(engine.config(), engine.database()).unwrap());
         let agent = Agent::with_model(engine.clone(), model, history);
         let caller = klaw_tools::Caller::new("bench", None);
         for i in 0..20 {
@@ -146,9 +157,11 @@ fn loop_overhead(driven: Driven) {
         let (waits, preempted) = context_switches();
         let per_round_of = |n: u64| n as f64 / (TURNS * 2) as f64;
         per_round.sort();
-        let place = match driven {
-            Driven::OnWorker => "on a worker",
-            Driven::InBlockOn => "in block_on",
+        let place = match (driven, on_postgres) {
+            (Driven::OnWorker, false) => "on a worker",
+            (Driven::InBlockOn, false) => "in block_on",
+            (Driven::OnWorker, true) => "PostgreSQL",
+            (Driven::InBlockOn, true) => "PostgreSQL, block_on",
         };
         println!(
             "loop round (ours, {place:<11})  p50 {:>8.1} µs  p99 {:>8.1} µs  mean {:>8.1} µs  context switches {:>4.1} voluntary {:>4.1} involuntary  ({} turns of 2 rounds, server time excluded)",
@@ -373,6 +386,13 @@ fn main() {
     }
     if run("loop") || run("loop-block-on") {
         loop_overhead(Driven::InBlockOn);
+    }
+    if run("loop-postgres") {
+        // The same turns, the history and core memory in PostgreSQL, beside SQLite's.
+        if let Some(pg) = postgres::Postgres::start() {
+            loop_overhead(Driven::OnWorker);
+            loop_overhead_on(Driven::OnWorker, Some(pg.url()));
+        }
     }
     if run("turn-start") {
         turn_start_at_a_full_history();

@@ -27,7 +27,7 @@ pub use approval::{
     Approval, Approvals, Approver, QUESTION_WIDTH, RefuseApproval, approval_question,
     install_approval, needs_approval,
 };
-pub use history::{History, HistoryError, HistoryOp};
+pub use history::{History, HistoryError, HistoryOp, HistoryStore, PgHistory, SqliteHistory};
 
 /// The most of one tool result the model gets (and the history keeps).
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
@@ -155,11 +155,11 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// An agent asking `model` (e.g. [`Model::from_config`]) with the history in
-    /// `<dataDir>/agent.db`.
+    /// An agent asking `model` (e.g. [`Model::from_config`]) with the history in the
+    /// engine's PostgreSQL (`storage.url`), else in `<dataDir>/agent.db`.
     pub fn new(engine: Engine, model: Model) -> Result<Self, AgentError> {
-        let path = engine.config().data_dir.join("agent.db");
-        let history = History::open(&path).map_err(AgentError::History)?;
+        let history = History::from_config(engine.config(), engine.database())
+            .map_err(AgentError::History)?;
         Ok(Self::with_model(engine, model, Arc::new(history)))
     }
 
@@ -371,12 +371,15 @@ impl Agent {
             .as_mut()
             .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
         // The database keeps a few times what the model is sent, not everything.
-        let loaded = history.begin_turn(
-            chat,
-            &user_msg,
-            self.history_limit.saturating_mul(5),
-            self.history_limit,
-        );
+        let (keep, limit) = (self.history_limit.saturating_mul(5), self.history_limit);
+        let loaded = {
+            let (chat, user_msg) = (chat.to_owned(), user_msg.clone());
+            history
+                .run(HistoryOp::Save, move |h| {
+                    h.begin_turn(&chat, &user_msg, keep, limit)
+                })
+                .await
+        };
         let core_memory = match early {
             std::task::Poll::Ready(text) => text,
             std::task::Poll::Pending => core_memory.await,
@@ -449,9 +452,16 @@ impl Agent {
             unique_ids(&mut answer.tool_calls, round);
             let done = answer.tool_calls.is_empty();
             let assistant = Message::Assistant(answer.clone());
-            history
-                .append_answer(chat, &assistant, &self.model.name, response.usage)
-                .map_err(AgentError::History)?;
+            {
+                let (chat, assistant, model) =
+                    (chat.to_owned(), assistant.clone(), self.model.name.clone());
+                history
+                    .run(HistoryOp::Save, move |h| {
+                        h.append_answer(&chat, &assistant, &model, response.usage)
+                    })
+                    .await
+                    .map_err(AgentError::History)?;
+            }
             if native {
                 request.messages.push(assistant);
             } else {
@@ -525,9 +535,15 @@ impl Agent {
                 tool_messages.push(Message::Tool(result));
             }
             // The round's results in one transaction: all or none, in the calls' order.
-            history
-                .append_all(chat, &tool_messages)
-                .map_err(AgentError::History)?;
+            {
+                let (chat, tool_messages) = (chat.to_owned(), tool_messages.clone());
+                history
+                    .run(HistoryOp::Save, move |h| {
+                        h.append_all(&chat, &tool_messages)
+                    })
+                    .await
+                    .map_err(AgentError::History)?;
+            }
             if native {
                 request.messages.extend(tool_messages);
             } else {
@@ -543,7 +559,13 @@ impl Agent {
             text: stop.clone(),
             tool_calls: Vec::new(),
         });
-        history.append(chat, &m).map_err(AgentError::History)?;
+        {
+            let (chat, m) = (chat.to_owned(), m.clone());
+            history
+                .run(HistoryOp::Save, move |h| h.append(&chat, &m))
+                .await
+                .map_err(AgentError::History)?;
+        }
         observer.text(&stop);
         Ok(stop)
     }

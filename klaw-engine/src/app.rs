@@ -101,7 +101,10 @@ impl App {
     /// channel and the subagents refuse calls that need approval until a front end
     /// installs an approver ([`App::approve_on`]).
     pub fn assemble(config: Config, model: Option<Model>) -> Result<Self, AppError> {
-        let engine = Engine::new(config)?;
+        let engine = Engine::new(config).map_err(|e| match e {
+            EngineError::Storage(e) => AppError::Storage(e),
+            e => AppError::Engine(e),
+        })?;
         let gateway = Gateway::from_config(&engine)?;
         engine
             .register(crate::tools::send_message::tool(gateway.clone()))
@@ -116,7 +119,7 @@ impl App {
                     source,
                 })?;
         }
-        let scheduler = Scheduler::from_config(engine.config())?;
+        let scheduler = Scheduler::from_config(engine.config(), engine.database())?;
         crate::tools::schedule::register(&engine, &scheduler, &gateway)
             .map_err(AppError::Scheduler)?;
         let (agent, subagents) = match model {

@@ -258,6 +258,8 @@ struct Inner {
     load_failures: Mutex<BTreeMap<String, Vec<FailedTool>>>,
     /// Failed calls in a row, per tool.
     streaks: Arc<Streaks>,
+    /// The PostgreSQL of `storage.url`, connected and migrated, that the stores share.
+    database: Option<Arc<crate::storage::Postgres>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -286,6 +288,13 @@ impl Engine {
     /// A builder: services, tools and hooks added before the engine starts.
     pub fn builder(config: Config) -> EngineBuilder {
         EngineBuilder::new(config)
+    }
+
+    /// The PostgreSQL of `storage.url` (connected and migrated when the engine was
+    /// built), which every store of the engine shares; `None` without it (SQLite and
+    /// files in the data dir).
+    pub fn database(&self) -> Option<&Arc<crate::storage::Postgres>> {
+        self.inner.database.as_ref()
     }
 
     /// The configuration.
@@ -660,7 +669,8 @@ impl EngineBuilder {
     }
 
     /// Collects and validates the tools (every invalid one reported at once), creates
-    /// the workspace and data directories, and starts the engine.
+    /// the workspace and data directories, connects to the PostgreSQL of `storage.url`
+    /// (migrating its schema; core memory is kept there then), and starts the engine.
     pub fn build(self) -> Result<Engine, EngineError> {
         let config = self.config;
         let mut registry = ToolRegistry::collect()?;
@@ -684,6 +694,10 @@ impl EngineBuilder {
                 source,
             })?;
         }
+        let database = match &config.raw.storage.url {
+            Some(url) => Some(Arc::new(crate::storage::Postgres::connect(url)?)),
+            None => None,
+        };
         let registrar = Registrar::default();
         let mut builder = ToolContext::builder()
             .workspace(&config.workspace)
@@ -700,6 +714,12 @@ impl EngineBuilder {
         #[cfg(feature = "memory")]
         {
             builder = builder.service(config.memory());
+            // Core memory in the shared database, else `core_memory.json` in the data dir.
+            if let Some(db) = &database {
+                builder = builder.service(klaw_tools::tools::memory::CoreStoreService(Arc::new(
+                    crate::storage::PgCoreMemory::new(Arc::clone(db)),
+                )));
+            }
         }
         #[cfg(feature = "skills")]
         {
@@ -723,6 +743,7 @@ impl EngineBuilder {
             tools_changed: tokio::sync::watch::Sender::new(0),
             load_failures: Mutex::new(BTreeMap::new()),
             streaks,
+            database,
         });
         let _ = registrar.0.set(Arc::downgrade(&inner));
         Ok(Engine { inner })

@@ -37,6 +37,10 @@ pub mod imports;
 pub mod llm;
 pub mod manifests;
 pub mod mcp;
+/// The tests' PostgreSQL, shared with the integration tests (`tests/common/postgres.rs`).
+#[cfg(test)]
+#[path = "../tests/common/postgres.rs"]
+mod pg_harness;
 pub mod scheduler;
 mod sqlite;
 pub mod storage;
@@ -76,4 +80,7 @@ pub enum EngineError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The database of `storage.url` could not be used.
+    #[error("{0}")]
+    Storage(#[from] storage::StorageError),
 }

@@ -86,17 +86,16 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// The scheduler of `config`: its store in the PostgreSQL of `storage.url`
-    /// (connected and migrated now: an unreachable database fails here), else
-    /// `<dataDir>/schedule.sqlite` (opened on first use); the `scheduler` section's
-    /// settings.
-    pub fn from_config(config: &Config) -> Result<Self, crate::storage::StorageError> {
+    /// The scheduler of `config`: its store in the PostgreSQL `db` (the engine's, of
+    /// `storage.url`, connected and migrated), else `<dataDir>/schedule.sqlite` (opened
+    /// on first use); the `scheduler` section's settings.
+    pub fn from_config(
+        config: &Config,
+        db: Option<&Arc<crate::storage::Postgres>>,
+    ) -> Result<Self, crate::storage::StorageError> {
         let s = &config.raw.scheduler;
-        let store: Arc<dyn JobStore> = match &config.raw.storage.url {
-            Some(url) => {
-                let db = crate::storage::Postgres::connect(url)?;
-                Arc::new(PgStore::new(Arc::new(db), s.max_catch_up_runs))
-            }
+        let store: Arc<dyn JobStore> = match db {
+            Some(db) => Arc::new(PgStore::new(Arc::clone(db), s.max_catch_up_runs)),
             None => Arc::new(SqliteStore::new(
                 config.data_dir.join(DB),
                 s.max_catch_up_runs,

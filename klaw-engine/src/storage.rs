@@ -18,13 +18,24 @@ mod tls;
 
 use crate::config::DatabaseUrl;
 
+#[cfg(feature = "memory")]
+mod core_memory;
+
+#[cfg(feature = "memory")]
+pub use core_memory::PgCoreMemory;
+
 /// One migration: its version (ascending, never reused) and its statements.
 pub type Migration = (i64, &'static str);
 
 /// Every migration of the shared schema, oldest first, from `storage/migrations/`: the
-/// scheduler's tables today (`scheduler/store/postgres.rs` uses them). A newer engine
+/// scheduler's tables (`scheduler/store/postgres.rs` uses them), the agent's history
+/// (`agent/history/postgres.rs`), core memory (`storage/core_memory.rs`). A newer engine
 /// appends; it never edits one that shipped.
-pub const MIGRATIONS: &[Migration] = &[(1, include_str!("storage/migrations/0001_scheduler.sql"))];
+pub const MIGRATIONS: &[Migration] = &[
+    (1, include_str!("storage/migrations/0001_scheduler.sql")),
+    (2, include_str!("storage/migrations/0002_history.sql")),
+    (3, include_str!("storage/migrations/0003_core_memory.sql")),
+];
 
 /// The schema version this engine knows: that of its last migration.
 pub fn known_version() -> i64 {
@@ -344,10 +355,9 @@ impl Drop for Postgres {
     }
 }
 
-/// The tests' PostgreSQL (shared with the integration tests and the stores' tests).
+/// The tests' PostgreSQL (`crate::pg_harness`).
 #[cfg(test)]
-#[path = "../tests/common/postgres.rs"]
-pub(crate) mod pg_harness;
+use crate::pg_harness;
 
 #[cfg(test)]
 mod tests {

@@ -828,3 +828,58 @@ fn calls_that_change_things_run_in_the_models_order() {
     assert!(by_id("r1").contains("beta"), "{results:?}");
     assert!(!by_id("r2").starts_with("Error"), "{results:?}");
 }
+
+/// Issue 44: two engines (each its own home and data dir, as two machines) on one
+/// PostgreSQL (`storage.url`): what a chat said on one, and the fact it put in core
+/// memory, are in the other's next request; nothing went to either data dir's files.
+#[test]
+fn history_and_core_memory_written_on_one_engine_are_read_on_another() {
+    let Some(pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let db = pg.url();
+    let server = ScriptedServer::script(vec![
+        Reply::openai_calls(&[(
+            "m",
+            "memory_core_update",
+            json!("{\"section\":\"user\",\"key\":\"name\",\"value\":\"Ann\"}"),
+        )]),
+        Reply::openai_answer("Nice to meet you, Ann."),
+        Reply::openai_answer("Your name is Ann."),
+    ]);
+    let url = format!("{}/v1", server.url);
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [
+        ("KLAW_APPROVAL", "never"),
+        ("KLAW_DATABASE_URL", db.as_str()),
+    ];
+    let o = chat(one.path(), &url, &env, "My name is Ann.\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = chat(two.path(), &url, &env, "What is my name?\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Your name is Ann.\n");
+    let asked = &server.requests()[2];
+    let messages = asked.body["messages"].as_array().unwrap();
+    let contents: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(contents.contains(&"My name is Ann."), "{contents:?}");
+    assert!(contents.contains(&"Nice to meet you, Ann."), "{contents:?}");
+    assert!(
+        contents[0].contains("Core memory") && contents[0].contains("Ann"),
+        "{}",
+        contents[0]
+    );
+    for home in [&one, &two] {
+        let data = home.path().join(".local/share/klaw");
+        for file in ["agent.db", "core_memory.json"] {
+            assert!(!data.join(file).exists(), "{file} in {}", data.display());
+            assert!(!home.path().join("data").join(file).exists(), "{file}");
+        }
+    }
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM history_messages WHERE chat = 'console'"),
+        "6"
+    );
+}

@@ -609,3 +609,54 @@ fn two_models_from_the_variable_save_search_and_are_checked_by_the_doctor() {
     assert!(out.contains("warn  memory"), "{out}");
     assert!(out.contains("no-such-model"), "{out}");
 }
+
+/// Issue 44: core memory in PostgreSQL (`storage.url`): engines of two data dirs set
+/// one key at the same moment, many times over; each time one value is kept whole, the
+/// other engine reads it, and no `core_memory.json` is written.
+#[test]
+fn two_engines_setting_one_core_key_at_once_keep_one_value_whole() {
+    let Some(pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let (one, two) = (Env::without_model(), Env::without_model());
+    let db = pg.url();
+    let value = |who: &str, round: usize| format!("{who} {round} {}", who.repeat(400));
+    for round in 0..5 {
+        let children: Vec<_> = [(&one, "a"), (&two, "b")]
+            .into_iter()
+            .map(|(env, who)| {
+                let args = json!({"section": "user", "key": "same", "value": value(who, round)});
+                env.cmd(&["call", "memory_core_update", &args.to_string()])
+                    .env("KLAW_DATABASE_URL", &db)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+        let read = |env: &Env| {
+            let o = env
+                .cmd(&["call", "memory_core_get", "{}"])
+                .env("KLAW_DATABASE_URL", &db)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+            serde_json::from_str::<Value>(&stdout(&o)).unwrap()
+        };
+        let (got, seen) = (read(&one), read(&two));
+        assert_eq!(got, seen);
+        let kept = got["user"]["same"].as_str().unwrap();
+        assert!(
+            kept == value("a", round) || kept == value("b", round),
+            "torn: {kept}"
+        );
+        assert!(got["bytes"].as_u64().unwrap() <= 8192, "{got}");
+    }
+    for env in [&one, &two] {
+        assert!(!env.data().join("core_memory.json").exists());
+    }
+}

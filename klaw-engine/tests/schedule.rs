@@ -1341,7 +1341,10 @@ fn a_bad_storage_url_fails_the_start_clearly() {
     assert!(
         line.starts_with("ok")
             && line.contains("PostgreSQL 18")
-            && line.contains("schema version 1"),
+            && line.contains(&format!(
+                "schema version {}",
+                klaw_engine::storage::known_version()
+            )),
         "{line}"
     );
     let line = doctor(&format!("postgres://klaw:wrong-pw@{host}/klaw"));
@@ -1356,7 +1359,10 @@ fn a_bad_storage_url_fails_the_start_clearly() {
         line.contains("FAIL") && line.contains("schema version 99"),
         "{line}"
     );
-    assert_eq!(pg.psql("SELECT COUNT(*) FROM klaw_schema_migrations"), "2");
+    assert_eq!(
+        pg.psql("SELECT COUNT(*) FROM klaw_schema_migrations"),
+        (klaw_engine::storage::MIGRATIONS.len() + 1).to_string()
+    );
 }
 
 /// Whether process `pid` is gone (or a zombie nobody reaped yet: it runs no more).

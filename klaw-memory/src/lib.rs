@@ -34,9 +34,12 @@ mod search;
 mod store;
 mod vectors;
 
+#[doc(hidden)]
+pub use self::core::suite as core_suite;
 pub use self::core::{
-    CoreDeleted, CoreMemory, CoreMemoryView, CoreSection, CoreUpdated, Entries, memory_core_delete,
-    memory_core_get, memory_core_update,
+    Core, CoreDeleted, CoreMemory, CoreMemoryView, CoreSection, CoreStore, CoreStoreService,
+    CoreUpdated, Entries, FileCore, MAX_CORE_BYTES, MAX_KEY_CHARS, MAX_VALUE_CHARS,
+    memory_core_delete, memory_core_get, memory_core_update,
 };
 pub use chunk::ChunkOptions;
 pub use embed::{EmbedError, Embedder, EmbedderConfig, InputFormat, TextKind};

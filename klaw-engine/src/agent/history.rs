@@ -1,7 +1,15 @@
-//! Per-chat history in SQLite (`<dataDir>/agent.db`): every message as it happens (a
-//! stop mid-turn loses nothing), read back bounded (the oldest turns dropped first, and
-//! the model told), with token usage per request.
-
+//! Per-chat history: every message as it happens (a stop mid-turn loses nothing), read
+//! back bounded (the oldest turns dropped first, and the model told), with token usage
+//! per request. Behind one [`HistoryStore`] trait with two backends: [`SqliteHistory`]
+//! (`<dataDir>/agent.db`, this file) and [`PgHistory`] (the PostgreSQL of
+//! `storage.url`, shared by every engine given it: `history/postgres.rs`). [`History`]
+//! is what the agent holds: a store, called where it is cheap (SQLite, on the turn's
+//! own thread, as before) or on the blocking pool (PostgreSQL, across the network).
+//!
+//! Why a synchronous trait, as the scheduler's `JobStore`: SQLite is called in place
+//! (its work is microseconds, a hand-over to another thread would cost more), and
+//! PostgreSQL's backend waits on its client's runtime off the async threads
+//! ([`crate::storage::Postgres::block_on`]); one set of tests runs on both.
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -12,7 +20,11 @@ use serde_json::{Value, json};
 
 use crate::llm::{Arguments, AssistantMessage, Message, ToolCallRequest, ToolResult, Usage};
 
-/// What the history was doing when SQLite failed.
+mod postgres;
+
+pub use postgres::PgHistory;
+
+/// What the history was doing when its database failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HistoryOp {
@@ -29,6 +41,17 @@ pub enum HistoryOp {
 }
 
 impl HistoryOp {
+    /// What was being done, as the storage's errors say it (`saving the chat history`).
+    fn doing(self) -> &'static str {
+        match self {
+            Self::Save => "saving the chat history",
+            Self::RecordUsage => "recording token usage",
+            Self::ReadUsage => "reading token usage",
+            Self::Load => "reading the chat history",
+            Self::Prune => "pruning the chat history",
+        }
+    }
+
     /// The start of the error message (`cannot save the chat history`).
     fn failure(self) -> &'static str {
         match self {
@@ -69,6 +92,21 @@ pub enum HistoryError {
         /// SQLite's error.
         source: rusqlite::Error,
     },
+    /// The PostgreSQL of `storage.url` could not be reached, or a statement failed
+    /// there (a dropped connection among them): what was written before is kept.
+    #[error("{}: {source}", op.failure())]
+    Postgres {
+        /// What was being done.
+        op: HistoryOp,
+        /// Why (the host and database named, never the password).
+        source: Box<crate::storage::StorageError>,
+    },
+    /// The thread that ran the store's work stopped before it answered.
+    #[error("{}: the history's worker stopped unexpectedly", op.failure())]
+    Stopped {
+        /// What was being done.
+        op: HistoryOp,
+    },
 }
 
 impl HistoryError {
@@ -80,14 +118,14 @@ impl HistoryError {
     pub fn path(&self) -> Option<&Path> {
         match self {
             Self::Open { path, .. } | Self::Setup { path, .. } => Some(path),
-            Self::Query { .. } => None,
+            Self::Query { .. } | Self::Postgres { .. } | Self::Stopped { .. } => None,
         }
     }
 
     /// What was being done, for a failed statement on an open history.
     pub fn op(&self) -> Option<HistoryOp> {
         match self {
-            Self::Query { op, .. } => Some(*op),
+            Self::Query { op, .. } | Self::Postgres { op, .. } | Self::Stopped { op } => Some(*op),
             Self::Open { .. } | Self::Setup { .. } => None,
         }
     }
@@ -96,7 +134,10 @@ impl HistoryError {
     /// another try later, not a broken file.
     pub fn is_busy(&self) -> bool {
         let (Self::Open { source, .. } | Self::Setup { source, .. } | Self::Query { source, .. }) =
-            self;
+            self
+        else {
+            return false;
+        };
         matches!(
             source.sqlite_error_code(),
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
@@ -104,8 +145,125 @@ impl HistoryError {
     }
 }
 
-/// The history of every chat.
+/// Where the history of every chat is kept: one store, shared by the engine's turns
+/// (and, for PostgreSQL, by every engine given the database). Each method is one
+/// transaction.
+pub trait HistoryStore: Send + Sync {
+    /// Appends `message` to `chat`.
+    fn append(&self, chat: &str, message: &Message) -> Result<(), HistoryError>;
+
+    /// Appends `messages` to `chat` in one transaction: all of them or none, in order.
+    fn append_all(&self, chat: &str, messages: &[Message]) -> Result<(), HistoryError>;
+
+    /// Appends the model's `answer` to `chat` and records the tokens its request used,
+    /// in one transaction.
+    fn append_answer(
+        &self,
+        chat: &str,
+        answer: &Message,
+        model: &str,
+        usage: Usage,
+    ) -> Result<(), HistoryError>;
+
+    /// A turn's start, in one transaction: appends the user's `message` to `chat`,
+    /// deletes all but its newest `keep` messages, and reads back its last `limit` (as
+    /// [`load`](Self::load)).
+    fn begin_turn(
+        &self,
+        chat: &str,
+        message: &Message,
+        keep: usize,
+        limit: usize,
+    ) -> Result<Loaded, HistoryError>;
+
+    /// Records the tokens one request used.
+    fn record_usage(&self, chat: &str, model: &str, usage: Usage) -> Result<(), HistoryError>;
+
+    /// The tokens `chat` used in all.
+    fn usage(&self, chat: &str) -> Result<Usage, HistoryError>;
+
+    /// The last `limit` messages of `chat` (fewer, so that they start with a user
+    /// message), with every tool call answered: a call left without its result (the
+    /// engine stopped mid-turn) gets one saying so. Rows that cannot be read are
+    /// skipped with a warning.
+    fn load(&self, chat: &str, limit: usize) -> Result<Loaded, HistoryError>;
+
+    /// Deletes all but the newest `keep` messages of `chat` (bounds the database).
+    fn prune(&self, chat: &str, keep: usize) -> Result<(), HistoryError>;
+
+    /// Whether a call waits on the network (then the agent makes it on the blocking
+    /// pool, never on an async thread); `false` for a local file.
+    fn waits_on_network(&self) -> bool {
+        false
+    }
+}
+
+/// The history the agent holds: a [`HistoryStore`] (its methods reached through
+/// `Deref`), and [`History::run`], which calls it from a turn.
+#[derive(Clone)]
 pub struct History {
+    store: std::sync::Arc<dyn HistoryStore>,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("History")
+    }
+}
+
+impl std::ops::Deref for History {
+    type Target = dyn HistoryStore;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.store
+    }
+}
+
+impl History {
+    /// The history in the SQLite file at `path` (opened, created).
+    pub fn open(path: &Path) -> Result<Self, HistoryError> {
+        SqliteHistory::open(path).map(Self::new)
+    }
+
+    /// The history in `store`.
+    pub fn new(store: impl HistoryStore + 'static) -> Self {
+        Self {
+            store: std::sync::Arc::new(store),
+        }
+    }
+
+    /// The history of `config`: in the PostgreSQL `db` (that of `storage.url`, connected
+    /// and migrated), else `<dataDir>/agent.db`.
+    pub fn from_config(
+        config: &crate::Config,
+        db: Option<&std::sync::Arc<crate::storage::Postgres>>,
+    ) -> Result<Self, HistoryError> {
+        match db {
+            Some(db) => Ok(Self::new(PgHistory::new(std::sync::Arc::clone(db)))),
+            None => Self::open(&config.data_dir.join("agent.db")),
+        }
+    }
+
+    /// Runs `f` on the store from an async task: in place for a local file (SQLite:
+    /// ready at the first poll, no hand-over), on the blocking pool for a store across
+    /// the network. `op` names it if the pool's thread stops.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        op: HistoryOp,
+        f: impl FnOnce(&dyn HistoryStore) -> Result<T, HistoryError> + Send + 'static,
+    ) -> Result<T, HistoryError> {
+        if !self.store.waits_on_network() {
+            return f(&*self.store);
+        }
+        let store = std::sync::Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || f(&*store))
+            .await
+            .unwrap_or(Err(HistoryError::Stopped { op }))
+    }
+}
+
+/// The history of every chat in SQLite.
+pub struct SqliteHistory {
     conn: Mutex<Connection>,
     /// Commits since a checkpoint was last asked for.
     commits: AtomicU32,
@@ -121,13 +279,13 @@ pub struct History {
 /// under SQLite's own threshold (1,000), which stays as the backstop.
 const CHECKPOINT_EVERY: u32 = 64;
 
-impl std::fmt::Debug for History {
+impl std::fmt::Debug for SqliteHistory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("History")
+        f.write_str("SqliteHistory")
     }
 }
 
-/// What [`History::load`] gives: the messages and whether older ones were left out.
+/// What [`HistoryStore::load`] gives: the messages and whether older ones were left out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Loaded {
     /// The messages, oldest first; always starting with a user message.
@@ -136,7 +294,7 @@ pub struct Loaded {
     pub truncated: bool,
 }
 
-impl History {
+impl SqliteHistory {
     /// Opens (creating) the database at `path`.
     pub fn open(path: &Path) -> Result<Self, HistoryError> {
         let conn = Connection::open(path).map_err(|source| HistoryError::Open {
@@ -200,14 +358,15 @@ impl History {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
 
-    /// Appends `message` to `chat`.
-    pub fn append(&self, chat: &str, message: &Message) -> Result<(), HistoryError> {
+impl HistoryStore for SqliteHistory {
+    fn append(&self, chat: &str, message: &Message) -> Result<(), HistoryError> {
         insert_message(&self.conn(), chat, message).map_err(HistoryError::query(HistoryOp::Save))
     }
 
     /// Appends `messages` to `chat` in one transaction: all of them or none, in order.
-    pub fn append_all(&self, chat: &str, messages: &[Message]) -> Result<(), HistoryError> {
+    fn append_all(&self, chat: &str, messages: &[Message]) -> Result<(), HistoryError> {
         let mut conn = self.conn();
         let tx = write(&mut conn).map_err(HistoryError::query(HistoryOp::Save))?;
         for m in messages {
@@ -221,7 +380,7 @@ impl History {
     /// Appends the model's `answer` to `chat` and records the tokens its request used,
     /// in one transaction. Tokens that cannot be recorded are a warning: the answer is
     /// saved all the same.
-    pub fn append_answer(
+    fn append_answer(
         &self,
         chat: &str,
         answer: &Message,
@@ -243,7 +402,7 @@ impl History {
     /// deletes all but its newest `keep` messages (a failure is a warning, as
     /// [`prune`](Self::prune)'s), and reads back its last `limit` (as
     /// [`load`](Self::load)).
-    pub fn begin_turn(
+    fn begin_turn(
         &self,
         chat: &str,
         message: &Message,
@@ -267,13 +426,13 @@ impl History {
     }
 
     /// Records the tokens one request used.
-    pub fn record_usage(&self, chat: &str, model: &str, usage: Usage) -> Result<(), HistoryError> {
+    fn record_usage(&self, chat: &str, model: &str, usage: Usage) -> Result<(), HistoryError> {
         insert_usage(&self.conn(), chat, model, usage)
             .map_err(HistoryError::query(HistoryOp::RecordUsage))
     }
 
     /// The tokens `chat` used in all.
-    pub fn usage(&self, chat: &str) -> Result<Usage, HistoryError> {
+    fn usage(&self, chat: &str) -> Result<Usage, HistoryError> {
         let row: Option<(i64, i64)> = self
             .conn()
             .query_row(
@@ -295,12 +454,12 @@ impl History {
     /// message), with every tool call answered: a call left without its result (the
     /// engine stopped mid-turn) gets one saying so. Rows that cannot be read are
     /// skipped with a warning.
-    pub fn load(&self, chat: &str, limit: usize) -> Result<Loaded, HistoryError> {
+    fn load(&self, chat: &str, limit: usize) -> Result<Loaded, HistoryError> {
         load_from(&self.conn(), chat, limit)
     }
 
     /// Deletes all but the newest `keep` messages of `chat` (bounds the database).
-    pub fn prune(&self, chat: &str, keep: usize) -> Result<(), HistoryError> {
+    fn prune(&self, chat: &str, keep: usize) -> Result<(), HistoryError> {
         let conn = self.conn();
         self.windows().forget(chat);
         delete_old(&conn, chat, keep).map_err(HistoryError::query(HistoryOp::Prune))
@@ -680,6 +839,10 @@ fn decode_lenient(body: &str) -> Option<Message> {
     })
 }
 
+/// The tests' PostgreSQL (`crate::pg_harness`).
+#[cfg(test)]
+use crate::pg_harness;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -728,59 +891,79 @@ mod tests {
         })
     }
 
-    #[test]
-    fn messages_survive_a_reopen_and_other_chats_stay_apart() {
+    /// Runs `test` against each backend: SQLite, then PostgreSQL (a server of the
+    /// test's own) where it is installed. It is given a maker of stores on one fresh
+    /// database: each call another engine's handle (for PostgreSQL, its own pool).
+    fn each_backend(test: impl Fn(&dyn Fn() -> History)) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.db");
-        let h = History::open(&path).unwrap();
-        let malformed = Message::Assistant(AssistantMessage {
-            text: String::new(),
-            tool_calls: vec![ToolCallRequest {
-                id: "m".into(),
-                name: "t".into(),
-                arguments: Arguments::Malformed {
-                    raw: "{oops".into(),
-                    error: "EOF".into(),
-                },
-            }],
+        test(&|| History::open(&path).unwrap());
+        let Some(server) = pg_harness::Postgres::start() else {
+            return;
+        };
+        let url = crate::config::DatabaseUrl::new(server.fresh_db());
+        test(&|| {
+            let db = crate::storage::Postgres::connect(&url).unwrap();
+            History::new(PgHistory::new(std::sync::Arc::new(db)))
         });
-        let msgs = vec![
-            Message::User("hi".into()),
-            assistant(&["a"]),
-            result("a"),
-            malformed,
-            result("m"),
-        ];
-        for m in &msgs {
-            h.append("c1", m).unwrap();
-        }
-        h.append("c2", &Message::User("other".into())).unwrap();
-        drop(h);
-        let h = History::open(&path).unwrap();
-        let loaded = h.load("c1", 100).unwrap();
-        assert_eq!(loaded.messages, msgs);
-        assert!(!loaded.truncated);
-        assert_eq!(h.load("c2", 100).unwrap().messages.len(), 1);
+    }
+
+    #[test]
+    fn messages_survive_a_reopen_and_other_chats_stay_apart() {
+        each_backend(|open| {
+            let h = open();
+            let malformed = Message::Assistant(AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![ToolCallRequest {
+                    id: "m".into(),
+                    name: "t".into(),
+                    arguments: Arguments::Malformed {
+                        raw: "{oops".into(),
+                        error: "EOF".into(),
+                    },
+                }],
+            });
+            let msgs = vec![
+                Message::User("hi".into()),
+                assistant(&["a"]),
+                result("a"),
+                malformed,
+                result("m"),
+            ];
+            for m in &msgs {
+                h.append("c1", m).unwrap();
+            }
+            h.append("c2", &Message::User("other".into())).unwrap();
+            drop(h);
+            // Another engine's store on the same database reads what this one wrote.
+            let h = open();
+            let loaded = h.load("c1", 100).unwrap();
+            assert_eq!(loaded.messages, msgs);
+            assert!(!loaded.truncated);
+            assert_eq!(h.load("c2", 100).unwrap().messages.len(), 1);
+        });
     }
 
     #[test]
     fn a_bounded_load_starts_at_a_user_message_and_says_so() {
-        let h = History::open(&tempfile::tempdir().unwrap().path().join("a.db")).unwrap();
-        for m in [
-            Message::User("1".into()),
-            assistant(&["a"]),
-            result("a"),
-            Message::User("2".into()),
-            assistant(&[]),
-        ] {
-            h.append("c", &m).unwrap();
-        }
-        let loaded = h.load("c", 3).unwrap();
-        assert!(loaded.truncated);
-        assert_eq!(loaded.messages[0], Message::User("2".into()));
-        assert_eq!(loaded.messages.len(), 2);
-        h.prune("c", 2).unwrap();
-        assert_eq!(h.load("c", 100).unwrap().messages.len(), 2);
+        each_backend(|open| {
+            let h = open();
+            for m in [
+                Message::User("1".into()),
+                assistant(&["a"]),
+                result("a"),
+                Message::User("2".into()),
+                assistant(&[]),
+            ] {
+                h.append("c", &m).unwrap();
+            }
+            let loaded = h.load("c", 3).unwrap();
+            assert!(loaded.truncated);
+            assert_eq!(loaded.messages[0], Message::User("2".into()));
+            assert_eq!(loaded.messages.len(), 2);
+            h.prune("c", 2).unwrap();
+            assert_eq!(h.load("c", 100).unwrap().messages.len(), 2);
+        });
     }
 
     #[test]
@@ -798,59 +981,69 @@ mod tests {
 
     #[test]
     fn usage_adds_up() {
-        let h = History::open(&tempfile::tempdir().unwrap().path().join("u.db")).unwrap();
-        for n in [3, 4] {
-            h.record_usage(
-                "c",
-                "m",
-                Usage {
-                    input_tokens: n,
-                    output_tokens: 1,
-                },
-            )
-            .unwrap();
-        }
-        assert_eq!(
-            h.usage("c").unwrap(),
-            Usage {
-                input_tokens: 7,
-                output_tokens: 2
+        each_backend(|open| {
+            let h = open();
+            for n in [3, 4] {
+                h.record_usage(
+                    "c",
+                    "m",
+                    Usage {
+                        input_tokens: n,
+                        output_tokens: 1,
+                    },
+                )
+                .unwrap();
             }
-        );
+            assert_eq!(
+                h.usage("c").unwrap(),
+                Usage {
+                    input_tokens: 7,
+                    output_tokens: 2
+                }
+            );
+        });
     }
 
     #[test]
     fn a_turn_writes_its_rounds_whole_and_in_order() {
-        let h = History::open(&tempfile::tempdir().unwrap().path().join("t.db")).unwrap();
-        for i in 0..3 {
-            h.append("c", &Message::User(format!("old {i}"))).unwrap();
-        }
-        // The start keeps the newest 2 (the new message among them) and reads them.
-        let loaded = h
-            .begin_turn("c", &Message::User("now".into()), 2, 10)
-            .unwrap();
-        assert_eq!(
-            loaded.messages,
-            vec![Message::User("old 2".into()), Message::User("now".into())]
-        );
-        let usage = Usage {
-            input_tokens: 5,
-            output_tokens: 2,
-        };
-        h.append_answer("c", &assistant(&["a", "b"]), "m", usage)
-            .unwrap();
-        h.append_all("c", &[result("a"), result("b")]).unwrap();
-        assert_eq!(h.usage("c").unwrap(), usage);
-        assert_eq!(
-            h.load("c", 10).unwrap().messages,
-            vec![
+        each_backend(|open| {
+            let h = open();
+            for i in 0..3 {
+                h.append("c", &Message::User(format!("old {i}"))).unwrap();
+            }
+            // The start keeps the newest 2 (the new message among them) and reads them.
+            let loaded = h
+                .begin_turn("c", &Message::User("now".into()), 2, 10)
+                .unwrap();
+            assert_eq!(
+                loaded.messages,
+                vec![Message::User("old 2".into()), Message::User("now".into())]
+            );
+            let usage = Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+            };
+            h.append_answer("c", &assistant(&["a", "b"]), "m", usage)
+                .unwrap();
+            h.append_all("c", &[result("a"), result("b")]).unwrap();
+            assert_eq!(h.usage("c").unwrap(), usage);
+            let whole = vec![
                 Message::User("old 2".into()),
                 Message::User("now".into()),
                 assistant(&["a", "b"]),
                 result("a"),
                 result("b"),
-            ]
-        );
+            ];
+            assert_eq!(h.load("c", 10).unwrap().messages, whole);
+            // Another engine's store reads the same, and its turn's start sees it all.
+            let other = open();
+            assert_eq!(other.load("c", 10).unwrap().messages, whole);
+            let next = other
+                .begin_turn("c", &Message::User("again".into()), 100, 3)
+                .unwrap();
+            assert!(next.truncated);
+            assert_eq!(next.messages, vec![Message::User("again".into())]);
+        });
         // Rows of another shape than the typed one are still read, leniently.
         assert_eq!(
             decode(r#"{"role": "tool", "id": "x", "error": "yes", "content": "c"}"#),
@@ -861,6 +1054,107 @@ mod tests {
                 is_error: false,
             }))
         );
+    }
+
+    /// The connections of the engine's pool dropped under it (the server ended them:
+    /// `pg_terminate_backend`, as a restart or a failover does): each call either
+    /// succeeds on a fresh connection or fails with an error that says what it was
+    /// doing and why; nothing committed before is lost, and the next turn works.
+    #[test]
+    fn a_dropped_connection_loses_nothing_and_the_next_turn_works() {
+        let Some(server) = pg_harness::Postgres::start() else {
+            return;
+        };
+        let url = server.fresh_db();
+        let db = std::sync::Arc::new(
+            crate::storage::Postgres::connect(&crate::config::DatabaseUrl::new(&url)).unwrap(),
+        );
+        let h = History::new(PgHistory::new(std::sync::Arc::clone(&db)));
+        let terminate = || {
+            server.psql_url(
+                &url,
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE application_name = 'klaw-engine'",
+            )
+        };
+        let mut written = Vec::new();
+        let mut failures = 0;
+        for i in 0..6 {
+            let user = Message::User(format!("turn {i}"));
+            // Mid-turn: after its start was written, before the answer is.
+            match h.begin_turn("c", &user, 1000, 1000) {
+                Ok(_) => written.push(user),
+                Err(e) => {
+                    failures += 1;
+                    assert_clear(&e, HistoryOp::Save);
+                }
+            }
+            terminate();
+            let answer = assistant(&[]);
+            match h.append_answer("c", &answer, "m", Usage::default()) {
+                Ok(()) => written.push(answer),
+                Err(e) => {
+                    failures += 1;
+                    assert_clear(&e, HistoryOp::Save);
+                }
+            }
+        }
+        eprintln!("{failures} calls failed on a dropped connection");
+        // A statement in flight when its connection is ended (it waits on a lock that
+        // another session holds): a clear error, and the message is not half-written.
+        let locker = crate::storage::Postgres::connect(&crate::config::DatabaseUrl::new(format!(
+            "{url}?application_name=locker"
+        )))
+        .unwrap();
+        let held = locker.block_on(async {
+            let c = locker.client().await.unwrap();
+            c.batch_execute("BEGIN; LOCK TABLE history_messages IN ACCESS EXCLUSIVE MODE")
+                .await
+                .unwrap();
+            c
+        });
+        let waiting = std::thread::scope(|s| {
+            let blocked = s.spawn(|| h.append("c", &Message::User("lost".into())));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while server.psql_url(
+                &url,
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'klaw-engine'
+                 AND wait_event_type = 'Lock'",
+            ) != "1"
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the append never waited"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            terminate();
+            blocked.join().unwrap()
+        });
+        let e = waiting.unwrap_err();
+        assert_clear(&e, HistoryOp::Save);
+        assert!(e.to_string().contains("terminating connection"), "{e}");
+        eprintln!("{e}");
+        locker.block_on(held.batch_execute("ROLLBACK")).unwrap();
+        drop(held);
+        // Every call that said it was written is there, in order; nothing else is.
+        let got = h.load("c", 1000).unwrap().messages;
+        assert_eq!(got, written);
+        // A turn after it works.
+        let loaded = h
+            .begin_turn("c", &Message::User("after".into()), 1000, 1000)
+            .unwrap();
+        assert_eq!(loaded.messages.last(), Some(&Message::User("after".into())));
+        h.append_answer("c", &assistant(&[]), "m", Usage::default())
+            .unwrap();
+    }
+
+    fn assert_clear(e: &HistoryError, op: HistoryOp) {
+        let text = e.to_string();
+        assert_eq!(e.op(), Some(op), "{text}");
+        assert!(text.starts_with(op.failure()), "{text}");
+        assert!(text.contains("PostgreSQL database `t"), "{text}");
+        assert!(!e.is_busy());
     }
 
     /// A turn's start reads its window through the chat's cache: whatever another

@@ -1072,9 +1072,9 @@ impl<B: Transact> JobStore for B {
     }
 }
 
-/// The tests' PostgreSQL (shared with the integration tests; declared in `storage`).
+/// The tests' PostgreSQL (`crate::pg_harness`).
 #[cfg(test)]
-use crate::storage::pg_harness;
+use crate::pg_harness;
 
 #[cfg(test)]
 mod tests {
