@@ -16,7 +16,7 @@ use super::{
 
 section! {
     /// The engine's configuration, as read from `engine.json`. Every key is optional;
-    /// each is declared once below (see [`keys`]), which gives its default, variable,
+    /// each is declared once below (see [`keys`](super::keys)), which gives its default, variable,
     /// checks and the documentation's row.
     pub struct EngineConfig {
         keys {
