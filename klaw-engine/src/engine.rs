@@ -700,6 +700,18 @@ impl EngineBuilder {
         #[cfg(feature = "memory")]
         {
             builder = builder.service(config.memory());
+            // With `storage.url`, the agent's memory is in that PostgreSQL (pgvector),
+            // shared by every engine on it; its connections are made when first used.
+            if let Some(url) = &config.raw.storage.url {
+                let db = Arc::new(crate::storage::Postgres::open(url)?);
+                let mut pg = klaw_tools::tools::memory::PgMemory::new(
+                    db.pool().clone(),
+                    db.handle().clone(),
+                );
+                pg.ef_search = config.raw.memory.ef_search;
+                pg.owner = Some(db);
+                builder = builder.service(pg);
+            }
         }
         #[cfg(feature = "skills")]
         {

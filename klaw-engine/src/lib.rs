@@ -78,4 +78,7 @@ pub enum EngineError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The database of `storage.url` cannot be used (memory keeps its index there).
+    #[error(transparent)]
+    Storage(#[from] storage::StorageError),
 }

@@ -103,6 +103,38 @@ pub mod bench_support {
     }
 
     pub use super::backend::Store;
+    #[cfg(feature = "postgres")]
+    pub use super::pg::PgStore;
+
+    /// A hybrid search on a PostgreSQL store with the query's vector ready (the default
+    /// fusion, one space): what `Index::search` does after embedding the query.
+    #[cfg(feature = "postgres")]
+    pub fn pg_hybrid(
+        store: &PgStore,
+        query: &str,
+        vector: &[f32],
+        k: usize,
+    ) -> Result<Vec<super::Hit>, super::StoreError> {
+        let fusion = Fusion::DEFAULT;
+        let depth = fusion.depth(k);
+        let period = super::Period::default();
+        let text = store.hybrid_text_side(query, depth, period)?;
+        let vecs = store.vector_pool(0, vector, k, depth, period)?;
+        let side = super::store::SpaceSide {
+            space: 0,
+            vector: vector.to_vec(),
+            vecs,
+            fusion,
+        };
+        store.fuse_spaces(
+            query,
+            text,
+            vec![side],
+            k,
+            super::Weights::default(),
+            Spaces::DEFAULT,
+        )
+    }
 
     /// The store behind `index`, locked; every other call on the index waits
     /// ([`Store::sqlite`] for a SQLite index's internals).

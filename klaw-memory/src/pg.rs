@@ -55,6 +55,78 @@ pub struct PgMemory {
     /// candidates asked for when that is larger): higher finds more of the exact
     /// nearest, slower. [`DEFAULT_EF_SEARCH`] by default.
     pub ef_search: u32,
+    /// Kept alive as long as the memory is: what owns the runtime of
+    /// [`handle`](Self::handle) (the engine's storage), if not the caller.
+    pub owner: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl PgMemory {
+    /// Looks at the memory in the database without the models (`doctor`): pgvector's
+    /// version, the chunks, each vector space's HNSW index and its size, the total size.
+    /// `Ok(None)` when pgvector is there but the memory's tables are not made yet; a
+    /// database without pgvector is [`StoreError::NoVectorExtension`].
+    pub fn inspect(&self) -> Result<Option<PgReport>, StoreError> {
+        self.handle.block_on(async {
+            let c = self.pool.get().await.map_err(sql_err)?;
+            let Some(pgvector) = c
+                .query_opt(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
+                    &[],
+                )
+                .await?
+                .map(|r| r.get::<_, String>(0))
+            else {
+                return Err(StoreError::NoVectorExtension);
+            };
+            let made: bool = c
+                .query_one("SELECT to_regclass('klaw_memory_stats') IS NOT NULL", &[])
+                .await?
+                .get(0);
+            if !made {
+                return Ok(None);
+            }
+            let chunks: i64 = c
+                .query_one("SELECT chunks FROM klaw_memory_stats", &[])
+                .await?
+                .get(0);
+            let indexes = c
+                .query(
+                    "SELECT c.relname::text, pg_size_pretty(pg_relation_size(c.oid))
+                     FROM pg_class c WHERE c.relkind = 'i'
+                       AND c.relname LIKE 'klaw\\_memory\\_space\\_%\\_hnsw' ORDER BY 1",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            let total_size: String = c
+                .query_one(
+                    "SELECT pg_size_pretty(coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint)
+                     FROM pg_class c WHERE c.relkind = 'r' AND c.relname LIKE 'klaw\\_memory\\_%'",
+                    &[],
+                )
+                .await?
+                .get(0);
+            Ok(Some(PgReport {
+                pgvector,
+                chunks,
+                indexes,
+                total_size,
+            }))
+        })
+    }
+
+    /// The memory on `pool`, whose connections run on `handle`'s runtime, with
+    /// [`DEFAULT_EF_SEARCH`].
+    pub fn new(pool: Pool, handle: tokio::runtime::Handle) -> Self {
+        Self {
+            pool,
+            handle,
+            ef_search: DEFAULT_EF_SEARCH,
+            owner: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for PgMemory {
@@ -939,51 +1011,6 @@ impl PgStore {
                     .map(|r| r.get(0))
                     .collect(),
             )
-        })
-    }
-
-    /// What `doctor` reports: pgvector's version, the chunks, each space's HNSW index
-    /// and its size, the total size.
-    pub fn report(&self) -> Result<PgReport, StoreError> {
-        let tables: Vec<String> = self.spaces.iter().map(|s| s.table.clone()).collect();
-        self.run(async |c| {
-            let pgvector: String = c
-                .query_one(
-                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
-                    &[],
-                )
-                .await?
-                .get(0);
-            let chunks: i64 = c
-                .query_one("SELECT chunks FROM klaw_memory_stats", &[])
-                .await?
-                .get(0);
-            let mut indexes = Vec::new();
-            for t in &tables {
-                let name = format!("{t}_hnsw");
-                let size: String = c
-                    .query_one(
-                        "SELECT pg_size_pretty(pg_relation_size($1::text::regclass))",
-                        &[&name],
-                    )
-                    .await?
-                    .get(0);
-                indexes.push((name, size));
-            }
-            let total_size: String = c
-                .query_one(
-                    "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))::bigint)
-                     FROM pg_class c WHERE c.relkind = 'r' AND c.relname LIKE 'klaw\\_memory\\_%'",
-                    &[],
-                )
-                .await?
-                .get(0);
-            Ok(PgReport {
-                pgvector,
-                chunks,
-                indexes,
-                total_size,
-            })
         })
     }
 }

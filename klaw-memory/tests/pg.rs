@@ -47,11 +47,7 @@ fn connect(url: &str) -> Pg {
             .build()
             .unwrap()
     };
-    let memory = PgMemory {
-        pool,
-        handle: runtime.handle().clone(),
-        ef_search: klaw_memory::DEFAULT_EF_SEARCH,
-    };
+    let memory = PgMemory::new(pool, runtime.handle().clone());
     Pg { runtime, memory }
 }
 
@@ -389,4 +385,174 @@ fn retrieval_sets_score_the_same_on_both_backends() {
     }
     eprintln!("{table}");
     assert!(bad.is_empty(), "the backends differ in {bad:?}:{table}");
+}
+
+/// A small deterministic generator (xorshift), so the synthetic store is the same each run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// About normal (the sum of four uniforms, centred).
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| self.unit()).sum::<f32>() - 2.0
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// The synthetic bench on PostgreSQL (issue 45): `KLAW_PG_BENCH_CHUNKS` chunks (default
+/// 20,000) of synthetic text and vectors, stored in batches of 1,000 through the store;
+/// then p50/p99 of vector, text and hybrid searches (the query's vector ready), the HNSW
+/// index's rebuild time and size, the tables' size, and HNSW's recall@10 against the
+/// exact scan on 200 queries. Text: 40 words a chunk drawn (Zipf-like) from 5,000 made-up
+/// words; vectors: 384 dimensions, each chunk one of 500 random centres plus noise, a
+/// query another point near a centre. Run it alone, in release for real figures:
+/// `cargo test --release --all-features -p klaw-memory --test all -- pg::bench --ignored --nocapture`.
+#[test]
+#[ignore = "a benchmark: minutes, and PostgreSQL"]
+fn bench_synthetic_store_on_postgres() {
+    use klaw_memory::bench_support::{NewChunk, PgStore, pg_hybrid};
+    use std::time::Instant;
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let n: usize = std::env::var("KLAW_PG_BENCH_CHUNKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    const DIMS: usize = 384;
+    let url = vector_db(&server);
+    let pg = connect(&url);
+    let (mut store, _) = PgStore::open_models(pg.memory.clone(), &[(DIMS, "synthetic")]).unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let syllables = [
+        "ka", "lo", "mi", "ter", "va", "dos", "ne", "ru", "shi", "bat", "gor", "el",
+    ];
+    let words: Vec<String> = (0..5000)
+        .map(|i| {
+            let mut w = String::new();
+            let mut x = i + 7;
+            for _ in 0..3 {
+                w.push_str(syllables[x % syllables.len()]);
+                x /= syllables.len();
+            }
+            format!("{w}{}", i % 10)
+        })
+        .collect();
+    let centres: Vec<Vec<f32>> = (0..500)
+        .map(|_| (0..DIMS).map(|_| rng.normal()).collect())
+        .collect();
+    let mut word = |rng: &mut Rng| {
+        // Zipf-like: the square of a uniform favours the first words
+        let u = rng.unit();
+        words[((u * u) * words.len() as f32) as usize % words.len()].clone()
+    };
+    let near = |rng: &mut Rng, c: &[f32]| -> Vec<f32> {
+        c.iter().map(|x| x + 0.6 * rng.normal()).collect()
+    };
+    let started = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let batch: Vec<NewChunk> = (done..(done + 1000).min(n))
+            .map(|i| {
+                let text: Vec<String> = (0..40).map(|_| word(&mut rng)).collect();
+                let c = &centres[rng.next() as usize % centres.len()];
+                NewChunk {
+                    content: format!("{} #{i}", text.join(" ")),
+                    source: format!("synthetic/{}", i / 100),
+                    created_at: Some(1_700_000_000 + i as i64),
+                    context: None,
+                    vector: near(&mut rng, c),
+                    more_vectors: Vec::new(),
+                }
+            })
+            .collect();
+        done += store.insert(&batch).unwrap().inserted;
+    }
+    let load = started.elapsed();
+    let queries: Vec<(String, Vec<f32>)> = (0..200)
+        .map(|_| {
+            let c = &centres[rng.next() as usize % centres.len()];
+            let q: Vec<String> = (0..3).map(|_| word(&mut rng)).collect();
+            (q.join(" "), near(&mut rng, c))
+        })
+        .collect();
+    let time = |f: &mut dyn FnMut(&(String, Vec<f32>))| -> (f64, f64) {
+        let mut ms: Vec<f64> = queries
+            .iter()
+            .map(|q| {
+                let t = Instant::now();
+                f(q);
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        (percentile(&ms, 0.5), percentile(&ms, 0.99))
+    };
+    let period = klaw_memory::Period::default();
+    let vector = time(&mut |(_, v)| {
+        store.search_space(0, v, 10, period).unwrap();
+    });
+    let text = time(&mut |(q, _)| {
+        store.search_text_in(q, 10, period).unwrap();
+    });
+    let hybrid = time(&mut |(q, v)| {
+        pg_hybrid(&store, q, v, 10).unwrap();
+    });
+    let mut recall = 0.0;
+    for (_, v) in &queries {
+        let exact: Vec<i64> = store
+            .search_vector_exact(v, 10)
+            .unwrap()
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        let got = store.search_space(0, v, 10, period).unwrap();
+        recall +=
+            got.iter().filter(|h| exact.contains(&h.id)).count() as f64 / exact.len().max(1) as f64;
+    }
+    recall /= queries.len() as f64;
+    let table = server.psql_url(
+        &url,
+        "SELECT relname FROM pg_class WHERE relname LIKE 'klaw\\_memory\\_space\\_%\\_hnsw'",
+    );
+    let t = Instant::now();
+    server.psql_url(&url, &format!("REINDEX INDEX {table}"));
+    let build = t.elapsed();
+    let sizes = server.psql_url(
+        &url,
+        &format!(
+            "SELECT pg_size_pretty(pg_relation_size('{table}')), \
+             pg_size_pretty(sum(pg_total_relation_size(oid))::bigint) FROM pg_class \
+             WHERE relkind = 'r' AND relname LIKE 'klaw\\_memory\\_%'"
+        ),
+    );
+    eprintln!(
+        "\n{n} chunks on PostgreSQL (ef_search {}): loaded in {:.1} s; \
+         vector p50 {:.2} ms p99 {:.2} ms; text p50 {:.2} ms p99 {:.2} ms; \
+         hybrid p50 {:.2} ms p99 {:.2} ms; HNSW recall@10 {:.3} on {} queries; \
+         HNSW rebuilt in {:.1} s; HNSW size | all tables: {sizes}",
+        pg.memory.ef_search,
+        load.as_secs_f64(),
+        vector.0,
+        vector.1,
+        text.0,
+        text.1,
+        hybrid.0,
+        hybrid.1,
+        recall,
+        queries.len(),
+        build.as_secs_f64()
+    );
+    store.remove_source_prefix("").unwrap();
 }
