@@ -507,6 +507,11 @@ impl PgStore {
         Ok(usize::try_from(n).unwrap_or_default())
     }
 
+    /// Whether no chunk is stored.
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.len()? == 0)
+    }
+
     /// Stores chunks with their vectors in one transaction: all or none. A chunk whose
     /// text is already stored (same content hash, by this engine or another, even one
     /// storing it at this moment) is skipped.

@@ -387,6 +387,9 @@ fn retrieval_sets_score_the_same_on_both_backends() {
     assert!(bad.is_empty(), "the backends differ in {bad:?}:{table}");
 }
 
+/// A bench query: its words and its vector.
+type Query = (String, Vec<f32>);
+
 /// A small deterministic generator (xorshift), so the synthetic store is the same each run.
 struct Rng(u64);
 
@@ -452,7 +455,7 @@ fn bench_synthetic_store_on_postgres() {
     let centres: Vec<Vec<f32>> = (0..500)
         .map(|_| (0..DIMS).map(|_| rng.normal()).collect())
         .collect();
-    let mut word = |rng: &mut Rng| {
+    let word = |rng: &mut Rng| {
         // Zipf-like: the square of a uniform favours the first words
         let u = rng.unit();
         words[((u * u) * words.len() as f32) as usize % words.len()].clone()
@@ -487,7 +490,7 @@ fn bench_synthetic_store_on_postgres() {
             (q.join(" "), near(&mut rng, c))
         })
         .collect();
-    let time = |f: &mut dyn FnMut(&(String, Vec<f32>))| -> (f64, f64) {
+    let time = |f: &mut dyn FnMut(&Query)| -> (f64, f64) {
         let mut ms: Vec<f64> = queries
             .iter()
             .map(|q| {
