@@ -482,13 +482,24 @@ impl PgStore {
     }
 
     /// Runs `f` with a connection of the pool, on its runtime, and waits.
+    /// A connection that was closed under it (the server restarted, an administrator
+    /// ended it, the network dropped it) is dropped and `f` runs once more on a new one:
+    /// its transaction was rolled back by the server, so nothing is done twice.
     fn run<T, F>(&self, f: F) -> Result<T, StoreError>
     where
-        F: AsyncFnOnce(&mut deadpool_postgres::Object) -> Result<T, StoreError>,
+        F: AsyncFn(&mut deadpool_postgres::Object) -> Result<T, StoreError>,
     {
         self.pg.handle.block_on(async {
             let mut client = self.pg.pool.get().await.map_err(sql_err)?;
-            f(&mut client).await
+            match f(&mut client).await {
+                Err(_) if client.is_closed() => {
+                    // a closed connection is not recycled: the pool makes a new one
+                    drop(client);
+                    let mut client = self.pg.pool.get().await.map_err(sql_err)?;
+                    f(&mut client).await
+                }
+                other => other,
+            }
         })
     }
 

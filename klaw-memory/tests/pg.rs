@@ -167,6 +167,21 @@ fn save_search_remove_on_postgres() {
             .is_empty()
     );
     assert_eq!(other.len().unwrap(), 1);
+    // the server ends every connection (a restart, a network drop): the next calls
+    // reconnect, and a save done again stores nothing twice
+    let db = pg_db_name(&pg);
+    server.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+    ));
+    let r = index
+        .save(&doc(
+            "Пользователь предпочитает зелёный чай без сахара.",
+            "test",
+        ))
+        .unwrap();
+    assert_eq!((r.inserted, r.duplicates), (0, 1));
+    assert_eq!(index.len().unwrap(), 1);
     drop(pg.runtime);
 }
 
