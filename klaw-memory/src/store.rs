@@ -1319,7 +1319,7 @@ fn init(
 
 /// What fusing a hybrid search's sides needs of a store: its spaces' dimensions, the IDF
 /// of the query's terms, and the cosines of chunks the vector side did not propose. The
-/// SQLite store and the PostgreSQL one ([`super::pg`]) fuse with the same code.
+/// SQLite store and the PostgreSQL one (`pg.rs`) fuse with the same code.
 pub(super) trait FuseSource {
     /// The dimensions of space `space`.
     fn space_dims(&self, space: usize) -> usize;
