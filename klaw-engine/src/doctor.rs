@@ -183,6 +183,9 @@ fn memory_check(model: &Result<EmbedderConfig, EmbedError>) -> Check {
 #[cfg(feature = "memory")]
 fn memory_index_check(config: &Config, model: Option<&EmbedderConfig>) -> Check {
     use klaw_tools::tools::memory::{Index, MEMORY_DB};
+    if let Some(url) = &config.raw.storage.url {
+        return memory_postgres_check(url);
+    }
     let path = config.data_dir.join(MEMORY_DB);
     match Index::inspect(&path) {
         Ok(None) => check(
@@ -230,6 +233,73 @@ fn memory_index_check(config: &Config, model: Option<&EmbedderConfig>) -> Check 
                 path.display()
             )),
         ),
+    }
+}
+
+/// The memory on the PostgreSQL of `storage.url`: the backend, pgvector's version, the
+/// chunks, each model's HNSW index and its size, the tables' size. A database the engine
+/// cannot reach is the `database` line's failure; here it is only not checked.
+#[cfg(feature = "memory")]
+fn memory_postgres_check(url: &crate::config::DatabaseUrl) -> Check {
+    use klaw_tools::tools::memory::PgMemory;
+    let db = match crate::storage::Postgres::open(url) {
+        Ok(db) => db,
+        Err(e) => {
+            return check(
+                "memory db",
+                Status::Warn,
+                format!("PostgreSQL: not checked ({e})"),
+                None,
+            );
+        }
+    };
+    let pg = PgMemory::new(db.pool().clone(), db.handle().clone());
+    // off this thread: the caller may be on an async runtime of its own
+    let found = std::thread::scope(|s| s.spawn(|| pg.inspect()).join());
+    match found {
+        Ok(Ok(None)) => check(
+            "memory db",
+            Status::Ok,
+            format!(
+                "PostgreSQL {}: memory not created yet (the first memory_save or `memory import` creates it)",
+                db.target()
+            ),
+            None,
+        ),
+        Ok(Ok(Some(r))) => {
+            let indexes = r
+                .indexes
+                .iter()
+                .map(|(name, size)| format!("{name} {size}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            check(
+                "memory db",
+                Status::Ok,
+                format!(
+                    "PostgreSQL {} with pgvector {}: {}; HNSW {}; {} in all",
+                    db.target(),
+                    r.pgvector,
+                    plural(usize::try_from(r.chunks).unwrap_or_default(), "chunk"),
+                    if indexes.is_empty() { "none".into() } else { indexes },
+                    r.total_size
+                ),
+                None,
+            )
+        }
+        Ok(Err(e)) if e.to_string().contains("CREATE EXTENSION vector") => check(
+            "memory db",
+            Status::Fail,
+            format!("PostgreSQL {}: {e}", db.target()),
+            Some("CREATE EXTENSION vector; in the database of storage.url (pgvector must be installed on the server)".into()),
+        ),
+        Ok(Err(e)) => check(
+            "memory db",
+            Status::Warn,
+            format!("PostgreSQL {}: not checked ({e})", db.target()),
+            None,
+        ),
+        Err(_) => check("memory db", Status::Warn, "PostgreSQL: the check stopped unexpectedly", None),
     }
 }
 

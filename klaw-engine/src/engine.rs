@@ -714,11 +714,19 @@ impl EngineBuilder {
         #[cfg(feature = "memory")]
         {
             builder = builder.service(config.memory());
-            // Core memory in the shared database, else `core_memory.json` in the data dir.
+            // With `storage.url`, core memory and the agent's memory (pgvector) are in
+            // that PostgreSQL, shared by every engine on it; else files in the data dir.
             if let Some(db) = &database {
                 builder = builder.service(klaw_tools::tools::memory::CoreStoreService(Arc::new(
                     crate::storage::PgCoreMemory::new(Arc::clone(db)),
                 )));
+                let mut pg = klaw_tools::tools::memory::PgMemory::new(
+                    db.pool().clone(),
+                    db.handle().clone(),
+                );
+                pg.ef_search = config.raw.memory.ef_search;
+                pg.owner = Some(Arc::clone(db) as Arc<dyn std::any::Any + Send + Sync>);
+                builder = builder.service(pg);
             }
         }
         #[cfg(feature = "skills")]

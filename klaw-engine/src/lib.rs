@@ -81,6 +81,6 @@ pub enum EngineError {
         source: std::io::Error,
     },
     /// The database of `storage.url` could not be used.
-    #[error("{0}")]
+    #[error(transparent)]
     Storage(#[from] storage::StorageError),
 }

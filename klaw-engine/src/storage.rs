@@ -209,6 +209,16 @@ impl Postgres {
         })
     }
 
+    /// The pool (memory on PostgreSQL shares it).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The runtime the pool's connections run on.
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+
     /// The host and database, as errors name them.
     pub fn target(&self) -> &str {
         &self.target

@@ -660,3 +660,86 @@ fn two_engines_setting_one_core_key_at_once_keep_one_value_whole() {
         assert!(!env.data().join("core_memory.json").exists());
     }
 }
+
+/// Issue 45: with `storage.url` the agent's memory is in that PostgreSQL (pgvector):
+/// what one engine (its own data dir) saves, another finds at once; the doctor names the
+/// backend, pgvector's version and the HNSW index; a database without the extension
+/// says to create it.
+#[test]
+fn memory_on_postgres_is_shared_by_engines_through_storage_url() {
+    let Some(pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let url = pg.fresh_db();
+    pg.psql_url(&url, "CREATE EXTENSION vector");
+    let (a, b) = (Env::new(), Env::new());
+    let with_db = |env: &Env, args: &[&str]| {
+        let o = env
+            .cmd(args)
+            .env("KLAW_DATABASE_URL", &url)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let content = "The Wi-Fi password at the dacha is 'sunflower-42'.";
+    let saved: Value = serde_json::from_str(&with_db(
+        &a,
+        &[
+            "call",
+            "memory_save",
+            &json!({"content": content}).to_string(),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(saved["inserted"], 1, "{saved}");
+    let found: Value = serde_json::from_str(&with_db(
+        &b,
+        &[
+            "call",
+            "memory_search",
+            &json!({"query": "пароль от вайфая на даче", "topK": 3}).to_string(),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(found["results"][0]["content"], content, "{found}");
+    let again: Value = serde_json::from_str(&with_db(
+        &b,
+        &[
+            "call",
+            "memory_save",
+            &json!({"content": content}).to_string(),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(again["alreadyStored"], true, "{again}");
+    // nothing in the data dirs: the memory is the database's
+    assert!(!a.data().join("memory.sqlite").exists());
+    let doctor = with_db(&b, &["doctor"]);
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("memory db"))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with("ok")
+            && line.contains("pgvector 0.8")
+            && line.contains("1 chunk")
+            && line.contains("_hnsw"),
+        "{doctor}"
+    );
+
+    let bare = pg.fresh_db();
+    let o = a
+        .cmd(&[
+            "call",
+            "memory_save",
+            &json!({"content": content}).to_string(),
+        ])
+        .env("KLAW_DATABASE_URL", &bare)
+        .output()
+        .unwrap();
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("CREATE EXTENSION vector"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}

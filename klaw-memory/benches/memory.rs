@@ -64,7 +64,7 @@ fn search(c: &mut Criterion) {
         let vectors = e.embed_queries(&questions).unwrap();
         g.bench_with_input(
             BenchmarkId::new("hybrid_search_only", n),
-            &*store,
+            store.sqlite().unwrap(),
             |b, s| {
                 b.iter(|| {
                     let i = next.get() % questions.len();

@@ -223,6 +223,8 @@ fn main() {
             let t = Instant::now();
             black_box(
                 bench_support::store(&index)
+                    .sqlite()
+                    .unwrap()
                     .search_vector(&vectors[0], K)
                     .unwrap(),
             );
@@ -304,7 +306,13 @@ fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
             black_box(index.search(q, K, SearchMode::Text).unwrap());
         }
         Case::VectorSearchOnly => {
-            black_box(bench_support::store(index).search_vector(v, K).unwrap());
+            black_box(
+                bench_support::store(index)
+                    .sqlite()
+                    .unwrap()
+                    .search_vector(v, K)
+                    .unwrap(),
+            );
         }
         Case::HybridPeriod(days) => {
             let period = Period {
@@ -316,6 +324,8 @@ fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
         Case::HybridSearchOnly => {
             black_box(
                 bench_support::store(index)
+                    .sqlite()
+                    .unwrap()
                     .search_hybrid(q, v, K, Weights::default())
                     .unwrap(),
             );

@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use super::index::{MEMORY_DB, Memory, blocking};
+use super::index::{Memory, blocking};
 use super::store::StoredChunk;
 use klaw_core::{Limits, ToolContext, ToolError, ToolSchema, by_similarity, tool};
 
@@ -129,7 +129,7 @@ pub async fn memory_get(
         ));
     }
     // Nothing is created: no memory yet is nothing to find.
-    if !ctx.data_dir().join(MEMORY_DB).exists() {
+    if !Memory::exists(&ctx) {
         return Err(ToolError::not_found(
             "memory is empty: nothing was saved yet (memory_save, or `klaw-engine memory import`)",
         ));

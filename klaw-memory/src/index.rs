@@ -15,14 +15,21 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::backend::Store;
 use super::chunk::{ChunkOptions, chunk};
 use super::embed::{EmbedError, Embedder, EmbedderConfig};
 use super::fuse::{Fusion, Spaces, Weights};
-use super::store::{self, Hit, InsertReport, MemoryStore, NewChunk, Period, SpaceSide, StoreError};
+use super::store::{
+    self, Hit, InsertReport, MemoryStore, NewChunk, Period, SpaceSide, SpacesOpened, StoreError,
+};
 use klaw_core::{ToolContext, ToolError, ToolSchema};
 
 /// The memory index's file in the data directory.
 pub const MEMORY_DB: &str = "memory.sqlite";
+
+/// What an index on PostgreSQL shows as its [`Index::path`]: it has no file.
+#[cfg(feature = "postgres")]
+pub const PG_MEMORY_NAME: &str = "postgresql:klaw_memory";
 
 /// Texts embedded per model call when (re-)indexing many chunks.
 const EMBED_BATCH: usize = 64;
@@ -265,7 +272,7 @@ pub struct IndexInfo {
 #[derive(Debug)]
 pub struct Index {
     path: PathBuf,
-    store: Mutex<MemoryStore>,
+    store: Mutex<Store>,
     /// The models, one per vector space of the store, in its order (at least one).
     models: Vec<Embedder>,
     weights: Weights,
@@ -307,20 +314,7 @@ impl Index {
         models: Vec<Embedder>,
         config: &MemoryConfig,
     ) -> Result<Self, MemoryError> {
-        if models.is_empty() {
-            return Err(MemoryError::NoModel);
-        }
-        for (i, m) in models.iter().enumerate() {
-            if models[..i]
-                .iter()
-                .any(|x| x.fingerprint() == m.fingerprint())
-            {
-                return Err(MemoryError::SameModelTwice {
-                    name: m.config().name.clone(),
-                    fingerprint: m.fingerprint().to_owned(),
-                });
-            }
-        }
+        check_models(&models)?;
         let specs: Vec<(usize, &str)> =
             models.iter().map(|m| (m.dims(), m.fingerprint())).collect();
         let names = |new: &[bool]| -> String {
@@ -332,7 +326,7 @@ impl Index {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let (mut store, opened) = match MemoryStore::open_models(path, &specs, false) {
+        let (store, opened) = match MemoryStore::open_models(path, &specs, false) {
             Ok(s) => s,
             Err(e) if e.is_fingerprint_mismatch() => {
                 let (store, opened) = MemoryStore::open_models(path, &specs, true)?;
@@ -340,6 +334,47 @@ impl Index {
                 (store, opened)
             }
             Err(e) => return Err(e.into()),
+        };
+        Self::with_store(path, Store::Sqlite(store), opened, models, config)
+    }
+
+    /// [`open_models`](Self::open_models) on the PostgreSQL of `pg` (the `postgres`
+    /// feature; `storage.url`) instead of a SQLite file: the memory every engine sharing
+    /// that database shares (see `doc/memory.md`, "PostgreSQL"). A model new to it gets
+    /// its vector space and every chunk is embedded for it now; the spaces of other
+    /// models are kept (another engine may use them). `name` stands for the path in
+    /// [`path`](Self::path) and the log.
+    #[cfg(feature = "postgres")]
+    pub fn open_postgres(
+        name: &Path,
+        pg: super::pg::PgMemory,
+        models: Vec<Embedder>,
+        config: &MemoryConfig,
+    ) -> Result<Self, MemoryError> {
+        check_models(&models)?;
+        let specs: Vec<(usize, &str)> =
+            models.iter().map(|m| (m.dims(), m.fingerprint())).collect();
+        let (store, opened) = super::pg::PgStore::open_models(pg, &specs)?;
+        Self::with_store(name, Store::Pg(store), opened, models, config)
+    }
+
+    /// What [`open_models`](Self::open_models) does once the store is open: fill its
+    /// new spaces, and the index around it.
+    fn with_store(
+        path: &Path,
+        mut store: Store,
+        opened: SpacesOpened,
+        models: Vec<Embedder>,
+        config: &MemoryConfig,
+    ) -> Result<Self, MemoryError> {
+        let names = |new: &[bool]| -> String {
+            models
+                .iter()
+                .zip(new)
+                .filter(|(_, n)| **n)
+                .map(|(m, _)| m.config().name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         if opened.new.iter().any(|n| *n) && models.len() > 1 && opened.dropped.is_empty() {
             tracing::info!(index = %path.display(), "a new vector space: embedding every chunk with model {}", names(&opened.new));
@@ -409,7 +444,7 @@ impl Index {
     }
 
     /// The store, locked. Hold it briefly: every other call on this index waits.
-    pub(crate) fn store(&self) -> MutexGuard<'_, MemoryStore> {
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -806,6 +841,19 @@ impl Memory {
             return Ok(Arc::clone(i));
         }
         let models = self.embedders(ctx)?;
+        #[cfg(feature = "postgres")]
+        if file == MEMORY_DB
+            && let Some(pg) = ctx.service::<super::pg::PgMemory>()
+        {
+            let index = Arc::new(Index::open_postgres(
+                Path::new(PG_MEMORY_NAME),
+                (*pg).clone(),
+                models,
+                &Self::config(ctx),
+            )?);
+            indexes.insert(path, Arc::clone(&index));
+            return Ok(index);
+        }
         let index = Arc::new(Index::open_models(&path, models, &Self::config(ctx))?);
         indexes.insert(path, Arc::clone(&index));
         Ok(index)
@@ -816,11 +864,22 @@ impl Memory {
         self.index(ctx, MEMORY_DB)
     }
 
+    /// Whether the agent's memory may hold something: its file exists, or it is on
+    /// PostgreSQL (a [`PgMemory`](super::pg::PgMemory) service: the engine's
+    /// `storage.url`), where it is shared and may have been filled by another engine.
+    pub fn exists(ctx: &ToolContext) -> bool {
+        #[cfg(feature = "postgres")]
+        if ctx.service::<super::pg::PgMemory>().is_some() {
+            return true;
+        }
+        ctx.data_dir().join(MEMORY_DB).exists()
+    }
+
     /// Opens and warms ([`Index::warm`]) the agent's memory when it exists (nothing is
     /// created): `Ok(false)` when there is none. Blocks; a search that comes meanwhile
     /// waits for it instead of opening the index or loading the model a second time.
     pub fn warm(&self, ctx: &ToolContext) -> Result<bool, MemoryError> {
-        if !ctx.data_dir().join(MEMORY_DB).exists() {
+        if !Self::exists(ctx) {
             return Ok(false);
         }
         self.memory(ctx)?.warm()?;
@@ -832,7 +891,7 @@ impl Memory {
 /// the store says some may be missing: a new space, or an interrupted re-embedding), and
 /// records that every chunk has one; returns how many were embedded.
 fn complete_space(
-    store: &mut MemoryStore,
+    store: &mut Store,
     space: usize,
     embedder: &Embedder,
 ) -> Result<usize, MemoryError> {
@@ -858,6 +917,25 @@ fn complete_space(
         store.finish_vectors_in(space, &[])?;
     }
     Ok(missing.len())
+}
+
+/// At least one model, and none twice.
+fn check_models(models: &[Embedder]) -> Result<(), MemoryError> {
+    if models.is_empty() {
+        return Err(MemoryError::NoModel);
+    }
+    for (i, m) in models.iter().enumerate() {
+        if models[..i]
+            .iter()
+            .any(|x| x.fingerprint() == m.fingerprint())
+        {
+            return Err(MemoryError::SameModelTwice {
+                name: m.config().name.clone(),
+                fingerprint: m.fingerprint().to_owned(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether a chunk from `source` is part of the synced document `key`.

@@ -20,6 +20,7 @@
 //! chat exports into an index (`klaw-engine memory import`). The store, the full-text
 //! rules, the fusion and the vectors' in-memory copy behind it are private.
 
+mod backend;
 mod chunk;
 pub mod conversation;
 mod core;
@@ -29,6 +30,8 @@ mod fuse;
 mod get;
 pub mod import;
 mod index;
+#[cfg(feature = "postgres")]
+mod pg;
 mod save;
 mod search;
 mod store;
@@ -45,10 +48,14 @@ pub use chunk::ChunkOptions;
 pub use embed::{EmbedError, Embedder, EmbedderConfig, InputFormat, TextKind};
 pub use fuse::{FoundBy, Weights};
 pub use get::{MAX_GET_LINES, MemoryDocument, memory_get};
+#[cfg(feature = "postgres")]
+pub use index::PG_MEMORY_NAME;
 pub use index::{
     Chunk, Document, Index, IndexInfo, MEMORY_DB, Memory, MemoryConfig, MemoryError, SaveReport,
     SearchMode, SyncDoc, SyncReport,
 };
+#[cfg(feature = "postgres")]
+pub use pg::{DEFAULT_EF_SEARCH, PgMemory, PgReport};
 pub use save::{MAX_SAVE_BYTES, MAX_SOURCE_CHARS, MemorySaved, memory_save};
 pub use search::{MAX_QUERY_CHARS, MAX_TOP_K, MemoryHit, MemorySearchResults, memory_search};
 pub use store::{Hit, Period, StoreError};
@@ -98,8 +105,43 @@ pub mod bench_support {
         index.fusion()
     }
 
-    /// The store behind `index`, locked; every other call on the index waits.
-    pub fn store(index: &super::Index) -> std::sync::MutexGuard<'_, MemoryStore> {
+    pub use super::backend::Store;
+    #[cfg(feature = "postgres")]
+    pub use super::pg::PgStore;
+
+    /// A hybrid search on a PostgreSQL store with the query's vector ready (the default
+    /// fusion, one space): what `Index::search` does after embedding the query.
+    #[cfg(feature = "postgres")]
+    pub fn pg_hybrid(
+        store: &PgStore,
+        query: &str,
+        vector: &[f32],
+        k: usize,
+    ) -> Result<Vec<super::Hit>, super::StoreError> {
+        let fusion = Fusion::DEFAULT;
+        let depth = fusion.depth(k);
+        let period = super::Period::default();
+        let text = store.hybrid_text_side(query, depth, period)?;
+        let vecs = store.vector_pool(0, vector, k, depth, period)?;
+        let side = super::store::SpaceSide {
+            space: 0,
+            vector: vector.to_vec(),
+            vecs,
+            fusion,
+        };
+        store.fuse_spaces(
+            query,
+            text,
+            vec![side],
+            k,
+            super::Weights::default(),
+            Spaces::DEFAULT,
+        )
+    }
+
+    /// The store behind `index`, locked; every other call on the index waits
+    /// ([`Store::sqlite`] for a SQLite index's internals).
+    pub fn store(index: &super::Index) -> std::sync::MutexGuard<'_, Store> {
         index.store()
     }
 }

@@ -59,6 +59,15 @@ pub enum StoreError {
     /// The same model was asked for twice (one vector space per model).
     #[error("the model {0} is listed twice: one vector space per model")]
     SameModelTwice(String),
+    /// PostgreSQL reported an error (the memory on `storage.url`).
+    #[error("memory database (PostgreSQL) error: {0}")]
+    Postgres(String),
+    /// The PostgreSQL database of `storage.url` has no pgvector.
+    #[error(
+        "the PostgreSQL database has no vector extension (pgvector): install pgvector on the \
+         server and run `CREATE EXTENSION vector;` in the database (as a user allowed to)"
+    )]
+    NoVectorExtension,
 }
 
 impl StoreError {
@@ -228,7 +237,7 @@ impl Space {
 
 /// What names a model's vector space other than the first: 16 hex digits of the
 /// SHA-256 of `fingerprint (dims dims)`.
-fn space_hash(model: &str) -> String {
+pub(super) fn space_hash(model: &str) -> String {
     Sha256::digest(model.as_bytes())
         .iter()
         .take(8)
@@ -267,7 +276,7 @@ pub(super) fn content_hash(content: &str, context: Option<&str>) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn normalised(v: &[f32], dims: usize) -> Result<Vec<u8>, StoreError> {
+pub(super) fn normalised(v: &[f32], dims: usize) -> Result<Vec<u8>, StoreError> {
     if v.len() != dims {
         return Err(StoreError::WrongDimensions {
             expected: dims,
@@ -340,7 +349,7 @@ const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 /// transaction that drops the vectors, and [`MemoryStore::finish_vectors`] writes it in
 /// the transaction of the last vectors; a process that dies in between leaves it
 /// missing, and the next open completes the work.
-const VECTORS_COMPLETE: &str = "vectors_complete";
+pub(super) const VECTORS_COMPLETE: &str = "vectors_complete";
 
 /// How much of the database file SQLite maps into memory (address space, not RAM).
 const MMAP_BYTES: i64 = 4 << 30;
@@ -1050,165 +1059,7 @@ impl MemoryStore {
         weights: Weights,
         spaces: Spaces,
     ) -> Result<Vec<Hit>, StoreError> {
-        let Some(first) = sides.first() else {
-            return Ok(text.into_iter().take(k).collect());
-        };
-        if first.fusion == Fusion::Rrf {
-            let vecs = sides.into_iter().next().map(|s| s.vecs).unwrap_or_default();
-            return Ok(fuse_hits(text, vecs, k, weights));
-        }
-        let script = fts::mostly_cyrillic(query);
-        let foreign = |h: &Hit| {
-            let s = fts::mostly_cyrillic(&h.content);
-            s.is_some() && s != script
-        };
-        // across languages by the first space's meaning: its best chunk is in another
-        // script than the query
-        let across = script.is_some() && first.vecs.first().is_some_and(foreign);
-        let bm25: std::collections::HashMap<i64, f64> =
-            text.iter().map(|h| (h.id, h.score)).collect();
-        let best_bm25 = text.iter().map(|h| h.score).fold(0.0_f64, f64::max);
-        let in_vec: std::collections::HashSet<i64> = sides
-            .iter()
-            .flat_map(|s| s.vecs.iter().map(|h| h.id))
-            .collect();
-        // every side's candidates, the first space's vector side first
-        let mut hits: Vec<Hit> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for h in sides
-            .iter()
-            .flat_map(|s| s.vecs.iter().cloned())
-            .chain(text)
-        {
-            if seen.insert(h.id) {
-                hits.push(h);
-            }
-        }
-        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
-        let found_by: Vec<FoundBy> = ids
-            .iter()
-            .map(|id| match (bm25.contains_key(id), in_vec.contains(id)) {
-                (true, true) => FoundBy::Both,
-                (true, false) => FoundBy::Text,
-                _ => FoundBy::Vector,
-            })
-            .collect();
-        let is_foreign: Vec<bool> = hits.iter().map(foreign).collect();
-        let terms = fts::query_terms(query);
-        let idf = self.idf(&terms)?;
-        let mut total: std::collections::HashMap<i64, f64> = std::collections::HashMap::new();
-        for (n, side) in sides.iter().enumerate() {
-            let Fusion::Lift {
-                evidence,
-                lift,
-                stretch,
-                bm25: bm25_part,
-                spread,
-                ..
-            } = side.fusion
-            else {
-                continue;
-            };
-            let bm25_part = bm25_part.clamp(0.0, 1.0);
-            let space = self.space(side.space);
-            let query_vector = floats(&normalised(&side.vector, space.dims)?);
-            let own: std::collections::HashMap<i64, f64> =
-                side.vecs.iter().map(|h| (h.id, h.score)).collect();
-            let missing: Vec<i64> = ids
-                .iter()
-                .copied()
-                .filter(|id| !own.contains_key(id))
-                .collect();
-            let looked_up: std::collections::HashMap<i64, f64> = missing
-                .iter()
-                .copied()
-                .zip(self.cosines(space, &query_vector, &missing)?)
-                .collect();
-            let mut candidates: Vec<Candidate<i64>> = Vec::with_capacity(hits.len());
-            for (i, h) in hits.iter().enumerate() {
-                let cosine = own
-                    .get(&h.id)
-                    .or_else(|| looked_up.get(&h.id))
-                    .copied()
-                    .unwrap_or(0.0)
-                    + if n > 0 && is_foreign[i] {
-                        spaces.across_gap
-                    } else {
-                        0.0
-                    };
-                let text_score = bm25.get(&h.id).copied();
-                let evidence = match evidence {
-                    Evidence::Bm25 => text_score
-                        .map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 }),
-                    Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
-                        let relative = match text_score {
-                            Some(s) if best_bm25 > 0.0 => s / best_bm25,
-                            _ => 0.0,
-                        };
-                        fts::idf_coverage(&terms, &idf, &h.content)
-                            * (1.0 - bm25_part + bm25_part * relative)
-                    }
-                };
-                candidates.push(Candidate {
-                    id: h.id,
-                    cosine,
-                    evidence,
-                    // found by the text side or another space only: not this space's
-                    // vector side (for the spread of its cosines)
-                    found_by: if own.contains_key(&h.id) {
-                        found_by[i]
-                    } else {
-                        FoundBy::Text
-                    },
-                });
-            }
-            // the space's own vector side's best decides whether its meaning points
-            // across languages
-            let neutral = match evidence {
-                Evidence::IdfNeutral(level) => Some(level),
-                Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => Some(level),
-                _ => None,
-            };
-            if let Some(level) = neutral
-                && script.is_some()
-            {
-                // the text side cannot judge a chunk in another script: it gets the best
-                // evidence of the query's script, so the cosine alone ranks it against
-                // those
-                let best = candidates
-                    .iter()
-                    .zip(&is_foreign)
-                    .filter(|(_, f)| !**f)
-                    .map(|(c, _)| c.evidence)
-                    .fold(0.0_f64, f64::max)
-                    * level;
-                for (c, f) in candidates.iter_mut().zip(&is_foreign) {
-                    if *f {
-                        c.evidence = best;
-                    }
-                }
-            }
-            let weight = spaces.weight(n, across);
-            let scored = fuse::lift(&candidates, weights, lift, stretch, spread);
-            let floor = match scored.first() {
-                Some(best) if n > 0 && spaces.cap > 0.0 => best.score - spaces.cap,
-                _ => f64::NEG_INFINITY,
-            };
-            for f in scored {
-                *total.entry(f.id).or_default() += weight * f.score.max(floor);
-            }
-        }
-        let mut fused: Vec<fuse::Fused<i64>> = ids
-            .iter()
-            .zip(&found_by)
-            .map(|(id, found_by)| fuse::Fused {
-                id: *id,
-                score: total.get(id).copied().unwrap_or(0.0),
-                found_by: *found_by,
-            })
-            .collect();
-        fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-        Ok(in_fused_order(fused, hits, k))
+        fuse_sides(self, query, text, sides, k, weights, spaces)
     }
 
     /// The [IDF](fts::idf) of each of `terms` in this index: a term's chunks are those
@@ -1464,6 +1315,204 @@ fn init(
     }
     tx.commit()?;
     Ok((spaces, opened))
+}
+
+/// What fusing a hybrid search's sides needs of a store: its spaces' dimensions, the IDF
+/// of the query's terms, and the cosines of chunks the vector side did not propose. The
+/// SQLite store and the PostgreSQL one (`pg.rs`) fuse with the same code.
+pub(super) trait FuseSource {
+    /// The dimensions of space `space`.
+    fn space_dims(&self, space: usize) -> usize;
+    /// The [IDF](fts::idf) of each of `terms` (word, stem): a term's chunks are those with
+    /// its word or its stem (the larger count of the two).
+    fn idf_of(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError>;
+    /// The cosine of each of `ids` to `query` (normalised) in space `space`: 0 for a
+    /// chunk without a vector there (yet).
+    fn cosines_in(&self, space: usize, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError>;
+}
+
+impl FuseSource for MemoryStore {
+    fn space_dims(&self, space: usize) -> usize {
+        self.space(space).dims
+    }
+
+    fn idf_of(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError> {
+        self.idf(terms)
+    }
+
+    fn cosines_in(&self, space: usize, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError> {
+        self.cosines(self.space(space), query, ids)
+    }
+}
+
+/// [`MemoryStore::fuse_spaces`] on any [`FuseSource`].
+pub(super) fn fuse_sides(
+    db: &impl FuseSource,
+    query: &str,
+    text: Vec<Hit>,
+    sides: Vec<SpaceSide>,
+    k: usize,
+    weights: Weights,
+    spaces: Spaces,
+) -> Result<Vec<Hit>, StoreError> {
+    let Some(first) = sides.first() else {
+        return Ok(text.into_iter().take(k).collect());
+    };
+    if first.fusion == Fusion::Rrf {
+        let vecs = sides.into_iter().next().map(|s| s.vecs).unwrap_or_default();
+        return Ok(fuse_hits(text, vecs, k, weights));
+    }
+    let script = fts::mostly_cyrillic(query);
+    let foreign = |h: &Hit| {
+        let s = fts::mostly_cyrillic(&h.content);
+        s.is_some() && s != script
+    };
+    // across languages by the first space's meaning: its best chunk is in another
+    // script than the query
+    let across = script.is_some() && first.vecs.first().is_some_and(foreign);
+    let bm25: std::collections::HashMap<i64, f64> = text.iter().map(|h| (h.id, h.score)).collect();
+    let best_bm25 = text.iter().map(|h| h.score).fold(0.0_f64, f64::max);
+    let in_vec: std::collections::HashSet<i64> = sides
+        .iter()
+        .flat_map(|s| s.vecs.iter().map(|h| h.id))
+        .collect();
+    // every side's candidates, the first space's vector side first
+    let mut hits: Vec<Hit> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for h in sides
+        .iter()
+        .flat_map(|s| s.vecs.iter().cloned())
+        .chain(text)
+    {
+        if seen.insert(h.id) {
+            hits.push(h);
+        }
+    }
+    let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+    let found_by: Vec<FoundBy> = ids
+        .iter()
+        .map(|id| match (bm25.contains_key(id), in_vec.contains(id)) {
+            (true, true) => FoundBy::Both,
+            (true, false) => FoundBy::Text,
+            _ => FoundBy::Vector,
+        })
+        .collect();
+    let is_foreign: Vec<bool> = hits.iter().map(foreign).collect();
+    let terms = fts::query_terms(query);
+    let idf = db.idf_of(&terms)?;
+    let mut total: std::collections::HashMap<i64, f64> = std::collections::HashMap::new();
+    for (n, side) in sides.iter().enumerate() {
+        let Fusion::Lift {
+            evidence,
+            lift,
+            stretch,
+            bm25: bm25_part,
+            spread,
+            ..
+        } = side.fusion
+        else {
+            continue;
+        };
+        let bm25_part = bm25_part.clamp(0.0, 1.0);
+        let query_vector = floats(&normalised(&side.vector, db.space_dims(side.space))?);
+        let own: std::collections::HashMap<i64, f64> =
+            side.vecs.iter().map(|h| (h.id, h.score)).collect();
+        let missing: Vec<i64> = ids
+            .iter()
+            .copied()
+            .filter(|id| !own.contains_key(id))
+            .collect();
+        let looked_up: std::collections::HashMap<i64, f64> = missing
+            .iter()
+            .copied()
+            .zip(db.cosines_in(side.space, &query_vector, &missing)?)
+            .collect();
+        let mut candidates: Vec<Candidate<i64>> = Vec::with_capacity(hits.len());
+        for (i, h) in hits.iter().enumerate() {
+            let cosine = own
+                .get(&h.id)
+                .or_else(|| looked_up.get(&h.id))
+                .copied()
+                .unwrap_or(0.0)
+                + if n > 0 && is_foreign[i] {
+                    spaces.across_gap
+                } else {
+                    0.0
+                };
+            let text_score = bm25.get(&h.id).copied();
+            let evidence = match evidence {
+                Evidence::Bm25 => {
+                    text_score.map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
+                }
+                Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
+                    let relative = match text_score {
+                        Some(s) if best_bm25 > 0.0 => s / best_bm25,
+                        _ => 0.0,
+                    };
+                    fts::idf_coverage(&terms, &idf, &h.content)
+                        * (1.0 - bm25_part + bm25_part * relative)
+                }
+            };
+            candidates.push(Candidate {
+                id: h.id,
+                cosine,
+                evidence,
+                // found by the text side or another space only: not this space's
+                // vector side (for the spread of its cosines)
+                found_by: if own.contains_key(&h.id) {
+                    found_by[i]
+                } else {
+                    FoundBy::Text
+                },
+            });
+        }
+        // the space's own vector side's best decides whether its meaning points
+        // across languages
+        let neutral = match evidence {
+            Evidence::IdfNeutral(level) => Some(level),
+            Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => Some(level),
+            _ => None,
+        };
+        if let Some(level) = neutral
+            && script.is_some()
+        {
+            // the text side cannot judge a chunk in another script: it gets the best
+            // evidence of the query's script, so the cosine alone ranks it against
+            // those
+            let best = candidates
+                .iter()
+                .zip(&is_foreign)
+                .filter(|(_, f)| !**f)
+                .map(|(c, _)| c.evidence)
+                .fold(0.0_f64, f64::max)
+                * level;
+            for (c, f) in candidates.iter_mut().zip(&is_foreign) {
+                if *f {
+                    c.evidence = best;
+                }
+            }
+        }
+        let weight = spaces.weight(n, across);
+        let scored = fuse::lift(&candidates, weights, lift, stretch, spread);
+        let floor = match scored.first() {
+            Some(best) if n > 0 && spaces.cap > 0.0 => best.score - spaces.cap,
+            _ => f64::NEG_INFINITY,
+        };
+        for f in scored {
+            *total.entry(f.id).or_default() += weight * f.score.max(floor);
+        }
+    }
+    let mut fused: Vec<fuse::Fused<i64>> = ids
+        .iter()
+        .zip(&found_by)
+        .map(|(id, found_by)| fuse::Fused {
+            id: *id,
+            score: total.get(id).copied().unwrap_or(0.0),
+            found_by: *found_by,
+        })
+        .collect();
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    Ok(in_fused_order(fused, hits, k))
 }
 
 /// Fuses a hybrid search's text side and vector side (best first) with Reciprocal Rank

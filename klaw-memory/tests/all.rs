@@ -13,5 +13,7 @@ mod embed_minilm;
 mod embed_use;
 mod memory_index;
 mod memory_tools;
+#[cfg(feature = "postgres")]
+mod pg;
 mod retrieval;
 mod retrieval_sets;

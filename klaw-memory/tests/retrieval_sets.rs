@@ -43,8 +43,8 @@ use klaw_memory::{Document, Embedder, EmbedderConfig, Hit, Index, MemoryConfig, 
 use serde::Deserialize;
 use serde_json::Value;
 
-const K: usize = 10;
-const DIALOGUES: [&str; 4] = ["family-ru", "friends-en", "work-mixed", "climbing-en"];
+pub(crate) const K: usize = 10;
+pub(crate) const DIALOGUES: [&str; 4] = ["family-ru", "friends-en", "work-mixed", "climbing-en"];
 /// The dialogues in English only: their questions also count under `english`.
 const ENGLISH: [&str; 2] = ["friends-en", "climbing-en"];
 
@@ -361,15 +361,15 @@ fn embedders(m: &Model) -> Vec<Embedder> {
 
 /// Top-1, MRR@10 and recall@10 summed over questions.
 #[derive(Debug, Default, Clone, Copy)]
-struct Score {
-    n: usize,
-    top1: usize,
+pub(crate) struct Score {
+    pub(crate) n: usize,
+    pub(crate) top1: usize,
     mrr: f64,
     recall: f64,
 }
 
 impl Score {
-    fn add(&mut self, ranked: &[String], relevant: &[String]) {
+    pub(crate) fn add(&mut self, ranked: &[String], relevant: &[String]) {
         self.n += 1;
         let first = ranked.iter().take(K).position(|x| relevant.contains(x));
         if first == Some(0) {
@@ -382,10 +382,10 @@ impl Score {
         let found = relevant.iter().filter(|r| top.contains(r)).count();
         self.recall += found as f64 / relevant.len().max(1) as f64;
     }
-    fn mrr(&self) -> f64 {
+    pub(crate) fn mrr(&self) -> f64 {
         self.mrr / self.n.max(1) as f64
     }
-    fn recall(&self) -> f64 {
+    pub(crate) fn recall(&self) -> f64 {
         self.recall / self.n.max(1) as f64
     }
     fn plus(self, o: Score) -> Score {
@@ -487,22 +487,22 @@ fn two_spaces(a: &Run, b: &Run) -> Run {
 }
 
 #[derive(Deserialize)]
-struct NoteSet {
-    notes: Vec<Note>,
-    questions: Vec<NoteQuestion>,
+pub(crate) struct NoteSet {
+    pub(crate) notes: Vec<Note>,
+    pub(crate) questions: Vec<NoteQuestion>,
 }
 
 #[derive(Deserialize)]
-struct Note {
-    id: String,
-    text: String,
+pub(crate) struct Note {
+    pub(crate) id: String,
+    pub(crate) text: String,
 }
 
 #[derive(Deserialize)]
-struct NoteQuestion {
-    q: String,
+pub(crate) struct NoteQuestion {
+    pub(crate) q: String,
     category: String,
-    relevant: Vec<String>,
+    pub(crate) relevant: Vec<String>,
 }
 
 fn open(e: &[Embedder]) -> (tempfile::TempDir, Index) {
@@ -544,17 +544,17 @@ fn notes(e: &[Embedder], json: &str) -> Run {
 }
 
 #[derive(Deserialize)]
-struct TurnQuestion {
-    q: String,
+pub(crate) struct TurnQuestion {
+    pub(crate) q: String,
     category: String,
-    evidence: Vec<String>,
+    pub(crate) evidence: Vec<String>,
     /// The question avoids the evidence's words (the long conversations mark it).
     #[serde(default)]
     paraphrased: bool,
 }
 
 /// The turns of `tests/data/<dir>/<name>.jsonl`.
-fn dialogue(dir: &str, name: &str) -> Vec<Turn> {
+pub(crate) fn dialogue(dir: &str, name: &str) -> Vec<Turn> {
     let path = format!(
         "{}/tests/data/{dir}/{name}.jsonl",
         env!("CARGO_MANIFEST_DIR")
@@ -569,7 +569,7 @@ fn dialogue(dir: &str, name: &str) -> Vec<Turn> {
 }
 
 /// The questions of `tests/data/<dir>/<name>.questions.json`.
-fn questions(dir: &str, name: &str) -> Vec<TurnQuestion> {
+pub(crate) fn questions(dir: &str, name: &str) -> Vec<TurnQuestion> {
     let path = format!(
         "{}/tests/data/{dir}/{name}.questions.json",
         env!("CARGO_MANIFEST_DIR")

@@ -50,6 +50,13 @@ section! {
             chunk_overlap: usize = 32;
                 key "chunkOverlap", env "KLAW_MEMORY_CHUNK_OVERLAP",
                 type "integer, 0 to less than `chunkTokens / 2`", check overlap_below_half;
+            /// With `storage.url` (memory on PostgreSQL with pgvector): the HNSW index's
+            /// `ef_search`, the candidates it walks per vector search (raised to the
+            /// number asked for when that is larger). Higher finds more of the exact
+            /// nearest, slower (see doc/memory.md, "PostgreSQL"). Unused on SQLite.
+            ef_search: u32 = 100;
+                key "efSearch", env "KLAW_MEMORY_EF_SEARCH", type "integer, 1 to 1000",
+                check ef_search_range;
         }
         sections {
             /// Hybrid search: how much each side counts in the fusion.
@@ -184,6 +191,17 @@ fn positive_weight(w: &f64, _: &MemoryWeights) -> Result<(), String> {
         Err(format!(
             "{w} must be a number greater than 0 (to search one side only, use the search \
              mode `text` or `vector`)"
+        ))
+    }
+}
+
+/// `memory.efSearch`: pgvector accepts 1 to 1000.
+fn ef_search_range(v: &u32, _: &MemorySection) -> Result<(), String> {
+    if (1..=1000).contains(v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{v} must be between 1 and 1000 (pgvector's hnsw.ef_search)"
         ))
     }
 }
