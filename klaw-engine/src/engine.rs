@@ -709,6 +709,7 @@ impl EngineBuilder {
             .service(config.files())
             .service(config.web())
             .service(registrar.clone())
+            .service(klaw_mcp_ext::RuntimeTools(Arc::new(registrar.clone())))
             .caller(Caller::new("cli", None));
         // The memory tools read the model, runtime, weights and chunking from this service.
         #[cfg(feature = "memory")]
@@ -783,6 +784,16 @@ impl std::fmt::Debug for Registrar {
         } else {
             "Registrar(unbound)"
         })
+    }
+}
+
+impl klaw_mcp_ext::ToolChanges for Registrar {
+    fn register(&self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
+        Registrar::register(self, tool)
+    }
+
+    fn unregister(&self, name: &str) -> bool {
+        Registrar::unregister(self, name)
     }
 }
 

@@ -26,12 +26,19 @@
 //! engine's binary then links (`use my_extensions as _;`). The MCP conformance suite's
 //! fixtures (`klaw-test-fixtures`) are one.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
-use klaw_core::Caller;
-use rmcp::model::{GetPromptResult, Prompt, Resource, ResourceContents, ResourceTemplate};
+use klaw_core::{Caller, Tool, ToolError};
+use rmcp::model::{
+    GetPromptResponse, GetPromptResult, InputResponses, Prompt, Resource, ResourceContents,
+    ResourceTemplate,
+};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value};
+
+pub mod input;
 
 #[doc(hidden)]
 pub use inventory;
@@ -51,6 +58,12 @@ pub struct McpExtension {
     pub prompts: fn() -> Vec<Prompt>,
     /// Its prompt of that name with those arguments, if it has one (`prompts/get`).
     pub get_prompt: fn(&str, &Map<String, Value>) -> Option<GetPromptResult>,
+    /// Its prompt of that name, if it is one that asks the client first (MCP
+    /// 2026-07-28's input-required result): given the answers the request brought and
+    /// whether the request may be answered with a question (`in_result`). Tried before
+    /// [`get_prompt`](Self::get_prompt).
+    pub get_prompt_asking:
+        fn(&str, Option<&InputResponses>, bool) -> Option<Result<GetPromptResponse, ToolError>>,
 }
 
 impl McpExtension {
@@ -61,6 +74,7 @@ impl McpExtension {
         read_resource: |_| None,
         prompts: Vec::new,
         get_prompt: |_, _| None,
+        get_prompt_asking: |_, _, _| None,
     };
 }
 
@@ -81,6 +95,13 @@ pub trait ClientLookup: Send + Sync {
     /// The client of the live MCP session that made a call from `caller`; `None` for a
     /// call that did not come through MCP, or whose session has ended.
     fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>>;
+
+    /// Tells every client (sessions and `subscriptions/listen` streams) that the
+    /// prompts changed: an extension whose prompts change at run time calls it through
+    /// [`SessionClients::prompts_changed`]. Nothing by default.
+    fn prompts_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// The engine's MCP sessions, as a tool reaches them: kept in the engine's context
@@ -110,6 +131,33 @@ impl SessionClients {
     pub fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
         self.lookup.get()?.client_of(caller)
     }
+
+    /// Tells every client that the prompts changed (see
+    /// [`ClientLookup::prompts_changed`]); nothing when no MCP server runs.
+    pub async fn prompts_changed(&self) {
+        if let Some(lookup) = self.lookup.get() {
+            lookup.prompts_changed().await;
+        }
+    }
+}
+
+/// How a tool adds tools to the running engine, or takes them away.
+pub trait ToolChanges: Send + Sync {
+    /// Adds `tool` (its name must be new); the clients are told the list changed.
+    fn register(&self, tool: Arc<dyn Tool>) -> Result<(), ToolError>;
+    /// Takes the tool `name` away; whether there was one.
+    fn unregister(&self, name: &str) -> bool;
+}
+
+/// The running engine's tool set, as a tool changes it: a service of the engine's
+/// context (`ctx.service::<RuntimeTools>()`), absent where no engine runs.
+#[derive(Clone)]
+pub struct RuntimeTools(pub Arc<dyn ToolChanges>);
+
+impl std::fmt::Debug for RuntimeTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RuntimeTools")
+    }
 }
 
 /// Whether the client declared the elicitation capability at `initialize`.
@@ -134,6 +182,7 @@ mod tests {
         assert!((none.resources)().is_empty() && (none.prompts)().is_empty());
         assert!((none.read_resource)("test://x").is_none());
         assert!((none.get_prompt)("x", &Map::new()).is_none());
+        assert!((none.get_prompt_asking)("x", None, true).is_none());
         let clients = SessionClients::default();
         assert!(
             clients

@@ -207,7 +207,17 @@ klaw_mcp_ext::inventory::submit! {
         read_resource,
         prompts,
         get_prompt,
+        get_prompt_asking,
     }
+}
+
+/// [`INPUT_PROMPT`], the one prompt of the fixtures that asks the client first.
+fn get_prompt_asking(
+    name: &str,
+    responses: Option<&rmcp::model::InputResponses>,
+    in_result: bool,
+) -> Option<Result<rmcp::model::GetPromptResponse, ToolError>> {
+    (name == INPUT_PROMPT).then(|| input_prompt(responses, in_result))
 }
 
 use rmcp::model::{
@@ -549,10 +559,10 @@ fn sampled_text(result: &rmcp::model::CreateMessageResult) -> String {
 }
 
 // The conformance suite's tools of MCP 2026-07-28: questions asked through the result
-// (SEP-2322, `crate::mcp::input`), a capability the client must declare, a call's log
+// (SEP-2322, `klaw_mcp_ext::input`), a capability the client must declare, a call's log
 // only at the level it asks for.
 
-use crate::mcp::input::{ask, keep_state, offers, state};
+use klaw_mcp_ext::input::{ask, keep_state, offers, state};
 use rmcp::model::InputRequest;
 use serde_json::{Value, json};
 
@@ -622,7 +632,7 @@ fn field(answer: Option<&Value>, field: &str) -> String {
     read_only
 )]
 pub async fn test_input_required_result_elicitation(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     let a = ask(
         &ctx,
@@ -642,7 +652,7 @@ pub async fn test_input_required_result_elicitation(
     read_only
 )]
 pub async fn test_input_required_result_sampling(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     let a = ask(
         &ctx,
@@ -671,7 +681,7 @@ pub async fn test_input_required_result_sampling(
     read_only
 )]
 pub async fn test_input_required_result_list_roots(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     let a = ask(&ctx, vec![roots("client_roots")?]).await?;
     let uris: Vec<&str> = a
@@ -693,7 +703,7 @@ pub async fn test_input_required_result_list_roots(
     read_only
 )]
 pub async fn test_input_required_result_request_state(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     let kept = state(&ctx);
     keep_state(&ctx, json!({"step": "confirm"}));
@@ -721,7 +731,7 @@ pub async fn test_input_required_result_request_state(
     read_only
 )]
 pub async fn test_input_required_result_multiple_inputs(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     keep_state(&ctx, json!({"asked": 3}));
     let a = ask(
@@ -753,7 +763,7 @@ pub async fn test_input_required_result_multiple_inputs(
     read_only
 )]
 pub async fn test_input_required_result_multi_round(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     let step2 = || {
         form(
@@ -809,7 +819,7 @@ pub async fn test_input_required_result_multi_round(
     read_only
 )]
 pub async fn test_input_required_result_tampered_state(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     keep_state(&ctx, json!({"approved": false}));
     let a = ask(
@@ -831,7 +841,7 @@ pub async fn test_input_required_result_tampered_state(
     read_only
 )]
 pub async fn test_input_required_result_capabilities(
-    ctx: klaw_tools::ToolContext,
+    ctx: klaw_core::ToolContext,
 ) -> Result<String, ToolError> {
     let q = if offers(&ctx, "elicitation") {
         form("user_name", "What is your name?", "name", "string")?
@@ -852,7 +862,7 @@ pub async fn test_input_required_result_capabilities(
     description_en = "Test tool: needs the client's sampling",
     read_only
 )]
-pub async fn test_missing_capability(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+pub async fn test_missing_capability(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
     let a = ask(&ctx, vec![sampling("answer", "Say hello", 20)?]).await?;
     Ok(format!(
         "LLM response: {}",
@@ -872,7 +882,7 @@ pub async fn test_missing_capability(ctx: klaw_tools::ToolContext) -> Result<Str
     description_en = "Test tool: asks the user during the call",
     read_only
 )]
-pub async fn test_streaming_elicitation(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+pub async fn test_streaming_elicitation(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
     let a = ask(
         &ctx,
         vec![form("user_name", "What is your name?", "name", "string")?],
@@ -897,11 +907,11 @@ pub async fn test_logging_tool(log: Log) -> Result<String, ToolError> {
 
 /// Conformance `input-required-result-non-tool-request`: the prompt that asks for its
 /// context first (in MCP 2026-07-28, through the result; older clients get it without).
-pub(crate) const INPUT_PROMPT: &str = "test_input_required_result_prompt";
+const INPUT_PROMPT: &str = "test_input_required_result_prompt";
 
 /// The prompt [`INPUT_PROMPT`] with the answers a request brought (`in_result`: the
 /// request may be answered with an input-required result).
-pub(crate) fn input_prompt(
+fn input_prompt(
     responses: Option<&rmcp::model::InputResponses>,
     in_result: bool,
 ) -> Result<rmcp::model::GetPromptResponse, ToolError> {
@@ -938,22 +948,23 @@ static DYNAMIC_PROMPT: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
     description_ru = "Тестовый инструмент: добавляет или убирает инструмент test_dynamic_tool",
     description_en = "Test tool: adds or removes the tool test_dynamic_tool"
 )]
-pub async fn test_trigger_tool_change(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+pub async fn test_trigger_tool_change(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
     const NAME: &str = "test_dynamic_tool";
     let registrar = ctx
-        .service::<crate::Registrar>()
+        .service::<klaw_mcp_ext::RuntimeTools>()
         .ok_or_else(|| ToolError::failed("no engine whose tools could change"))?;
+    let registrar = &registrar.0;
     if registrar.unregister(NAME) {
         return Ok(format!("removed {NAME}"));
     }
-    let mut spec = klaw_tools::ToolSpec::new(
+    let mut spec = klaw_core::ToolSpec::new(
         NAME,
         "Тестовый инструмент, добавленный во время работы",
         json!({"type": "object", "properties": {}}),
     );
     spec.description.en = Some("Test tool added at run time".into());
     spec.origin = "fixtures".into();
-    let tool = klaw_tools::FnTool::new(spec, |_ctx, _args| async {
+    let tool = klaw_core::FnTool::new(spec, |_ctx, _args| async {
         Ok(ToolOutput::plain("added at run time"))
     });
     registrar.register(std::sync::Arc::new(tool))?;
@@ -969,11 +980,9 @@ pub async fn test_trigger_tool_change(ctx: klaw_tools::ToolContext) -> Result<St
     description_ru = "Тестовый инструмент: добавляет или убирает подсказку test_dynamic_prompt",
     description_en = "Test tool: adds or removes the prompt test_dynamic_prompt"
 )]
-pub async fn test_trigger_prompt_change(ctx: klaw_tools::ToolContext) -> Result<String, ToolError> {
+pub async fn test_trigger_prompt_change(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
     let was = DYNAMIC_PROMPT.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
-    ctx.shared_state::<crate::mcp::Peers>()
-        .prompts_changed()
-        .await;
+    ctx.shared_state::<SessionClients>().prompts_changed().await;
     Ok(if was {
         "removed test_dynamic_prompt"
     } else {

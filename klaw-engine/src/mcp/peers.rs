@@ -176,6 +176,12 @@ impl klaw_mcp_ext::ClientLookup for Peers {
     fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
         self.peer_of(caller)
     }
+
+    fn prompts_changed(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(Peers::prompts_changed(self))
+    }
 }
 
 /// Whether the client declared the elicitation capability at `initialize`.

@@ -382,15 +382,16 @@ impl ServerHandler for McpServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        #[allow(unused_variables)] context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        #[cfg(feature = "fixtures")]
-        if request.name == crate::fixtures::INPUT_PROMPT {
-            return crate::fixtures::input_prompt(
-                request.input_responses.as_ref(),
-                stateless(&context),
-            )
-            .map_err(|e| ErrorData::internal_error(e.message().to_owned(), None));
+        // A linked extension's prompt that asks the client first (MCP 2026-07-28).
+        let in_result = stateless(&context);
+        for ext in klaw_mcp_ext::extensions() {
+            if let Some(answer) =
+                (ext.get_prompt_asking)(&request.name, request.input_responses.as_ref(), in_result)
+            {
+                return answer.map_err(|e| ErrorData::internal_error(e.message().to_owned(), None));
+            }
         }
         let args = request.arguments.unwrap_or_default();
         let _place = self.calls.acquire().await;
