@@ -47,7 +47,7 @@ pub fn unattended(caller: &Caller) -> bool {
 /// This engine's id in run leases: its host, its process and a random part
 /// (`host-pid123-5f3a9c`), unique among the engines sharing a schedule, even after a
 /// restart with the same pid.
-fn engine_id() -> String {
+pub(crate) fn engine_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())

@@ -21,9 +21,12 @@ use crate::config::DatabaseUrl;
 pub type Migration = (i64, &'static str);
 
 /// Every migration of the shared schema, oldest first, from `storage/migrations/`: the
-/// scheduler's tables today (`scheduler/store/postgres.rs` uses them). A newer engine
-/// appends; it never edits one that shipped.
-pub const MIGRATIONS: &[Migration] = &[(1, include_str!("storage/migrations/0001_scheduler.sql"))];
+/// scheduler's tables (`scheduler/store/postgres.rs` uses them) and the gateway's
+/// (`gateway/inbox.rs`). A newer engine appends; it never edits one that shipped.
+pub const MIGRATIONS: &[Migration] = &[
+    (1, include_str!("storage/migrations/0001_scheduler.sql")),
+    (4, include_str!("storage/migrations/0004_gateway.sql")),
+];
 
 /// The schema version this engine knows: that of its last migration.
 pub fn known_version() -> i64 {

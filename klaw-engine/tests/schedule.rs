@@ -1330,7 +1330,7 @@ fn a_bad_storage_url_fails_the_start_clearly() {
     assert!(
         line.starts_with("ok")
             && line.contains("PostgreSQL 18")
-            && line.contains("schema version 1"),
+            && line.contains("schema version 4"),
         "{line}"
     );
     let line = doctor(&format!("postgres://klaw:wrong-pw@{host}/klaw"));

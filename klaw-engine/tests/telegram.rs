@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -382,4 +383,131 @@ async fn a_restart_answers_each_telegram_message_once() {
         (asked_about("one"), asked_about("two"), asked_about("three")),
         (1, 1, 1)
     );
+}
+
+/// The engine holding the bot's poller, by its pid (the lease's owner is
+/// `host-pid123-5f3a9c`), once its lease is live and its pid one of `pids`.
+fn poller_pid(pg: &common::postgres::Postgres, url: &str, pids: &[u32]) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // No table until an engine has migrated the database.
+        let migrated = pg.psql_url(
+            url,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'gateway_pollers'",
+        ) == "1";
+        let owner = if migrated {
+            pg.psql_url(
+                url,
+                "SELECT owner FROM gateway_pollers WHERE lease_until >= \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            )
+        } else {
+            String::new()
+        };
+        let pid = owner
+            .split('-')
+            .find_map(|p| p.strip_prefix("pid"))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid.filter(|p| pids.contains(p)) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no live engine polls: {owner:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Three `run` engines on one PostgreSQL and one bot: 200 messages in 20 chats while
+/// the engine holding the poller is killed with `kill -9` twice (and started again):
+/// another engine takes the poller over, any engine answers a chat, and every message
+/// is answered exactly once, each chat's answers in the order of its messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_engines_answer_each_message_once_while_the_poller_dies() {
+    let Some(pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let Some(fake) = fake_telegram() else { return };
+    let tg = fake.url.clone();
+    let url = pg.fresh_db();
+    // Turns spend their time waiting on the model, as real ones do.
+    let model = ScriptedServer::respond(|r| {
+        std::thread::sleep(Duration::from_millis(20));
+        answer(&format!("Echo: {}", last_user(&r.body)))
+    });
+    let chats: Vec<i64> = (1001..=1020).collect();
+    let allowed = chats
+        .iter()
+        .map(|c| format!("telegram_{c}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let homes: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let start = |i: usize| {
+        let mut run = run_command(homes[i].path(), &tg, &model.url, "1");
+        run.env("KLAW_DATABASE_URL", &url)
+            .env("KLAW_ALLOWED_CHAT_IDS", &allowed)
+            .stderr(Stdio::null());
+        Killed(run.spawn().unwrap())
+    };
+    let mut engines: Vec<Killed> = (0..3).map(start).collect();
+    let pids = |engines: &[Killed]| engines.iter().map(|e| e.0.id()).collect::<Vec<_>>();
+    let first_poller = poller_pid(&pg, &url, &pids(&engines));
+
+    let http = reqwest::Client::new();
+    let mut killed = Vec::new();
+    for round in 0..10 {
+        for chat in &chats {
+            say(&http, &tg, *chat, &format!("c{chat} m{round}")).await;
+        }
+        if round == 3 || round == 6 {
+            // Whoever polls now dies, and comes back as a new process.
+            let all = pids(&engines);
+            let pid = poller_pid(&pg, &url, &all);
+            let i = all.iter().position(|p| *p == pid).unwrap();
+            let status = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let _ = engines[i].0.wait();
+            killed.push(pid);
+            engines[i] = start(i);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(killed.len(), 2);
+    assert_eq!(killed[0], first_poller);
+    // Another engine took the poller over after each kill.
+    let now = poller_pid(&pg, &url, &pids(&engines));
+    assert!(!killed.contains(&now));
+
+    // Every message answered once, each chat in order.
+    let want: BTreeMap<i64, Vec<String>> = chats
+        .iter()
+        .map(|c| (*c, (0..10).map(|m| format!("Echo: c{c} m{m}")).collect()))
+        .collect();
+    let mut got: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        for chat in &chats {
+            let said = bot_said(&http, &tg, *chat).await;
+            got.entry(*chat).or_default().extend(said);
+        }
+        let count: usize = got.values().map(Vec::len).sum();
+        if count >= 200 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Late duplicates would show up here.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for chat in &chats {
+        got.entry(*chat)
+            .or_default()
+            .extend(bot_said(&http, &tg, *chat).await);
+    }
+    assert_eq!(got, want);
+    let left = pg.psql_url(&url, "SELECT count(*) FROM gateway_inbox");
+    assert_eq!(left, "0", "messages left in the inbox");
+    for e in &mut engines {
+        assert!(e.terminate().success());
+    }
 }
