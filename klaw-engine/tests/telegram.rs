@@ -511,3 +511,77 @@ async fn three_engines_answer_each_message_once_while_the_poller_dies() {
         assert!(e.terminate().success());
     }
 }
+
+/// The shared inbox's database lost while the engine polls (the server killed, then
+/// started again): the engine says clearly that it cannot reach the inbox, confirms
+/// nothing to Telegram meanwhile, and once the database is back answers what arrived
+/// in between, once; no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_database_lost_mid_poll_is_a_clear_error_and_loses_nothing() {
+    let Some(mut pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let Some(fake) = fake_telegram() else { return };
+    let tg = fake.url.clone();
+    let url = pg.url();
+    let model = ScriptedServer::respond(|r| answer(&format!("Echo: {}", last_user(&r.body))));
+    let home = tempfile::tempdir().unwrap();
+    let mut run = run_command(home.path(), &tg, &model.url, "1");
+    run.env("KLAW_DATABASE_URL", &url).stderr(Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&log);
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut l = sink.lock().unwrap();
+            l.push_str(&line);
+            l.push('\n');
+        }
+    });
+    let mut run = Killed(child);
+    let http = reqwest::Client::new();
+    let mut answers = Vec::new();
+    say(&http, &tg, 42, "one").await;
+    wait_for_answer(&http, &tg, "Echo: one", &mut answers).await;
+
+    pg.kill();
+    say(&http, &tg, 42, "two").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log
+        .lock()
+        .unwrap()
+        .contains("gateway's inbox in PostgreSQL")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no error said so: {}",
+            log.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    answers.extend(bot_said(&http, &tg, 42).await);
+    assert_eq!(answers, ["Echo: one"], "answered without its inbox");
+
+    pg.restart();
+    wait_for_answer(&http, &tg, "Echo: two", &mut answers).await;
+    say(&http, &tg, 42, "three").await;
+    wait_for_answer(&http, &tg, "Echo: three", &mut answers).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    answers.extend(bot_said(&http, &tg, 42).await);
+    assert_eq!(answers, ["Echo: one", "Echo: two", "Echo: three"]);
+    let status = run.terminate();
+    let log = log.lock().unwrap().clone();
+    assert!(status.success(), "{status:?}\n{log}");
+    let error = log
+        .lines()
+        .find(|l| l.contains("gateway's inbox in PostgreSQL"))
+        .unwrap_or_default();
+    // It names the database and what failed, never a password.
+    assert!(
+        error.contains("the PostgreSQL database `klaw` at"),
+        "{error}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+}

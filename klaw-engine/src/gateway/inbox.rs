@@ -52,15 +52,15 @@ pub enum InboxError {
         source: rusqlite::Error,
     },
     /// A statement on the open inbox failed.
-    #[error("cannot {what} in the gateway's inbox: {source}")]
+    #[error("the gateway's inbox failed while {what}: {source}")]
     Query {
-        /// What was being done (`keep the received messages`).
+        /// What was being done (`keeping the received messages`).
         what: &'static str,
         /// SQLite's error.
         source: rusqlite::Error,
     },
     /// PostgreSQL could not be reached, or a statement failed there.
-    #[error("cannot {what} in the gateway's inbox in PostgreSQL: {source}")]
+    #[error("the gateway's inbox in PostgreSQL: {source}")]
     Postgres {
         /// What was being done.
         what: &'static str,
@@ -80,7 +80,7 @@ pub enum InboxError {
     #[error("the gateway's inbox could not be reached: its thread stopped")]
     Stopped,
     /// A row that does not read as the inbox writes it.
-    #[error("cannot {what} in the gateway's inbox: a row of an unexpected shape")]
+    #[error("the gateway's inbox failed while {what}: a row of an unexpected shape")]
     Shape {
         /// What was being done.
         what: &'static str,
@@ -100,7 +100,7 @@ impl From<StoreError> for InboxError {
             },
             StoreError::Open { path, source } => Self::Open { path, source },
             _ => Self::Shape {
-                what: "read or write",
+                what: "reading or writing",
             },
         }
     }
@@ -229,7 +229,7 @@ fn rows(
 }
 
 fn cursor(b: &dyn Run, channel: &str) -> Result<i64, InboxError> {
-    let what = "read the cursor";
+    let what = "reading the cursor";
     let found = rows(
         b,
         what,
@@ -249,11 +249,11 @@ fn accept(b: &dyn Run, channel: &str, messages: &[Incoming], next: i64) -> Resul
          ON CONFLICT (channel) DO UPDATE SET next = CASE WHEN excluded.next > {cursors}.next
              THEN excluded.next ELSE {cursors}.next END",
     );
-    b.run("keep the received messages", &mut |tx| {
+    b.run("keeping the received messages", &mut |tx| {
         for m in messages {
             let Some(receipt) = m.receipt else { continue };
             tx.execute(
-                "keep the received messages",
+                "keeping the received messages",
                 &insert,
                 &[
                     channel.into(),
@@ -264,13 +264,13 @@ fn accept(b: &dyn Run, channel: &str, messages: &[Incoming], next: i64) -> Resul
                 ],
             )?;
         }
-        tx.execute("move the cursor", &cursor, &[channel.into(), next.into()])?;
+        tx.execute("moving the cursor", &cursor, &[channel.into(), next.into()])?;
         Ok(())
     })
 }
 
 fn pending(b: &dyn Run, channel: &str) -> Result<Vec<Incoming>, InboxError> {
-    let what = "read the unhandled messages";
+    let what = "reading the unhandled messages";
     rows(
         b,
         what,
@@ -287,9 +287,9 @@ fn done(b: &dyn Run, channel: &str, receipt: i64, engine: &str) -> Result<(), In
         "DELETE FROM {inbox} WHERE channel = ?1 AND receipt = ?2
              AND (state = 'pending' OR answerer = ?3)",
     );
-    b.run("mark a message handled", &mut |tx| {
+    b.run("marking a message handled", &mut |tx| {
         tx.execute(
-            "mark a message handled",
+            "marking a message handled",
             &sql,
             &[channel.into(), receipt.into(), engine.into()],
         )
@@ -306,7 +306,7 @@ fn hold_poller(
     let now = now_ms();
     let held = rows(
         b,
-        "hold the poller",
+        "holding the poller",
         "INSERT INTO {pollers} (channel, owner, lease_until) VALUES (?1, ?2, ?3)
          ON CONFLICT (channel) DO UPDATE SET owner = excluded.owner,
              lease_until = excluded.lease_until
@@ -323,7 +323,7 @@ fn hold_poller(
 }
 
 fn poller(b: &dyn Run, channel: &str) -> Result<Option<String>, InboxError> {
-    let what = "read who polls";
+    let what = "reading who polls";
     rows(
         b,
         what,
@@ -342,7 +342,7 @@ fn claim(
     lease: Duration,
     take: usize,
 ) -> Result<Claimed, InboxError> {
-    let what = "claim chats";
+    let what = "claiming chats";
     let now = now_ms();
     let until = now.saturating_add(ms(lease));
     let take = i64::try_from(take).unwrap_or(i64::MAX);
@@ -433,7 +433,7 @@ fn begin_answer(
     receipt: i64,
     engine: &str,
 ) -> Result<Begin, InboxError> {
-    let what = "mark an answer as being sent";
+    let what = "marking an answer as being sent";
     let flip = b.sql(
         "UPDATE {inbox} SET state = 'sending', answerer = ?3
          WHERE channel = ?1 AND receipt = ?2 AND state = 'pending' AND NOT EXISTS
@@ -465,14 +465,14 @@ fn begin_answer(
 fn release(b: &dyn Run, channel: &str, engine: &str) -> Result<(), InboxError> {
     let pollers = b.sql("DELETE FROM {pollers} WHERE channel = ?1 AND owner = ?2");
     let chats = b.sql("DELETE FROM {chats} WHERE channel = ?1 AND owner = ?2");
-    b.run("let go of the poller and the chats", &mut |tx| {
+    b.run("letting go of the poller and the chats", &mut |tx| {
         tx.execute(
-            "let go of the poller",
+            "letting go of the poller",
             &pollers,
             &[channel.into(), engine.into()],
         )?;
         tx.execute(
-            "let go of the chats",
+            "letting go of the chats",
             &chats,
             &[channel.into(), engine.into()],
         )?;
@@ -674,16 +674,12 @@ impl Run for PgInbox {
 }
 
 #[cfg(test)]
-#[path = "../../tests/common/postgres.rs"]
-mod pg_harness;
-
-#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
 
-    use super::pg_harness;
+    use crate::scheduler::store::pg_harness;
 
     fn message(receipt: i64, chat: &str, text: &str) -> Incoming {
         Incoming {

@@ -1076,7 +1076,7 @@ impl<B: Transact> JobStore for B {
 /// The tests' PostgreSQL (shared with the integration tests).
 #[cfg(test)]
 #[path = "../../tests/common/postgres.rs"]
-mod pg_harness;
+pub(crate) mod pg_harness;
 
 #[cfg(test)]
 mod tests {

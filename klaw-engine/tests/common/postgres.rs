@@ -201,25 +201,9 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let mut postgres = Command::new(bin.join("postgres"));
-        postgres
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(&sock)
-            .args([
-                "-c",
-                "listen_addresses=",
-                "-c",
-                "fsync=off",
-                "-c",
-                "max_connections=200",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let child = as_server_user(&mut postgres).spawn().ok()?;
+        let child = as_server_user(&mut server(&bin, &data, &sock))
+            .spawn()
+            .ok()?;
         let mut me = Self {
             dir,
             bin,
@@ -310,6 +294,17 @@ impl Postgres {
         String::from_utf8_lossy(&o.stdout).trim_end().to_owned()
     }
 
+    /// Starts the server again on the same data (after [`kill`](Self::kill)) and waits
+    /// until it answers.
+    pub fn restart(&mut self) {
+        let data = self.dir.path().join("data");
+        let child = as_server_user(&mut server(&self.bin, &data, &self.socket_dir()))
+            .spawn()
+            .expect("postgres starts again");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
     /// Kills the server's process group (no clean stop) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -319,6 +314,29 @@ impl Postgres {
             let _ = child.wait();
         }
     }
+}
+
+/// The server on `data`, listening on the unix socket in `sock` only.
+fn server(bin: &Path, data: &Path, sock: &Path) -> Command {
+    let mut postgres = Command::new(bin.join("postgres"));
+    postgres
+        .arg("-D")
+        .arg(data)
+        .arg("-k")
+        .arg(sock)
+        .args([
+            "-c",
+            "listen_addresses=",
+            "-c",
+            "fsync=off",
+            "-c",
+            "max_connections=200",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    postgres
 }
 
 fn as_server_user(cmd: &mut Command) -> &mut Command {
