@@ -428,11 +428,23 @@ async fn three_engines_answer_each_message_once_while_the_poller_dies() {
     let Some(fake) = fake_telegram() else { return };
     let tg = fake.url.clone();
     let url = pg.fresh_db();
-    // Turns spend their time waiting on the model, as real ones do.
-    let model = ScriptedServer::respond(|r| {
-        std::thread::sleep(Duration::from_millis(20));
-        answer(&format!("Echo: {}", last_user(&r.body)))
-    });
+    // A model server per engine (shows which engines answered); turns spend their time
+    // waiting on it, as real ones do.
+    // Held, it keeps its engine's turns waiting on it.
+    let holds: Vec<Arc<std::sync::atomic::AtomicBool>> = (0..3).map(|_| Arc::default()).collect();
+    let models: Vec<ScriptedServer> = holds
+        .iter()
+        .map(|hold| {
+            let hold = Arc::clone(hold);
+            ScriptedServer::respond(move |r| {
+                std::thread::sleep(Duration::from_millis(20));
+                while hold.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                answer(&format!("Echo: {}", last_user(&r.body)))
+            })
+        })
+        .collect();
     let chats: Vec<i64> = (1001..=1020).collect();
     let allowed = chats
         .iter()
@@ -441,10 +453,16 @@ async fn three_engines_answer_each_message_once_while_the_poller_dies() {
         .join(",");
     let homes: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let start = |i: usize| {
-        let mut run = run_command(homes[i].path(), &tg, &model.url, "1");
+        let mut run = run_command(homes[i].path(), &tg, &models[i].url, "1");
+        // Each process's log appended to its engine's, shown when the test fails.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(homes[i].path().join("engine.log"))
+            .unwrap();
         run.env("KLAW_DATABASE_URL", &url)
             .env("KLAW_ALLOWED_CHAT_IDS", &allowed)
-            .stderr(Stdio::null());
+            .stderr(log);
         Killed(run.spawn().unwrap())
     };
     let mut engines: Vec<Killed> = (0..3).map(start).collect();
@@ -462,6 +480,11 @@ async fn three_engines_answer_each_message_once_while_the_poller_dies() {
             let all = pids(&engines);
             let pid = poller_pid(&pg, &url, &all);
             let i = all.iter().position(|p| *p == pid).unwrap();
+            // Killed while its turns wait on the model, where turns spend their time:
+            // not in the instant between marking an answer `sending` and sending it,
+            // where a kill leaves that message unanswered (doc/scaling.md).
+            holds[i].store(true, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(500)).await;
             let status = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status()
@@ -469,6 +492,7 @@ async fn three_engines_answer_each_message_once_while_the_poller_dies() {
             assert!(status.success());
             let _ = engines[i].0.wait();
             killed.push(pid);
+            holds[i].store(false, std::sync::atomic::Ordering::SeqCst);
             engines[i] = start(i);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -504,7 +528,16 @@ async fn three_engines_answer_each_message_once_while_the_poller_dies() {
             .or_default()
             .extend(bot_said(&http, &tg, *chat).await);
     }
-    assert_eq!(got, want);
+    let logs: String = homes
+        .iter()
+        .map(|h| std::fs::read_to_string(h.path().join("engine.log")).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n----\n");
+    assert_eq!(got, want, "{logs}");
+    // The chats were spread over the engines, not all served by one.
+    let asked: Vec<usize> = models.iter().map(|m| m.requests().len()).collect();
+    eprintln!("turns per engine: {asked:?}");
+    assert!(asked.iter().filter(|n| **n > 0).count() >= 2, "{asked:?}");
     let left = pg.psql_url(&url, "SELECT count(*) FROM gateway_inbox");
     assert_eq!(left, "0", "messages left in the inbox");
     for e in &mut engines {
