@@ -14,7 +14,7 @@ use crate::Engine;
 pub mod inbox;
 pub mod telegram;
 
-pub use inbox::{InboxError, InboxStore};
+pub use inbox::{Begin, Claimed, InboxError, InboxStore, PgInbox, SqliteInbox};
 
 /// A message that arrived on a channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +136,9 @@ pub enum GatewayError {
         /// Why.
         source: ChannelError,
     },
+    /// The PostgreSQL of `storage.url`, where the inbox is shared, cannot be used.
+    #[error("the gateway's inbox: {0}")]
+    Storage(#[from] crate::storage::StorageError),
     /// `send_message` could not be registered with the engine.
     #[error("cannot register send_message: {0}")]
     Register(#[source] klaw_tools::RegistryError),
@@ -172,6 +175,18 @@ pub trait Channel: Send + Sync + 'static {
         inbox: tokio::sync::mpsc::Sender<Incoming>,
         stop: CancellationToken,
     ) -> BoxFuture<'static, ()>;
+
+    /// Sends `text` as the answer to `message`, which this channel received. A channel
+    /// whose inbox is shared by several engines sends it only if no other engine
+    /// answers that message (and after the chat's earlier answers); the others just
+    /// send.
+    fn answer<'a>(
+        &'a self,
+        message: &'a Incoming,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), ChannelError>> {
+        self.send(&message.chat_id, text)
+    }
 
     /// `message`, which this channel received, is handled: answered, or dropped (off
     /// the whitelist, no agent). A channel that keeps what it received until then
@@ -258,10 +273,16 @@ impl Gateway {
             .map(crate::Secret::expose)
             .filter(|t| !t.is_empty())
         {
-            channels.push(Arc::new(
-                telegram::Telegram::new(&g.telegram_base_url, token, g.telegram_poll_seconds)?
-                    .keeping_inbox(engine.config().data_dir.join("gateway.db")),
-            ));
+            let bot =
+                telegram::Telegram::new(&g.telegram_base_url, token, g.telegram_poll_seconds)?;
+            // One inbox for every engine given the database; else this engine's file.
+            let bot = match &engine.config().raw.storage.url {
+                Some(url) => bot.sharing_inbox(Arc::new(PgInbox::new(Arc::new(
+                    crate::storage::Postgres::connect(url)?,
+                )))),
+                None => bot.keeping_inbox(engine.config().data_dir.join("gateway.db")),
+            };
+            channels.push(Arc::new(bot));
         }
         Ok(Self::new(channels, g.allowed_chat_ids.clone()))
     }
@@ -288,6 +309,30 @@ impl Gateway {
         if let Some(c) = self.channels.get(&message.channel) {
             c.handled(message);
         }
+    }
+
+    /// Sends `text` as the answer to `message` ([`Channel::answer`]), if the whitelist
+    /// lets it.
+    pub async fn answer(&self, message: &Incoming, text: &str) -> Result<(), GatewayError> {
+        let channel = message.channel.as_str();
+        let Some(c) = self.channels.get(channel) else {
+            return Err(GatewayError::UnknownChannel {
+                channel: channel.to_owned(),
+                known: self.channel_names(),
+            });
+        };
+        if !self.is_allowed(channel, &message.chat_id) {
+            tracing::warn!(target: "klaw::gateway", channel, chat_id = message.chat_id, "a message to a chat off the whitelist was not sent");
+            return Err(GatewayError::ChatNotAllowed {
+                chat: message.key(),
+            });
+        }
+        c.answer(message, text)
+            .await
+            .map_err(|source| GatewayError::Send {
+                channel: channel.to_owned(),
+                source,
+            })
     }
 
     /// Sends `text` to `chat_id` on `channel`, if the whitelist lets it.

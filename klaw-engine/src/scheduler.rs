@@ -47,7 +47,7 @@ pub fn unattended(caller: &Caller) -> bool {
 /// This engine's id in run leases: its name (`storage.engineId`, else its host's), its
 /// process and a random part (`host-pid123-5f3a9c`), unique among the engines sharing
 /// a schedule, even after a restart with the same name and pid.
-fn engine_id(name: Option<&str>) -> String {
+pub(crate) fn engine_id(name: Option<&str>) -> String {
     let host = name.map(str::to_owned).unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -382,4 +383,238 @@ async fn a_restart_answers_each_telegram_message_once() {
         (asked_about("one"), asked_about("two"), asked_about("three")),
         (1, 1, 1)
     );
+}
+
+/// The engine holding the bot's poller, by its pid (the lease's owner is
+/// `host-pid123-5f3a9c`), once its lease is live and its pid one of `pids`.
+fn poller_pid(pg: &common::postgres::Postgres, url: &str, pids: &[u32]) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // No table until an engine has migrated the database.
+        let migrated = pg.psql_url(
+            url,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'gateway_pollers'",
+        ) == "1";
+        let owner = if migrated {
+            pg.psql_url(
+                url,
+                "SELECT owner FROM gateway_pollers WHERE lease_until >= \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            )
+        } else {
+            String::new()
+        };
+        let pid = owner
+            .split('-')
+            .find_map(|p| p.strip_prefix("pid"))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid.filter(|p| pids.contains(p)) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no live engine polls: {owner:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Three `run` engines on one PostgreSQL and one bot: 200 messages in 20 chats while
+/// the engine holding the poller is killed with `kill -9` twice (and started again):
+/// another engine takes the poller over, any engine answers a chat, and every message
+/// is answered exactly once, each chat's answers in the order of its messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_engines_answer_each_message_once_while_the_poller_dies() {
+    let Some(pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let Some(fake) = fake_telegram() else { return };
+    let tg = fake.url.clone();
+    let url = pg.fresh_db();
+    // A model server per engine (shows which engines answered); turns spend their time
+    // waiting on it, as real ones do.
+    // Held, it keeps its engine's turns waiting on it.
+    let holds: Vec<Arc<std::sync::atomic::AtomicBool>> = (0..3).map(|_| Arc::default()).collect();
+    let models: Vec<ScriptedServer> = holds
+        .iter()
+        .map(|hold| {
+            let hold = Arc::clone(hold);
+            ScriptedServer::respond(move |r| {
+                std::thread::sleep(Duration::from_millis(20));
+                while hold.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                answer(&format!("Echo: {}", last_user(&r.body)))
+            })
+        })
+        .collect();
+    let chats: Vec<i64> = (1001..=1020).collect();
+    let allowed = chats
+        .iter()
+        .map(|c| format!("telegram_{c}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let homes: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let start = |i: usize| {
+        let mut run = run_command(homes[i].path(), &tg, &models[i].url, "1");
+        // Each process's log appended to its engine's, shown when the test fails.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(homes[i].path().join("engine.log"))
+            .unwrap();
+        run.env("KLAW_DATABASE_URL", &url)
+            .env("KLAW_ALLOWED_CHAT_IDS", &allowed)
+            .stderr(log);
+        Killed(run.spawn().unwrap())
+    };
+    let mut engines: Vec<Killed> = (0..3).map(start).collect();
+    let pids = |engines: &[Killed]| engines.iter().map(|e| e.0.id()).collect::<Vec<_>>();
+    let first_poller = poller_pid(&pg, &url, &pids(&engines));
+
+    let http = reqwest::Client::new();
+    let mut killed = Vec::new();
+    for round in 0..10 {
+        for chat in &chats {
+            say(&http, &tg, *chat, &format!("c{chat} m{round}")).await;
+        }
+        if round == 3 || round == 6 {
+            // Whoever polls now dies, and comes back as a new process.
+            let all = pids(&engines);
+            let pid = poller_pid(&pg, &url, &all);
+            let i = all.iter().position(|p| *p == pid).unwrap();
+            // Killed while its turns wait on the model, where turns spend their time:
+            // not in the instant between marking an answer `sending` and sending it,
+            // where a kill leaves that message unanswered (doc/scaling.md).
+            holds[i].store(true, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let status = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let _ = engines[i].0.wait();
+            killed.push(pid);
+            holds[i].store(false, std::sync::atomic::Ordering::SeqCst);
+            engines[i] = start(i);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(killed.len(), 2);
+    assert_eq!(killed[0], first_poller);
+    // Another engine took the poller over after each kill.
+    let now = poller_pid(&pg, &url, &pids(&engines));
+    assert!(!killed.contains(&now));
+
+    // Every message answered once, each chat in order.
+    let want: BTreeMap<i64, Vec<String>> = chats
+        .iter()
+        .map(|c| (*c, (0..10).map(|m| format!("Echo: c{c} m{m}")).collect()))
+        .collect();
+    let mut got: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        for chat in &chats {
+            let said = bot_said(&http, &tg, *chat).await;
+            got.entry(*chat).or_default().extend(said);
+        }
+        let count: usize = got.values().map(Vec::len).sum();
+        if count >= 200 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Late duplicates would show up here.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for chat in &chats {
+        got.entry(*chat)
+            .or_default()
+            .extend(bot_said(&http, &tg, *chat).await);
+    }
+    let logs: String = homes
+        .iter()
+        .map(|h| std::fs::read_to_string(h.path().join("engine.log")).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n----\n");
+    assert_eq!(got, want, "{logs}");
+    // The chats were spread over the engines, not all served by one.
+    let asked: Vec<usize> = models.iter().map(|m| m.requests().len()).collect();
+    eprintln!("turns per engine: {asked:?}");
+    assert!(asked.iter().filter(|n| **n > 0).count() >= 2, "{asked:?}");
+    let left = pg.psql_url(&url, "SELECT count(*) FROM gateway_inbox");
+    assert_eq!(left, "0", "messages left in the inbox");
+    for e in &mut engines {
+        assert!(e.terminate().success());
+    }
+}
+
+/// The shared inbox's database lost while the engine polls (the server killed, then
+/// started again): the engine says clearly that it cannot reach the inbox, confirms
+/// nothing to Telegram meanwhile, and once the database is back answers what arrived
+/// in between, once; no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_database_lost_mid_poll_is_a_clear_error_and_loses_nothing() {
+    let Some(mut pg) = common::postgres::Postgres::start() else {
+        return;
+    };
+    let Some(fake) = fake_telegram() else { return };
+    let tg = fake.url.clone();
+    let url = pg.url();
+    let model = ScriptedServer::respond(|r| answer(&format!("Echo: {}", last_user(&r.body))));
+    let home = tempfile::tempdir().unwrap();
+    let mut run = run_command(home.path(), &tg, &model.url, "1");
+    run.env("KLAW_DATABASE_URL", &url).stderr(Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&log);
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut l = sink.lock().unwrap();
+            l.push_str(&line);
+            l.push('\n');
+        }
+    });
+    let mut run = Killed(child);
+    let http = reqwest::Client::new();
+    let mut answers = Vec::new();
+    say(&http, &tg, 42, "one").await;
+    wait_for_answer(&http, &tg, "Echo: one", &mut answers).await;
+
+    pg.kill();
+    say(&http, &tg, 42, "two").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log
+        .lock()
+        .unwrap()
+        .contains("gateway's inbox in PostgreSQL")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no error said so: {}",
+            log.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    answers.extend(bot_said(&http, &tg, 42).await);
+    assert_eq!(answers, ["Echo: one"], "answered without its inbox");
+
+    pg.start_again();
+    wait_for_answer(&http, &tg, "Echo: two", &mut answers).await;
+    say(&http, &tg, 42, "three").await;
+    wait_for_answer(&http, &tg, "Echo: three", &mut answers).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    answers.extend(bot_said(&http, &tg, 42).await);
+    assert_eq!(answers, ["Echo: one", "Echo: two", "Echo: three"]);
+    let status = run.terminate();
+    let log = log.lock().unwrap().clone();
+    assert!(status.success(), "{status:?}\n{log}");
+    let error = log
+        .lines()
+        .find(|l| l.contains("gateway's inbox in PostgreSQL"))
+        .unwrap_or_default();
+    // It names the database and what failed, never a password.
+    assert!(
+        error.contains("the PostgreSQL database `klaw` at"),
+        "{error}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
 }

@@ -129,18 +129,14 @@ async fn converse(
         match agent.turn(&key, caller, &m.text, &()).await {
             Ok(answer) if answer.trim().is_empty() => {}
             Ok(answer) => {
-                if let Err(e) = gateway.send(&m.channel, &m.chat_id, &answer).await {
+                if let Err(e) = gateway.answer(&m, &answer).await {
                     tracing::error!(target: "klaw::gateway", chat = key, "the answer was not sent: {e}");
                 }
             }
             Err(e) => {
                 tracing::error!(target: "klaw::agent", chat = key, "the turn failed: {e}");
                 let _ = gateway
-                    .send(
-                        &m.channel,
-                        &m.chat_id,
-                        &format!("Sorry, I could not answer: {e}"),
-                    )
+                    .answer(&m, &format!("Sorry, I could not answer: {e}"))
                     .await;
             }
         }

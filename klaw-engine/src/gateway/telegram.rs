@@ -6,10 +6,14 @@
 //!
 //! An update is confirmed to Telegram (the next poll's offset) only once it is kept in
 //! the gateway's inbox ([`InboxStore`]), and leaves the inbox once it is handled: after a
-//! restart nothing is answered twice and nothing is lost.
+//! restart nothing is answered twice and nothing is lost. Telegram allows one long poll
+//! per bot: the engine that holds the inbox's poller lease polls; every engine claims
+//! chats that have messages and answers them, one turn at a time per chat, in order
+//! (one engine alone holds both; with `storage.url` the engines share the inbox).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -17,10 +21,41 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use self::bot_api::{ChatRef, GetUpdates, SendMessage, Update};
-use super::{Channel, ChannelError, GatewayError, InboxStore, Incoming, split_message};
+use super::{
+    Begin, Channel, ChannelError, GatewayError, InboxError, InboxStore, Incoming, SqliteInbox,
+    split_message,
+};
 
 /// Telegram's longest message, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 4096;
+
+/// The channel's name in the inbox.
+const CHANNEL: &str = "telegram";
+
+/// How long the poller's and a chat's lease last unless renewed: how soon another
+/// engine takes over from a dead one.
+const LEASE: Duration = Duration::from_secs(5);
+
+/// How often the leases are renewed and chats with new messages claimed.
+const TICK: Duration = Duration::from_millis(500);
+
+/// Chats an engine takes at most per [`TICK`] (the others are left to other engines).
+const TAKE: usize = 4;
+
+/// How long an answer waits for the chat's earlier answers to go out.
+const IN_ORDER_WAIT: Duration = Duration::from_secs(60);
+
+/// Where a message this engine was given stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Given to the conversation, no answer begun.
+    Given,
+    /// Its answer is being sent by this engine.
+    Sending,
+    /// Not this engine's to forget: another engine answers it, or the answer could not
+    /// begin (it is given again).
+    Left,
+}
 
 /// The Telegram channel of one bot.
 pub struct Telegram {
@@ -29,11 +64,17 @@ pub struct Telegram {
     bot_url: String,
     poll_seconds: u64,
     http: reqwest::Client,
-    /// Where the inbox is kept (`<dataDir>/gateway.db`); without one, the offset lives in
-    /// memory only.
+    /// Where the inbox is kept (`<dataDir>/gateway.db`) when it is opened at the first
+    /// receive; without it (nor a shared one), the offset lives in memory only.
     inbox_path: Option<PathBuf>,
-    /// The inbox, opened when receiving starts.
-    inbox: OnceLock<InboxStore>,
+    /// The inbox.
+    inbox: OnceLock<Arc<dyn InboxStore>>,
+    /// This engine's name in the inbox's leases (`host-pid123-5f3a9c`).
+    engine: String,
+    /// The messages given to the conversations and not handled yet.
+    given: Mutex<HashMap<i64, Stage>>,
+    /// Told when the poller kept new messages: claim now.
+    wake: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Telegram {
@@ -41,6 +82,23 @@ impl std::fmt::Debug for Telegram {
         f.debug_struct("Telegram")
             .field("base", &self.base)
             .finish_non_exhaustive()
+    }
+}
+
+/// Runs `f` (the inbox: SQLite, or PostgreSQL waited on) on the blocking pool.
+async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, InboxError> + Send + 'static,
+) -> Result<T, InboxError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or(Err(InboxError::Stopped))
+}
+
+/// Sleeps `d`; `false` when `stop` came first.
+async fn pause(stop: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(d) => true,
     }
 }
 
@@ -64,6 +122,9 @@ impl Telegram {
             http,
             inbox_path: None,
             inbox: OnceLock::new(),
+            engine: crate::scheduler::engine_id(None),
+            given: Mutex::new(HashMap::new()),
+            wake: tokio::sync::Notify::new(),
         })
     }
 
@@ -74,19 +135,29 @@ impl Telegram {
         self
     }
 
-    /// Opens the inbox (once): where to start polling and what a previous run left
-    /// unhandled. `Err` when an inbox is configured and cannot be opened.
-    fn open_inbox(&self) -> Result<(i64, Vec<Incoming>), super::InboxError> {
-        let Some(path) = &self.inbox_path else {
-            return Ok((0, Vec::new()));
-        };
-        if self.inbox.get().is_none() {
-            let _ = self.inbox.set(InboxStore::open(path)?);
+    /// The same bot, keeping what it receives in `inbox`, which other engines share.
+    #[must_use]
+    pub fn sharing_inbox(self, inbox: Arc<dyn InboxStore>) -> Self {
+        let _ = self.inbox.set(inbox);
+        self
+    }
+
+    /// The inbox, opened once; `None` when none is configured.
+    fn open_inbox(&self) -> Result<Option<Arc<dyn InboxStore>>, InboxError> {
+        if let Some(inbox) = self.inbox.get() {
+            return Ok(Some(Arc::clone(inbox)));
         }
-        let Some(inbox) = self.inbox.get() else {
-            return Ok((0, Vec::new()));
+        let Some(path) = &self.inbox_path else {
+            return Ok(None);
         };
-        Ok((inbox.cursor("telegram")?, inbox.pending("telegram")?))
+        let _ = self.inbox.set(Arc::new(SqliteInbox::open(path)?));
+        Ok(self.inbox.get().cloned())
+    }
+
+    fn given(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Stage>> {
+        self.given
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Calls `method` with `params`; its `result`, or the error Telegram gave (the
@@ -215,11 +286,65 @@ impl Channel for Telegram {
         })
     }
 
+    fn answer<'a>(
+        &'a self,
+        message: &'a Incoming,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), ChannelError>> {
+        Box::pin(async move {
+            let (Some(store), Some(receipt)) = (self.inbox.get(), message.receipt) else {
+                return self.send(&message.chat_id, text).await;
+            };
+            let deadline = tokio::time::Instant::now() + IN_ORDER_WAIT;
+            loop {
+                let (store, engine) = (Arc::clone(store), self.engine.clone());
+                let begun = off_thread(move || store.begin_answer(CHANNEL, receipt, &engine)).await;
+                match begun {
+                    Ok(Begin::Go) => break,
+                    Ok(Begin::Gone) => {
+                        self.given().insert(receipt, Stage::Left);
+                        tracing::info!(target: "klaw::telegram", receipt, "another engine answers this message; this answer is dropped");
+                        return Ok(());
+                    }
+                    Ok(Begin::Wait) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Ok(Begin::Wait) => {
+                        self.given().insert(receipt, Stage::Left);
+                        return Err(ChannelError::Inbox(InboxError::OutOfOrder { receipt }));
+                    }
+                    Err(e) => {
+                        self.given().insert(receipt, Stage::Left);
+                        return Err(ChannelError::Inbox(e));
+                    }
+                }
+            }
+            // From here a crash leaves the message `sending`: not answered again.
+            self.given().insert(receipt, Stage::Sending);
+            self.send(&message.chat_id, text).await
+        })
+    }
+
     fn handled(&self, message: &Incoming) {
-        if let (Some(store), Some(receipt)) = (self.inbox.get(), message.receipt)
-            && let Err(e) = store.done("telegram", receipt)
-        {
-            tracing::error!(target: "klaw::telegram", "{e}; the message may be answered again after a restart");
+        let Some(receipt) = message.receipt else {
+            return;
+        };
+        let stage = self.given().remove(&receipt);
+        if stage == Some(Stage::Left) {
+            return;
+        }
+        let Some(store) = self.inbox.get() else {
+            return;
+        };
+        // On a thread of its own: PostgreSQL is waited on, and this is called from an
+        // async task.
+        let forgot = std::thread::scope(|s| {
+            s.spawn(|| store.done(CHANNEL, receipt, &self.engine))
+                .join()
+                .unwrap_or(Err(InboxError::Stopped))
+        });
+        if let Err(e) = forgot {
+            tracing::error!(target: "klaw::telegram", "{e}; the message may be answered again");
         }
     }
 
@@ -229,57 +354,226 @@ impl Channel for Telegram {
         stop: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            let (mut offset, unhandled) = match self.open_inbox() {
-                Ok(start) => start,
+            let opened = {
+                let me = Arc::clone(&self);
+                tokio::task::spawn_blocking(move || me.open_inbox())
+                    .await
+                    .unwrap_or(Err(InboxError::Stopped))
+            };
+            let store = match opened {
+                Ok(Some(store)) => store,
+                Ok(None) => return self.receive_unkept(inbox, stop).await,
                 Err(e) => {
                     tracing::error!(target: "klaw::telegram", "{e}; Telegram is not served");
                     return;
                 }
             };
-            if !unhandled.is_empty() {
-                tracing::info!(target: "klaw::telegram", "{} message(s) received before the restart and not answered yet are answered now", unhandled.len());
-            }
-            for m in unhandled {
-                if inbox.send(m).await.is_err() {
-                    return;
-                }
-            }
-            let mut backoff = Duration::from_secs(1);
-            loop {
-                let polled = tokio::select! {
-                    () = stop.cancelled() => return,
-                    p = self.poll(offset) => p,
-                };
-                // Kept before Telegram hears of the new offset (the next poll confirms them).
-                let polled = polled.and_then(|(messages, next)| {
-                    match self.inbox.get() {
-                        Some(store) => store.accept("telegram", &messages, next),
-                        None => Ok(()),
-                    }
-                    .map_err(ChannelError::Inbox)?;
-                    Ok((messages, next))
-                });
-                match polled {
-                    Ok((messages, next)) => {
-                        backoff = Duration::from_secs(1);
-                        offset = next;
-                        for m in messages {
-                            if inbox.send(m).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(target: "klaw::telegram", "receiving failed: {e}; retrying in {}s", backoff.as_secs());
-                        tokio::select! {
-                            () = stop.cancelled() => return,
-                            () = tokio::time::sleep(backoff) => {}
-                        }
-                        backoff = (backoff * 2).min(Duration::from_secs(30));
-                    }
-                }
+            let poller = tokio::spawn(
+                Arc::clone(&self).poll_while_holding(Arc::clone(&store), stop.clone()),
+            );
+            self.claim_and_give(&store, &inbox, &stop).await;
+            poller.abort();
+            // A clean stop: another engine takes the poller and the chats at once.
+            let engine = self.engine.clone();
+            if let Err(e) = off_thread(move || store.release(CHANNEL, &engine)).await {
+                tracing::warn!(target: "klaw::telegram", "{e}; another engine takes over once the leases run out");
             }
         })
+    }
+}
+
+impl Telegram {
+    /// Polls while this engine holds the poller (checked and renewed every [`TICK`],
+    /// during the long poll too), keeping each batch in the inbox and moving the offset
+    /// in one transaction before Telegram hears of it; until `stop`.
+    async fn poll_while_holding(
+        self: Arc<Self>,
+        store: Arc<dyn InboxStore>,
+        stop: CancellationToken,
+    ) {
+        let hold = |store: &Arc<dyn InboxStore>| {
+            let (store, engine) = (Arc::clone(store), self.engine.clone());
+            off_thread(move || store.hold_poller(CHANNEL, &engine, LEASE))
+        };
+        let mut backoff = Duration::from_secs(1);
+        let mut polling = false;
+        loop {
+            match hold(&store).await {
+                Ok(true) => {
+                    if !polling {
+                        tracing::info!(target: "klaw::telegram", engine = self.engine, "this engine polls Telegram");
+                        polling = true;
+                    }
+                }
+                Ok(false) => {
+                    polling = false;
+                    if !pause(&stop, TICK).await {
+                        return;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    polling = false;
+                    tracing::error!(target: "klaw::telegram", "{e}; polling waits {}s", backoff.as_secs());
+                    if !pause(&stop, backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            }
+            let read = Arc::clone(&store);
+            let offset = match off_thread(move || read.cursor(CHANNEL)).await {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::error!(target: "klaw::telegram", "{e}; polling waits {}s", backoff.as_secs());
+                    if !pause(&stop, backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            };
+            let poll = self.poll(offset);
+            tokio::pin!(poll);
+            let polled = loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    p = &mut poll => break Some(p),
+                    () = tokio::time::sleep(TICK) => {
+                        if !matches!(hold(&store).await, Ok(true)) {
+                            break None;
+                        }
+                    }
+                }
+            };
+            // The lease was lost meanwhile: whatever that poll had brought is asked for
+            // again by the engine that holds it now.
+            let Some(polled) = polled else { continue };
+            let failed = match polled {
+                Ok((messages, next)) => {
+                    let keep = Arc::clone(&store);
+                    let any = !messages.is_empty();
+                    match off_thread(move || keep.accept(CHANNEL, &messages, next)).await {
+                        Ok(()) => {
+                            if any {
+                                self.wake.notify_one();
+                            }
+                            None
+                        }
+                        // Not confirmed to Telegram: the next poll gets them again.
+                        Err(e) => Some(format!(
+                            "{e}; the updates received are not confirmed to Telegram and are asked for again"
+                        )),
+                    }
+                }
+                Err(e) => Some(format!("receiving failed: {e}")),
+            };
+            match failed {
+                None => backoff = Duration::from_secs(1),
+                Some(why) => {
+                    tracing::warn!(target: "klaw::telegram", "{why}; retrying in {}s", backoff.as_secs());
+                    if !pause(&stop, backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+
+    /// Every [`TICK`] (at once when the poller kept something): renews this engine's
+    /// chats, claims more, and gives their messages not given yet to `inbox`, in the
+    /// order they arrived; until `stop`.
+    async fn claim_and_give(
+        &self,
+        store: &Arc<dyn InboxStore>,
+        inbox: &tokio::sync::mpsc::Sender<Incoming>,
+        stop: &CancellationToken,
+    ) {
+        let mut first = true;
+        loop {
+            let (claim, engine) = (Arc::clone(store), self.engine.clone());
+            match off_thread(move || claim.claim(CHANNEL, &engine, LEASE, TAKE)).await {
+                Ok(claimed) => {
+                    for m in &claimed.abandoned {
+                        tracing::warn!(
+                            target: "klaw::telegram",
+                            chat_id = m.chat_id,
+                            receipt = m.receipt,
+                            "the engine answering this message died while sending the answer: it may not have been answered, and is not answered again"
+                        );
+                    }
+                    let fresh: Vec<Incoming> = {
+                        let mut given = self.given();
+                        claimed
+                            .messages
+                            .into_iter()
+                            .filter(|m| {
+                                m.receipt.is_some_and(|r| match given.entry(r) {
+                                    std::collections::hash_map::Entry::Vacant(v) => {
+                                        v.insert(Stage::Given);
+                                        true
+                                    }
+                                    std::collections::hash_map::Entry::Occupied(_) => false,
+                                })
+                            })
+                            .collect()
+                    };
+                    if first && !fresh.is_empty() {
+                        tracing::info!(target: "klaw::telegram", "{} message(s) received before and not answered yet are answered now", fresh.len());
+                    }
+                    first = false;
+                    for m in fresh {
+                        if inbox.send(m).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(target: "klaw::telegram", "{e}; claiming chats again in {}ms", TICK.as_millis());
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(TICK) => {}
+            }
+        }
+    }
+
+    /// Without an inbox: polls and gives what arrives, the offset in memory only.
+    async fn receive_unkept(
+        self: Arc<Self>,
+        inbox: tokio::sync::mpsc::Sender<Incoming>,
+        stop: CancellationToken,
+    ) {
+        let mut offset = 0;
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let polled = tokio::select! {
+                () = stop.cancelled() => return,
+                p = self.poll(offset) => p,
+            };
+            match polled {
+                Ok((messages, next)) => {
+                    backoff = Duration::from_secs(1);
+                    offset = next;
+                    for m in messages {
+                        if inbox.send(m).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(target: "klaw::telegram", "receiving failed: {e}; retrying in {}s", backoff.as_secs());
+                    if !pause(&stop, backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
     }
 }
 

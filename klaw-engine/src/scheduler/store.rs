@@ -34,6 +34,7 @@ mod postgres;
 mod sqlite;
 
 pub use postgres::PgStore;
+pub(crate) use postgres::in_transaction;
 pub use sqlite::SqliteStore;
 
 /// How late an occurrence may be claimed and still count as on time; older ones were

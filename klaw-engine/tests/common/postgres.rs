@@ -520,6 +520,12 @@ impl Postgres {
         self.serve();
     }
 
+    /// Starts the server again on the same data and socket (after
+    /// [`kill`](Self::kill)) and waits until it answers.
+    pub fn start_again(&mut self) {
+        self.serve();
+    }
+
     /// Kills the server's process group (no clean stop) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -165,6 +165,25 @@ impl Tx for PgTx<'_, '_> {
     }
 }
 
+/// Runs `f` in one transaction of `db`, without the schedule's lock: for another store
+/// whose statements are written against [`Tx`] (the gateway's inbox), each of them
+/// atomic by its own rows.
+pub(crate) fn in_transaction(
+    db: &Postgres,
+    doing: &'static str,
+    f: &mut dyn FnMut(&mut dyn Tx) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut client = db.block_on(db.client()).map_err(|e| StoreError::Postgres {
+        doing,
+        source: Box::new(e),
+    })?;
+    let tx = db
+        .block_on(client.transaction())
+        .map_err(pg(doing, db.target()))?;
+    f(&mut PgTx { db, tx: &tx })?;
+    db.block_on(tx.commit()).map_err(pg(doing, db.target()))
+}
+
 impl Transact for PgStore {
     fn transact(
         &self,
