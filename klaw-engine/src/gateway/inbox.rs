@@ -679,7 +679,7 @@ mod tests {
 
     use super::*;
 
-    use crate::scheduler::store::pg_harness;
+    use crate::pg_harness;
 
     fn message(receipt: i64, chat: &str, text: &str) -> Incoming {
         Incoming {
