@@ -2,7 +2,8 @@
 //! `#[tool_handler]`, `#[tokio::main]`), with one tool of three arguments: the same
 //! `convert_temperature` that `benches/mcp.rs` links into Klaw's engine and
 //! `benches/fastmcp_echo.py` gives FastMCP. Configured as Klaw configures itself: stdin and stdout read as
-//! non-blocking pipes (`stdio_pipes`), HTTP connections with `TCP_NODELAY`.
+//! non-blocking pipes (`stdio_pipes`), HTTP connections with `TCP_NODELAY`, and the
+//! tool router built once.
 //!
 //! Run with: `rmcp-peer` (stdio) or `rmcp-peer --http 127.0.0.1:0` (prints its address).
 
@@ -75,7 +76,8 @@ fn parse_scale(s: &str) -> Result<char, ErrorData> {
     }
 }
 
-#[tool_handler]
+// The router built once and kept (the macro's default builds it again per request).
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for Peer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
