@@ -57,13 +57,16 @@ pub struct McpServer {
 /// otherwise. `tools/list` rendered every definition on every request (31 tools, 58 KB:
 /// 1.6 ms), and rmcp asks for the called tool's on every HTTP `tools/call`.
 #[derive(Default)]
-struct Definitions(RwLock<Option<(Arc<ToolRegistry>, Arc<[Tool]>)>>);
+struct Definitions(RwLock<Option<Rendered>>);
+
+/// A registry and its tools' definitions.
+type Rendered = (Arc<ToolRegistry>, Arc<[Tool]>);
 
 impl Definitions {
     /// The definitions of `registry`'s tools in name order, rendered if they are not
     /// yet.
     fn of(&self, registry: Arc<ToolRegistry>, lang: Lang) -> Arc<[Tool]> {
-        let cached = |slot: &Option<(Arc<ToolRegistry>, Arc<[Tool]>)>| {
+        let cached = |slot: &Option<Rendered>| {
             slot.as_ref()
                 .filter(|(r, _)| Arc::ptr_eq(r, &registry))
                 .map(|(_, tools)| Arc::clone(tools))
