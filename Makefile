@@ -49,8 +49,9 @@ fmt:
 
 ## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
 ## web_fetch of a 1 MB page (extraction vs transfer),
-## memory search latency (p50/p99, peak RSS) and save throughput; MCP round trips and
-## cold start beside FastMCP, and batch calls (a bench binary); an imported MCP tool's added
+## memory search latency (p50/p99, peak RSS) and save throughput; MCP's every row (cold
+## start, stdio and HTTP round trips, pipelined calls, many clients, RSS) beside rmcp's own
+## server and FastMCP, and batch calls (a bench binary); an imported MCP tool's added
 ## round trip and the start-up with 5 imported servers (a bench binary); the agent loop's overhead per
 ## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary); what
 ## telemetry costs a tool call, off and on (a bench binary).
@@ -58,7 +59,8 @@ bench: setup-test
 	$(CARGO) bench --locked -p klaw-tools --bench dispatch
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
 	$(CARGO) bench --locked -p klaw-engine --bench telemetry
-	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench mcp
+	$(CARGO) build --locked --release --manifest-path klaw-engine/benches/rmcp-peer/Cargo.toml --target-dir target/rmcp-peer
+	$(CARGO) bench --locked -p klaw-engine --bench mcp
 	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench imports
 	$(CARGO) bench --locked -p klaw-engine --bench agent
 	$(CARGO) bench --locked -p klaw-engine --bench scheduler

@@ -1,16 +1,31 @@
-//! MCP round trips, measured (a bench binary: `cargo bench -p klaw-engine --features
-//! fixtures --bench mcp`), side by side with an equivalent FastMCP server when the test
-//! venv has it (`scripts/setup-test-tools.sh`):
+//! MCP, measured against its peers (a bench binary: `cargo bench -p klaw-engine --bench
+//! mcp`; `make bench` builds the rmcp peer first). Every contender serves the same tool of
+//! three arguments, `convert_temperature`:
 //!
-//! - stdio: sequential `tools/call` of the trivial tool `echo`: p50, p99, calls per second;
-//! - HTTP: the same over one keep-alive connection, then 32 clients at once (calls/s);
-//! - cold start: spawn → `initialize` → `tools/list` answered (median of 20);
+//! - klaw: this binary re-run as the engine (`KLAW_BENCH_SERVE`), the tool below linked in
+//!   as `examples/my-engine` links a tool crate, on the default config: what a user runs;
+//! - klaw-before: the same from another build, when `KLAW_BENCH_BEFORE` names one (a copy
+//!   of this bench binary built from an older commit): before/after in one run;
+//! - rmcp: rmcp's own `#[tool_router]` server (`benches/rmcp-peer`, its own workspace, rmcp
+//!   pinned to Klaw's version), non-blocking stdio pipes and `TCP_NODELAY` as Klaw;
+//! - fastmcp: FastMCP (`benches/fastmcp_echo.py`) when the test venv has it
+//!   (`scripts/setup-test-tools.sh`).
+//!
+//! The rows, in `KLAW_BENCH_ROUNDS` (3) interleaved rounds, the contenders' order rotated
+//! each round, each row the median of its rounds and its ratio to rmcp: cold start
+//! (spawn → `initialize` → `tools/list` answered), stdio `tools/call` p50 / p99, 10,000
+//! pipelined calls, the RSS after 12,500 calls, Streamable HTTP p50 with one client, calls/s
+//! with 1, 4, 16 and 64 clients, and 16 clients against the runtime's worker threads
+//! (`TOKIO_WORKER_THREADS`, which Klaw and rmcp both honour). `KLAW_BENCH_ONLY=klaw,rmcp`
+//! runs only those (and skips the sections below).
+//!
+//! Then Klaw alone:
 //! - batch: `memory_search` calls per second through `call --jsonl` vs one process a call;
-//! - the protocol beyond tools (stdio, klaw only), each beside `tools/call` of `echo`:
-//!   `resources/read` of a 100 KB file (a skill's reference) and of the largest embedded
-//!   doc, `prompts/get` of a skill, and `echo` made to need approval
-//!   (`KLAW_APPROVAL_TOOLS=echo`) asked through elicitation and answered at once, beside
-//!   the same call from a client without elicitation (the difference is the round trip).
+//! - the protocol beyond tools (stdio), each beside `tools/call`: `resources/read` of a
+//!   100 KB file (a skill's reference) and of the largest embedded doc, `prompts/get` of a
+//!   skill, and the tool made to need approval (`KLAW_APPROVAL_TOOLS`) asked through
+//!   elicitation and answered at once, beside the same call from a client without
+//!   elicitation (the difference is the round trip).
 //!
 //! Numbers are printed, never asserted: machines differ.
 
@@ -21,7 +36,74 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const CALLS: usize = 3000;
+/// Set in a server's environment: this binary is then the engine, not the bench.
+const SERVE: &str = "KLAW_BENCH_SERVE";
+
+/// Converts a temperature (the bench's tool: three arguments, a little work).
+#[klaw_tools::tool(
+    name = "convert_temperature",
+    description_ru = "Переводит температуру между шкалами Цельсия (C), Фаренгейта (F) и Кельвина (K)",
+    description_en = "Convert a temperature between Celsius (C), Fahrenheit (F) and Kelvin (K)",
+    read_only,
+    idempotent
+)]
+pub async fn convert_temperature(
+    /// Значение температуры
+    #[arg(description_en = "The temperature value")]
+    value: f64,
+    /// Его шкала: C, F или K
+    #[arg(description_en = "Its scale: C, F or K")]
+    scale: String,
+    /// Нужная шкала: C, F или K
+    #[arg(description_en = "The scale wanted: C, F or K", default = String::from("C"))]
+    target: String,
+) -> Result<String, klaw_tools::ToolError> {
+    let celsius = match parse_scale(&scale, "/scale")? {
+        'C' => value,
+        'F' => (value - 32.0) * 5.0 / 9.0,
+        _ => value - 273.15,
+    };
+    if celsius < -273.15 {
+        return Err(klaw_tools::ToolError::invalid_arguments(
+            "/value",
+            "below absolute zero",
+        ));
+    }
+    let out = match parse_scale(&target, "/target")? {
+        'C' => celsius,
+        'F' => celsius * 9.0 / 5.0 + 32.0,
+        _ => celsius + 273.15,
+    };
+    Ok(format!("{out:.2} {}", target.to_uppercase()))
+}
+
+fn parse_scale(s: &str, pointer: &str) -> Result<char, klaw_tools::ToolError> {
+    match s.trim().to_uppercase().as_str() {
+        "C" | "CELSIUS" => Ok('C'),
+        "F" | "FAHRENHEIT" => Ok('F'),
+        "K" | "KELVIN" => Ok('K'),
+        other => Err(klaw_tools::ToolError::invalid_arguments(
+            pointer,
+            format!("unknown scale `{other}`: use C, F or K"),
+        )),
+    }
+}
+
+/// The `tools/call` params every contender gets.
+fn tool_call() -> serde_json::Value {
+    serde_json::json!({"name": "convert_temperature", "arguments": {"value": 21.5, "scale": "C", "target": "F"}})
+}
+
+/// Asserts a `tools/call` answer is the tool's right result.
+fn check_answer(r: &serde_json::Value) {
+    assert!(
+        r["result"]["isError"] != true
+            && r["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("70.70")),
+        "{r}"
+    );
+}
 
 struct Server {
     child: Child,
@@ -33,10 +115,6 @@ struct Server {
 }
 
 impl Server {
-    fn spawn(program: &Path, args: &[&str], home: &Path) -> Self {
-        Self::spawn_with(program, args, home, &[])
-    }
-
     fn spawn_with(program: &Path, args: &[&str], home: &Path, env: &[(&str, &Path)]) -> Self {
         let mut cmd = server_command(program, args, home);
         for (k, v) in env {
@@ -117,11 +195,13 @@ fn cache() -> PathBuf {
     klaw_tools::cache_dir().expect("neither KLAW_CACHE nor HOME is set")
 }
 
-/// `program args` with a clean environment: `HOME`, the cache, `PATH`, errors-only logs.
+/// `program args` with a clean environment: `HOME`, the cache, `PATH`, errors-only logs
+/// (and `KLAW_BENCH_SERVE`, which makes this binary the engine and others ignore).
 fn server_command(program: &Path, args: &[&str], home: &Path) -> Command {
     let mut c = Command::new(program);
     c.args(args)
         .env_clear()
+        .env(SERVE, "1")
         .env("HOME", home)
         .env("KLAW_CACHE", cache())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -131,58 +211,6 @@ fn server_command(program: &Path, args: &[&str], home: &Path) -> Command {
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn round_trips(name: &str, program: &Path, args: &[&str]) {
-    let home = tempfile::tempdir().unwrap();
-    let mut s = Server::spawn(program, args, home.path());
-    s.initialize();
-    let call = |s: &mut Server| {
-        let r = s.request(
-            "tools/call",
-            serde_json::json!({"name": "echo", "arguments": {"text": "hi"}}),
-        );
-        assert!(
-            r["result"]["isError"] != true && r["result"].is_object(),
-            "{r}"
-        );
-    };
-    for _ in 0..200 {
-        call(&mut s);
-    }
-    let mut times = Vec::with_capacity(CALLS);
-    let started = Instant::now();
-    for _ in 0..CALLS {
-        let t = Instant::now();
-        call(&mut s);
-        times.push(t.elapsed());
-    }
-    let total = started.elapsed();
-    times.sort();
-    println!(
-        "stdio round trip  {name:8}  p50 {:>8.1} µs  p99 {:>8.1} µs  {:>7.0} calls/s",
-        percentile(&times, 0.5).as_secs_f64() * 1e6,
-        percentile(&times, 0.99).as_secs_f64() * 1e6,
-        CALLS as f64 / total.as_secs_f64()
-    );
-}
-
-fn cold_start(name: &str, program: &Path, args: &[&str]) {
-    let home = tempfile::tempdir().unwrap();
-    let mut times = Vec::new();
-    for _ in 0..20 {
-        let t = Instant::now();
-        let mut s = Server::spawn(program, args, home.path());
-        s.initialize();
-        let r = s.request("tools/list", serde_json::json!({}));
-        assert!(r["result"]["tools"].is_array(), "{r}");
-        times.push(t.elapsed());
-    }
-    times.sort();
-    println!(
-        "cold start        {name:8}  median {:>7.1} ms  (spawn → initialize → tools/list)",
-        percentile(&times, 0.5).as_secs_f64() * 1e3
-    );
 }
 
 fn batch(engine: &Path) {
@@ -281,10 +309,10 @@ fn protocol(engine: &Path) {
         line.repeat(100 * 1024 / line.len()),
     )
     .unwrap();
-    let echo_needs_approval = Path::new("echo");
+    let needs_approval = Path::new("convert_temperature");
     let env = [
         ("KLAW_WORKSPACE", ws.as_path()),
-        ("KLAW_APPROVAL_TOOLS", echo_needs_approval),
+        ("KLAW_APPROVAL_TOOLS", needs_approval),
     ];
     let result = |r: &serde_json::Value| r["result"].is_object() && r["result"]["isError"] != true;
     let show = |what: &str, (p50, p99): (Duration, Duration)| {
@@ -295,12 +323,12 @@ fn protocol(engine: &Path) {
         );
     };
     let n = 1000;
-    let echo = serde_json::json!({"name": "echo", "arguments": {"text": "hi"}});
-    // A client without elicitation is not asked: echo as everywhere else.
+    let echo = tool_call();
+    // A client without elicitation is not asked: the call as everywhere else.
     let mut plain = Server::spawn_with(engine, &["mcp"], home.path(), &env);
     plain.initialize();
     show(
-        "tools/call echo",
+        "tools/call",
         timed(&mut plain, n, "tools/call", &echo, result),
     );
     assert_eq!(plain.elicited, 0);
@@ -331,7 +359,7 @@ fn protocol(engine: &Path) {
         }),
     );
     show(
-        "tools/call echo, approved by elicitation",
+        "tools/call, approved by elicitation",
         timed(&mut s, n, "tools/call", &echo, result),
     );
     assert!(
@@ -367,13 +395,14 @@ impl HttpSession {
         s
     }
 
-    fn call_echo(&mut self) {
+    fn call_tool(&mut self) {
         let id = self.next;
         self.next += 1;
         let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"text": "hi"}}});
+            "params": tool_call()});
         let r = self.post(&body.to_string()).unwrap();
-        assert!(r["id"] == id && r["result"].is_object(), "{r}");
+        check_answer(&r);
+        assert!(r["id"] == id, "{r}");
     }
 
     /// POSTs one message; the JSON-RPC answer with an id, if any.
@@ -435,121 +464,424 @@ impl HttpSession {
     }
 }
 
-/// `klaw-engine mcp --http 127.0.0.1:0`, or FastMCP on a free port: the child and its
-/// address, once it answers.
-fn http_server(program: &Path, args: &[&str], home: &Path) -> (Child, String) {
-    if args.first().is_some_and(|a| a.ends_with(".py")) {
+/// One server under test and how to start it.
+#[derive(Clone)]
+struct Contender {
+    name: &'static str,
+    program: PathBuf,
+    /// Arguments before the transport's (`mcp`, a script).
+    args: Vec<String>,
+    /// `--http PORT` (FastMCP) rather than `--http 127.0.0.1:0` with the address printed.
+    port_arg: bool,
+}
+
+impl Contender {
+    fn stdio(&self, home: &Path, env: &[(&str, &Path)]) -> Server {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Server::spawn_with(&self.program, &args, home, env)
+    }
+
+    /// Started over HTTP: the child and its address, once it answers.
+    fn http(&self, home: &Path, env: &[(&str, &Path)]) -> (Child, String) {
+        let mut args: Vec<String> = self.args.clone();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let mut child = Command::new(program)
-            .args(args)
-            .args(["--http", &port.to_string()])
+        if self.port_arg {
+            args.extend(["--http".into(), port.to_string()]);
+        } else {
+            args.extend(["--http".into(), "127.0.0.1:0".into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut cmd = server_command(&self.program, &args, home);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let addr = format!("127.0.0.1:{port}");
-        for _ in 0..600 {
-            if std::net::TcpStream::connect(&addr).is_ok() {
-                return (child, addr);
+        let stderr = child.stderr.take().unwrap();
+        if self.port_arg {
+            std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+            let addr = format!("127.0.0.1:{port}");
+            for _ in 0..600 {
+                if std::net::TcpStream::connect(&addr).is_ok() {
+                    return (child, addr);
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} never listened on {addr}", self.name);
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("FastMCP never listened on {addr}");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines.next().expect("the server exits").unwrap();
+            if let Some(i) = line.find("http://127.0.0.1:") {
+                let rest = &line[i + 7..];
+                break rest.split('/').next().unwrap().trim().to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        (child, addr)
     }
-    let mut child = server_command(program, args, home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("the server exits").unwrap();
-        if let Some(i) = line.find("http://127.0.0.1:") {
-            let rest = &line[i + 7..];
-            break rest.split('/').next().unwrap().trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
 }
 
-fn http_round_trips(name: &str, program: &Path, args: &[&str]) {
-    let home = tempfile::tempdir().unwrap();
-    let (mut child, addr) = http_server(program, args, home.path());
-    let mut s = HttpSession::connect(&addr);
-    for _ in 0..200 {
-        s.call_echo();
+/// The rows, each a number per round.
+#[derive(Default)]
+struct Rows {
+    cold_ms: Vec<f64>,
+    stdio_p50_us: Vec<f64>,
+    stdio_p99_us: Vec<f64>,
+    pipelined_ms: Vec<f64>,
+    rss_mb: Vec<f64>,
+    http_p50_us: Vec<f64>,
+    http_p99_us: Vec<f64>,
+    /// Calls/s with each number of clients of [`CLIENTS`].
+    clients: Vec<Vec<f64>>,
+    /// Calls/s of 16 clients with each number of worker threads of `workers()`.
+    workers: Vec<Vec<f64>>,
+}
+
+const CLIENTS: [usize; 4] = [1, 4, 16, 64];
+const SEQUENTIAL: usize = 2000;
+const PIPELINED: usize = 10_000;
+/// Warm-up calls before the timed ones; with them the RSS is read after 12,500 calls.
+const WARM: usize = 500;
+
+/// The worker-thread counts tried: 1, 2, 4, … up to the machine's cores (and them).
+fn workers() -> Vec<usize> {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let mut w: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
+        .take_while(|n| *n < cores)
+        .collect();
+    w.push(cores);
+    w
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
     }
-    let mut times = Vec::with_capacity(CALLS);
-    let started = Instant::now();
-    for _ in 0..CALLS {
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// The resident set of `pid`, in MB.
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Cold start: `n` times spawn → `initialize` → `tools/list` answered.
+fn cold(c: &Contender, n: usize, rows: &mut Rows) {
+    let home = tempfile::tempdir().unwrap();
+    let mut times = Vec::new();
+    for _ in 0..n {
         let t = Instant::now();
-        s.call_echo();
+        let mut s = c.stdio(home.path(), &[]);
+        s.initialize();
+        let r = s.request("tools/list", serde_json::json!({}));
+        assert!(r["result"]["tools"].is_array(), "{r}");
+        times.push(ms(t.elapsed()));
+        drop(s);
+    }
+    rows.cold_ms.push(median(&times));
+}
+
+/// stdio: sequential calls (p50, p99), then pipelined ones, then the RSS.
+fn stdio_rows(c: &Contender, rows: &mut Rows) {
+    let home = tempfile::tempdir().unwrap();
+    let mut s = c.stdio(home.path(), &[]);
+    s.initialize();
+    for _ in 0..WARM {
+        check_answer(&s.request("tools/call", tool_call()));
+    }
+    let mut times = Vec::with_capacity(SEQUENTIAL);
+    for _ in 0..SEQUENTIAL {
+        let t = Instant::now();
+        check_answer(&s.request("tools/call", tool_call()));
         times.push(t.elapsed());
     }
-    let total = started.elapsed();
     times.sort();
-    println!(
-        "HTTP round trip   {name:8}  p50 {:>8.1} µs  p99 {:>8.1} µs  {:>7.0} calls/s",
-        percentile(&times, 0.5).as_secs_f64() * 1e6,
-        percentile(&times, 0.99).as_secs_f64() * 1e6,
-        CALLS as f64 / total.as_secs_f64()
-    );
-    let clients = 32;
-    let per_client = 300;
-    let started = Instant::now();
-    let threads: Vec<_> = (0..clients)
-        .map(|_| {
-            let addr = addr.clone();
-            std::thread::spawn(move || {
-                let mut s = HttpSession::connect(&addr);
-                for _ in 0..per_client {
-                    s.call_echo();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
+    rows.stdio_p50_us.push(us(percentile(&times, 0.5)));
+    rows.stdio_p99_us.push(us(percentile(&times, 0.99)));
+    // Pipelined: every request written by one thread while this one reads the answers.
+    let first = s.next;
+    s.next += PIPELINED as u64;
+    let mut lines = String::new();
+    for id in first..s.next {
+        lines.push_str(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": tool_call()})
+                .to_string(),
+        );
+        lines.push('\n');
     }
-    println!(
-        "HTTP 32 clients   {name:8}  {:>7.0} calls/s",
-        (clients * per_client) as f64 / started.elapsed().as_secs_f64()
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+    let t = Instant::now();
+    let Server { stdin, stdout, .. } = &mut s;
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            stdin.write_all(lines.as_bytes()).unwrap();
+            stdin.flush().unwrap();
+        });
+        let mut buf = String::new();
+        let mut answered = 0;
+        while answered < PIPELINED {
+            buf.clear();
+            assert!(
+                stdout.read_line(&mut buf).unwrap() > 0,
+                "the server closed stdout"
+            );
+            let v: serde_json::Value = serde_json::from_str(&buf).unwrap();
+            if v.get("id").is_some() {
+                check_answer(&v);
+                answered += 1;
+            }
+        }
+    });
+    rows.pipelined_ms.push(ms(t.elapsed()));
+    rows.rss_mb.push(rss_mb(s.child.id()));
 }
 
-fn main() {
+/// HTTP: one client's p50 and p99, then calls/s with each number of clients.
+fn http_rows(c: &Contender, rows: &mut Rows) {
+    let home = tempfile::tempdir().unwrap();
+    let (mut child, addr) = c.http(home.path(), &[]);
+    let mut s = HttpSession::connect(&addr);
+    for _ in 0..WARM {
+        s.call_tool();
+    }
+    let mut times = Vec::with_capacity(SEQUENTIAL);
+    for _ in 0..SEQUENTIAL {
+        let t = Instant::now();
+        s.call_tool();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    rows.http_p50_us.push(us(percentile(&times, 0.5)));
+    rows.http_p99_us.push(us(percentile(&times, 0.99)));
+    drop(s);
+    let per_clients = CLIENTS.iter().map(|&n| concurrent(&addr, n)).collect();
+    rows.clients.push(per_clients);
+    let _ = child.kill();
+    let _ = child.wait();
+    // 16 clients against the runtime's worker threads (not FastMCP: one thread anyway).
+    if c.port_arg {
+        return;
+    }
+    let mut per_workers = Vec::new();
+    for w in workers() {
+        let n = PathBuf::from(w.to_string());
+        let (mut child, addr) = c.http(home.path(), &[("TOKIO_WORKER_THREADS", &n)]);
+        per_workers.push(concurrent(&addr, 16));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    rows.workers.push(per_workers);
+}
+
+/// Calls/s of `clients` sessions calling at once (each on its own connection), about
+/// 4,000 calls in all.
+fn concurrent(addr: &str, clients: usize) -> f64 {
+    let per_client = (4000 / clients).max(50);
+    let ready = std::sync::Barrier::new(clients + 1);
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..clients)
+            .map(|_| {
+                let ready = &ready;
+                scope.spawn(move || {
+                    let mut s = HttpSession::connect(addr);
+                    s.call_tool();
+                    ready.wait();
+                    for _ in 0..per_client {
+                        s.call_tool();
+                    }
+                })
+            })
+            .collect();
+        ready.wait();
+        let started = Instant::now();
+        for t in threads {
+            t.join().unwrap();
+        }
+        (clients * per_client) as f64 / started.elapsed().as_secs_f64()
+    })
+}
+
+/// Prints one row: each contender's median and its ratio to rmcp's.
+fn row(
+    what: &str,
+    unit: &str,
+    results: &[(&Contender, Rows)],
+    value: impl Fn(&Rows) -> Option<f64>,
+) {
+    let rmcp = results
+        .iter()
+        .find(|(c, _)| c.name == "rmcp")
+        .and_then(|(_, r)| value(r));
+    let mut line = format!("{what:34}");
+    for (c, r) in results {
+        let Some(v) = value(r) else {
+            line.push_str(&format!("  {:>11} {:>22}", c.name, "-"));
+            continue;
+        };
+        let ratio = rmcp.map_or(String::new(), |m| format!("({:.2}× rmcp)", v / m));
+        let v = if v >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        };
+        line.push_str(&format!("  {:>11} {v:>7} {unit:5} {ratio:14}", c.name));
+    }
+    println!("{line}");
+}
+
+fn race(contenders: &[Contender], rounds: usize) {
+    let mut results: Vec<(&Contender, Rows)> =
+        contenders.iter().map(|c| (c, Rows::default())).collect();
+    for round in 0..rounds {
+        eprintln!("round {} of {rounds}", round + 1);
+        // Each round in another order, so no contender always follows the same one.
+        let k = results.len();
+        for i in 0..k {
+            let (c, rows) = &mut results[(i + round) % k];
+            let cold_runs = if c.port_arg { 3 } else { 20 };
+            cold(c, cold_runs, rows);
+            stdio_rows(c, rows);
+            http_rows(c, rows);
+        }
+    }
+    println!(
+        "every row: the median of {rounds} rounds, beside rmcp's (lower is better unless calls/s)"
+    );
+    row("cold start → tools/list", "ms", &results, |r| {
+        Some(median(&r.cold_ms))
+    });
+    row("stdio tools/call p50", "µs", &results, |r| {
+        Some(median(&r.stdio_p50_us))
+    });
+    row("stdio tools/call p99", "µs", &results, |r| {
+        Some(median(&r.stdio_p99_us))
+    });
+    row("stdio 10,000 pipelined", "ms", &results, |r| {
+        Some(median(&r.pipelined_ms))
+    });
+    row("RSS after 12,500 calls", "MB", &results, |r| {
+        Some(median(&r.rss_mb))
+    });
+    row("HTTP tools/call p50, 1 client", "µs", &results, |r| {
+        Some(median(&r.http_p50_us))
+    });
+    row("HTTP tools/call p99, 1 client", "µs", &results, |r| {
+        Some(median(&r.http_p99_us))
+    });
+    for (i, n) in CLIENTS.iter().enumerate() {
+        let what = format!("HTTP {n} clients");
+        row(&what, "/s", &results, |r| {
+            Some(median(&r.clients.iter().map(|c| c[i]).collect::<Vec<_>>()))
+        });
+    }
+    for (i, w) in workers().iter().enumerate() {
+        let what = format!("HTTP 16 clients, {w} worker thread(s)");
+        row(&what, "/s", &results, |r| {
+            (!r.workers.is_empty())
+                .then(|| median(&r.workers.iter().map(|c| c[i]).collect::<Vec<_>>()))
+        });
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    if std::env::var_os(SERVE).is_some() {
+        // A server of the race: the engine with `convert_temperature` linked in.
+        return klaw_engine::main();
+    }
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let engine = PathBuf::from(env!("CARGO_BIN_EXE_klaw-engine"));
+    let me = std::env::current_exe().unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rounds = std::env::var("KLAW_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let only = std::env::var("KLAW_BENCH_ONLY").ok();
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|n| n.trim() == name))
+    };
+    let mut contenders = vec![Contender {
+        name: "klaw",
+        program: me.clone(),
+        args: vec!["mcp".into()],
+        port_arg: false,
+    }];
+    if let Some(before) = std::env::var_os("KLAW_BENCH_BEFORE") {
+        contenders.push(Contender {
+            name: "klaw-before",
+            program: before.into(),
+            args: vec!["mcp".into()],
+            port_arg: false,
+        });
+    }
+    // Where `make bench` builds it (the workspace's target dir).
+    let peer = std::env::var_os("KLAW_BENCH_RMCP_PEER").map_or_else(
+        || manifest.join("../target/rmcp-peer/release/rmcp-peer"),
+        PathBuf::from,
+    );
+    if peer.exists() {
+        contenders.push(Contender {
+            name: "rmcp",
+            program: peer,
+            args: vec![],
+            port_arg: false,
+        });
+    } else {
+        println!(
+            "rmcp: {} is missing (cargo build --release --manifest-path klaw-engine/benches/rmcp-peer/Cargo.toml --target-dir target/rmcp-peer)",
+            peer.display()
+        );
+    }
     let python = cache().join("venv-test/bin/python");
-    let fastmcp_server = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/fastmcp_echo.py");
-    let fastmcp = python.exists().then(|| python.clone());
-    round_trips("klaw", &engine, &["mcp"]);
-    match &fastmcp {
-        Some(py) => round_trips("fastmcp", py, &[fastmcp_server.to_str().unwrap()]),
-        None => println!(
+    if python.exists() {
+        contenders.push(Contender {
+            name: "fastmcp",
+            program: python,
+            args: vec![
+                manifest
+                    .join("benches/fastmcp_echo.py")
+                    .display()
+                    .to_string(),
+            ],
+            port_arg: true,
+        });
+    } else {
+        println!(
             "fastmcp: {} is missing (scripts/setup-test-tools.sh)",
             python.display()
-        ),
+        );
     }
-    http_round_trips("klaw", &engine, &["mcp", "--http", "127.0.0.1:0"]);
-    if let Some(py) = &fastmcp {
-        http_round_trips("fastmcp", py, &[fastmcp_server.to_str().unwrap()]);
+    contenders.retain(|c| wanted(c.name));
+    race(&contenders, rounds);
+    if only.is_none() {
+        protocol(&me);
+        batch(&me);
     }
-    cold_start("klaw", &engine, &["mcp"]);
-    if let Some(py) = &fastmcp {
-        cold_start("fastmcp", py, &[fastmcp_server.to_str().unwrap()]);
-    }
-    protocol(&engine);
-    batch(&engine);
+    std::process::ExitCode::SUCCESS
 }

@@ -27,7 +27,7 @@ use crate::manifests::Manifests;
 use crate::scheduler::Scheduler;
 use crate::{Config, Engine, EngineError};
 
-pub(crate) use front::{run_front, run_front_on_worker};
+pub(crate) use front::{run_front, run_front_on_worker, run_front_serving};
 
 /// Why an app could not be assembled: the error of the part that failed, shown as it.
 #[derive(Debug, thiserror::Error)]

@@ -326,6 +326,16 @@ where
     crate::app::run_front(config, model, f).unwrap_or_else(|e| fail(&e.to_string()))
 }
 
+/// [`run_front`] on a worker thread per core ([`crate::app::run_front_serving`]:
+/// `mcp --http`, `run`).
+pub(crate) fn run_front_serving<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode
+where
+    F: FnOnce(std::sync::Arc<crate::App>) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    crate::app::run_front_serving(config, model, f).unwrap_or_else(|e| fail(&e.to_string()))
+}
+
 /// [`run_front`] with the front end on a runtime worker
 /// ([`crate::app::run_front_on_worker`]: `chat`, `schedule run-now`).
 pub(crate) fn run_front_on_worker<F, Fut>(config: Config, model: Option<Model>, f: F) -> ExitCode

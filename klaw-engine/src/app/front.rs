@@ -31,8 +31,9 @@ pub(crate) enum FrontError {
     Stopped(#[source] tokio::task::JoinError),
 }
 
-/// Runs a front end: the log (and telemetry), a runtime, the app assembled with `model`
-/// and started, then `f`; the app is shut down whatever `f` returned.
+/// Runs a front end: the log (and telemetry), a runtime of two worker threads, the app
+/// assembled with `model` and started, then `f`; the app is shut down whatever `f`
+/// returned.
 pub(crate) fn run_front<F, Fut, T>(
     config: Config,
     model: Option<Model>,
@@ -42,12 +43,42 @@ where
     F: FnOnce(Arc<App>) -> Fut,
     Fut: Future<Output = T>,
 {
+    run_front_with(Some(2), config, model, f)
+}
+
+/// [`run_front`] on a runtime with a worker thread per core (Tokio's default;
+/// `TOKIO_WORKER_THREADS` sets another number), for the front ends that serve many
+/// clients at once (`mcp --http`, `run`). Two workers held the HTTP server to two cores
+/// whatever the machine had (issue 48: a third of rmcp's calls/s on 16 cores).
+pub(crate) fn run_front_serving<F, Fut, T>(
+    config: Config,
+    model: Option<Model>,
+    f: F,
+) -> Result<T, FrontError>
+where
+    F: FnOnce(Arc<App>) -> Fut,
+    Fut: Future<Output = T>,
+{
+    run_front_with(None, config, model, f)
+}
+
+/// [`run_front`] with `workers` threads (`None`: Tokio's default).
+fn run_front_with<F, Fut, T>(
+    workers: Option<usize>,
+    config: Config,
+    model: Option<Model>,
+    f: F,
+) -> Result<T, FrontError>
+where
+    F: FnOnce(Arc<App>) -> Fut,
+    Fut: Future<Output = T>,
+{
     crate::telemetry::init(&config);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(FrontError::Runtime)?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n);
+    }
+    let runtime = builder.enable_all().build().map_err(FrontError::Runtime)?;
     let result = runtime.block_on(async {
         let app = Arc::new(App::assemble(config, model)?);
         app.start_imports().await;

@@ -55,7 +55,7 @@ pub(super) fn http(config: Config, addr: &str) -> ExitCode {
         Ok(m) => m,
         Err(code) => return code,
     };
-    super::run_front(config, model, |app| async move {
+    super::run_front_serving(config, model, |app| async move {
         match app.serve_mcp_http(bind).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(&e.to_string()),

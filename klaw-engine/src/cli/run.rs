@@ -41,7 +41,7 @@ pub(crate) fn run(config: Config) -> ExitCode {
     } else {
         None
     };
-    super::run_front(config, model, |app| async move {
+    let serve = move |app: std::sync::Arc<crate::App>| async move {
         let running = app.start_running(mcp_bind);
         eprintln!(
             "klaw-engine: running (channels: {}{}{}); SIGINT or SIGTERM to stop",
@@ -59,5 +59,11 @@ pub(crate) fn run(config: Config) -> ExitCode {
             eprintln!("klaw-engine: {e}");
         }
         ExitCode::SUCCESS
-    })
+    };
+    // Serving MCP over HTTP: a worker thread per core, as `mcp --http`.
+    if mcp_bind.is_some() {
+        super::run_front_serving(config, model, serve)
+    } else {
+        super::run_front(config, model, serve)
+    }
 }

@@ -5,10 +5,12 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use base64::Engine as _;
-use klaw_tools::{Attachment, ErrorKind, Format, Lang, LogLevel, ResourceContent, ToolOutput};
+use klaw_tools::{
+    Attachment, ErrorKind, Format, Lang, LogLevel, ResourceContent, ToolOutput, ToolRegistry,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
@@ -46,6 +48,58 @@ pub struct McpServer {
     peers: Arc<Peers>,
     /// The URIs this session subscribed to.
     subscriptions: Arc<Mutex<HashSet<String>>>,
+    /// The tools' definitions, shared by every session.
+    definitions: Arc<Definitions>,
+}
+
+/// The tools as MCP describes them, rendered once for the registry they came from and
+/// again only when the engine installs another: it does whenever its tool set changes
+/// (imports, manifests, `tools reload`, a tool registered at run time), never
+/// otherwise. `tools/list` rendered every definition on every request (31 tools, 58 KB:
+/// 1.6 ms), and rmcp asks for the called tool's on every HTTP `tools/call`.
+#[derive(Default)]
+struct Definitions(RwLock<Option<Rendered>>);
+
+/// A registry and its tools' definitions.
+type Rendered = (Arc<ToolRegistry>, Arc<[Tool]>);
+
+impl Definitions {
+    /// The definitions of `registry`'s tools in name order, rendered if they are not
+    /// yet.
+    fn of(&self, registry: Arc<ToolRegistry>, lang: Lang) -> Arc<[Tool]> {
+        let cached = |slot: &Option<Rendered>| {
+            slot.as_ref()
+                .filter(|(r, _)| Arc::ptr_eq(r, &registry))
+                .map(|(_, tools)| Arc::clone(tools))
+        };
+        if let Some(tools) = cached(&self.0.read().unwrap_or_else(PoisonError::into_inner)) {
+            return tools;
+        }
+        let mut slot = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tools) = cached(&slot) {
+            return tools;
+        }
+        let tools: Arc<[Tool]> = render(&registry, lang).into();
+        *slot = Some((registry, Arc::clone(&tools)));
+        tools
+    }
+}
+
+/// Every tool of `registry` as MCP describes it, in name order.
+fn render(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
+    specs_by_name(registry)
+        .into_iter()
+        .filter_map(|spec| {
+            let def = klaw_tools::definition(spec, Format::Mcp, lang);
+            match serde_json::from_value::<Tool>(def) {
+                Ok(tool) => Some(tool),
+                Err(e) => {
+                    tracing::error!(target: "klaw::mcp", tool = spec.name, "cannot describe the tool for MCP: {e}");
+                    None
+                }
+            }
+        })
+        .collect()
 }
 
 impl McpServer {
@@ -65,6 +119,7 @@ impl McpServer {
             log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
             peers: engine_peers(&engine),
             subscriptions: Arc::default(),
+            definitions: Arc::default(),
             engine,
         };
         let mut changes = server.engine.tools_changed();
@@ -137,20 +192,12 @@ impl McpServer {
 
     /// Every tool as MCP describes it, in name order.
     pub fn tools(&self) -> Vec<Tool> {
-        let registry = self.engine.registry();
-        specs_by_name(&registry)
-            .into_iter()
-            .filter_map(|spec| {
-                let def = klaw_tools::definition(spec, Format::Mcp, self.lang);
-                match serde_json::from_value::<Tool>(def) {
-                    Ok(tool) => Some(tool),
-                    Err(e) => {
-                        tracing::error!(target: "klaw::mcp", tool = spec.name, "cannot describe the tool for MCP: {e}");
-                        None
-                    }
-                }
-            })
-            .collect()
+        self.definitions().to_vec()
+    }
+
+    /// The definitions of the engine's tools as they are now, rendered once per tool set.
+    fn definitions(&self) -> Arc<[Tool]> {
+        self.definitions.of(self.engine.registry(), self.lang)
     }
 }
 
@@ -494,11 +541,11 @@ impl ServerHandler for McpServer {
     }
 
     /// One tool's description (rmcp asks for it on every HTTP `tools/call`, to check
-    /// `Mcp-Param-*` headers): only that tool is rendered.
+    /// `Mcp-Param-*` headers), from the rendered definitions.
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let registry = self.engine.registry();
-        let spec = registry.by_name(name)?.spec();
-        serde_json::from_value(klaw_tools::definition(spec, Format::Mcp, self.lang)).ok()
+        let tools = self.definitions();
+        let i = tools.binary_search_by(|t| (*t.name).cmp(name)).ok()?;
+        tools.get(i).cloned()
     }
 
     async fn call_tool(
@@ -763,4 +810,30 @@ fn content_block(a: &Attachment) -> Option<ContentBlock> {
         #[allow(unreachable_patterns)]
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_rendered_once_per_registry() {
+        let registry = Arc::new(ToolRegistry::collect().unwrap());
+        let definitions = Definitions::default();
+        let first = definitions.of(Arc::clone(&registry), Lang::En);
+        assert!(!first.is_empty());
+        assert!(first.windows(2).all(|w| w[0].name < w[1].name));
+        // The same tool set: the same rendering, not a new one.
+        let again = definitions.of(Arc::clone(&registry), Lang::En);
+        assert!(Arc::ptr_eq(&first, &again));
+        // Another registry (what the engine installs when its tools change): rendered
+        // anew, from it.
+        let mut fewer = ToolRegistry::clone(&registry);
+        let gone = first[0].name.to_string();
+        assert!(fewer.unregister(&gone).is_some());
+        let changed = definitions.of(Arc::new(fewer), Lang::En);
+        assert!(!Arc::ptr_eq(&first, &changed));
+        assert_eq!(changed.len(), first.len() - 1);
+        assert!(changed.iter().all(|t| t.name != gone));
+    }
 }

@@ -27,11 +27,12 @@ pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), 
     // Node clients use; a terminal) the blocking handles.
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let stdout = Arc::new(tokio::sync::Mutex::new(stdout));
+    // One write a message: the line with its `\n` (two writes were two system calls).
     let write_line = |out: Arc<tokio::sync::Mutex<rmcp::transport::io::StdioWriter>>,
-                      line: String| async move {
+                      mut line: Vec<u8>| async move {
+        line.push(b'\n');
         let mut out = out.lock().await;
-        out.write_all(line.as_bytes()).await?;
-        out.write_all(b"\n").await?;
+        out.write_all(&line).await?;
         out.flush().await
     };
     let errors = Arc::clone(&stdout);
@@ -57,7 +58,7 @@ pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), 
                     ),
                     (false, Err(answer)) => answer,
                 };
-                if write_line(Arc::clone(&errors), answer.to_string())
+                if write_line(Arc::clone(&errors), answer.to_string().into_bytes())
                     .await
                     .is_err()
                 {
@@ -69,7 +70,9 @@ pub async fn serve_stdio(engine: Engine, stop: CancellationToken) -> Result<(), 
     let outgoing = futures_util::sink::unfold(
         stdout,
         move |out, message: TxJsonRpcMessage<RoleServer>| async move {
-            let line = serde_json::to_string(&message).map_err(std::io::Error::other)?;
+            // Room for the `\n` that follows.
+            let mut line = Vec::with_capacity(256);
+            serde_json::to_writer(&mut line, &message).map_err(std::io::Error::other)?;
             write_line(Arc::clone(&out), line).await?;
             Ok::<_, std::io::Error>(out)
         },
