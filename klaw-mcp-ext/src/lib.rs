@@ -62,9 +62,13 @@ pub struct McpExtension {
     /// 2026-07-28's input-required result): given the answers the request brought and
     /// whether the request may be answered with a question (`in_result`). Tried before
     /// [`get_prompt`](Self::get_prompt).
-    pub get_prompt_asking:
-        fn(&str, Option<&InputResponses>, bool) -> Option<Result<GetPromptResponse, ToolError>>,
+    pub get_prompt_asking: AskingPrompt,
 }
+
+/// [`McpExtension::get_prompt_asking`]: the prompt `name`, given the client's answers and
+/// whether the request may be answered with a question; `None` when not its own.
+pub type AskingPrompt =
+    fn(&str, Option<&InputResponses>, bool) -> Option<Result<GetPromptResponse, ToolError>>;
 
 impl McpExtension {
     /// An extension that serves nothing; fill in what yours serves.
