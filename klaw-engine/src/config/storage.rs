@@ -1,8 +1,8 @@
 //! The `storage` section: where the engine keeps what engines share, and this engine's
 //! name among them (`storage.engineId`). `storage.url`: unset, everything stays in SQLite
 //! files in the data dir; a `postgres://` URL puts the scheduler's jobs, runs and leases,
-//! the agent's history and core memory in that PostgreSQL, so that several engines share
-//! them (`doc/scaling.md`).
+//! the agent's history, the gateway's inbox, core memory and the memory index in that
+//! PostgreSQL, so that several engines share them (`doc/scaling.md`).
 
 use std::path::PathBuf;
 
@@ -15,9 +15,11 @@ section! {
         keys {
             /// A PostgreSQL database (`postgres://user:password@host:5432/db`, a unix
             /// socket as `postgres://user@%2Frun%2Fpostgresql/db` or `?host=/run/postgresql`)
-            /// that holds the scheduler's jobs, runs and leases, the agent's history and
-            /// core memory, shared by every engine given the same URL; unset, they stay in
-            /// the data dir (`schedule.sqlite`, `agent.db`, `core_memory.json`). The
+            /// that holds the scheduler's jobs, runs and leases, the agent's history, the
+            /// gateway's inbox, core memory and the memory index (pgvector), shared by
+            /// every engine given the same URL; unset, they stay in the data dir
+            /// (`schedule.sqlite`, `agent.db`, `gateway.db`, `core_memory.json`,
+            /// `memory.sqlite`). The
             /// password is never printed (`config` shows `***`). Over TCP, TLS (rustls)
             /// as libpq's `sslmode` and `sslrootcert` in the URL ask:
             /// `?sslmode=verify-full&sslrootcert=/etc/klaw/db-ca.pem`.
