@@ -8,7 +8,9 @@
 //! this shows is the cost of nginx's extra hop, not how three engines scale.
 //!
 //! `cargo bench -p klaw-engine --bench nginx` (needs `/usr/sbin/nginx`:
-//! `scripts/setup-test-tools.sh`); `KLAW_BENCH_CALLS` calls per client (default 2000).
+//! `scripts/setup-test-tools.sh`); `KLAW_BENCH_CALLS` calls per client (default 900:
+//! below nginx's `keepalive_requests`, 1000, after which nginx closes a client's
+//! connection and this client, which does not reconnect, would fail).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench: a panic is a failed run
 
@@ -167,7 +169,7 @@ fn main() {
     let calls: usize = std::env::var("KLAW_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+        .unwrap_or(900);
     let bin = Path::new(env!("CARGO_BIN_EXE_klaw-engine"));
     let engines: Vec<Engine> = (0..3)
         .map(|i| Engine::start(bin, &format!("e{i}"), &[("KLAW_LOG_LEVEL", "error")]))
