@@ -239,6 +239,8 @@ impl Agent {
             s.push('\n');
             s.push_str(&skills);
         }
+        #[cfg(not(feature = "skills"))]
+        let _ = user_msg; // only the skills' list is ordered by it
         if history_truncated {
             s.push_str("\nOlder messages of this conversation were dropped to keep it short.\n");
         }

@@ -276,10 +276,9 @@ impl Gateway {
             let bot =
                 telegram::Telegram::new(&g.telegram_base_url, token, g.telegram_poll_seconds)?;
             // One inbox for every engine given the database; else this engine's file.
-            let bot = match &engine.config().raw.storage.url {
-                Some(url) => bot.sharing_inbox(Arc::new(PgInbox::new(Arc::new(
-                    crate::storage::Postgres::connect(url)?,
-                )))),
+            let bot = bot.named(engine.config().raw.storage.engine_id.as_deref());
+            let bot = match engine.database() {
+                Some(db) => bot.sharing_inbox(Arc::new(PgInbox::new(Arc::clone(db)))),
                 None => bot.keeping_inbox(engine.config().data_dir.join("gateway.db")),
             };
             channels.push(Arc::new(bot));

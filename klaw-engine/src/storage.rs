@@ -335,7 +335,16 @@ impl Postgres {
                 known,
             });
         }
-        for (version, statements) in MIGRATIONS.iter().filter(|m| m.0 > found) {
+        // Every migration the database lacks, not only those above its newest: an engine
+        // that shipped a later number first never makes the others skip theirs.
+        let applied: std::collections::HashSet<i64> = client
+            .query("SELECT version FROM klaw_schema_migrations", &[])
+            .await
+            .map_err(self.sql("reading the schema's version"))?
+            .iter()
+            .filter_map(|r| r.try_get(0).ok())
+            .collect();
+        for (version, statements) in MIGRATIONS.iter().filter(|m| !applied.contains(&m.0)) {
             let tx = client
                 .transaction()
                 .await
@@ -387,6 +396,52 @@ mod tests {
             .unwrap()
             .get::<_, bool>(0)
         })
+    }
+
+    /// A database that has a later migration but lacks an earlier one (an engine of a
+    /// branch that shipped the later number first) gets the missing one at the next
+    /// start, and nothing is applied twice.
+    #[test]
+    fn a_missing_migration_below_the_newest_is_applied() {
+        let Some(server) = pg_harness::Postgres::start() else {
+            return;
+        };
+        let url = DatabaseUrl::new(server.fresh_db());
+        let db = Postgres::connect(&url).unwrap();
+        let last = known_version();
+        let first_table = "history_messages";
+        assert!(last >= 3, "this test needs a migration below the newest");
+        // As if version 2 (the history's tables) had never been applied.
+        db.block_on(async {
+            let c = db.client().await.unwrap();
+            c.batch_execute(&format!(
+                "DROP TABLE {first_table} CASCADE; DROP TABLE history_usage CASCADE;
+                 DELETE FROM klaw_schema_migrations WHERE version = 2"
+            ))
+            .await
+            .unwrap();
+        });
+        drop(db);
+        let db = Postgres::connect(&url).unwrap();
+        let (versions, table): (i64, bool) = db.block_on(async {
+            let c = db.client().await.unwrap();
+            let n = c
+                .query_one("SELECT COUNT(*) FROM klaw_schema_migrations", &[])
+                .await
+                .unwrap()
+                .get(0);
+            let t = c
+                .query_one(
+                    &format!("SELECT to_regclass('{first_table}') IS NOT NULL"),
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            (n, t)
+        });
+        assert_eq!(versions, i64::try_from(MIGRATIONS.len()).unwrap());
+        assert!(table, "the missing migration was applied");
     }
 
     /// TLS with rustls as libpq's `sslmode` asks, against a real PostgreSQL with

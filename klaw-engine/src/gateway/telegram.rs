@@ -128,6 +128,15 @@ impl Telegram {
         })
     }
 
+    /// The same bot, its engine named `name` among the engines sharing its inbox
+    /// (`storage.engineId`: it begins the id under which this engine polls and answers
+    /// chats; `None`, the host's name).
+    #[must_use]
+    pub fn named(mut self, name: Option<&str>) -> Self {
+        self.engine = crate::scheduler::engine_id(name);
+        self
+    }
+
     /// The same bot, keeping what it receives in the inbox at `path` until it is handled.
     #[must_use]
     pub fn keeping_inbox(mut self, path: PathBuf) -> Self {
