@@ -287,7 +287,7 @@ fn memory_postgres_check(url: &crate::config::DatabaseUrl) -> Check {
                 None,
             )
         }
-        Ok(Err(e)) if e.to_string().contains("CREATE EXTENSION vector") => check(
+        Ok(Err(e @ klaw_tools::tools::memory::StoreError::NoVectorExtension)) => check(
             "memory db",
             Status::Fail,
             format!("PostgreSQL {}: {e}", db.target()),
