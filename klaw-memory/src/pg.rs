@@ -184,7 +184,15 @@ fn pg_err(e: &tokio_postgres::Error) -> StoreError {
         let _ = write!(out, ": {s}");
         next = s.source();
     }
-    StoreError::Postgres(out)
+    let conflict = e.code().is_some_and(|c| {
+        *c == tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED
+            || *c == tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE
+    });
+    if conflict {
+        StoreError::PostgresConflict(out)
+    } else {
+        StoreError::Postgres(out)
+    }
 }
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -362,7 +370,7 @@ fn hit(r: &tokio_postgres::Row, found_by: FoundBy) -> Hit {
 /// Whether a failure is one to retry the transaction after (a deadlock, a serialization
 /// failure): two engines importing overlapping files in another order.
 fn retryable(e: &StoreError) -> bool {
-    matches!(e, StoreError::Postgres(m) if m.contains("deadlock detected") || m.contains("could not serialize"))
+    matches!(e, StoreError::PostgresConflict(_))
 }
 
 impl PgStore {

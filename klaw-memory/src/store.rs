@@ -62,6 +62,10 @@ pub enum StoreError {
     /// PostgreSQL reported an error (the memory on `storage.url`).
     #[error("memory database (PostgreSQL) error: {0}")]
     Postgres(String),
+    /// PostgreSQL ended a transaction for another's sake (a deadlock, a serialization
+    /// failure: two engines importing overlapping files); running it again can succeed.
+    #[error("memory database (PostgreSQL) conflict: {0}")]
+    PostgresConflict(String),
     /// The PostgreSQL database of `storage.url` has no pgvector.
     #[error(
         "the PostgreSQL database has no vector extension (pgvector): install pgvector on the \
