@@ -44,26 +44,6 @@ pub fn unattended(caller: &Caller) -> bool {
     caller.channel == CHANNEL || caller.channel == crate::agent::subagent::CHANNEL
 }
 
-/// This engine's id in run leases: its name (`storage.engineId`, else its host's), its
-/// process and a random part (`host-pid123-5f3a9c`), unique among the engines sharing
-/// a schedule, even after a restart with the same name and pid.
-pub(crate) fn engine_id(name: Option<&str>) -> String {
-    let host = name.map(str::to_owned).unwrap_or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "host".into())
-    });
-    let random = {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(jiff::Timestamp::now().as_nanosecond().unsigned_abs());
-        h.finish() & 0xff_ffff
-    };
-    format!("{host}-pid{}-{random:06x}", std::process::id())
-}
-
 /// The jobs of one data dir, and how this engine runs them.
 #[derive(Clone)]
 pub struct Scheduler {
@@ -109,7 +89,7 @@ impl Scheduler {
         let s = &config.raw.scheduler;
         Self {
             store,
-            owner: engine_id(config.raw.storage.engine_id.as_deref()),
+            owner: crate::storage::engine_id(config.raw.storage.engine_id.as_deref()),
             lease: Duration::from_secs(s.lease_seconds.max(3)),
             timeout: Duration::from_secs(s.run_timeout_seconds.max(1)),
             enabled: s.enabled,

@@ -1,6 +1,6 @@
 //! The PostgreSQL that `storage.url` names: one pool of connections
 //! (`deadpool-postgres` over `tokio-postgres`, TLS with rustls as the URL's libpq
-//! `sslmode` and `sslrootcert` ask: [`tls`]), driven by a runtime of its own so
+//! `sslmode` and `sslrootcert` ask: `storage/tls.rs`), driven by a runtime of its own so
 //! that the stores, which are called off the async threads (as SQLite is), can wait on
 //! it from any thread; and the versioned migrations every store of the engine brings,
 //! run at start under an advisory lock.
@@ -42,6 +42,27 @@ pub const MIGRATIONS: &[Migration] = &[
 /// The schema version this engine knows: that of its last migration.
 pub fn known_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.0)
+}
+
+/// This engine's id among those sharing the database (the scheduler's run leases, the
+/// gateway's poller and chat leases): its name (`storage.engineId`, else its host's), its
+/// process and a random part (`host-pid123-5f3a9c`), unique among the engines sharing
+/// the database, even after a restart with the same name and pid.
+pub(crate) fn engine_id(name: Option<&str>) -> String {
+    let host = name.map(str::to_owned).unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "host".into())
+    });
+    let random = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(jiff::Timestamp::now().as_nanosecond().unsigned_abs());
+        h.finish() & 0xff_ffff
+    };
+    format!("{host}-pid{}-{random:06x}", std::process::id())
 }
 
 /// The advisory lock key under which migrations run (`klaw` in ASCII, then 1).

@@ -28,15 +28,15 @@ pub use postgres::PgHistory;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HistoryOp {
-    /// Appending a message ([`History::append`]).
+    /// Appending a message ([`HistoryStore::append`]).
     Save,
-    /// Recording a request's tokens ([`History::record_usage`]).
+    /// Recording a request's tokens ([`HistoryStore::record_usage`]).
     RecordUsage,
-    /// Adding up a chat's tokens ([`History::usage`]).
+    /// Adding up a chat's tokens ([`HistoryStore::usage`]).
     ReadUsage,
-    /// Reading a chat's messages ([`History::load`]).
+    /// Reading a chat's messages ([`HistoryStore::load`]).
     Load,
-    /// Deleting a chat's old messages ([`History::prune`]).
+    /// Deleting a chat's old messages ([`HistoryStore::prune`]).
     Prune,
 }
 

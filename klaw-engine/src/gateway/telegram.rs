@@ -122,7 +122,7 @@ impl Telegram {
             http,
             inbox_path: None,
             inbox: OnceLock::new(),
-            engine: crate::scheduler::engine_id(None),
+            engine: crate::storage::engine_id(None),
             given: Mutex::new(HashMap::new()),
             wake: tokio::sync::Notify::new(),
         })
@@ -133,7 +133,7 @@ impl Telegram {
     /// chats; `None`, the host's name).
     #[must_use]
     pub fn named(mut self, name: Option<&str>) -> Self {
-        self.engine = crate::scheduler::engine_id(name);
+        self.engine = crate::storage::engine_id(name);
         self
     }
 
