@@ -210,8 +210,13 @@ impl Postgres {
         let manager = Manager::from_config(
             config,
             connector,
+            // A connection is checked with an empty query before it is handed out again:
+            // one whose server process was ended (a restart, a failover,
+            // `pg_terminate_backend`) is replaced there, not handed to a store whose
+            // call would then fail on it (`Fast` only sees a close the client has
+            // already read, a race the history's dropped-connection test lost).
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                recycling_method: RecyclingMethod::Verified,
             },
         );
         let pool = Pool::builder(manager)
