@@ -351,6 +351,32 @@ fn delivered(lines: &[String], job: &str) -> BTreeMap<String, usize> {
     out
 }
 
+/// The answers delivered in `lines`, by occurrence, asserting that each of the `ok` runs
+/// (`runs`, shown when it fails) was delivered exactly once: none doubled, none lost.
+fn each_ok_run_delivered_once(
+    lines: &[String],
+    ok: usize,
+    runs: &dyn std::fmt::Debug,
+) -> BTreeMap<String, usize> {
+    let got = delivered(lines, "tick");
+    assert_eq!(got.len(), ok, "{got:?}\n{runs:?}");
+    assert!(got.values().all(|&n| n == 1), "{got:?}");
+    got
+}
+
+/// The model was asked about each occurrence once: nothing ran twice.
+fn asked_once_each(server: &ScriptedServer) {
+    let asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| occurrence(&prompt(r)))
+        .collect();
+    let mut unique = asked.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), asked.len(), "{asked:?}");
+}
+
 #[test]
 fn jobs_are_added_listed_and_removed_across_processes() {
     each_backend(|backend| {
@@ -644,20 +670,10 @@ fn two_engines_fire_each_occurrence_once() {
         // None doubled: each ok run delivered once, across both engines.
         let mut lines = a.lines();
         lines.extend(b.lines());
-        let got = delivered(&lines, "tick");
         let ok = runs.iter().filter(|r| r.1 == "ok").count();
-        assert_eq!(got.len(), ok, "{got:?}\n{runs:?}");
-        assert!(got.values().all(|&n| n == 1), "{got:?}");
+        each_ok_run_delivered_once(&lines, ok, &runs);
         // Nothing ran twice at the model either.
-        let asked: Vec<String> = server
-            .requests()
-            .iter()
-            .map(|r| occurrence(&prompt(r)))
-            .collect();
-        let mut unique = asked.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), asked.len(), "{asked:?}");
+        asked_once_each(&server);
         let owners: std::collections::BTreeSet<&str> = runs.iter().map(|r| r.2.as_str()).collect();
         eprintln!(
             "two engines, {TWO_ENGINES_SECONDS} s: {} occurrences, {ok} run, by {} engine(s)",
@@ -1244,10 +1260,8 @@ fn three_engines_on_postgres_fire_each_occurrence_once_through_a_kill_9() {
     for e in &engines {
         lines.extend(e.lines());
     }
-    let got = delivered(&lines, "tick");
     let ok = runs.iter().filter(|r| r.1 == "ok").count();
-    assert_eq!(got.len(), ok, "{got:?}\n{runs:?}");
-    assert!(got.values().all(|&n| n == 1), "{got:?}");
+    let got = each_ok_run_delivered_once(&lines, ok, &runs);
     assert_eq!(got.get(&held_occ), Some(&1), "{got:?}");
     // The model was asked once per run, the held occurrence twice (the dead engine's
     // turn, then the take-over's).
@@ -1529,20 +1543,10 @@ fn three_engines_ride_out_a_database_restart() {
         lines.extend(e.lines());
         errors.push_str(&e.stderr());
     }
-    let got = delivered(&lines, "tick");
     let ok = runs.iter().filter(|r| r.1 == "ok").count();
-    assert_eq!(got.len(), ok, "{got:?}\n{runs:?}");
-    assert!(got.values().all(|&n| n == 1), "{got:?}");
+    each_ok_run_delivered_once(&lines, ok, &runs);
     // Asked once each at the model.
-    let asked: Vec<String> = server
-        .requests()
-        .iter()
-        .map(|r| occurrence(&prompt(r)))
-        .collect();
-    let mut unique = asked.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), asked.len(), "{asked:?}");
+    asked_once_each(&server);
     // Said clearly, no panic, and no spinning: a failure a second at most per engine.
     assert!(!errors.contains("panicked"), "{errors}");
     assert!(errors.contains("cannot claim due runs"), "{errors}");
