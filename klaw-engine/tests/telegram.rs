@@ -21,6 +21,23 @@ use common::{cache, engine};
 
 const TOKEN: &str = "123:ABC";
 
+/// Spawns `cmd` (its stderr piped), its log gathered as it comes into the string returned
+/// beside it; killed when dropped.
+fn spawn_logged(cmd: &mut std::process::Command) -> (Killed, Arc<Mutex<String>>) {
+    let mut child = cmd.spawn().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&log);
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut l = sink.lock().unwrap();
+            l.push_str(&line);
+            l.push('\n');
+        }
+    });
+    (Killed(child), log)
+}
+
 /// A child process killed when dropped.
 struct Killed(Child);
 
@@ -116,18 +133,7 @@ async fn telegram_chats_on_the_whitelist_get_answers() {
     let home = tempfile::tempdir().unwrap();
     let mut run = run_command(home.path(), &tg, &model.url, "2");
     run.stderr(Stdio::piped());
-    let mut child = run.spawn().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let sink = Arc::clone(&log);
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let mut l = sink.lock().unwrap();
-            l.push_str(&line);
-            l.push('\n');
-        }
-    });
-    let mut run = Killed(child);
+    let (mut run, log) = spawn_logged(&mut run);
 
     let http = reqwest::Client::new();
 
@@ -561,18 +567,7 @@ async fn the_inbox_database_lost_mid_poll_is_a_clear_error_and_loses_nothing() {
     let home = tempfile::tempdir().unwrap();
     let mut run = run_command(home.path(), &tg, &model.url, "1");
     run.env("KLAW_DATABASE_URL", &url).stderr(Stdio::piped());
-    let mut child = run.spawn().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let sink = Arc::clone(&log);
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let mut l = sink.lock().unwrap();
-            l.push_str(&line);
-            l.push('\n');
-        }
-    });
-    let mut run = Killed(child);
+    let (mut run, log) = spawn_logged(&mut run);
     let http = reqwest::Client::new();
     let mut answers = Vec::new();
     say(&http, &tg, 42, "one").await;
