@@ -2,7 +2,7 @@
 //! subcommand's file parses what it reads and prints what it gets: `cli/tools.rs`
 //! (`tools`, `tools reload`, `tools lock`), `cli/call.rs` (`call`), `cli/mcp.rs` (`mcp`),
 //! `cli/chat.rs`, `cli/run.rs`, `cli/schedule.rs`, `cli/memory.rs`, `cli/docs.rs`
-//! (`docs index`); `doctor` and `config` are printed here. A front end runs on an
+//! (`docs index`), `cli/storage.rs` (`storage import`); `doctor` and `config` are printed here. A front end runs on an
 //! assembled app (`app/front.rs`: its runtime, the start, the one shutdown).
 
 mod call;
@@ -14,6 +14,7 @@ mod mcp;
 mod memory;
 mod run;
 mod schedule;
+mod storage;
 mod tools;
 
 use std::ffi::OsString;
@@ -102,6 +103,12 @@ pub enum Command {
         /// What to do with them.
         #[command(subcommand)]
         command: schedule::ScheduleCommand,
+    },
+    /// The database engines share (`storage.url`): copy a data dir's SQLite stores into it.
+    Storage {
+        /// What to do with it.
+        #[command(subcommand)]
+        command: storage::StorageCommand,
     },
     /// Print the effective configuration (every key, with defaults and overrides applied).
     Config {
@@ -229,6 +236,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
         Some(Command::Schedule { command }) => {
             with_config(|config| schedule::run(config.clone(), command))
         }
+        Some(Command::Storage { command }) => with_config(|config| storage::run(config, command)),
         Some(Command::Chat { chat, model }) => {
             with_config(|config| chat::run(config.clone(), chat, model))
         }

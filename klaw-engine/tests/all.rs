@@ -34,6 +34,7 @@ mod memory;
 mod nginx;
 mod schedule;
 mod skills;
+mod storage;
 mod telegram;
 #[cfg(feature = "telemetry")]
 mod telemetry;
