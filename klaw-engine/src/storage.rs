@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
+pub mod import;
 mod tls;
 
 use crate::config::DatabaseUrl;
@@ -468,6 +469,46 @@ mod tests {
         });
         assert_eq!(versions, i64::try_from(MIGRATIONS.len()).unwrap());
         assert!(table, "the missing migration was applied");
+    }
+
+    /// Engines started together on a fresh database migrate it once: each connects
+    /// (none fails on a table another is creating), every migration is recorded once,
+    /// and every table is there.
+    #[test]
+    fn engines_starting_together_migrate_once() {
+        let Some(server) = pg_harness::Postgres::start() else {
+            return;
+        };
+        let url = DatabaseUrl::new(server.fresh_db());
+        let started: Vec<_> = std::thread::scope(|s| {
+            let engines: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| Postgres::connect(&url).map(|_| ())))
+                .collect();
+            engines.into_iter().map(|e| e.join().unwrap()).collect()
+        });
+        for e in started {
+            e.unwrap();
+        }
+        let db = Postgres::open(&url).unwrap();
+        assert_eq!(db.schema_version().unwrap(), known_version());
+        let (rows, distinct, tables): (i64, i64, i64) = db.block_on(async {
+            let c = db.client().await.unwrap();
+            let r = c
+                .query_one(
+                    "SELECT COUNT(*), COUNT(DISTINCT version),
+                            (SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public')
+                     FROM klaw_schema_migrations",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (r.get(0), r.get(1), r.get(2))
+        });
+        assert_eq!(rows, i64::try_from(MIGRATIONS.len()).unwrap());
+        assert_eq!(rows, distinct);
+        // The migrations' tables (jobs, runs, history x2, core memory, gateway x4) and
+        // the migrations' own.
+        assert!(tables >= 10, "{tables} tables");
     }
 
     /// TLS with rustls as libpq's `sslmode` asks, against a real PostgreSQL with
