@@ -1059,7 +1059,9 @@ mod tests {
     /// The connections of the engine's pool dropped under it (the server ended them:
     /// `pg_terminate_backend`, as a restart or a failover does): each call either
     /// succeeds on a fresh connection or fails with an error that says what it was
-    /// doing and why; nothing committed before is lost, and the next turn works.
+    /// doing and why; nothing committed before is lost, and the next turn works. A
+    /// statement whose connection is ended under it runs once more on a fresh one and
+    /// is written once; ended twice, the call fails clearly, nothing half-written.
     #[test]
     fn a_dropped_connection_loses_nothing_and_the_next_turn_works() {
         let Some(server) = pg_harness::Postgres::start() else {
@@ -1101,33 +1103,50 @@ mod tests {
         }
         eprintln!("{failures} calls failed on a dropped connection");
         // A statement in flight when its connection is ended (it waits on a lock that
-        // another session holds): a clear error, and the message is not half-written.
+        // another session holds): the server says it ended the session, the statement
+        // is run once more on a fresh connection (which waits on the lock again), and
+        // when that one is ended too, the call fails with a clear error and the message
+        // is not half-written.
         let locker = crate::storage::Postgres::connect(&crate::config::DatabaseUrl::new(format!(
             "{url}?application_name=locker"
         )))
         .unwrap();
-        let held = locker.block_on(async {
-            let c = locker.client().await.unwrap();
-            c.batch_execute("BEGIN; LOCK TABLE history_messages IN ACCESS EXCLUSIVE MODE")
-                .await
-                .unwrap();
-            c
-        });
-        let waiting = std::thread::scope(|s| {
-            let blocked = s.spawn(|| h.append("c", &Message::User("lost".into())));
+        let lock = || {
+            locker.block_on(async {
+                let c = locker.client().await.unwrap();
+                c.batch_execute("BEGIN; LOCK TABLE history_messages IN ACCESS EXCLUSIVE MODE")
+                    .await
+                    .unwrap();
+                c
+            })
+        };
+        // The pid of the engine's session waiting on the lock, once there is one other
+        // than `not`.
+        let waiter = |not: &str| {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while server.psql_url(
-                &url,
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'klaw-engine'
-                 AND wait_event_type = 'Lock'",
-            ) != "1"
-            {
+            loop {
+                let pid = server.psql_url(
+                    &url,
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'klaw-engine'
+                     AND wait_event_type = 'Lock'",
+                );
+                if !pid.is_empty() && pid != not {
+                    return pid;
+                }
                 assert!(
                     std::time::Instant::now() < deadline,
                     "the append never waited"
                 );
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
+        };
+        let held = lock();
+        let waiting = std::thread::scope(|s| {
+            let blocked = s.spawn(|| h.append("c", &Message::User("lost".into())));
+            let first = waiter("");
+            terminate();
+            // Retried on a fresh connection: waiting again, in another session.
+            waiter(&first);
             terminate();
             blocked.join().unwrap()
         });
@@ -1136,6 +1155,20 @@ mod tests {
         assert!(e.to_string().contains("terminating connection"), "{e}");
         eprintln!("{e}");
         locker.block_on(held.batch_execute("ROLLBACK")).unwrap();
+        drop(held);
+        // Ended once: the retry writes it, once.
+        let held = lock();
+        let kept = Message::User("kept".into());
+        let retried = std::thread::scope(|s| {
+            let blocked = s.spawn(|| h.append("c", &kept));
+            let first = waiter("");
+            terminate();
+            waiter(&first);
+            locker.block_on(held.batch_execute("ROLLBACK")).unwrap();
+            blocked.join().unwrap()
+        });
+        retried.unwrap();
+        written.push(kept);
         drop(held);
         // Every call that said it was written is there, in order; nothing else is.
         let got = h.load("c", 1000).unwrap().messages;

@@ -2,14 +2,18 @@
 //! `storage/migrations/0002_history.sql`), shared by every engine given the database: a
 //! chat written on one engine is read on another. The rows are SQLite's (the same JSON
 //! bodies, read by the same decoder); each method is one transaction on a connection of
-//! the pool, waited for on the client's runtime. A connection that drops fails the
-//! method with the server's reason, and the transaction it was in is rolled back by
-//! PostgreSQL: what was committed before stays, and the next call takes a fresh
-//! connection.
+//! the pool, waited for on the client's runtime. A connection the server ends under a
+//! statement (`pg_terminate_backend`, a restart, a failover: it says so, SQLSTATE
+//! 57P01 to 57P03, before the statement completed, and rolls its transaction back) is
+//! left, and the method runs once more on a fresh connection of the pool: nothing was
+//! written, so nothing is written twice. A second such end, or any other failure (a
+//! `COMMIT` whose answer was lost is never retried: it may have committed), fails the
+//! method with the server's reason; what was committed before stays.
 
 use std::sync::Arc;
 
 use futures_util::future::try_join;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::{HistoryError, HistoryOp, HistoryStore, Loaded, decoded, encode, from_window};
@@ -58,39 +62,91 @@ impl PgHistory {
         }
     }
 
-    /// Runs `f` in one transaction on a connection of the pool (committed when it
-    /// succeeds, rolled back otherwise).
-    fn transact<T>(
-        &self,
-        op: HistoryOp,
-        f: impl AsyncFnOnce(&deadpool_postgres::Transaction<'_>) -> Result<T, tokio_postgres::Error>,
-    ) -> Result<T, HistoryError> {
-        self.db.block_on(async {
-            let mut client = self.db.client().await.map_err(|e| HistoryError::Postgres {
-                op,
-                source: Box::new(e),
-            })?;
-            let tx = client.transaction().await.map_err(self.sql(op))?;
-            let out = f(&tx).await.map_err(self.sql(op))?;
-            tx.commit().await.map_err(self.sql(op))?;
-            Ok(out)
+    /// The pool's connection for `op`.
+    async fn client(&self, op: HistoryOp) -> Result<deadpool_postgres::Client, HistoryError> {
+        self.db.client().await.map_err(|e| HistoryError::Postgres {
+            op,
+            source: Box::new(e),
         })
     }
 
-    /// Runs `f` with a connection of the pool, outside a transaction (one statement).
+    /// Whether `e` may be retried once (`retried`: it was not yet): the server ended the
+    /// session before the statement completed.
+    fn retry(&self, op: HistoryOp, e: &tokio_postgres::Error, retried: &mut bool) -> bool {
+        if *retried || !ended_by_server(e) {
+            return false;
+        }
+        *retried = true;
+        tracing::warn!(
+            target: "klaw::storage",
+            "{} on {}: the server ended the connection ({}); once more on a fresh one",
+            op.doing(),
+            self.db.target(),
+            e.as_db_error().map_or_else(|| e.to_string(), ToString::to_string)
+        );
+        true
+    }
+
+    /// Runs `f` in one transaction on a connection of the pool (committed when it
+    /// succeeds, rolled back otherwise); again on a fresh connection, once, when the
+    /// server ended the first before `f` was done (never when `COMMIT` failed).
+    fn transact<T>(
+        &self,
+        op: HistoryOp,
+        f: impl AsyncFn(&deadpool_postgres::Transaction<'_>) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, HistoryError> {
+        self.db.block_on(async {
+            let mut retried = false;
+            loop {
+                let mut client = self.client(op).await?;
+                let tx = match client.transaction().await {
+                    Ok(tx) => tx,
+                    Err(e) if self.retry(op, &e, &mut retried) => continue,
+                    Err(e) => return Err(self.sql(op)(e)),
+                };
+                let out = match f(&tx).await {
+                    Ok(out) => out,
+                    Err(e) if self.retry(op, &e, &mut retried) => continue,
+                    Err(e) => return Err(self.sql(op)(e)),
+                };
+                tx.commit().await.map_err(self.sql(op))?;
+                return Ok(out);
+            }
+        })
+    }
+
+    /// Runs `f` with a connection of the pool, outside a transaction (one statement,
+    /// committed when it completes); again on a fresh connection, once, when the server
+    /// ended the first before the statement completed.
     fn with_client<T>(
         &self,
         op: HistoryOp,
-        f: impl AsyncFnOnce(&deadpool_postgres::Client) -> Result<T, tokio_postgres::Error>,
+        f: impl AsyncFn(&deadpool_postgres::Client) -> Result<T, tokio_postgres::Error>,
     ) -> Result<T, HistoryError> {
         self.db.block_on(async {
-            let client = self.db.client().await.map_err(|e| HistoryError::Postgres {
-                op,
-                source: Box::new(e),
-            })?;
-            f(&client).await.map_err(self.sql(op))
+            let mut retried = false;
+            loop {
+                let client = self.client(op).await?;
+                match f(&client).await {
+                    Ok(out) => return Ok(out),
+                    Err(e) if self.retry(op, &e, &mut retried) => {}
+                    Err(e) => return Err(self.sql(op)(e)),
+                }
+            }
         })
     }
+}
+
+/// Whether the server said it ended the session (`pg_terminate_backend`, a shutdown or
+/// restart, a crash of another backend, a server not accepting connections yet) in
+/// answer to a statement: the statement did not complete and its transaction was
+/// rolled back. A connection closed without a word is not: a write may have committed.
+fn ended_by_server(e: &tokio_postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::ADMIN_SHUTDOWN
+            || *c == SqlState::CRASH_SHUTDOWN
+            || *c == SqlState::CANNOT_CONNECT_NOW
+    })
 }
 
 fn int(n: usize) -> i64 {
