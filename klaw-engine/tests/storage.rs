@@ -63,6 +63,7 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
     let db = pg.fresh_db();
     let server = ScriptedServer::script(vec![
         Reply::openai_answer("Nice to meet you, Ann."),
+        Reply::openai_answer("Good morning!"),
         Reply::openai_answer("Your name is Ann."),
     ]);
     let model = format!("{}/v1", server.url);
@@ -84,6 +85,14 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
             "0 9 * * *",
             "Say good morning",
         ],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // One run of it, recorded in the data dir.
+    let o = output(engine(
+        one.path(),
+        &model,
+        None,
+        &["schedule", "run-now", "morning"],
     ));
     assert!(o.status.success(), "{}", stderr(&o));
     let data = common::dirs(one.path()).0;
@@ -109,7 +118,8 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
     let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
     assert!(line(&out, "schedule").contains("1 jobs added"), "{out}");
-    assert!(line(&out, "history").contains("1 chats added"), "{out}");
+    // The console's chat and the run's.
+    assert!(line(&out, "history").contains("2 chats added"), "{out}");
     assert!(line(&out, "core memory").contains("2 keys added"), "{out}");
     assert!(line(&out, "inbox").contains("1 messages added"), "{out}");
     let counts = || {
@@ -124,9 +134,15 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
         )
     };
     let after_one = counts();
+    // One job and its run; 4 messages and 2 usage rows in two chats; one message
+    // waiting and the Telegram offset.
     assert!(
-        after_one.starts_with("1 0 2 1 1 telegram=701 "),
+        after_one.starts_with("1 1 4 2 1 telegram=701 "),
         "{after_one}"
+    );
+    assert_eq!(
+        pg.psql_url(&db, "SELECT job || ' ' || status FROM runs"),
+        "morning ok"
     );
     assert!(
         after_one.contains(r#""city":"Oslo""#) && after_one.contains(r#""tone":"brief""#),
@@ -144,7 +160,7 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
         ),
         (
             "history",
-            "0 chats added, 1 already there, 0 replaced; 0 rows",
+            "0 chats added, 2 already there, 0 replaced; 0 rows",
         ),
         (
             "core memory",
@@ -174,7 +190,7 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "Your name is Ann.\n");
-    let asked = &server.requests()[1];
+    let asked = &server.requests()[2];
     let messages = asked.body["messages"].as_array().unwrap();
     let contents: Vec<&str> = messages
         .iter()
@@ -189,7 +205,7 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
     let o = import(one.path(), &db, &[]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(
-        line(&stdout(&o), "history").contains("0 chats added, 1 already there"),
+        line(&stdout(&o), "history").contains("0 chats added, 2 already there"),
         "{}",
         stdout(&o)
     );
@@ -210,7 +226,7 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
         "{err}"
     );
     assert!(err.contains("user.city"), "{err}");
-    assert!(line(&out, "history").contains("1 already there"), "{out}");
+    assert!(line(&out, "history").contains("2 already there"), "{out}");
     assert_eq!(
         pg.psql_url(&db, "SELECT message FROM jobs WHERE name = 'morning'"),
         "changed"
