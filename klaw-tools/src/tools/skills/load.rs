@@ -149,6 +149,11 @@ fn load(
             )
         }
     };
+    // A leading byte order mark (editors on Windows write one) is no part of the text.
+    let content = match content.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => content,
+    };
     let (files, files_cut) = skill_files_listed(skill);
     let files = files.iter().map(|f| shown(skill, f)).collect();
     let (how_to_read_files, exec_dir) = match skill.origin {
@@ -359,6 +364,25 @@ mod tests {
             let e = read_skill_file(pdf, outside, 100).unwrap_err();
             assert!(e.is_access_denied(), "{outside}: {e:?}");
         }
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_not_part_of_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("ws/skills/bom");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "\u{feff}---\nname: bom\ndescription: d\n---\nBody.\n",
+        )
+        .unwrap();
+        std::fs::write(skill.join("guide.md"), "\u{feff}Guide.\n").unwrap();
+        let catalog = SkillCatalog::default().scan(&dir.path().join("ws"), dir.path());
+        let bom = catalog.get("bom").unwrap();
+        let (_, loaded) = load(bom, None, 1000).unwrap();
+        assert!(loaded.content.starts_with("---\nname: bom"), "{loaded:?}");
+        let (_, guide) = load(bom, Some("guide.md"), 1000).unwrap();
+        assert_eq!(guide.content, "Guide.\n");
     }
 
     #[test]
