@@ -44,6 +44,12 @@ pub struct SkillLoaded {
         description_en = "The skill's folder as exec's workingDir (relative to the workspace), when commands see it: run the skill's scripts from there as its SKILL.md writes them (python3 scripts/x.py)"
     )]
     pub exec_dir: Option<String>,
+    /// Папка навыка, как её видят команды (exec): абсолютный путь, вне рабочей области только для чтения; запускай скрипты навыка по нему, например python3 <skillDir>/scripts/x.py
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(
+        description_en = "The skill's folder as commands (exec) see it: an absolute path, read-only outside the workspace; run the skill's scripts by it, e.g. python3 <skillDir>/scripts/x.py"
+    )]
+    pub skill_dir: Option<String>,
     /// Инструменты, которые навык разрешает (allowed-tools), если он их называет
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(description_en = "The tools the skill allows (allowed-tools), when it names them")]
@@ -156,6 +162,11 @@ fn load(
     };
     let (files, files_cut) = skill_files_listed(skill);
     let files = files.iter().map(|f| shown(skill, f)).collect();
+    // The folder at its real path: where commands see it (the sandbox shows the
+    // workspace and the skills folders at their own canonical paths).
+    let skill_dir = std::fs::canonicalize(&dir)
+        .ok()
+        .map(|d| d.to_string_lossy().into_owned());
     let (how_to_read_files, exec_dir) = match skill.origin {
         Origin::Workspace => (
             format!(
@@ -166,10 +177,12 @@ fn load(
         ),
         Origin::System | Origin::Path | Origin::User => (
             format!(
-                "This is a {} skill in {}, outside the workspace: file_read and commands (exec) cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed; to run one of its scripts, write it into the workspace with file_write first.",
+                "This is a {} skill in {}, outside the workspace: file_read cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed. Commands (exec) see the skill's folder read-only at `{}`: run its scripts by that path from the workspace (e.g. `python3 {}/scripts/x.py` for SKILL.md's `python3 scripts/x.py`), so that what they write goes to the workspace; nothing can be written into the skill's folder.",
                 skill.origin,
                 dir.display(),
-                skill.name()
+                skill.name(),
+                skill_dir.as_deref().unwrap_or("?"),
+                skill_dir.as_deref().unwrap_or("?"),
             ),
             None,
         ),
@@ -185,6 +198,7 @@ fn load(
             files_cut,
             how_to_read_files,
             exec_dir,
+            skill_dir,
             allowed_tools: skill.frontmatter.allowed_tools.clone(),
         },
     ))
