@@ -138,8 +138,10 @@ pub fn idmapped_workspace_with(workspace: &Path, read_only: &[PathBuf], id: u32)
             )?;
         }
     }
+    let mut mounted: Vec<&Path> = Vec::new();
     for (dir, tree) in trees {
-        mount_over(dir, &tree)?;
+        mount_over(dir, &tree, &mounted)?;
+        mounted.push(dir);
     }
     Ok(())
 }
@@ -174,11 +176,15 @@ fn read_only_tree(dir: &Path, id: u32) -> io::Result<rustix::fd::OwnedFd> {
 
 /// Mounts `tree` on `dir` in this (new) mount namespace: the first directory above it
 /// that others may not pass through is covered by an empty tmpfs first (unless a
-/// covering made here holds it already), and the path down to `dir` made in it.
-fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd) -> io::Result<()> {
+/// covering made here holds it already, or it is one of the folders `mounted` here,
+/// which `id` reads through its idmapped mount), and the path down to `dir` made in it.
+fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd, mounted: &[&Path]) -> io::Result<()> {
     let mut ancestors: Vec<&Path> = dir.ancestors().skip(1).collect();
     ancestors.reverse();
     for above in ancestors {
+        if mounted.contains(&above) {
+            continue;
+        }
         match std::fs::metadata(above) {
             Ok(m) if m.mode() & 0o001 == 0 => {
                 rustix::mount::mount(
