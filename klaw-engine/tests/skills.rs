@@ -647,10 +647,14 @@ fn published_skills_load_from_every_client_s_folder() {
 /// commands see it (`skillDir`, read-only at its own path) and `exec` runs
 /// `python3 <skillDir>/scripts/hello.py` from the workspace; it gives the workspace
 /// skill's folder as exec's working directory, and `exec` runs `python3
-/// scripts/hello.py` from there, as its SKILL.md writes it.
+/// scripts/hello.py` from there, as its SKILL.md writes it. The home is outside `/tmp`
+/// where the machine allows, so that the second command of a session goes through the
+/// kept sandbox of the sandbox server (a skills folder under `/tmp` runs one-shot).
 #[test]
 fn a_skill_s_bundled_script_runs_in_both_sandboxes() {
-    let home = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir_in("/var/tmp")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
     let (data, ws) = dirs(home.path());
     for root in [&ws, &data] {
         write_skill(
@@ -686,14 +690,17 @@ fn a_skill_s_bundled_script_runs_in_both_sandboxes() {
                 .contains("Commands (exec) see the skill's folder read-only at"),
             "{sys}"
         );
-        let ran = mcp.call(
-            "exec",
-            json!({"command": format!("python3 {}/scripts/hello.py world", skill_dir.display())}),
-        );
-        let out = &ran["structuredContent"];
-        assert_eq!(out["sandbox"], sandbox, "{ran}");
-        assert_eq!(out["exitCode"], 0, "{sandbox}: {ran}");
-        assert_eq!(out["stdout"], "hello world True\n", "{sandbox}: {ran}");
+        // Twice: the first command one-shot, the second through the sandbox server.
+        for _ in 0..2 {
+            let ran = mcp.call(
+                "exec",
+                json!({"command": format!("python3 {}/scripts/hello.py world", skill_dir.display())}),
+            );
+            let out = &ran["structuredContent"];
+            assert_eq!(out["sandbox"], sandbox, "{ran}");
+            assert_eq!(out["exitCode"], 0, "{sandbox}: {ran}");
+            assert_eq!(out["stdout"], "hello world True\n", "{sandbox}: {ran}");
+        }
         assert!(mcp.finish().success());
     }
     std::fs::rename(home.path().join("parked"), ws.join("skills")).unwrap();
