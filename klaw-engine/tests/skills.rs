@@ -642,13 +642,19 @@ fn published_skills_load_from_every_client_s_folder() {
     assert!(out.contains(".claude/skills/xlsx over user at "), "{out}");
 }
 
-/// A skill's bundled script runs (issue 46): `skill_load` gives the workspace skill's
-/// folder as exec's working directory, and `exec` runs `python3 scripts/hello.py` from
-/// there, as its SKILL.md writes it, under bubblewrap and under Landlock. A system
-/// skill says that commands cannot reach it and how to run its script instead.
+/// A skill's bundled script runs (issue 46), from the data dir and from the workspace,
+/// under bubblewrap and under Landlock: `skill_load` gives a system skill's folder as
+/// commands see it (`skillDir`, read-only at its own path) and `exec` runs
+/// `python3 <skillDir>/scripts/hello.py` from the workspace; it gives the workspace
+/// skill's folder as exec's working directory, and `exec` runs `python3
+/// scripts/hello.py` from there, as its SKILL.md writes it. The home is outside `/tmp`
+/// where the machine allows, so that the second command of a session goes through the
+/// kept sandbox of the sandbox server (a skills folder under `/tmp` runs one-shot).
 #[test]
 fn a_skill_s_bundled_script_runs_in_both_sandboxes() {
-    let home = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir_in("/var/tmp")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
     let (data, ws) = dirs(home.path());
     for root in [&ws, &data] {
         write_skill(
@@ -661,24 +667,42 @@ fn a_skill_s_bundled_script_runs_in_both_sandboxes() {
         std::fs::create_dir_all(&scripts).unwrap();
         std::fs::write(
             scripts.join("hello.py"),
-            "import sys, pathlib\nprint('hello', sys.argv[1], pathlib.Path('../SKILL.md').exists() or pathlib.Path('SKILL.md').exists())\n",
+            "import sys, pathlib\nhere = pathlib.Path(__file__).resolve().parent.parent\nprint('hello', sys.argv[1], (here / 'SKILL.md').exists())\n",
         )
         .unwrap();
     }
-    // The system skill alone first: what the model is told.
+    // The system skill alone first: its script runs by the path skill_load gives.
     std::fs::rename(ws.join("skills"), home.path().join("parked")).unwrap();
-    let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
-    let sys = mcp.call("skill_load", json!({"name": "hello"}));
-    assert_eq!(sys["structuredContent"]["origin"], "system", "{sys}");
-    assert!(sys["structuredContent"].get("execDir").is_none(), "{sys}");
-    assert!(
-        sys["structuredContent"]["howToReadFiles"]
-            .as_str()
-            .unwrap()
-            .contains("commands (exec) cannot reach it"),
-        "{sys}"
-    );
-    assert!(mcp.finish().success());
+    let skill_dir = std::fs::canonicalize(data.join("skills/hello")).unwrap();
+    for sandbox in ["bwrap", "landlock"] {
+        let mut cmd = engine_in(home.path(), &["mcp"]);
+        cmd.env("KLAW_SANDBOX", sandbox);
+        let mut mcp = Mcp::start(cmd);
+        let sys = mcp.call("skill_load", json!({"name": "hello"}));
+        let out = &sys["structuredContent"];
+        assert_eq!(out["origin"], "system", "{sys}");
+        assert!(out.get("execDir").is_none(), "{sys}");
+        assert_eq!(out["skillDir"], skill_dir.to_str().unwrap(), "{sys}");
+        assert!(
+            out["howToReadFiles"]
+                .as_str()
+                .unwrap()
+                .contains("Commands (exec) see the skill's folder read-only at"),
+            "{sys}"
+        );
+        // Twice: the first command one-shot, the second through the sandbox server.
+        for _ in 0..2 {
+            let ran = mcp.call(
+                "exec",
+                json!({"command": format!("python3 {}/scripts/hello.py world", skill_dir.display())}),
+            );
+            let out = &ran["structuredContent"];
+            assert_eq!(out["sandbox"], sandbox, "{ran}");
+            assert_eq!(out["exitCode"], 0, "{sandbox}: {ran}");
+            assert_eq!(out["stdout"], "hello world True\n", "{sandbox}: {ran}");
+        }
+        assert!(mcp.finish().success());
+    }
     std::fs::rename(home.path().join("parked"), ws.join("skills")).unwrap();
 
     for sandbox in ["bwrap", "landlock"] {

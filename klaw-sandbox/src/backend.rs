@@ -260,6 +260,7 @@ fn run_bwrap_probe(helper: &Path) -> Result<Bwrap, String> {
         workspace: ws.clone(),
         cwd: ws,
         hidden: vec![],
+        read_only: vec![],
         network: false,
         stdin: None,
     };
@@ -395,6 +396,7 @@ pub fn wrap(
             cwd: policy.cwd.clone(),
             probe: false,
             hidden: policy.hidden.clone(),
+            read_only: policy.read_only.clone(),
             stdin: policy.stdin.clone(),
             bwrap: bwrap.cloned(),
             env: None,

@@ -1,13 +1,14 @@
 //! The bubblewrap backend: a private mount, PID, IPC, UTS and network namespace per
-//! command, built from read-only system directories, the workspace read-write and a
-//! private `/tmp` and `/dev/shm`, both bounded. Everything else is read-only: the root
+//! command, built from read-only system directories, the workspace read-write, the
+//! read-only folders (the skills', at their own paths) and a private `/tmp` and
+//! `/dev/shm`, both bounded. Everything else is read-only: the root
 //! and `/dev` are memory filesystems that bubblewrap builds, which would otherwise take
 //! writes as large as the host's memory.
 
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::policy::{Bwrap, Policy, SYSTEM_DIRS};
+use crate::policy::{Bwrap, Policy, SYSTEM_DIRS, read_only_outside};
 
 /// Where a command's private `/tmp` is.
 pub(crate) const TMP_DIR: &str = "/tmp";
@@ -134,10 +135,26 @@ pub(crate) fn args(
         push(&[&"--size", &size.to_string(), &"--tmpfs", &dir]);
     }
     push(&[&"--bind", &policy.workspace, &policy.workspace]);
-    // A data dir inside the workspace is hidden under an empty tmpfs, read-only.
+    // The folders shown read-only (the skills'), at their own paths; the shorter first,
+    // so that one inside another is bound on top of it.
+    let mut read_only = read_only_outside(&policy.workspace, &policy.read_only);
+    read_only.sort_by_key(|d| d.as_os_str().len());
+    for dir in &read_only {
+        push(&[&"--ro-bind", dir, dir]);
+    }
+    // A data dir inside the workspace is hidden under an empty tmpfs, read-only; the
+    // read-only folders beneath it (its skills) are shown again on it.
     for hidden in &policy.hidden {
         if hidden.starts_with(&policy.workspace) && hidden.exists() {
-            push(&[&"--tmpfs", hidden, &"--remount-ro", hidden]);
+            push(&[&"--tmpfs", hidden]);
+            for dir in policy
+                .read_only
+                .iter()
+                .filter(|d| d.starts_with(hidden) && d.is_dir())
+            {
+                push(&[&"--ro-bind", dir, dir]);
+            }
+            push(&[&"--remount-ro", hidden]);
         }
     }
     // Last, once every mount point exists: the root and /dev that bubblewrap built are
@@ -169,6 +186,7 @@ mod tests {
             workspace: PathBuf::from("/w"),
             cwd: PathBuf::from("/w/sub"),
             hidden: vec![],
+            read_only: vec![],
             network: false,
             stdin: None,
         };
@@ -208,5 +226,39 @@ mod tests {
             );
         }
         assert!(joined.ends_with("--chdir /w/sub -- true"), "{joined}");
+    }
+
+    #[test]
+    fn read_only_folders_are_bound_read_only_unless_they_hold_the_workspace() {
+        let policy = Policy {
+            workspace: PathBuf::from("/usr/lib"),
+            cwd: PathBuf::from("/usr/lib"),
+            hidden: vec![],
+            read_only: ["/etc", "/usr", "/usr/lib/x", "/no/such/dir"]
+                .map(PathBuf::from)
+                .to_vec(),
+            network: false,
+            stdin: None,
+        };
+        let bwrap = Bwrap {
+            helper: PathBuf::from("/klaw"),
+            path: PathBuf::from("/usr/bin/bwrap"),
+            disable_userns: true,
+        };
+        let joined = args(&bwrap, &policy, &["true".into()], false, false)
+            .into_iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            joined.contains("--bind /usr/lib /usr/lib --ro-bind /etc /etc --remount-ro"),
+            "{joined}"
+        );
+        // After the system directories: only /etc (/usr holds the workspace, the rest is
+        // inside it or missing).
+        let (_, after) = joined.split_once("--bind /usr/lib /usr/lib").unwrap();
+        for absent in ["/usr ", "/usr/lib/x", "/no/such/dir"] {
+            assert!(!after.contains(absent), "{absent}: {joined}");
+        }
     }
 }

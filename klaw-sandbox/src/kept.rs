@@ -69,6 +69,7 @@ impl Kept {
             workspace: workspace.clone(),
             cwd: workspace.clone(),
             hidden: policy.hidden.clone(),
+            read_only: policy.read_only.clone(),
             network: policy.network,
             stdin: None,
         };

@@ -4,9 +4,10 @@
 //! ([`Prepared::apply`]), so the command and every descendant inherit it while the
 //! supervisor stays out of their reach, and no second copy of the helper is started.
 //!
-//! - Landlock: read and execute in the system directories, read and write in the
-//!   workspace and a private temporary directory, nothing anywhere else (the home
-//!   directory and the data dir are unreachable); UNIX sockets reachable by path only
+//! - Landlock: read and execute in the system directories and the read-only folders
+//!   (the skills'), read and write in the workspace and a private temporary directory,
+//!   nothing anywhere else (the home directory and the rest of the data dir are
+//!   unreachable); UNIX sockets reachable by path only
 //!   beneath the writable directories (ABI 9); TCP bind and connect denied unless the
 //!   network is allowed; signals and abstract UNIX sockets scoped to the sandbox (ABI 6).
 //!   ABI 3 (truncation) is required; newer rights are used where the kernel has them.
@@ -321,7 +322,19 @@ fn ruleset(policy: &HelperPolicy) -> Result<RulesetCreated, String> {
         ))
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(&policy.write, write))
+        .map_err(|e| e.to_string())?
+        // The folders shown read-only (the skills'): read and run, never write.
+        .add_rules(path_beneath_rules(read_only(policy), read))
         .map_err(|e| e.to_string())
+}
+
+/// The read-only folders of `policy` (see [`Policy::read_only`](crate::Policy::read_only))
+/// beside its workspace.
+fn read_only(policy: &HelperPolicy) -> Vec<std::path::PathBuf> {
+    match policy.write.first() {
+        Some(workspace) => crate::policy::read_only_outside(workspace, &policy.read_only),
+        None => Vec::new(),
+    }
 }
 
 /// The user namespace for the commands of this (not root) user: its uid and gid mapped

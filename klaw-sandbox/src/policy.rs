@@ -3,6 +3,8 @@
 //! and the helper's protocol (its argument, its probe's answer, its exit codes). Every
 //! other module imports from here, and this one from none of them.
 
+#[cfg(target_os = "linux")]
+use std::path::Path;
 use std::path::PathBuf;
 
 /// System directories visible read-only inside every sandbox (those that exist).
@@ -20,6 +22,14 @@ pub struct Policy {
     pub cwd: PathBuf,
     /// Directories that must stay invisible even when inside the workspace (the data dir).
     pub hidden: Vec<PathBuf>,
+    /// Directories outside the workspace that commands see read-only, at their own
+    /// canonical paths (the folders of skills, so that their scripts run): bound
+    /// read-only under bubblewrap, readable under Landlock, and, when the engine is
+    /// root, mounted read-only (idmapped where the filesystem allows) in the command's
+    /// mount namespace. One that holds the workspace, or does not exist, is left out;
+    /// one inside the workspace is seen as the workspace is (under bubblewrap, even
+    /// beneath a hidden directory).
+    pub read_only: Vec<PathBuf>,
     /// A file the helper gives the command as its standard input (else it reads
     /// nothing). Only the helper's backends use it: the helper's own stdin is the
     /// engine's lifeline. A caller of bubblewrap or a direct command pipes the input.
@@ -57,6 +67,18 @@ pub const UNPROVEN: u8 = 125;
 /// What the supervisor says on stderr when it could not prove the tree dead.
 pub const UNPROVEN_NOTE: &str = "could not prove that every process of the command ended";
 
+/// The directories of `read_only` that a command is to be shown read-only beside
+/// `workspace`: those that exist and neither hold the workspace nor lie inside it.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_only_outside(workspace: &Path, read_only: &[PathBuf]) -> Vec<PathBuf> {
+    read_only
+        .iter()
+        .filter(|d| d.is_absolute() && !workspace.starts_with(d) && !d.starts_with(workspace))
+        .filter(|d| d.is_dir())
+        .cloned()
+        .collect()
+}
+
 /// What the helper enforces, as it receives it.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct HelperPolicy {
@@ -74,6 +96,9 @@ pub(crate) struct HelperPolicy {
     /// Directories to hide inside the workspace (bubblewrap only: the data dir).
     #[serde(default)]
     pub(crate) hidden: Vec<PathBuf>,
+    /// Directories the command sees read-only (see [`Policy::read_only`]).
+    #[serde(default)]
+    pub(crate) read_only: Vec<PathBuf>,
     /// The file the command reads as its stdin (see [`Policy::stdin`]).
     #[serde(default)]
     pub(crate) stdin: Option<PathBuf>,

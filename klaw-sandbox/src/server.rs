@@ -114,12 +114,14 @@ pub struct Server {
 impl Server {
     /// Starts the server for `backend` (Landlock, bubblewrap or the unrestricted helper
     /// of mode `off`; a command without the helper is not served) and this workspace,
-    /// data dir and network, and waits until it is ready. Blocks for the set-up
+    /// data dir, read-only folders ([`Policy::read_only`](crate::Policy::read_only))
+    /// and network, and waits until it is ready. Blocks for the set-up
     /// (milliseconds; under bubblewrap, bubblewrap's own set-up once).
     pub fn start(
         backend: &Backend,
         workspace: &Path,
         hidden: &[PathBuf],
+        read_only: &[PathBuf],
         network: bool,
     ) -> io::Result<Server> {
         let (helper, landlock, bwrap) = match backend {
@@ -135,6 +137,7 @@ impl Server {
             write: vec![workspace.to_path_buf()],
             cwd: workspace.to_path_buf(),
             hidden: hidden.to_vec(),
+            read_only: read_only.to_vec(),
             ..HelperPolicy::default()
         };
         let json = serde_json::to_string(&policy).map_err(io::Error::other)?;
@@ -584,7 +587,8 @@ mod tests {
     }
 
     fn spawn_through(helper: PathBuf, workspace: &Path) -> Result<Started, SpawnError> {
-        let server = Server::start(&Backend::Supervised(helper), workspace, &[], false).unwrap();
+        let server =
+            Server::start(&Backend::Supervised(helper), workspace, &[], &[], false).unwrap();
         let argv = ["true".to_owned()];
         server.spawn(&ServedCommand {
             argv: &argv,

@@ -354,7 +354,8 @@ fn hand_over_temporary_dirs(policy: &HelperPolicy) -> Result<(), String> {
 pub(crate) fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
     let workspace = policy.write.first().ok_or("no workspace given")?;
     let id = crate::unprivileged::UNPRIVILEGED_ID;
-    crate::unprivileged::idmapped_workspace(workspace, id).map_err(|e| {
+    let read_only = crate::policy::read_only_outside(workspace, &policy.read_only);
+    crate::unprivileged::idmapped_workspace_with(workspace, &read_only, id).map_err(|e| {
         format!(
             "the engine runs as root, so commands run as an unprivileged user, but the \
              workspace {} cannot be mapped for it (an idmapped mount, which needs \
@@ -403,6 +404,7 @@ fn exec_bwrap(bwrap: &Bwrap, policy: &HelperPolicy, argv: Vec<OsString>) -> Stri
         workspace: workspace.clone(),
         cwd: policy.cwd.clone(),
         hidden: policy.hidden.clone(),
+        read_only: policy.read_only.clone(),
         network: policy.network,
         stdin: None,
     };

@@ -636,11 +636,13 @@ pub(crate) fn user_namespace(
 }
 
 /// `mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, ...)`: makes the detached
-/// mount tree `tree` idmapped through `userns`, `nosuid`, `nodev` and private (no
-/// mount event propagates between it and the host's mounts).
+/// mount tree `tree` idmapped through `userns` (when given), `nosuid`, `nodev`,
+/// read-only with `read_only`, and private (no mount event propagates between it and
+/// the host's mounts).
 pub(crate) fn idmap_tree(
     tree: std::os::fd::BorrowedFd<'_>,
-    userns: std::os::fd::BorrowedFd<'_>,
+    userns: Option<std::os::fd::BorrowedFd<'_>>,
+    read_only: bool,
 ) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     /// `struct mount_attr` (`linux/mount.h`).
@@ -651,15 +653,23 @@ pub(crate) fn idmap_tree(
         propagation: u64,
         userns_fd: u64,
     }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
     const MOUNT_ATTR_NOSUID: u64 = 0x2;
     const MOUNT_ATTR_NODEV: u64 = 0x4;
     const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
     const MS_PRIVATE: u64 = 1 << 18;
+    let mut attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if userns.is_some() {
+        attr_set |= MOUNT_ATTR_IDMAP;
+    }
+    if read_only {
+        attr_set |= MOUNT_ATTR_RDONLY;
+    }
     let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_set,
         attr_clr: 0,
         propagation: MS_PRIVATE,
-        userns_fd: u64::try_from(userns.as_raw_fd()).unwrap_or(u64::MAX),
+        userns_fd: userns.map_or(0, |u| u64::try_from(u.as_raw_fd()).unwrap_or(u64::MAX)),
     };
     // SAFETY: `mount_setattr` reads `size_of::<MountAttr>()` bytes from a valid,
     // initialised `struct mount_attr` and an empty NUL-terminated path.

@@ -44,6 +44,16 @@ pub const BROWSER_ID: u32 = 2_147_483_645;
 /// for one, as its mounts themselves cannot be) or idmapped mounts are missing
 /// (Linux 5.12+).
 pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
+    idmapped_workspace_with(workspace, &[], id)
+}
+
+/// [`idmapped_workspace`], and each directory of `read_only` (outside the workspace,
+/// absolute; the folders of skills) mounted over itself read-only, idmapped so that
+/// its owner appears as `id` (or, where its filesystem cannot be idmapped, read-only
+/// as it is), so that `id` can read it even beneath a directory it could not pass
+/// through (that directory is covered as the workspace's is). Writes there are refused
+/// by the kernel (`EROFS`). A directory that cannot be opened (gone) is left out.
+pub fn idmapped_workspace_with(workspace: &Path, read_only: &[PathBuf], id: u32) -> io::Result<()> {
     sys::single_threaded()?;
     // The workspace by descriptor, reached without following any symbolic link, so a
     // link swapped in for it (or a parent) is refused rather than mapped.
@@ -68,7 +78,15 @@ pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
             | OpenTreeFlags::AT_EMPTY_PATH,
     )?;
     // Also makes the copy private: nothing mounted in it propagates to the host.
-    sys::idmap_tree(tree.as_fd(), userns.as_fd())?;
+    sys::idmap_tree(tree.as_fd(), Some(userns.as_fd()), false)?;
+    // Opened while their paths are still the host's (a covering below would hide them);
+    // the shorter first, so that one inside another is mounted on top of it.
+    let mut read_only: Vec<&PathBuf> = read_only.iter().collect();
+    read_only.sort_by_key(|d| d.as_os_str().len());
+    let trees: Vec<(&PathBuf, rustix::fd::OwnedFd)> = read_only
+        .into_iter()
+        .filter_map(|d| read_only_tree(d, id).ok().map(|t| (d, t)))
+        .collect();
     sys::unshare_mount_namespace()?;
     // Nothing mounted here propagates back to the host's namespace.
     rustix::mount::mount_change(
@@ -120,6 +138,93 @@ pub fn idmapped_workspace(workspace: &Path, id: u32) -> io::Result<()> {
             )?;
         }
     }
+    let mut mounted: Vec<&Path> = Vec::new();
+    for (dir, tree) in trees {
+        mount_over(dir, &tree, &mounted)?;
+        mounted.push(dir);
+    }
+    Ok(())
+}
+
+/// A detached copy of the mount tree at `dir` (reached without following a symbolic
+/// link), read-only, `nosuid`, `nodev`, private, and idmapped so that `dir`'s owner
+/// appears as `id` where its filesystem allows (else read-only as it is).
+fn read_only_tree(dir: &Path, id: u32) -> io::Result<rustix::fd::OwnedFd> {
+    let fd = rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )?;
+    let owner = rustix::fs::fstat(&fd)?;
+    let tree = rustix::mount::open_tree(
+        &fd,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH,
+    )?;
+    let mapped = sys::user_namespace((owner.st_uid, id), (owner.st_gid, id))
+        .and_then(|userns| sys::idmap_tree(tree.as_fd(), Some(userns.as_fd()), true));
+    if mapped.is_err() {
+        sys::idmap_tree(tree.as_fd(), None, true)?;
+    }
+    Ok(tree)
+}
+
+/// Mounts `tree` on `dir` in this (new) mount namespace: the first directory above it
+/// that others may not pass through is covered by an empty tmpfs first (unless a
+/// covering made here holds it already, or it is one of the folders `mounted` here,
+/// which `id` reads through its idmapped mount), and the path down to `dir` made in it.
+fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd, mounted: &[&Path]) -> io::Result<()> {
+    let mut ancestors: Vec<&Path> = dir.ancestors().skip(1).collect();
+    ancestors.reverse();
+    for above in ancestors {
+        if mounted.contains(&above) {
+            continue;
+        }
+        match std::fs::metadata(above) {
+            Ok(m) if m.mode() & 0o001 == 0 => {
+                rustix::mount::mount(
+                    "tmpfs",
+                    above,
+                    "tmpfs",
+                    MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                    c"mode=0755,size=1m",
+                )?;
+                break;
+            }
+            Ok(_) => {}
+            // Inside a covering made here: the rest of the path is made below.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if !dir.is_dir() {
+        let umask = rustix::process::umask(Mode::empty());
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir);
+        rustix::process::umask(umask);
+        made?;
+    }
+    let here = rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )?;
+    rustix::mount::move_mount(
+        tree.as_fd(),
+        "",
+        &here,
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )?;
     Ok(())
 }
 

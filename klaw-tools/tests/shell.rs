@@ -835,6 +835,150 @@ async fn the_data_dir_and_home_are_not_visible(mode: SandboxMode) {
     }
 }
 
+/// A skill's bundled scripts run from every folder a skill comes from (issue 46): a
+/// system skill in the data dir, a user one in `~/.agents/skills` and a workspace one.
+/// `skill_load` gives the folder as commands see it (`skillDir`, and the workspace's
+/// `execDir`), and a real Python and shell script run by it. Outside the workspace the
+/// folder is read-only (the kernel refuses every write) and leads nowhere else: neither
+/// `..` nor a link in it reaches the rest of the data dir.
+async fn a_skill_s_scripts_run_from_every_folder(mode: SandboxMode) {
+    #[cfg(feature = "skills")]
+    skill_scripts_run_from_every_folder(mode).await;
+    #[cfg(not(feature = "skills"))]
+    let _ = mode;
+}
+
+#[cfg(feature = "skills")]
+async fn skill_scripts_run_from_every_folder(mode: SandboxMode) {
+    use klaw_tools::tools::skills::SkillsSettings;
+    let Some(kit) = kit(mode) else { return };
+    let home = kit.root().join("home");
+    let kit =
+        kit.with_context(|b| b.service(SkillsSettings::default().with_home(Some(home.clone()))));
+    let skill = |dir: &Path, name: &str| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(d.join("scripts")).unwrap();
+        std::fs::write(
+            d.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: Greets.\n---\nRun `python3 scripts/hello.py NAME`.\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("scripts/hello.py"),
+            "import sys, pathlib\nhere = pathlib.Path(__file__).resolve().parent.parent\nprint('hello', sys.argv[1], (here / 'SKILL.md').exists())\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("scripts/hello.sh"),
+            "echo \"sh $1 $(basename \"$(dirname \"$0\")\")\"\n",
+        )
+        .unwrap();
+        d
+    };
+    let secret = format!("secret-{}", marker());
+    std::fs::write(kit.data_dir().join("memory.sqlite"), &secret).unwrap();
+    let system = skill(&kit.data_dir().join("skills"), "sys-hello");
+    std::os::unix::fs::symlink("../../memory.sqlite", system.join("db")).unwrap();
+    skill(&home.join(".agents/skills"), "user-hello");
+    skill(&kit.workspace().join("skills"), "ws-hello");
+
+    let load = |name: &'static str| {
+        let kit = &kit;
+        async move {
+            kit.call("skill_load", json!({"name": name}))
+                .await
+                .unwrap()
+                .structured()
+                .cloned()
+                .unwrap()
+        }
+    };
+    let run = |command: String, dir: Option<&str>| {
+        let mut args = json!({"command": command});
+        if let Some(d) = dir {
+            args["workingDir"] = json!(d);
+        }
+        let kit = &kit;
+        async move { exec(kit, args).await.unwrap() }
+    };
+    for (name, origin) in [("sys-hello", "system"), ("user-hello", "user")] {
+        let loaded = load(name).await;
+        assert_eq!(loaded["origin"], origin, "{loaded}");
+        assert!(loaded.get("execDir").is_none(), "{loaded}");
+        let dir = loaded["skillDir"].as_str().unwrap().to_owned();
+        assert!(
+            loaded["howToReadFiles"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("read-only at `{dir}`")),
+            "{loaded}"
+        );
+        let r = run(format!("python3 {dir}/scripts/hello.py world"), None).await;
+        assert_eq!(r["exitCode"], 0, "{mode:?} {name}: {r}");
+        assert_eq!(r["stdout"], "hello world True\n", "{mode:?} {name}: {r}");
+        let r = run(format!("sh {dir}/scripts/hello.sh there"), None).await;
+        assert_eq!(r["stdout"], "sh there scripts\n", "{mode:?} {name}: {r}");
+    }
+    let loaded = load("ws-hello").await;
+    assert_eq!(loaded["execDir"], "skills/ws-hello", "{loaded}");
+    let r = run(
+        "python3 scripts/hello.py world".into(),
+        Some("skills/ws-hello"),
+    )
+    .await;
+    assert_eq!(r["stdout"], "hello world True\n", "{mode:?}: {r}");
+    let dir = loaded["skillDir"].as_str().unwrap().to_owned();
+    let r = run(format!("python3 {dir}/scripts/hello.py there"), None).await;
+    assert_eq!(r["stdout"], "hello there True\n", "{mode:?}: {r}");
+
+    // The system skill's folder: nothing written, nothing of the data dir beside it.
+    let dir = load("sys-hello").await["skillDir"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for write in [
+        format!("echo x > {dir}/scripts/new.txt"),
+        format!("echo x >> {dir}/SKILL.md"),
+        format!("rm -f {dir}/scripts/hello.py"),
+        format!("mkdir {dir}/made"),
+        format!("touch {dir}/../planted"),
+        format!("chmod 777 {dir}/scripts/hello.sh"),
+        format!("ln -s /etc/passwd {dir}/link"),
+    ] {
+        // Landlock does not cover metadata: with an engine that is not root (whose user
+        // owns the folder) `chmod` goes through there, a known limit (doc/security.md).
+        if write.starts_with("chmod")
+            && matches!(mode, SandboxMode::Landlock)
+            && !rustix::process::geteuid().is_root()
+        {
+            continue;
+        }
+        let r = run(write.clone(), None).await;
+        assert_ne!(r["exitCode"], 0, "{mode:?} `{write}` went through: {r}");
+    }
+    assert!(!system.join("scripts/new.txt").exists());
+    assert!(!system.join("made").exists() && !system.join("link").exists());
+    assert!(!system.parent().unwrap().join("planted").exists());
+    assert!(system.join("scripts/hello.py").exists());
+    assert!(
+        std::fs::read_to_string(system.join("SKILL.md"))
+            .unwrap()
+            .ends_with("NAME`.\n")
+    );
+    for read in [
+        format!("cat {dir}/db"),
+        format!("cat {dir}/../../memory.sqlite"),
+        format!("cd {dir} && cat ../../memory.sqlite"),
+        format!("ls -a {dir}/../.. {dir}/.."),
+    ] {
+        let r = run(read.clone(), None).await;
+        assert!(
+            !r.to_string().contains(&secret) && !r["stdout"].to_string().contains("memory"),
+            "{mode:?} `{read}` reached the data dir: {r}"
+        );
+    }
+}
+
 /// Descriptors the engine inherited without close-on-exec (here: one on a file in the
 /// data dir and one on a file outside everything, as a parent process could leave them)
 /// do not reach the command: it can neither read the first nor write the second.
@@ -1498,6 +1642,7 @@ macro_rules! per_sandbox {
             tests_in_mode!($mode, $served;
                 writes_outside_the_workspace_do_not_land,
                 the_data_dir_and_home_are_not_visible,
+                a_skill_s_scripts_run_from_every_folder,
                 host_unix_sockets_are_unreachable,
                 the_terminal_is_out_of_reach,
                 no_namespaces_through_clone,
@@ -2778,6 +2923,7 @@ async fn unprivileged_probe(mode: SandboxMode) {
         no_capability_in_any_set(mode).await;
         file_notifications_reveal_nothing(mode).await;
         code_execute_stays_in_the_sandbox(mode).await;
+        a_skill_s_scripts_run_from_every_folder(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
     // code_execute as an engine that is not root runs it.

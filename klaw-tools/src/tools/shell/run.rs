@@ -288,6 +288,21 @@ pub(crate) async fn backend(ctx: &ToolContext) -> Result<Backend, ToolError> {
         .map_err(sandbox::tool_error)
 }
 
+/// The folders of skills outside the workspace, which commands see read-only so that
+/// a skill's scripts run (none without the skills group).
+fn skill_folders(ctx: &ToolContext) -> Vec<PathBuf> {
+    #[cfg(feature = "skills")]
+    {
+        ctx.shared_state::<crate::tools::skills::SkillsSettings>()
+            .folders_for_commands(ctx.workspace(), ctx.data_dir())
+    }
+    #[cfg(not(feature = "skills"))]
+    {
+        let _ = ctx;
+        Vec::new()
+    }
+}
+
 /// Starts `job` under `backend` with the context's policy.
 pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
     let workspace = std::fs::canonicalize(ctx.workspace())
@@ -331,6 +346,7 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         workspace,
         cwd: job.cwd.clone(),
         hidden: std::fs::canonicalize(ctx.data_dir()).into_iter().collect(),
+        read_only: skill_folders(ctx),
         network: ShellSettings::of(ctx).network,
         stdin: stdin_file,
     };

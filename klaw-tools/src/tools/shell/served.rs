@@ -1,5 +1,6 @@
 //! A context's sandbox servers ([`klaw_sandbox::Server`]): one per helper, sandbox,
-//! workspace (by path and identity), hidden data dir and network setting, started at
+//! workspace (by path and identity), hidden data dir, read-only folders and network
+//! setting, started at
 //! the first command that is served ([`SandboxServer`]), started again when one dies,
 //! and ended with the context.
 
@@ -23,6 +24,7 @@ struct Key {
     workspace: PathBuf,
     identity: (u64, u64),
     hidden: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
     network: bool,
 }
 
@@ -98,6 +100,17 @@ impl Servers {
         if !Server::serves(backend) || !Server::fits(command) {
             return None;
         }
+        // A kept bubblewrap sandbox gives each command a fresh /tmp and /dev/shm, which
+        // would cover a read-only folder there (the workspace alone is put back): such a
+        // command runs the one-shot way.
+        if matches!(backend, Backend::Bwrap(_))
+            && policy
+                .read_only
+                .iter()
+                .any(|d| d.starts_with("/tmp") || d.starts_with("/dev/shm"))
+        {
+            return None;
+        }
         let identity = match std::fs::metadata(&policy.workspace) {
             Ok(m) => (m.dev(), m.ino()),
             Err(e) => return Some(Err(failed(e))),
@@ -107,6 +120,7 @@ impl Servers {
             workspace: policy.workspace.clone(),
             identity,
             hidden: policy.hidden.clone(),
+            read_only: policy.read_only.clone(),
             network: policy.network,
         };
         // Twice at most: a kept server may have died since its last command (then it is
@@ -146,7 +160,13 @@ impl Servers {
             return Ok(s.clone());
         }
         // Started under the lock: two first commands start one server.
-        match Server::start(backend, &policy.workspace, &policy.hidden, policy.network) {
+        match Server::start(
+            backend,
+            &policy.workspace,
+            &policy.hidden,
+            &policy.read_only,
+            policy.network,
+        ) {
             Ok(server) => {
                 let server = Arc::new(server);
                 map.insert(key.clone(), Some(Arc::clone(&server)));

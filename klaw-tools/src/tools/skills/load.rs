@@ -44,6 +44,12 @@ pub struct SkillLoaded {
         description_en = "The skill's folder as exec's workingDir (relative to the workspace), when commands see it: run the skill's scripts from there as its SKILL.md writes them (python3 scripts/x.py)"
     )]
     pub exec_dir: Option<String>,
+    /// Папка навыка, как её видят команды (exec): абсолютный путь, вне рабочей области только для чтения; запускай скрипты навыка по нему, например python3 <skillDir>/scripts/x.py
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(
+        description_en = "The skill's folder as commands (exec) see it: an absolute path, read-only outside the workspace; run the skill's scripts by it, e.g. python3 <skillDir>/scripts/x.py"
+    )]
+    pub skill_dir: Option<String>,
     /// Инструменты, которые навык разрешает (allowed-tools), если он их называет
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(description_en = "The tools the skill allows (allowed-tools), when it names them")]
@@ -149,8 +155,18 @@ fn load(
             )
         }
     };
+    // A leading byte order mark (editors on Windows write one) is no part of the text.
+    let content = match content.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => content,
+    };
     let (files, files_cut) = skill_files_listed(skill);
     let files = files.iter().map(|f| shown(skill, f)).collect();
+    // The folder at its real path: where commands see it (the sandbox shows the
+    // workspace and the skills folders at their own canonical paths).
+    let skill_dir = std::fs::canonicalize(&dir)
+        .ok()
+        .map(|d| d.to_string_lossy().into_owned());
     let (how_to_read_files, exec_dir) = match skill.origin {
         Origin::Workspace => (
             format!(
@@ -161,10 +177,12 @@ fn load(
         ),
         Origin::System | Origin::Path | Origin::User => (
             format!(
-                "This is a {} skill in {}, outside the workspace: file_read and commands (exec) cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed; to run one of its scripts, write it into the workspace with file_write first.",
+                "This is a {} skill in {}, outside the workspace: file_read cannot reach it. Read a file with skill_load, name `{}` and file = its path as listed. Commands (exec) see the skill's folder read-only at `{}`: run its scripts by that path from the workspace (e.g. `python3 {}/scripts/x.py` for SKILL.md's `python3 scripts/x.py`), so that what they write goes to the workspace; nothing can be written into the skill's folder.",
                 skill.origin,
                 dir.display(),
-                skill.name()
+                skill.name(),
+                skill_dir.as_deref().unwrap_or("?"),
+                skill_dir.as_deref().unwrap_or("?"),
             ),
             None,
         ),
@@ -180,6 +198,7 @@ fn load(
             files_cut,
             how_to_read_files,
             exec_dir,
+            skill_dir,
             allowed_tools: skill.frontmatter.allowed_tools.clone(),
         },
     ))
@@ -359,6 +378,25 @@ mod tests {
             let e = read_skill_file(pdf, outside, 100).unwrap_err();
             assert!(e.is_access_denied(), "{outside}: {e:?}");
         }
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_not_part_of_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("ws/skills/bom");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "\u{feff}---\nname: bom\ndescription: d\n---\nBody.\n",
+        )
+        .unwrap();
+        std::fs::write(skill.join("guide.md"), "\u{feff}Guide.\n").unwrap();
+        let catalog = SkillCatalog::default().scan(&dir.path().join("ws"), dir.path());
+        let bom = catalog.get("bom").unwrap();
+        let (_, loaded) = load(bom, None, 1000).unwrap();
+        assert!(loaded.content.starts_with("---\nname: bom"), "{loaded:?}");
+        let (_, guide) = load(bom, Some("guide.md"), 1000).unwrap();
+        assert_eq!(guide.content, "Guide.\n");
     }
 
     #[test]

@@ -71,6 +71,22 @@ impl SkillsSettings {
     pub fn sources(&self, workspace: &Path, data_dir: &Path) -> Vec<super::Source> {
         super::sources(workspace, data_dir, self.home.as_deref(), &self.paths)
     }
+
+    /// The skills folders outside the workspace (the system one, `skills.paths`, the
+    /// user's) that exist, canonical: the shell tools show them to commands read-only,
+    /// at these paths, so that a skill's bundled scripts run (the workspace's own
+    /// folders commands see with the workspace). Blocking.
+    pub fn folders_for_commands(&self, workspace: &Path, data_dir: &Path) -> Vec<PathBuf> {
+        let mut folders: Vec<PathBuf> = self
+            .sources(workspace, data_dir)
+            .into_iter()
+            .filter(|s| s.origin != super::Origin::Workspace)
+            .filter_map(|s| std::fs::canonicalize(s.path()).ok())
+            .filter(|p| p.is_dir())
+            .collect();
+        folders.dedup();
+        folders
+    }
 }
 
 impl FromToolContext for SkillsSettings {
