@@ -1,13 +1,17 @@
 //! Fusion of hybrid search's text side and vector side.
 //!
 //! The default ([`Fusion::DEFAULT`], issue 30) is led by the vector side: each candidate
-//! of either side (the best 50 of each) is scored by its cosine to the query plus 0.5
-//! times its text evidence, the share of the query's words it holds weighted by their
-//! IDF, so a word match lifts a chunk over one whose cosine is at most 0.5 higher and a
-//! word found in most chunks lifts little. When the vector side's best chunk is in
-//! another script than the query's (a question answered across languages), the text
-//! side cannot judge: every chunk of the other script gets the best evidence of the
-//! query's script, and between the languages the cosine decides.
+//! of either side (the best 100 of each, 50 before issue 49) is scored by its cosine to
+//! the query plus 0.5 times its text evidence, the share of the query's words it holds
+//! weighted by their IDF, so a word match lifts a chunk over one whose cosine is at most
+//! 0.5 higher and a word found in most chunks lifts little. The depth is for the
+//! vector side's sake: a turn whose cosine is only the 60th best but which holds the
+//! question's words still reaches the ten (on the long conversations of issue 49, with
+//! Klaw's text side wanting most of the query's words, it is often not found there).
+//! When the vector side's best chunk is in another script than the query's (a question
+//! answered across languages), the text side cannot judge: every chunk of the other
+//! script gets the best evidence of the query's script, and between the languages the
+//! cosine decides.
 //!
 //! 0.5 is the lift for the default model; a model whose cosines lie closer together
 //! names a smaller one in its `klaw-model.json` (`hybrid_lift`: e5's is 0.1), which
@@ -120,7 +124,7 @@ impl Fusion {
     pub const DEFAULT: Fusion = Fusion::Lift {
         evidence: Evidence::IdfAcross(1.0),
         lift: 0.5,
-        depth: 50,
+        depth: 100,
         bm25: 0.0,
         stretch: false,
         spread: 0.0,
@@ -140,6 +144,28 @@ impl Fusion {
             Fusion::Lift {
                 evidence,
                 depth,
+                bm25,
+                stretch,
+                spread,
+                ..
+            } => Fusion::Lift {
+                evidence,
+                lift,
+                depth,
+                bm25,
+                stretch,
+                spread,
+            },
+        }
+    }
+
+    /// This fusion with each side proposing `depth` candidates (RRF has none: unchanged).
+    pub fn with_depth(self, depth: usize) -> Fusion {
+        match self {
+            Fusion::Rrf => Fusion::Rrf,
+            Fusion::Lift {
+                evidence,
+                lift,
                 bm25,
                 stretch,
                 spread,
