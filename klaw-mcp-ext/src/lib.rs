@@ -89,6 +89,46 @@ pub fn extensions() -> impl Iterator<Item = &'static McpExtension> {
     inventory::iter::<McpExtension>.into_iter()
 }
 
+/// How a tool's calls may run as tasks of MCP's tasks extension (SEP-2663,
+/// `io.modelcontextprotocol/tasks`): a call from a client that declares the extension
+/// and is still running after the server's short grace becomes a task (the client
+/// polls `tasks/get`, answers with `tasks/update`, stops it with `tasks/cancel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// As a task for a client that declares the extension; a plain call for another.
+    Optional,
+    /// Only as a task: a client that does not declare the extension is refused
+    /// (-32021, missing required client capability).
+    Required,
+}
+
+/// A tool whose calls may run as tasks (the long ones: a command, a sub-agent, a page
+/// rendered), registered the way an [`McpExtension`] is:
+///
+/// ```
+/// klaw_mcp_ext::inventory::submit! {
+///     klaw_mcp_ext::TaskTool { name: "my_long_tool", support: klaw_mcp_ext::TaskSupport::Optional }
+/// }
+/// assert_eq!(klaw_mcp_ext::task_support("my_long_tool"), Some(klaw_mcp_ext::TaskSupport::Optional));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TaskTool {
+    /// The tool's name.
+    pub name: &'static str,
+    /// How its calls may run as tasks.
+    pub support: TaskSupport,
+}
+
+inventory::collect!(TaskTool);
+
+/// How the tool `name`'s calls may run as tasks; `None`: never (a plain call).
+pub fn task_support(name: &str) -> Option<TaskSupport> {
+    inventory::iter::<TaskTool>
+        .into_iter()
+        .find(|t| t.name == name)
+        .map(|t| t.support)
+}
+
 /// Whether a linked extension serves prompts (the server then declares the capability).
 pub fn serves_prompts() -> bool {
     extensions().any(|e| !(e.prompts)().is_empty())
