@@ -286,6 +286,7 @@ fn the_whole_conformance_suite() {
     for must_pass in [
         "server-stateless",
         "input-required-result-multi-round",
+        "server-sse-polling",
         "tasks-lifecycle",
         "tasks-capability-negotiation",
         "tasks-wire-fields",

@@ -146,6 +146,19 @@ pub trait ClientLookup: Send + Sync {
     fn prompts_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
     }
+
+    /// Ends the HTTP response stream the call `call` (its id) is being answered on,
+    /// telling the client to come back after `retry` (SSE polling, SEP-1699: the call
+    /// goes on, and its result comes when the client reconnects with `Last-Event-ID`);
+    /// whether there was such a stream. None by default (stdio, a stateless request).
+    fn close_stream(
+        &self,
+        call: &str,
+        retry: std::time::Duration,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        let _ = (call, retry);
+        Box::pin(async { false })
+    }
 }
 
 /// The engine's MCP sessions, as a tool reaches them: kept in the engine's context
@@ -174,6 +187,15 @@ impl SessionClients {
     /// [`ClientLookup::client_of`]); `None` too when no MCP server runs.
     pub fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
         self.lookup.get()?.client_of(caller)
+    }
+
+    /// Ends the HTTP stream the call `call` is answered on (see
+    /// [`ClientLookup::close_stream`]); `false` when there is none.
+    pub async fn close_stream(&self, call: &str, retry: std::time::Duration) -> bool {
+        match self.lookup.get() {
+            Some(lookup) => lookup.close_stream(call, retry).await,
+            None => false,
+        }
     }
 
     /// Tells every client that the prompts changed (see

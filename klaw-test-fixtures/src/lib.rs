@@ -1167,3 +1167,26 @@ pub async fn test_tool_with_task(ctx: klaw_core::ToolContext) -> Result<String, 
     tokio::time::sleep(Duration::from_secs(1)).await;
     Ok(format!("Hello, {}!", field(a.get("user_name"), "name")))
 }
+
+/// Conformance `server-sse-polling` (SEP-1699): closes the HTTP stream it is answered
+/// on, then answers a moment later: the answer comes when the client reconnects with
+/// `Last-Event-ID`.
+#[tool(
+    name = "test_reconnection",
+    title_ru = "Тест: переподключение",
+    title_en = "Test: reconnection",
+    description_ru = "Тестовый инструмент: закрывает свой поток ответа и отвечает после переподключения",
+    description_en = "Test tool: closes its response stream and answers after the client reconnects",
+    read_only
+)]
+pub async fn test_reconnection(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
+    let call = ctx.call_id().unwrap_or_default().to_owned();
+    let closed = ctx
+        .shared_state::<SessionClients>()
+        .close_stream(&call, Duration::from_millis(500))
+        .await;
+    if closed {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    Ok("Reconnection test completed successfully".into())
+}

@@ -606,6 +606,17 @@ impl ServerHandler for McpServer {
             self.session,
             serde_json::to_string(&context.id).unwrap_or_default()
         );
+        // Over HTTP with a session: the stream the call is answered on, which the call
+        // may close (SSE polling; `klaw_mcp_ext::SessionClients::close_stream`).
+        let _stream = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(|session| {
+                let request = serde_json::to_string(&context.id).unwrap_or_default();
+                self.peers.call_stream(&id, session.to_owned(), request)
+            });
         // A long tool's call may become a task (the client declares the extension);
         // one that runs only as a task is refused to a client that does not.
         let task_tools = self.engine.context().shared_state::<Tasks>();
