@@ -63,6 +63,12 @@ pub struct McpExtension {
     /// whether the request may be answered with a question (`in_result`). Tried before
     /// [`get_prompt`](Self::get_prompt).
     pub get_prompt_asking: AskingPrompt,
+    /// Its tools described as given (`tools/list`, after the engine's, a name the
+    /// engine has left out): for a schema a `#[tool]` cannot have (`$ref`, `$defs`,
+    /// conditionals, `x-mcp-header`). Their arguments are the extension's to check.
+    pub tools: fn() -> Vec<rmcp::model::Tool>,
+    /// Its tool of that name called with those arguments, if it is one of its own.
+    pub call_tool: fn(&str, &Map<String, Value>) -> Option<rmcp::model::CallToolResult>,
 }
 
 /// [`McpExtension::get_prompt_asking`]: the prompt `name`, given the client's answers and
@@ -79,6 +85,8 @@ impl McpExtension {
         prompts: Vec::new,
         get_prompt: |_, _| None,
         get_prompt_asking: |_, _, _| None,
+        tools: Vec::new,
+        call_tool: |_, _| None,
     };
 }
 

@@ -208,7 +208,76 @@ klaw_mcp_ext::inventory::submit! {
         prompts,
         get_prompt,
         get_prompt_asking,
+        tools,
+        call_tool,
     }
+}
+
+/// The suite's tools whose schemas a `#[tool]` cannot have: conformance
+/// `json-schema-2020-12` (the whole 2020-12 vocabulary kept as given) and
+/// `http-custom-header-server-validation` (an argument mirrored in an `Mcp-Param-*`
+/// header, SEP-2243).
+fn tools() -> Vec<rmcp::model::Tool> {
+    let schema = |v: Value| match v {
+        Value::Object(m) => std::sync::Arc::new(m),
+        _ => std::sync::Arc::default(),
+    };
+    vec![
+        rmcp::model::Tool::new(
+            "json_schema_2020_12_tool",
+            "Test tool: a JSON Schema 2020-12 input schema kept as given",
+            schema(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
+                "additionalProperties": false
+            })),
+        ),
+        rmcp::model::Tool::new(
+            "test_custom_header",
+            "Test tool: its argument `region` travels in the Mcp-Param-Region header too",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "query": {"type": "string"}
+                },
+                "required": ["region", "query"]
+            })),
+        ),
+    ]
+}
+
+/// [`tools`], called: each answers what it was given.
+fn call_tool(
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Option<rmcp::model::CallToolResult> {
+    let text = match name {
+        "json_schema_2020_12_tool" => "ok".to_owned(),
+        "test_custom_header" => format!(
+            "region {}",
+            args.get("region")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ),
+        _ => return None,
+    };
+    Some(rmcp::model::CallToolResult::success(vec![
+        rmcp::model::ContentBlock::text(text),
+    ]))
 }
 
 /// [`INPUT_PROMPT`], the one prompt of the fixtures that asks the client first.

@@ -86,8 +86,22 @@ impl Definitions {
     }
 }
 
-/// Every tool of `registry` as MCP describes it, in name order.
+/// Every tool of `registry` as MCP describes it, then those of the linked extensions
+/// (`klaw_mcp_ext::McpExtension::tools`) whose names the registry has not, in name order.
 fn render(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
+    let mut tools = render_registry(registry, lang);
+    let own: HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    tools.extend(
+        klaw_mcp_ext::extensions()
+            .flat_map(|e| (e.tools)())
+            .filter(|t| !own.contains(t.name.as_ref())),
+    );
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
+}
+
+/// Every tool of `registry` as MCP describes it, in name order.
+fn render_registry(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
     specs_by_name(registry)
         .into_iter()
         .filter_map(|spec| {
@@ -600,7 +614,16 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let args = Value::Object(request.arguments.unwrap_or_default());
+        // A linked extension's own tool (one the registry has not): the extension
+        // answers it.
+        let arguments = request.arguments.unwrap_or_default();
+        if self.engine.registry().by_name(&name).is_none()
+            && let Some(r) =
+                klaw_mcp_ext::extensions().find_map(|e| (e.call_tool)(&name, &arguments))
+        {
+            return Ok(r.into());
+        }
+        let args = Value::Object(arguments);
         let id = format!(
             "mcp-{}-{}",
             self.session,
