@@ -10,8 +10,9 @@
 //! `approve` (the approval policy asking the client's user: elicitation), [`input`]
 //! (what a call asks its client: in the result in MCP 2026-07-28), `forward` (a
 //! call's progress and log messages to its client, in order), `stdio` (the stdio
-//! transport: capped lines, JSON-RPC errors for bad ones) and [`http`] (Streamable HTTP
-//! behind its guard).
+//! transport: capped lines, JSON-RPC errors for bad ones), `tasks` (long calls as tasks
+//! of MCP's tasks extension: `tasks/get`, `tasks/update`, `tasks/cancel`) and [`http`]
+//! (Streamable HTTP behind its guard).
 
 use klaw_tools::LogLevel;
 use serde_json::Value;
@@ -26,6 +27,7 @@ mod prompts;
 mod resources;
 mod server;
 mod stdio;
+mod tasks;
 
 pub use approve::{ASK_TIMEOUT, ElicitApproval};
 pub use peers::{CHANNEL, Peers, offers_elicitation, offers_sampling, sampled_text};

@@ -51,6 +51,19 @@ pub struct Round {
     pub next_state: Option<Value>,
     /// A capability a question needed and the client did not declare.
     pub missing: Option<ClientCapabilities>,
+    /// The task the call became (MCP's tasks extension): its questions are the task's
+    /// (`input_required` on `tasks/get`, answered by `tasks/update`), asked all at once.
+    pub task: Option<InTask>,
+}
+
+/// The task a call runs as, for its questions.
+#[derive(Clone)]
+pub struct InTask(pub rmcp::task_manager::TaskContext);
+
+impl std::fmt::Debug for InTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("InTask").field(&self.0.task_id()).finish()
+    }
 }
 
 impl Inputs {
@@ -61,6 +74,14 @@ impl Inputs {
     /// Opens the round of call `id` (before it runs).
     pub fn begin(&self, id: &str, round: Round) {
         self.lock().insert(id.to_owned(), round);
+    }
+
+    /// Makes the call `id` a task's: its questions from now on are the task's.
+    pub fn into_task(&self, id: &str, task: InTask) {
+        if let Some(round) = self.lock().get_mut(id) {
+            round.in_result = false;
+            round.task = Some(task);
+        }
     }
 
     /// Closes the round of call `id` (after it ran), with what the tool asked.
@@ -146,13 +167,34 @@ pub fn keep_state(ctx: &ToolContext, state: Value) {
 /// without one end the call (the tool returns the error this gives) and go back in an
 /// input-required result, and the client calls again with them answered. In an older
 /// session: each question is a request to the client, answered now. A question for a
-/// capability the client did not declare fails the request with `-32021`.
+/// capability the client did not declare fails the request with `-32021`. In a call
+/// that became a task: the task's questions (`input_required`), answered by
+/// `tasks/update`.
 pub async fn ask(
     ctx: &ToolContext,
     questions: Vec<(String, InputRequest)>,
 ) -> Result<BTreeMap<String, Value>, ToolError> {
     let inputs = ctx.shared_state::<Inputs>();
     let id = ctx.call_id().unwrap_or_default().to_owned();
+    // A task's questions wait for the client's `tasks/update`, all pending at once.
+    let task = inputs.lock().get(&id).and_then(|r| r.task.clone());
+    if let Some(InTask(task)) = task {
+        let asked = questions.into_iter().map(|(key, request)| {
+            let task = task.clone();
+            async move {
+                let answer = task
+                    .request_input(key.clone(), request)
+                    .await
+                    .map_err(|_| {
+                        ToolError::failed("the task was cancelled while it waited for an answer")
+                    })?;
+                Ok::<_, ToolError>((key, answer))
+            }
+        });
+        return futures_util::future::try_join_all(asked)
+            .await
+            .map(BTreeMap::from_iter);
+    }
     {
         let mut all = inputs.lock();
         if let Some(round) = all.get_mut(&id).filter(|r| r.in_result) {

@@ -63,6 +63,12 @@ pub struct McpExtension {
     /// whether the request may be answered with a question (`in_result`). Tried before
     /// [`get_prompt`](Self::get_prompt).
     pub get_prompt_asking: AskingPrompt,
+    /// Its tools described as given (`tools/list`, after the engine's, a name the
+    /// engine has left out): for a schema a `#[tool]` cannot have (`$ref`, `$defs`,
+    /// conditionals, `x-mcp-header`). Their arguments are the extension's to check.
+    pub tools: fn() -> Vec<rmcp::model::Tool>,
+    /// Its tool of that name called with those arguments, if it is one of its own.
+    pub call_tool: fn(&str, &Map<String, Value>) -> Option<rmcp::model::CallToolResult>,
 }
 
 /// [`McpExtension::get_prompt_asking`]: the prompt `name`, given the client's answers and
@@ -79,6 +85,8 @@ impl McpExtension {
         prompts: Vec::new,
         get_prompt: |_, _| None,
         get_prompt_asking: |_, _, _| None,
+        tools: Vec::new,
+        call_tool: |_, _| None,
     };
 }
 
@@ -87,6 +95,46 @@ inventory::collect!(McpExtension);
 /// Every extension linked into the program.
 pub fn extensions() -> impl Iterator<Item = &'static McpExtension> {
     inventory::iter::<McpExtension>.into_iter()
+}
+
+/// How a tool's calls may run as tasks of MCP's tasks extension (SEP-2663,
+/// `io.modelcontextprotocol/tasks`): a call from a client that declares the extension
+/// and is still running after the server's short grace becomes a task (the client
+/// polls `tasks/get`, answers with `tasks/update`, stops it with `tasks/cancel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// As a task for a client that declares the extension; a plain call for another.
+    Optional,
+    /// Only as a task: a client that does not declare the extension is refused
+    /// (-32021, missing required client capability).
+    Required,
+}
+
+/// A tool whose calls may run as tasks (the long ones: a command, a sub-agent, a page
+/// rendered), registered the way an [`McpExtension`] is:
+///
+/// ```
+/// klaw_mcp_ext::inventory::submit! {
+///     klaw_mcp_ext::TaskTool { name: "my_long_tool", support: klaw_mcp_ext::TaskSupport::Optional }
+/// }
+/// assert_eq!(klaw_mcp_ext::task_support("my_long_tool"), Some(klaw_mcp_ext::TaskSupport::Optional));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TaskTool {
+    /// The tool's name.
+    pub name: &'static str,
+    /// How its calls may run as tasks.
+    pub support: TaskSupport,
+}
+
+inventory::collect!(TaskTool);
+
+/// How the tool `name`'s calls may run as tasks; `None`: never (a plain call).
+pub fn task_support(name: &str) -> Option<TaskSupport> {
+    inventory::iter::<TaskTool>
+        .into_iter()
+        .find(|t| t.name == name)
+        .map(|t| t.support)
 }
 
 /// Whether a linked extension serves prompts (the server then declares the capability).
@@ -105,6 +153,19 @@ pub trait ClientLookup: Send + Sync {
     /// [`SessionClients::prompts_changed`]. Nothing by default.
     fn prompts_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
+    }
+
+    /// Ends the HTTP response stream the call `call` (its id) is being answered on,
+    /// telling the client to come back after `retry` (SSE polling, SEP-1699: the call
+    /// goes on, and its result comes when the client reconnects with `Last-Event-ID`);
+    /// whether there was such a stream. None by default (stdio, a stateless request).
+    fn close_stream(
+        &self,
+        call: &str,
+        retry: std::time::Duration,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        let _ = (call, retry);
+        Box::pin(async { false })
     }
 }
 
@@ -134,6 +195,15 @@ impl SessionClients {
     /// [`ClientLookup::client_of`]); `None` too when no MCP server runs.
     pub fn client_of(&self, caller: &Caller) -> Option<Peer<RoleServer>> {
         self.lookup.get()?.client_of(caller)
+    }
+
+    /// Ends the HTTP stream the call `call` is answered on (see
+    /// [`ClientLookup::close_stream`]); `false` when there is none.
+    pub async fn close_stream(&self, call: &str, retry: std::time::Duration) -> bool {
+        match self.lookup.get() {
+            Some(lookup) => lookup.close_stream(call, retry).await,
+            None => false,
+        }
     }
 
     /// Tells every client that the prompts changed (see

@@ -208,7 +208,76 @@ klaw_mcp_ext::inventory::submit! {
         prompts,
         get_prompt,
         get_prompt_asking,
+        tools,
+        call_tool,
     }
+}
+
+/// The suite's tools whose schemas a `#[tool]` cannot have: conformance
+/// `json-schema-2020-12` (the whole 2020-12 vocabulary kept as given) and
+/// `http-custom-header-server-validation` (an argument mirrored in an `Mcp-Param-*`
+/// header, SEP-2243).
+fn tools() -> Vec<rmcp::model::Tool> {
+    let schema = |v: Value| match v {
+        Value::Object(m) => std::sync::Arc::new(m),
+        _ => std::sync::Arc::default(),
+    };
+    vec![
+        rmcp::model::Tool::new(
+            "json_schema_2020_12_tool",
+            "Test tool: a JSON Schema 2020-12 input schema kept as given",
+            schema(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
+                "additionalProperties": false
+            })),
+        ),
+        rmcp::model::Tool::new(
+            "test_custom_header",
+            "Test tool: its argument `region` travels in the Mcp-Param-Region header too",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "query": {"type": "string"}
+                },
+                "required": ["region", "query"]
+            })),
+        ),
+    ]
+}
+
+/// [`tools`], called: each answers what it was given.
+fn call_tool(
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Option<rmcp::model::CallToolResult> {
+    let text = match name {
+        "json_schema_2020_12_tool" => "ok".to_owned(),
+        "test_custom_header" => format!(
+            "region {}",
+            args.get("region")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ),
+        _ => return None,
+    };
+    Some(rmcp::model::CallToolResult::success(vec![
+        rmcp::model::ContentBlock::text(text),
+    ]))
 }
 
 /// [`INPUT_PROMPT`], the one prompt of the fixtures that asks the client first.
@@ -989,4 +1058,204 @@ pub async fn test_trigger_prompt_change(ctx: klaw_core::ToolContext) -> Result<S
         "added test_dynamic_prompt"
     }
     .into())
+}
+
+// The conformance suite's tools of MCP's tasks extension (SEP-2663,
+// `io.modelcontextprotocol/tasks`): a call running past the server's grace becomes a
+// task; its questions are the task's (answered by `tasks/update`).
+
+use klaw_mcp_ext::{TaskSupport, TaskTool};
+
+klaw_mcp_ext::inventory::submit! { TaskTool { name: "slow_compute", support: TaskSupport::Optional } }
+klaw_mcp_ext::inventory::submit! { TaskTool { name: "failing_job", support: TaskSupport::Required } }
+klaw_mcp_ext::inventory::submit! { TaskTool { name: "protocol_error_job", support: TaskSupport::Optional } }
+klaw_mcp_ext::inventory::submit! { TaskTool { name: "confirm_delete", support: TaskSupport::Optional } }
+klaw_mcp_ext::inventory::submit! { TaskTool { name: "multi_input", support: TaskSupport::Optional } }
+klaw_mcp_ext::inventory::submit! { TaskTool { name: "test_tool_with_task", support: TaskSupport::Required } }
+
+/// How long the tasks' tools prepare before they ask: past the server's grace, so the
+/// call is a task by then.
+const PREPARE: Duration = Duration::from_millis(400);
+
+/// Conformance `tasks-*`: a tool that never runs as a task.
+#[tool(
+    name = "greet",
+    title_ru = "Тест: приветствие",
+    title_en = "Test: greet",
+    description_ru = "Тестовый инструмент: здоровается (никогда не задача)",
+    description_en = "Test tool: says hello (never a task)",
+    read_only
+)]
+pub async fn greet(
+    /// Имя
+    #[arg(description_en = "The name")]
+    name: String,
+) -> Result<String, ToolError> {
+    Ok(format!("Hello, {name}!"))
+}
+
+/// Conformance `tasks-*`: waits `seconds` (a task past the grace; `0`: an immediate
+/// result), then answers.
+#[tool(
+    name = "slow_compute",
+    title_ru = "Тест: долгое вычисление",
+    title_en = "Test: slow compute",
+    description_ru = "Тестовый инструмент: ждёт seconds секунд и отвечает (задача)",
+    description_en = "Test tool: waits `seconds` seconds, then answers (a task)",
+    read_only
+)]
+pub async fn slow_compute(
+    /// Сколько секунд ждать
+    #[arg(description_en = "How many seconds to wait")]
+    seconds: f64,
+    /// Метка
+    #[arg(description_en = "A label")]
+    label: Option<String>,
+) -> Result<String, ToolError> {
+    let wait = Duration::try_from_secs_f64(seconds)
+        .map_err(|e| ToolError::invalid_arguments("/seconds", e.to_string()))?;
+    tokio::time::sleep(wait).await;
+    Ok(format!(
+        "computed {} after {seconds} s",
+        label.unwrap_or_default()
+    ))
+}
+
+/// Conformance `tasks-lifecycle`, `tasks-required-task-error`: runs only as a task,
+/// and fails (a tool error) after a second.
+#[tool(
+    name = "failing_job",
+    title_ru = "Тест: задача с ошибкой",
+    title_en = "Test: failing job",
+    description_ru = "Тестовый инструмент: только задача; через секунду завершается ошибкой",
+    description_en = "Test tool: a task only; fails after a second",
+    read_only
+)]
+pub async fn failing_job() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err(ToolError::failed("the job failed, as it always does"))
+}
+
+/// Conformance `tasks-lifecycle`: crashes after a second (a protocol error: the task
+/// fails).
+#[tool(
+    name = "protocol_error_job",
+    title_ru = "Тест: задача, которая падает",
+    title_en = "Test: crashing job",
+    description_ru = "Тестовый инструмент: через секунду падает (ошибка протокола)",
+    description_en = "Test tool: crashes after a second (a protocol error)",
+    read_only
+)]
+pub async fn protocol_error_job() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    panic!("protocol_error_job crashes, as it always does")
+}
+
+/// Conformance `tasks-mrtr-input`, `tasks-dispatch-and-envelope`: prepares, then asks
+/// the user to confirm deleting `filename` (the task waits for `tasks/update`).
+#[tool(
+    name = "confirm_delete",
+    title_ru = "Тест: подтвердить удаление",
+    title_en = "Test: confirm a delete",
+    description_ru = "Тестовый инструмент: спрашивает подтверждение удаления файла (задача)",
+    description_en = "Test tool: asks to confirm deleting a file (a task)",
+    read_only
+)]
+pub async fn confirm_delete(
+    ctx: klaw_core::ToolContext,
+    /// Файл
+    #[arg(description_en = "The file")]
+    filename: String,
+) -> Result<String, ToolError> {
+    tokio::time::sleep(PREPARE).await;
+    let a = ask(
+        &ctx,
+        vec![form(
+            "confirm",
+            &format!("Delete {filename}?"),
+            "confirm",
+            "boolean",
+        )?],
+    )
+    .await?;
+    let yes = a
+        .get("confirm")
+        .and_then(|a| a["content"]["confirm"].as_bool())
+        == Some(true);
+    Ok(if yes {
+        format!("deleted {filename}")
+    } else {
+        format!("kept {filename}")
+    })
+}
+
+/// Conformance `tasks-mrtr-input`: prepares, then asks two questions at once (both
+/// pending until answered, one at a time or together).
+#[tool(
+    name = "multi_input",
+    title_ru = "Тест: два вопроса сразу",
+    title_en = "Test: two questions at once",
+    description_ru = "Тестовый инструмент: задаёт два вопроса одновременно (задача)",
+    description_en = "Test tool: asks two questions at once (a task)",
+    read_only
+)]
+pub async fn multi_input(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
+    tokio::time::sleep(PREPARE).await;
+    let a = ask(
+        &ctx,
+        vec![
+            form("name", "What is your name?", "name", "string")?,
+            form("confirm", "Go on?", "confirm", "boolean")?,
+        ],
+    )
+    .await?;
+    Ok(format!(
+        "{} answered; go on: {}",
+        field(a.get("name"), "name"),
+        field(a.get("confirm"), "confirm")
+    ))
+}
+
+/// Conformance `tasks-mrtr-composition`: asks the user's name through the result (MCP
+/// 2026-07-28's input-required result), then, with it, works a second: a task, whose
+/// result greets the name.
+#[tool(
+    name = "test_tool_with_task",
+    title_ru = "Тест: вопрос, затем задача",
+    title_en = "Test: a question, then a task",
+    description_ru = "Тестовый инструмент: спрашивает имя через результат, затем работает как задача",
+    description_en = "Test tool: asks the name through the result, then runs as a task",
+    read_only
+)]
+pub async fn test_tool_with_task(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
+    let a = ask(
+        &ctx,
+        vec![form("user_name", "What is your name?", "name", "string")?],
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(format!("Hello, {}!", field(a.get("user_name"), "name")))
+}
+
+/// Conformance `server-sse-polling` (SEP-1699): closes the HTTP stream it is answered
+/// on, then answers a moment later: the answer comes when the client reconnects with
+/// `Last-Event-ID`.
+#[tool(
+    name = "test_reconnection",
+    title_ru = "Тест: переподключение",
+    title_en = "Test: reconnection",
+    description_ru = "Тестовый инструмент: закрывает свой поток ответа и отвечает после переподключения",
+    description_en = "Test tool: closes its response stream and answers after the client reconnects",
+    read_only
+)]
+pub async fn test_reconnection(ctx: klaw_core::ToolContext) -> Result<String, ToolError> {
+    let call = ctx.call_id().unwrap_or_default().to_owned();
+    let closed = ctx
+        .shared_state::<SessionClients>()
+        .close_stream(&call, Duration::from_millis(500))
+        .await;
+    if closed {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    Ok("Reconnection test completed successfully".into())
 }

@@ -110,6 +110,15 @@ pub async fn serve(
         session_idle: cfg.session_idle_seconds,
     });
     let server = McpServer::new(engine.clone());
+    // A call may close the stream it is answered on (SSE polling): through the sessions.
+    let streams = Arc::clone(&sessions);
+    engine
+        .context()
+        .shared_state::<super::Peers>()
+        .set_closer(Arc::new(move |session, request, retry| {
+            let sessions = Arc::clone(&streams);
+            Box::pin(async move { sessions.close_stream(&session, &request, retry).await })
+        }));
     // The guard checks Host and Origin for every route; rmcp's own check would apply a
     // second, different list.
     let transport = StreamableHttpServerConfig::default()

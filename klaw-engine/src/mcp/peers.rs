@@ -26,6 +26,36 @@ pub(crate) struct Session {
 pub struct Peers {
     by_session: Mutex<HashMap<u64, Session>>,
     listening: Mutex<HashMap<u64, rmcp::service::SubscriptionSink>>,
+    /// The HTTP stream each running call of a session is answered on: its session id
+    /// and JSON-RPC request id, by call id.
+    streams: Mutex<HashMap<String, (String, String)>>,
+    /// Closes a session's stream of a request (set by the HTTP server).
+    closer: std::sync::OnceLock<Closer>,
+}
+
+/// Closes the stream of request `(session id, JSON-RPC id)`, asking the client to come
+/// back after the duration; whether there was one.
+pub(crate) type Closer = Arc<
+    dyn Fn(
+            String,
+            String,
+            std::time::Duration,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Forgets a call's stream when the call ends.
+pub(crate) struct CallStream<'a>(&'a Peers, String);
+
+impl Drop for CallStream<'_> {
+    fn drop(&mut self) {
+        self.0
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.1);
+    }
 }
 
 impl std::fmt::Debug for Peers {
@@ -49,6 +79,26 @@ impl Peers {
         let mut all = self.lock();
         all.retain(|_, s| !s.peer.is_transport_closed());
         all.insert(n, session);
+    }
+
+    /// Sets how a request's HTTP stream is closed (the HTTP server, once).
+    pub(crate) fn set_closer(&self, closer: Closer) {
+        let _ = self.closer.set(closer);
+    }
+
+    /// Records that call `call` is answered on the stream of request `request` of the
+    /// HTTP session `session`, until the guard it returns is dropped.
+    pub(crate) fn call_stream(
+        &self,
+        call: &str,
+        session: String,
+        request: String,
+    ) -> CallStream<'_> {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(call.to_owned(), (session, request));
+        CallStream(self, call.to_owned())
     }
 
     /// The live sessions.
@@ -181,6 +231,23 @@ impl klaw_mcp_ext::ClientLookup for Peers {
         &self,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(Peers::prompts_changed(self))
+    }
+
+    fn close_stream(
+        &self,
+        call: &str,
+        retry: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>> {
+        let stream = self
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(call)
+            .cloned();
+        match (stream, self.closer.get()) {
+            (Some((session, request)), Some(close)) => close(session, request, retry),
+            _ => Box::pin(async { false }),
+        }
     }
 }
 

@@ -29,6 +29,7 @@ use crate::{Engine, ToolCall};
 use super::forward::forwarder;
 use super::input::{self, Inputs, Round};
 use super::peers::{Peers, Session, caller};
+use super::tasks::{self, Tasks};
 use super::{complete, level_from_u8, log_level, prompts, resources, specs_by_name};
 
 /// The engine as an MCP server. Cheap to clone; each clone serves one session (its call
@@ -85,8 +86,22 @@ impl Definitions {
     }
 }
 
-/// Every tool of `registry` as MCP describes it, in name order.
+/// Every tool of `registry` as MCP describes it, then those of the linked extensions
+/// (`klaw_mcp_ext::McpExtension::tools`) whose names the registry has not, in name order.
 fn render(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
+    let mut tools = render_registry(registry, lang);
+    let own: HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    tools.extend(
+        klaw_mcp_ext::extensions()
+            .flat_map(|e| (e.tools)())
+            .filter(|t| !own.contains(t.name.as_ref())),
+    );
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
+}
+
+/// Every tool of `registry` as MCP describes it, in name order.
+fn render_registry(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
     specs_by_name(registry)
         .into_iter()
         .filter_map(|spec| {
@@ -258,19 +273,19 @@ fn removed(method: &str) -> ErrorData {
     )
 }
 
-/// Closes a call's round when the call ends, however it ends; [`CloseRound::take`]
-/// reads it.
-struct CloseRound<'a>(&'a Inputs, &'a str);
+/// Closes a call's round when the call ends, however it ends (a call that became a
+/// task takes it along); [`CloseRound::take`] reads it.
+struct CloseRound(Arc<Inputs>, String);
 
-impl CloseRound<'_> {
+impl CloseRound {
     fn take(&self) -> Option<Round> {
-        self.0.end(self.1)
+        self.0.end(&self.1)
     }
 }
 
-impl Drop for CloseRound<'_> {
+impl Drop for CloseRound {
     fn drop(&mut self) {
-        self.0.end(self.1);
+        self.0.end(&self.1);
     }
 }
 
@@ -295,6 +310,14 @@ impl ServerHandler for McpServer {
         resources.list_changed = Some(cfg!(feature = "skills"));
         capabilities.resources = Some(resources);
         capabilities.completions = Some(Default::default());
+        // Long calls become tasks (SEP-2663), for clients that declare the extension.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(
+                rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                serde_json::Map::new(),
+            );
         let mut info = Implementation::new("klaw-engine", env!("CARGO_PKG_VERSION"));
         info.title = Some("Klaw".into());
         ServerConfig::new(capabilities)
@@ -548,18 +571,98 @@ impl ServerHandler for McpServer {
         tools.get(i).cloned()
     }
 
+    /// `tasks/get`: a task's status, its questions while it waits for answers, its
+    /// result (or protocol error) once it ended.
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let tasks = self.engine.context().shared_state::<Tasks>();
+        Ok(rmcp::model::GetTaskResult::new(
+            tasks.0.get_task(&request.task_id)?,
+        ))
+    }
+
+    /// `tasks/update`: the client's answers to a task's questions (unknown keys and
+    /// answers given already are ignored).
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.engine.context().shared_state::<Tasks>();
+        tasks
+            .0
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    /// `tasks/cancel`: the task's call is dropped (an `exec` has its process tree
+    /// killed) and the task ends `cancelled`; a task that ended stays as it ended.
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.engine.context().shared_state::<Tasks>();
+        tasks.0.cancel_task(&request.task_id)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let args = Value::Object(request.arguments.unwrap_or_default());
+        // A linked extension's own tool (one the registry has not): the extension
+        // answers it.
+        let arguments = request.arguments.unwrap_or_default();
+        if self.engine.registry().by_name(&name).is_none()
+            && let Some(r) =
+                klaw_mcp_ext::extensions().find_map(|e| (e.call_tool)(&name, &arguments))
+        {
+            return Ok(r.into());
+        }
+        let args = Value::Object(arguments);
         let id = format!(
             "mcp-{}-{}",
             self.session,
             serde_json::to_string(&context.id).unwrap_or_default()
         );
+        // Over HTTP with a session: the stream the call is answered on, which the call
+        // may close (SSE polling; `klaw_mcp_ext::SessionClients::close_stream`).
+        let _stream = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(|session| {
+                let request = serde_json::to_string(&context.id).unwrap_or_default();
+                self.peers.call_stream(&id, session.to_owned(), request)
+            });
+        // A long tool's call may become a task (the client declares the extension);
+        // one that runs only as a task is refused to a client that does not.
+        let task_tools = self.engine.context().shared_state::<Tasks>();
+        let client_tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        let as_task = match klaw_mcp_ext::task_support(&name) {
+            None => false,
+            Some(klaw_mcp_ext::TaskSupport::Required) if !client_tasks => {
+                return Err(tasks::tasks_required());
+            }
+            Some(klaw_mcp_ext::TaskSupport::Required) if !task_tools.has_room() => {
+                return Err(ErrorData::internal_error(
+                    format!(
+                        "{} tasks are running, the most this server runs at once; retry \
+                         when one has ended",
+                        tasks::MAX_RUNNING
+                    ),
+                    None,
+                ));
+            }
+            Some(_) => client_tasks && task_tools.has_room(),
+        };
         // What the call may ask its client, and what an earlier round of it brought.
         let round = self.round(
             &name,
@@ -568,17 +671,19 @@ impl ServerHandler for McpServer {
             request.request_state.as_deref(),
             &context,
         )?;
-        // Only a 2026-07-28 call has a round (an older session's questions are requests).
-        let inputs = round
-            .as_ref()
-            .map(|_| self.engine.context().shared_state::<Inputs>());
-        let closing = match (&inputs, round) {
-            (Some(inputs), Some(round)) => {
-                inputs.begin(&id, round);
-                Some(CloseRound(inputs, &id))
-            }
-            _ => None,
-        };
+        // A 2026-07-28 call has a round (an older session's questions are requests), and
+        // so has a call that may become a task (its questions become the task's).
+        let round = round.or_else(|| {
+            as_task.then(|| Round {
+                capabilities: context.client_capabilities(),
+                ..Round::default()
+            })
+        });
+        let closing = round.map(|round| {
+            let inputs = self.engine.context().shared_state::<Inputs>();
+            inputs.begin(&id, round);
+            CloseRound(inputs, id.clone())
+        });
         // A 2026-07-28 request carries its own level (none: no log messages); older
         // ones use the session's.
         #[allow(deprecated)]
@@ -597,14 +702,47 @@ impl ServerHandler for McpServer {
         let call = ToolCall::new(name.clone(), args.clone())
             .with_id(id.clone())
             .with_caller(caller(self.session));
+        let (engine, calls) = (self.engine.clone(), Arc::clone(&self.calls));
+        let mut run = Box::pin(
+            async move {
+                // Waits for a free place among `mcp.maxConcurrentCalls`.
+                let _place = calls.acquire().await;
+                engine.execute(call, Some(listener)).await
+            }
+            .instrument(span.clone()),
+        );
+        // A call that may become a task does when it runs past the grace.
+        let grace = async {
+            if as_task {
+                tokio::time::sleep(tasks::GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
         // A cancelled request drops the call: its tool stops (an `exec` has its process
         // tree killed) and rmcp sends no response.
         let outcome = tokio::select! {
-            r = async {
-                // Waits for a free place among `mcp.maxConcurrentCalls`.
-                let _place = self.calls.acquire().await;
-                self.engine.execute(call, Some(listener)).await
-            }.instrument(span.clone()) => r,
+            r = &mut run => r,
+            () = grace => {
+                // Its progress and log messages went to the request, which ends now.
+                forwarding.stop();
+                let inputs = self.engine.context().shared_state::<Inputs>();
+                let task = task_tools.0.spawn(Tasks::options(), move |task| {
+                    inputs.into_task(&id, klaw_mcp_ext::input::InTask(task.clone()));
+                    Box::pin(async move {
+                        // The round ends with the task.
+                        let _closing = closing;
+                        tokio::select! {
+                            r = run => tasks::settle(r, result),
+                            // As a cancelled request: the call is dropped (an `exec`
+                            // has its process tree killed).
+                            () = task.cancelled() => Err(rmcp::task_manager::TaskExit::Cancelled),
+                        }
+                    })
+                });
+                tracing::debug!(target: "klaw::mcp", task = task.task_id, tool = name, "the call became a task");
+                return Ok(rmcp::model::CreateTaskResult::new(task).into());
+            }
             () = context.ct.cancelled() => {
                 forwarding.stop();
                 crate::telemetry::failed(&span, "cancelled");

@@ -19,7 +19,7 @@ use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionManager, LocalSessionManagerError,
+    LocalSessionHandle, LocalSessionManager, LocalSessionManagerError,
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -39,6 +39,27 @@ pub(super) struct Sessions {
     held: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
     /// `<engineId>.`, put before each session id rmcp makes (empty: bare ids).
     prefix: String,
+    /// The open POST streams of requests, by session id and JSON-RPC request id (as
+    /// JSON): how a call's stream is closed mid-call ([`Sessions::close_stream`]).
+    streams: Arc<Streams>,
+}
+
+/// The open POST streams: (session id, JSON-RPC request id) → (the session, rmcp's id
+/// of the HTTP request).
+type Streams = Mutex<HashMap<(SessionId, String), (LocalSessionHandle, u64)>>;
+
+/// Forgets a request's stream when the stream ends.
+struct Forget(Arc<Streams>, Option<(SessionId, String)>);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        if let Some(key) = self.1.take() {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&key);
+        }
+    }
 }
 
 /// Why a session was not created or reached.
@@ -62,6 +83,25 @@ impl Sessions {
             max,
             held: Mutex::new(HashMap::new()),
             prefix: String::new(),
+            streams: Arc::default(),
+        }
+    }
+
+    /// Ends the POST stream of request `request` (its JSON-RPC id, as JSON) of session
+    /// `session`, after an event telling the client to come back in `retry` (SSE
+    /// polling, SEP-1699): the request goes on, the session keeps its events, and the
+    /// client reconnects with `Last-Event-ID` for the rest. Whether there was one.
+    pub(super) async fn close_stream(&self, session: &str, request: &str, retry: Duration) -> bool {
+        let key = (SessionId::from(session), request.to_owned());
+        let stream = self
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .cloned();
+        match stream {
+            Some((handle, http)) => handle.close_sse_stream(http, Some(retry)).await.is_ok(),
+            None => false,
         }
     }
 
@@ -143,7 +183,40 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_stream(id, message).await?)
+        // rmcp's `create_stream`, keeping the request's stream to close it mid-call.
+        let handle = self
+            .inner
+            .sessions
+            .read()
+            .await
+            .get(id)
+            .cloned()
+            .ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone()))?;
+        let receiver = handle
+            .establish_request_wise_channel()
+            .await
+            .map_err(LocalSessionManagerError::from)?;
+        let http = receiver.http_request_id;
+        let key = match (&message, http) {
+            (rmcp::model::JsonRpcMessage::Request(r), Some(http)) => {
+                let key = (id.clone(), serde_json::to_string(&r.id).unwrap_or_default());
+                self.streams
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone(), (handle.clone(), http));
+                Some(key)
+            }
+            _ => None,
+        };
+        let forget = Forget(Arc::clone(&self.streams), key);
+        handle
+            .push_message(message, http)
+            .await
+            .map_err(LocalSessionManagerError::from)?;
+        Ok(futures_util::stream::unfold(
+            (receiver.inner, forget),
+            |(mut rx, forget)| async move { rx.recv().await.map(|m| (m, (rx, forget))) },
+        ))
     }
 
     async fn accept_message(
