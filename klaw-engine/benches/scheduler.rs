@@ -94,6 +94,7 @@ fn ticks() {
                     inject_into: None,
                     misfire: Misfire::Once,
                     origin: None,
+                    history_messages: None,
                 },
                 start,
                 u32::MAX,

@@ -32,6 +32,23 @@ pub use history::{History, HistoryError, HistoryOp, HistoryStore, PgHistory, Sql
 /// The most of one tool result the model gets (and the history keeps).
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
+/// What the chat ids of the own histories start with: a scheduled job's
+/// (`schedule:<job>`) and a subagent's (`subagent:<name>`). No user's chat has one
+/// (`klaw-engine chat --chat` refuses them, a channel's chat is `<channel>_<id>`).
+pub const OWN_HISTORY_PREFIXES: [&str; 2] = ["schedule:", "subagent:"];
+
+/// The chat id of the own history of `name` of `kind` (`schedule` or `subagent`):
+/// `schedule:daily-report`.
+pub fn own_history_chat(kind: &str, name: &str) -> String {
+    format!("{kind}:{name}")
+}
+
+/// Whether `chat` is the id of an own history (a scheduled job's, a subagent's), which
+/// no user's chat may use.
+pub fn is_own_history(chat: &str) -> bool {
+    OWN_HISTORY_PREFIXES.iter().any(|p| chat.starts_with(p))
+}
+
 /// Gives every call of one reply its own id: a server that repeats an id (or sends an
 /// empty one) would have two results answer one call.
 fn unique_ids(calls: &mut [ToolCallRequest], round: u32) {
@@ -126,6 +143,8 @@ pub struct Agent {
     history: Arc<History>,
     max_rounds: u32,
     history_limit: usize,
+    /// For an own history: how many earlier messages a turn is sent.
+    own_window: Option<usize>,
     stream: bool,
 }
 
@@ -140,6 +159,17 @@ impl Agent {
         model.client.attach(self.engine.context());
         Agent {
             model,
+            ..self.clone()
+        }
+    }
+
+    /// The same agent, its turns given only the last `n` messages of the chat before
+    /// their own (then starting at a user message, so maybe fewer): a scheduled job's
+    /// or a subagent's own history. The chat is pruned as any other
+    /// (`agent.historyMessages`).
+    pub(crate) fn with_own_history(&self, n: usize) -> Agent {
+        Agent {
+            own_window: Some(n),
             ..self.clone()
         }
     }
@@ -174,6 +204,7 @@ impl Agent {
             history,
             max_rounds,
             history_limit,
+            own_window: None,
             stream: false,
         }
     }
@@ -373,7 +404,11 @@ impl Agent {
             .as_mut()
             .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
         // The database keeps a few times what the model is sent, not everything.
-        let (keep, limit) = (self.history_limit.saturating_mul(5), self.history_limit);
+        // An own history's turn is sent its last messages and its own.
+        let limit = self
+            .own_window
+            .map_or(self.history_limit, |n| n.saturating_add(1));
+        let (keep, limit) = (self.history_limit.saturating_mul(5).max(limit), limit);
         let loaded = {
             let (chat, user_msg) = (chat.to_owned(), user_msg.clone());
             history

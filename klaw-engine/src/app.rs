@@ -109,15 +109,23 @@ impl App {
         engine
             .register(crate::tools::send_message::tool(gateway.clone()))
             .map_err(crate::gateway::GatewayError::Register)?;
-        // Pages that need JavaScript: only with a browser on the machine.
+        // Pages that need JavaScript: with a browser on the machine, else through
+        // Cloudflare's Browser Rendering where its token and account are set.
         #[cfg(feature = "render")]
-        if let Some(browser) = engine.config().browser() {
-            engine
-                .register(klaw_tools::tools::web::render_js_tool(browser))
-                .map_err(|source| AppError::Register {
+        {
+            let render_js = match engine.config().browser() {
+                Some(browser) => Some(klaw_tools::tools::web::render_js_tool(browser)),
+                None => engine
+                    .config()
+                    .remote_browser()
+                    .map(klaw_tools::tools::web::render_js_remote_tool),
+            };
+            if let Some(tool) = render_js {
+                engine.register(tool).map_err(|source| AppError::Register {
                     tool: "render_js",
                     source,
                 })?;
+            }
         }
         let scheduler = Scheduler::from_config(engine.config(), engine.database())?;
         crate::tools::schedule::register(&engine, &scheduler, &gateway)

@@ -449,7 +449,8 @@ fn sandbox_check(config: &Config) -> Check {
     }
 }
 
-/// The browser of `render_js`: without one the tool is not offered.
+/// The browser of `render_js`: without one the tool renders through Cloudflare's
+/// Browser Rendering where its token and account are set, and is not offered otherwise.
 #[cfg(feature = "render")]
 fn browser_check(config: &Config) -> Check {
     match (config.browser(), &config.raw.web.browser) {
@@ -457,6 +458,15 @@ fn browser_check(config: &Config) -> Check {
             "browser",
             Status::Ok,
             format!("render_js runs {}", path.display()),
+            None,
+        ),
+        (None, _) if config.provider_keys.cloudflare().is_some() => check(
+            "browser",
+            Status::Ok,
+            format!(
+                "no local browser; render_js renders through Cloudflare's Browser Rendering ({})",
+                config.raw.web.cloudflare_base_url
+            ),
             None,
         ),
         (None, Some(configured)) => check(

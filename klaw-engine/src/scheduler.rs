@@ -1,6 +1,8 @@
 //! The scheduler: jobs added with `schedule_add` (or `klaw-engine schedule add`) run an
-//! agent turn at each occurrence of their cron expression, like a subagent's — isolated
-//! history, the job's model, the answer to its `injectInto` chat through the gateway.
+//! agent turn at each occurrence of their cron expression, like a subagent's — the
+//! job's own history (`schedule:<job>`, apart from the user's chats, its last
+//! `historyMessages` given to each run), the job's model, the answer to its
+//! `injectInto` chat through the gateway.
 //!
 //! - [`cron`]: the expression and its time zone (croner on jiff), next runs across DST;
 //! - [`store`]: the jobs and runs in SQLite behind [`JobStore`], an occurrence claimed

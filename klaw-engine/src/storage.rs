@@ -30,14 +30,15 @@ pub type Migration = (i64, &'static str);
 
 /// Every migration of the shared schema, oldest first, from `storage/migrations/`: the
 /// scheduler's tables (`scheduler/store/postgres.rs` uses them), the agent's history
-/// (`agent/history/postgres.rs`), core memory (`storage/core_memory.rs`) and the
-/// gateway's (`gateway/inbox.rs`). A newer engine appends; it never edits one that
+/// (`agent/history/postgres.rs`), core memory (`storage/core_memory.rs`), the
+/// gateway's (`gateway/inbox.rs`) and a job's own history size. A newer engine appends; it never edits one that
 /// shipped.
 pub const MIGRATIONS: &[Migration] = &[
     (1, include_str!("storage/migrations/0001_scheduler.sql")),
     (2, include_str!("storage/migrations/0002_history.sql")),
     (3, include_str!("storage/migrations/0003_core_memory.sql")),
     (4, include_str!("storage/migrations/0004_gateway.sql")),
+    (5, include_str!("storage/migrations/0005_job_history.sql")),
 ];
 
 /// The schema version this engine knows: that of its last migration.

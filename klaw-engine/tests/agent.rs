@@ -615,6 +615,88 @@ fn subagents_report_through_the_gateway_or_stay_silent() {
     }
 }
 
+/// Whether the request's own turn (what follows its last user message) holds a tool
+/// result.
+fn turn_has_results(r: &Recorded) -> bool {
+    let messages = r.body["messages"].as_array().unwrap();
+    let last_user = messages
+        .iter()
+        .rposition(|m| m["role"] == "user")
+        .unwrap_or(0);
+    messages[last_user..].iter().any(|m| m["role"] == "tool")
+}
+
+/// A subagent of a name keeps its own history across spawns (`subagent:<name>`): spawned
+/// again from another chat, in another process, its first request holds its earlier
+/// task and answer, while no user's chat sees them.
+#[test]
+fn a_named_subagent_keeps_its_own_history_across_spawns() {
+    let server = ScriptedServer::respond(|r| {
+        let user = last_user(r);
+        if let Some(task) = user.strip_prefix("SPAWN ") {
+            if turn_has_results(r) {
+                return Reply::openai_answer("Started.");
+            }
+            return Reply::openai_calls(&[(
+                "s",
+                "subagent_spawn",
+                json!(json!({"name": "digest", "message": format!("TASK {task}")}).to_string()),
+            )]);
+        }
+        if let Some(task) = user.strip_prefix("TASK ") {
+            return Reply::openai_answer(&format!("DIGEST OF {task}"));
+        }
+        Reply::openai_answer("?")
+    });
+    let home = tempfile::tempdir().unwrap();
+    let url = format!("{}/v1", server.url);
+    for (chat, line) in [("first", "SPAWN alpha\n"), ("second", "SPAWN beta\n")] {
+        let mut cmd = engine(home.path(), &["chat", "--chat", chat]);
+        cmd.env("KLAW_LLM_BASE_URL", &url)
+            .env("KLAW_LLM_MODEL", "test-model")
+            .env("KLAW_LOG_LEVEL", "error");
+        let o = run_with_stdin(cmd, line);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let requests = server.requests();
+    let body = |r: &Recorded| r.body["messages"].to_string();
+    let beta = requests
+        .iter()
+        .find(|r| last_user(r) == "TASK beta")
+        .expect("the second subagent never asked");
+    // Its earlier spawn's task and answer, then its own task.
+    let users: Vec<_> = beta.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(users, ["TASK alpha", "TASK beta"], "{}", body(beta));
+    assert!(body(beta).contains("DIGEST OF alpha"), "{}", body(beta));
+    // The user's chats never see it (only their own spawn call names the task).
+    for r in requests
+        .iter()
+        .filter(|r| last_user(r).starts_with("SPAWN "))
+    {
+        let users = r.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .count();
+        assert_eq!(users, 1, "{}", body(r));
+        assert!(!body(r).contains("DIGEST"), "{}", body(r));
+    }
+    // And none may take its name.
+    let mut cmd = engine(home.path(), &["chat", "--chat", "subagent:digest"]);
+    cmd.env("KLAW_LLM_BASE_URL", &url)
+        .env("KLAW_LLM_MODEL", "test-model");
+    let o = run_with_stdin(cmd, "hello\n");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is not a chat name"), "{}", stderr(&o));
+}
+
 /// The provider's usual key variable goes only to the provider's own server: a chat
 /// with a local `baseUrl` and `OPENAI_API_KEY` set sends no key.
 #[test]

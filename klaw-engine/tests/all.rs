@@ -32,6 +32,8 @@ mod mcp;
 #[cfg(feature = "memory")]
 mod memory;
 mod nginx;
+#[cfg(feature = "render")]
+mod render_remote;
 mod schedule;
 mod skills;
 mod storage;

@@ -150,7 +150,10 @@ impl Setup {
             .env("KLAW_LLM_MODEL", "test-model")
             .env("KLAW_LLM_API_KEY", "sk-test")
             .env("KLAW_LLM_RETRIES", "0")
-            .env("KLAW_LOG_LEVEL", "warn");
+            .env("KLAW_LOG_LEVEL", "warn")
+            // Each run on its own (these tests count a run's messages); the own
+            // history's test takes this away.
+            .env("KLAW_OWN_HISTORY_MESSAGES", "0");
         c
     }
 
@@ -455,6 +458,103 @@ fn jobs_are_added_listed_and_removed_across_processes() {
         let list: Value = serde_json::from_str(&stdout(&s.run_cli(&["schedule", "list"]))).unwrap();
         assert_eq!(list["count"], 1);
         assert_eq!(list["jobs"][0]["name"], "ticks");
+    });
+}
+
+/// The messages of the job `chat`'s own history (`schedule:<job>`) in the agent's store.
+fn own_history_rows(s: &Setup, chat: &str) -> i64 {
+    let sql = format!("SELECT COUNT(*) FROM {{}} WHERE chat = '{chat}'");
+    match &s.pg {
+        Some((pg, url)) => {
+            Db::Pg(Arc::clone(pg), url.clone()).one(&sql.replace("{}", "history_messages"), &[])
+        }
+        None => Db::Sqlite(rusqlite::Connection::open(s.data().join("agent.db")).unwrap())
+            .one(&sql.replace("{}", "messages"), &[]),
+    }
+}
+
+/// A job's runs share its own history (`schedule:<job>`): run twice, the second run's
+/// request holds the first run's prompt and answer, then its own; with
+/// `--history-messages 2`, a third run is given the second's two messages and not the
+/// first's. A user's chat sees none of it and may not take its name. Removing the job
+/// deletes its history and leaves the other job's.
+#[test]
+fn a_jobs_runs_share_their_own_history_apart_from_user_chats() {
+    each_backend(|backend| {
+        let mut n = 0;
+        let server = ScriptedServer::respond(move |_| {
+            n += 1;
+            answer(&format!("ANSWER-{n}"))
+        });
+        let s = Setup::new(backend, &format!("{}/v1", server.url));
+        let own = |args: &[&str], stdin: &str| {
+            let mut c = s.cmd(args);
+            c.env_remove("KLAW_OWN_HISTORY_MESSAGES");
+            let o = common::run_with_stdin(c, stdin);
+            assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        };
+        own(&["schedule", "add", "daily", "0 9 * * *", "REPORT"], "");
+        own(
+            &[
+                "schedule",
+                "add",
+                "short",
+                "0 9 * * *",
+                "SHORT",
+                "--history-messages",
+                "2",
+            ],
+            "",
+        );
+        let users = |r: &Recorded| -> Vec<String> {
+            messages(r)
+                .iter()
+                .filter(|m| m["role"] == "user")
+                .map(|m| m["content"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let text = |r: &Recorded| Value::Array(messages(r)).to_string();
+        own(&["schedule", "run-now", "daily"], "");
+        own(&["schedule", "run-now", "daily"], "");
+        let asked = server.requests();
+        assert_eq!(users(&asked[0]).len(), 1, "{}", text(&asked[0]));
+        let second = users(&asked[1]);
+        assert_eq!(second.len(), 2, "{}", text(&asked[1]));
+        assert!(second.iter().all(|u| u.ends_with("REPORT")), "{second:?}");
+        assert!(text(&asked[1]).contains("ANSWER-1"), "{}", text(&asked[1]));
+
+        // A user's chat sees none of it.
+        own(&["chat", "--chat", "me"], "hello\n");
+        let chat = &server.requests()[2];
+        assert_eq!(users(chat), ["hello"]);
+        assert!(!text(chat).contains("REPORT") && !text(chat).contains("ANSWER-"));
+        let mut c = s.cmd(&["chat", "--chat", "schedule:daily"]);
+        c.env_remove("KLAW_OWN_HISTORY_MESSAGES");
+        let o = common::run_with_stdin(c, "hello\n");
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains("is not a chat name"), "{}", stderr(&o));
+
+        // At most historyMessages of the earlier runs' messages.
+        for _ in 0..3 {
+            own(&["schedule", "run-now", "short"], "");
+        }
+        let asked = server.requests();
+        let third = asked.last().unwrap();
+        let earlier: Vec<_> = messages(third)
+            .into_iter()
+            .filter(|m| m["role"] != "system")
+            .collect();
+        assert_eq!(earlier.len(), 3, "{}", text(third));
+        assert_eq!(users(third).len(), 2, "{}", text(third));
+        assert!(text(third).contains("ANSWER-5"), "{}", text(third));
+        assert!(!text(third).contains("ANSWER-4"), "{}", text(third));
+
+        // Removing a job deletes its own history, and only its.
+        assert_eq!(own_history_rows(&s, "schedule:daily"), 4);
+        own(&["schedule", "remove", "daily"], "");
+        assert_eq!(own_history_rows(&s, "schedule:daily"), 0);
+        assert_eq!(own_history_rows(&s, "schedule:short"), 6);
+        assert!(own_history_rows(&s, "me") > 0);
     });
 }
 

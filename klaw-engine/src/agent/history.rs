@@ -191,6 +191,12 @@ pub trait HistoryStore: Send + Sync {
     /// Deletes all but the newest `keep` messages of `chat` (bounds the database).
     fn prune(&self, chat: &str, keep: usize) -> Result<(), HistoryError>;
 
+    /// Deletes every message of `chat` (a removed job's own history); the tokens it
+    /// used stay recorded.
+    fn delete(&self, chat: &str) -> Result<(), HistoryError> {
+        self.prune(chat, 0)
+    }
+
     /// Whether a call waits on the network (then the agent makes it on the blocking
     /// pool, never on an async thread); `false` for a local file.
     fn waits_on_network(&self) -> bool {

@@ -1,5 +1,6 @@
 //! `subagent_spawn`: delegate a task to a subagent that runs on its own, in the
-//! background. It has the same tools (core memory read-only), its own isolated history,
+//! background. It has the same tools (core memory read-only), its own history (apart
+//! from the user's chats, kept across spawns of its name: `subagent:<name>`),
 //! and optionally another model; its answer goes to a chat through the gateway
 //! (`injectInto`), or to the log. An answer `{"silent": true, "reason": ...}` sends
 //! nothing. Bounded: at most `agent.maxSubagents` at once, `agent.subagentTimeoutSeconds`

@@ -110,6 +110,12 @@ fn ask_tty(question: &str) -> std::io::Result<bool> {
 
 /// Runs the chat `chat` with the configured model (or `model` of `llm.models`).
 pub(crate) fn run(config: Config, chat: String, model: Option<String>) -> ExitCode {
+    if crate::agent::is_own_history(&chat) {
+        return super::fail(&format!(
+            "`{chat}` is not a chat name: names starting with {} are the own histories of scheduled jobs and subagents",
+            crate::agent::OWN_HISTORY_PREFIXES.join(" or ")
+        ));
+    }
     let model = match Model::from_config(&config, model.as_deref()) {
         Ok(m) => m,
         Err(e) => return super::fail(&e.to_string()),

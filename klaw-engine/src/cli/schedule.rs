@@ -36,8 +36,12 @@ pub enum ScheduleCommand {
         /// What to do with runs missed while no engine ran: once, skip or all.
         #[arg(long)]
         misfire: Option<String>,
+        /// How many messages of its own earlier runs each run is given (default:
+        /// `agent.ownHistoryMessages`; 0: none).
+        #[arg(long, value_name = "N")]
+        history_messages: Option<u32>,
     },
-    /// Remove a job and its record of runs.
+    /// Remove a job, its record of runs and its own history.
     Remove {
         /// The job's name.
         name: String,
@@ -61,6 +65,7 @@ pub(crate) fn run(config: Config, command: ScheduleCommand) -> ExitCode {
             inject_into,
             timezone,
             misfire,
+            history_messages,
         } => {
             let mut args = json!({"name": name, "cron": cron, "message": message});
             for (key, value) in [
@@ -72,6 +77,9 @@ pub(crate) fn run(config: Config, command: ScheduleCommand) -> ExitCode {
                 if let Some(v) = value {
                     args[key] = json!(v);
                 }
+            }
+            if let Some(n) = history_messages {
+                args["historyMessages"] = json!(n);
             }
             super::call::one(config, "schedule_add", args.to_string())
         }

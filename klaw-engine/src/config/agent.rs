@@ -1,7 +1,7 @@
 //! The `agent` section of `engine.json`: approval of tool calls, subagents, history.
 
 use super::Approval;
-use super::keys::{at_least, section};
+use super::keys::{at_least, between, section};
 
 section! {
     /// The `agent` section of `engine.json`: how the agent loop runs. Every key is
@@ -35,6 +35,13 @@ section! {
             history_messages: usize = 200;
                 key "historyMessages", env "KLAW_HISTORY_MESSAGES", type "integer ≥ 2",
                 check at_least(2);
+            /// How many messages of its own earlier runs a scheduled job's run, or a
+            /// subagent of a name used before, is given (its own history, apart from the
+            /// user's chats); 0 starts each run empty. `schedule_add`'s
+            /// `historyMessages` sets it per job.
+            own_history_messages: usize = 5;
+                key "ownHistoryMessages", env "KLAW_OWN_HISTORY_MESSAGES",
+                type "integer, 0 to 1000", check between(0, 1000);
         }
     }
 }

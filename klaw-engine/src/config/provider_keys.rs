@@ -10,6 +10,8 @@ pub struct ProviderKeys {
     openai: Option<Secret>,
     anthropic: Option<Secret>,
     brave: Option<Secret>,
+    cloudflare_token: Option<Secret>,
+    cloudflare_account: Option<String>,
 }
 
 impl ProviderKeys {
@@ -26,12 +28,27 @@ impl ProviderKeys {
             brave: env("BRAVE_API_KEY")
                 .filter(|k| !k.trim().is_empty())
                 .map(Secret::new),
+            cloudflare_token: env("CLOUDFLARE_API_TOKEN")
+                .filter(|k| !k.trim().is_empty())
+                .map(Secret::new),
+            cloudflare_account: env("CLOUDFLARE_ACCOUNT_ID")
+                .map(|a| a.trim().to_owned())
+                .filter(|a| !a.is_empty()),
         }
     }
 
     /// The Brave Search key in `BRAVE_API_KEY`.
     pub fn brave(&self) -> Option<&Secret> {
         self.brave.as_ref()
+    }
+
+    /// Cloudflare's API token (`CLOUDFLARE_API_TOKEN`) and account
+    /// (`CLOUDFLARE_ACCOUNT_ID`), when both are set: `render_js`'s Browser Rendering.
+    pub fn cloudflare(&self) -> Option<(&Secret, &str)> {
+        Some((
+            self.cloudflare_token.as_ref()?,
+            self.cloudflare_account.as_deref()?,
+        ))
     }
 
     /// The key in `provider`'s variable.

@@ -1,5 +1,6 @@
 //! The `web` section of `engine.json`; [`Config::web`] gives the web tools their settings
-//! and [`Config::browser`] the browser `render_js` runs.
+//! and [`Config::browser`] the browser `render_js` runs ([`Config::remote_browser`]
+//! without one).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,11 +46,18 @@ section! {
                 check searxng_url;
             /// The headless browser `render_js` runs (Chromium or Chrome); when unset, the
             /// first of `chromium-headless-shell`, `chrome-headless-shell`, `chromium`,
-            /// `chromium-browser`, `google-chrome` on `PATH`. Without one, `render_js` is
-            /// not offered.
+            /// `chromium-browser`, `google-chrome` on `PATH`. Without one, `render_js`
+            /// renders through Cloudflare's Browser Rendering when `CLOUDFLARE_API_TOKEN`
+            /// and `CLOUDFLARE_ACCOUNT_ID` are set, and is not offered otherwise.
             browser: Option<PathBuf> = None;
                 key "browser", env "KLAW_BROWSER", type "string (path) or `null`",
                 shown "found on `PATH`";
+            /// Cloudflare's API, which `render_js` asks without a local browser
+            /// (`{base}/accounts/{CLOUDFLARE_ACCOUNT_ID}/browser-rendering/content`);
+            /// another only for a test server.
+            cloudflare_base_url: String = "https://api.cloudflare.com/client/v4".into();
+                key "cloudflareBaseUrl", env "KLAW_CLOUDFLARE_BASE_URL", type "string (URL)",
+                check web_url;
         }
     }
 }
@@ -99,6 +107,19 @@ impl Config {
     #[cfg(feature = "render")]
     pub fn browser(&self) -> Option<PathBuf> {
         klaw_tools::tools::web::find_browser(self.raw.web.browser.as_deref())
+    }
+
+    /// Cloudflare's Browser Rendering (at `web.cloudflareBaseUrl`), when
+    /// `CLOUDFLARE_API_TOKEN` and `CLOUDFLARE_ACCOUNT_ID` are both set: what `render_js`
+    /// uses where [`browser`](Self::browser) finds none.
+    #[cfg(feature = "render")]
+    pub fn remote_browser(&self) -> Option<klaw_tools::tools::web::RemoteBrowser> {
+        let (token, account) = self.provider_keys.cloudflare()?;
+        Some(klaw_tools::tools::web::RemoteBrowser::cloudflare(
+            self.raw.web.cloudflare_base_url.clone(),
+            account,
+            token.expose(),
+        ))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The loop of `klaw-engine run`: claim what is due, run each claimed occurrence as an
-//! unattended agent turn (the subagents' code path: isolated history, the job's model,
+//! unattended agent turn (the subagents' code path: the job's own history, apart from
+//! the user's chats, its last messages given to each run; the job's model,
 //! the answer delivered through the gateway, `{"silent": true}` sends nothing), keep its
 //! lease while it runs, and record how it ended. A failing run is recorded and the job
 //! runs again at its next occurrence; nothing a run does stops the loop.
@@ -13,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{CHANNEL, Claim, Schedule, Scheduler};
-use crate::agent::Agent;
 use crate::agent::subagent::deliver;
+use crate::agent::{Agent, own_history_chat};
 use crate::gateway::Gateway;
 use crate::llm::Model;
 
@@ -211,7 +212,8 @@ impl Scheduler {
         let outcome = match self.turn_on(&claim, agent) {
             Err(e) => Err(e),
             Ok(sub) => {
-                let chat = format!("schedule_{name}_{}", claim.scheduled.as_second());
+                // The job's own history, shared by its runs (`schedule:<job>`).
+                let chat = own_history_chat(CHANNEL, &name);
                 let caller = Caller::new(CHANNEL, Some(name.clone()));
                 let message = prompt(&claim);
                 let turn = async {
@@ -286,14 +288,25 @@ impl Scheduler {
         }
     }
 
-    /// The agent a run uses: on the job's model when it names one.
+    /// The agent a run uses: on the job's model when it names one, given the last
+    /// messages of the job's own history (its `historyMessages`, else
+    /// `agent.ownHistoryMessages`).
     fn turn_on(&self, claim: &Claim, agent: &Agent) -> Result<Agent, String> {
-        match &claim.job.spec.model {
-            None => Ok(agent.clone()),
-            Some(m) => Model::from_config(agent.engine().config(), Some(m))
+        let config = agent.engine().config();
+        let own = claim
+            .job
+            .spec
+            .history_messages
+            .map_or(config.raw.agent.own_history_messages, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            });
+        let agent = match &claim.job.spec.model {
+            None => agent.clone(),
+            Some(m) => Model::from_config(config, Some(m))
                 .map(|model| agent.on_model(model))
-                .map_err(|e| e.to_string()),
-        }
+                .map_err(|e| e.to_string())?,
+        };
+        Ok(agent.with_own_history(own))
     }
 
     /// Renews the lease on every run this engine holds, a third of the lease apart, for

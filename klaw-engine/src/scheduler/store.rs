@@ -103,6 +103,9 @@ pub struct NewJob {
     /// The W3C `traceparent` of the call that added it (telemetry on), so that each of
     /// its runs links to that call.
     pub origin: Option<String>,
+    /// How many messages of its own earlier runs each run is given; `None`:
+    /// `agent.ownHistoryMessages`.
+    pub history_messages: Option<u32>,
 }
 
 /// A job as stored: what was added, and its state.
@@ -440,7 +443,8 @@ fn run<T>(
 const BUSY: &str = "SELECT job FROM runs WHERE status = 'running'";
 
 const JOB_COLUMNS: &str = "name, cron, timezone, message, model, inject_into, misfire, created, \
-                           next_run, last_run, last_status, last_error, origin";
+                           next_run, last_run, last_status, last_error, origin, \
+                           history_messages";
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
@@ -459,6 +463,7 @@ fn job_from_row(r: &Row) -> Job {
                 .and_then(|m| Misfire::parse(&m))
                 .unwrap_or_default(),
             origin: text(r, 12),
+            history_messages: int(r, 13).and_then(|n| u32::try_from(n).ok()),
         },
         created: ts(int(r, 7).unwrap_or_default()),
         next_run: int(r, 8).map(ts),
@@ -812,8 +817,8 @@ impl<B: Transact> JobStore for B {
             }
             let n = tx.execute(
                 "adding a job",
-                "INSERT INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run, origin)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
+                "INSERT INTO jobs (name, cron, timezone, message, model, inject_into, misfire, created, next_run, origin, history_messages)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT DO NOTHING",
                 values![
                     &job.name,
                     job.cron.trim(),
@@ -824,7 +829,8 @@ impl<B: Transact> JobStore for B {
                     job.misfire.as_str(),
                     now.as_second(),
                     next,
-                    job.origin.as_ref()
+                    job.origin.as_ref(),
+                    job.history_messages
                 ],
             )?;
             if n == 0 {
@@ -1098,6 +1104,7 @@ mod tests {
             inject_into: None,
             misfire,
             origin: None,
+            history_messages: None,
         }
     }
 
@@ -1182,6 +1189,12 @@ mod tests {
         add(&s, &new, at("2026-03-01T00:00:00Z"));
         assert_eq!(s.get("new").unwrap().spec.origin, new.origin);
         assert_eq!(s.list().unwrap().len(), 2);
+        // And the history_messages column: none for the old job, kept for a new one.
+        assert_eq!(old.spec.history_messages, None);
+        let mut own = job("own", "0 11 * * *", Misfire::Once);
+        own.history_messages = Some(3);
+        add(&s, &own, at("2026-03-01T00:00:00Z"));
+        assert_eq!(s.get("own").unwrap().spec.history_messages, Some(3));
     }
 
     #[test]
@@ -1736,6 +1749,7 @@ mod bench {
                 inject_into: None,
                 misfire: Misfire::Skip,
                 origin: None,
+                history_messages: None,
             };
             s.add(&job, at, JOBS as u32).unwrap();
         }

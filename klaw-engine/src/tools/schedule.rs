@@ -11,6 +11,7 @@ use klaw_tools::{Annotations, Caller, FnTool, Tool, ToolError, ToolOutput, ToolS
 use serde_json::{Value, json};
 
 use crate::agent::subagent::split_target;
+use crate::agent::{History, own_history_chat};
 use crate::gateway::Gateway;
 use crate::llm::Model;
 use crate::scheduler::{self, Job, Misfire, NewJob, Schedule, Scheduler, StoreError};
@@ -65,6 +66,12 @@ struct AddArgs {
     /// Что делать с запусками, пропущенными пока движок не работал
     #[schema(description_en = "What to do with runs missed while the engine was down")]
     misfire: Option<MisfireArg>,
+    /// Сколько сообщений своих прошлых запусков получает каждый запуск (по умолчанию agent.ownHistoryMessages, 5; 0 — ни одного)
+    #[schema(
+        description_en = "How many messages of its own earlier runs each run is given (by default agent.ownHistoryMessages, 5; 0: none)"
+    )]
+    #[serde(alias = "history_messages")]
+    history_messages: Option<u32>,
 }
 
 /// The arguments of `schedule_remove`.
@@ -88,7 +95,7 @@ pub(crate) fn register(
     gateway: &Gateway,
 ) -> Result<(), klaw_tools::RegistryError> {
     engine.register(add(scheduler.clone(), gateway.clone(), engine.clone()))?;
-    engine.register(remove(scheduler.clone()))?;
+    engine.register(remove(scheduler.clone(), engine.clone()))?;
     engine.register(list(scheduler.clone()))?;
     Ok(())
 }
@@ -134,6 +141,7 @@ pub(crate) fn job_json(job: &Job, now: Timestamp) -> Value {
         "model": job.spec.model,
         "injectInto": job.spec.inject_into,
         "misfire": job.spec.misfire.as_str(),
+        "historyMessages": job.spec.history_messages,
         "nextRuns": next,
         "lastRun": job.last_run.map(in_zone),
         "lastStatus": job.last_status,
@@ -153,6 +161,14 @@ fn checked(args: AddArgs, config: &Config, gateway: &Gateway) -> Result<NewJob, 
         return Err(ToolError::invalid_arguments(
             "/message",
             "the message is empty",
+        ));
+    }
+    if let Some(n) = args.history_messages
+        && n > 1000
+    {
+        return Err(ToolError::invalid_arguments(
+            "/historyMessages",
+            format!("{n} is more than 1000"),
         ));
     }
     if let Some(m) = &args.model {
@@ -190,6 +206,7 @@ fn checked(args: AddArgs, config: &Config, gateway: &Gateway) -> Result<NewJob, 
             .into_iter()
             .find(|(k, _)| *k == "traceparent")
             .map(|(_, v)| v),
+        history_messages: args.history_messages,
     })
 }
 
@@ -257,16 +274,28 @@ fn add(scheduler: Scheduler, gateway: Gateway, engine: Engine) -> Arc<dyn Tool> 
     }))
 }
 
-fn remove(scheduler: Scheduler) -> Arc<dyn Tool> {
+/// Deletes the own history of the job `name` (its runs' messages): in the engine's
+/// PostgreSQL, else in `<dataDir>/agent.db` when that exists. Call it off the async
+/// threads (PostgreSQL's history waits on the network).
+fn forget_history(engine: &Engine, name: &str) -> Result<(), crate::agent::HistoryError> {
+    let config = engine.config();
+    if engine.database().is_none() && !config.data_dir.join("agent.db").exists() {
+        return Ok(());
+    }
+    History::from_config(config, engine.database())?
+        .delete(&own_history_chat(scheduler::CHANNEL, name))
+}
+
+fn remove(scheduler: Scheduler, engine: Engine) -> Arc<dyn Tool> {
     let spec = ToolSpec::new(
         "schedule_remove",
-        "Удаляет задание по имени вместе с историей его запусков. Неизвестное имя — ошибка со \
-         списком заданий.",
+        "Удаляет задание по имени вместе с историей его запусков и его собственной историей \
+         сообщений. Неизвестное имя — ошибка со списком заданий.",
         Value::Null,
     )
     .with_description_en(
-        "Remove a job by name, with its record of runs. An unknown name is an error listing \
-         the jobs.",
+        "Remove a job by name, with its record of runs and its own message history. An \
+         unknown name is an error listing the jobs.",
     )
     .with_title("Удалить задание", Some("Remove a scheduled job".into()))
     // The job and its history are gone.
@@ -276,7 +305,7 @@ fn remove(scheduler: Scheduler) -> Arc<dyn Tool> {
     })
     .with_origin("klaw-engine:scheduler");
     Arc::new(FnTool::typed(spec, move |ctx, args: RemoveArgs| {
-        let scheduler = scheduler.clone();
+        let (scheduler, engine) = (scheduler.clone(), engine.clone());
         let caller = ctx.caller().clone();
         async move {
             let name = args.name.trim().to_owned();
@@ -286,10 +315,18 @@ fn remove(scheduler: Scheduler) -> Arc<dyn Tool> {
             attended(&scheduler, &caller, "remove another job", own)?;
             let store = Arc::clone(scheduler.store());
             let removed = name.clone();
-            tokio::task::spawn_blocking(move || store.remove(&name))
-                .await
-                .map_err(|e| ToolError::failed(e.to_string()))?
-                .map_err(store_error)?;
+            tokio::task::spawn_blocking(move || {
+                store.remove(&name)?;
+                // The job is gone: a history left behind is only a warning (a job added
+                // again under the name would find it).
+                if let Err(e) = forget_history(&engine, &name) {
+                    tracing::warn!(target: "klaw::scheduler", job = name, "the job's own history was not deleted: {e}");
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))?
+            .map_err(store_error)?;
             Ok(ToolOutput::json(json!({"removed": removed})))
         }
     }))

@@ -1,5 +1,5 @@
 //! `subagent_spawn`: a task handed to a subagent that runs in the background with its
-//! own history; [`register`] adds it with the hooks it needs (the runtime around it,
+//! own history (`subagent:<name>`, kept across spawns of the name); [`register`] adds it with the hooks it needs (the runtime around it,
 //! delivery and depth, is `agent::subagent`).
 
 use std::sync::Arc;
@@ -12,10 +12,10 @@ use klaw_tools::{
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::agent::Agent;
 use crate::agent::subagent::{
     CHANNEL, Lineage, ReadOnlyCore, SubagentError, Subagents, deliver, depth_of, split_target,
 };
+use crate::agent::{Agent, own_history_chat};
 use crate::gateway::Gateway;
 use crate::llm::Model;
 
@@ -23,8 +23,10 @@ use crate::llm::Model;
 #[derive(Debug, ToolSchema, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Args {
-    /// Короткое имя задачи
-    #[schema(description_en = "A short name for the task")]
+    /// Короткое имя задачи; субагент с уже бывшим именем получает последние сообщения его истории
+    #[schema(
+        description_en = "A short name for the task; a subagent of a name used before is given the last messages of its history"
+    )]
     name: String,
     /// Полная инструкция субагенту: он не видит этот чат
     #[schema(description_en = "The whole instruction for the subagent: it does not see this chat")]
@@ -51,6 +53,9 @@ pub(crate) struct Spawner {
     pub(crate) timeout: Duration,
     /// How deep subagents may nest (`agent.maxSubagentDepth`).
     pub(crate) max_depth: u32,
+    /// How many messages of its own history a subagent is given
+    /// (`agent.ownHistoryMessages`).
+    pub(crate) own_history: usize,
 }
 
 /// Registers `subagent_spawn` with `agent`'s engine and the hook that keeps core memory
@@ -77,6 +82,7 @@ pub(crate) fn register(
         limit,
         timeout,
         max_depth,
+        own_history: cfg.own_history_messages,
     });
     engine.register(tool).map_err(SubagentError::Register)?;
     engine.before_call(ReadOnlyCore);
@@ -134,14 +140,17 @@ impl Spawner {
                 "too many subagents are running (agent.maxSubagents); try again later or do it yourself",
             ));
         };
-        // Unique across restarts too: a new subagent never finds an old one's history.
+        // Unique across restarts too.
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = format!(
             "sub-{}-{}",
             jiff::Timestamp::now().as_millisecond(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let chat = format!("subagent_{}_{id}", args.name);
+        // Its own history, kept across spawns of the name (`subagent:<name>`): it is
+        // given the last `agent.ownHistoryMessages` of it.
+        let chat = own_history_chat(CHANNEL, args.name.trim());
+        let sub = sub.with_own_history(self.own_history);
         let caller = Caller::new(CHANNEL, Some(format!("{depth}:{id}")));
         // Its model requests go where the work came from (the MCP session that started
         // the line, however deep), for as long as it runs.

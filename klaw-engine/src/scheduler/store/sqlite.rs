@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     last_run INTEGER,
     last_status TEXT,
     last_error TEXT,
-    origin TEXT
+    origin TEXT,
+    history_messages INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_next_run ON jobs(next_run);
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,6 +70,12 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         .exists([])?;
     if !has_origin {
         conn.execute_batch("ALTER TABLE jobs ADD COLUMN origin TEXT")?;
+    }
+    let has_history = conn
+        .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'history_messages'")?
+        .exists([])?;
+    if !has_history {
+        conn.execute_batch("ALTER TABLE jobs ADD COLUMN history_messages INTEGER")?;
     }
     Ok(())
 }

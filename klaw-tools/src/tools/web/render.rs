@@ -59,25 +59,25 @@ pub fn find_browser(configured: Option<&Path>) -> Option<PathBuf> {
 /// The arguments of `render_js`.
 #[derive(Debug, ToolSchema, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub(super) struct Args {
     /// Адрес страницы (http или https)
     #[schema(description_en = "The page's URL (http or https)")]
-    url: String,
+    pub(super) url: String,
     /// markdown (по умолчанию), text или html
     #[schema(description_en = "markdown (the default), text or html")]
-    format: Option<Format>,
+    pub(super) format: Option<Format>,
     /// Сколько символов текста вернуть, не больше (по умолчанию 50000)
     #[schema(description_en = "Most characters of text returned (default 50000)")]
     #[serde(alias = "max_chars")]
-    max_chars: Option<usize>,
+    pub(super) max_chars: Option<usize>,
     /// true — приложить снимок экрана страницы (PNG)
     #[schema(description_en = "true to attach a screenshot of the page (PNG)")]
-    screenshot: Option<bool>,
+    pub(super) screenshot: Option<bool>,
 }
 
-/// `render_js` with the browser at `browser`.
-pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
-    let spec = ToolSpec::new(
+/// `render_js`'s description, flags and schemas, whichever browser renders.
+pub(super) fn spec() -> ToolSpec {
+    ToolSpec::new(
         "render_js",
         "Открывает страницу в браузере без окна (Chromium), выполняет её JavaScript и \
          возвращает основное содержимое, как web_fetch. Используй, только когда web_fetch \
@@ -103,7 +103,12 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
     })
     .with_timeout(Duration::from_secs(120))
     .with_output_schema(super::WebPage::SCHEMA.to_json())
-    .with_origin("klaw-tools:web/render.rs");
+    .with_origin("klaw-tools:web/render.rs")
+}
+
+/// `render_js` with the browser at `browser`.
+pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
+    let spec = spec();
     let browser = Arc::new(browser);
     Arc::new(FnTool::typed(spec, move |ctx, args: Args| {
         let browser = Arc::clone(&browser);
@@ -470,6 +475,28 @@ async fn render(
     {
         return Err(ToolError::access_denied(why.clone()));
     }
+    let mut out = extracted(html, url, status, format, max_chars).await?;
+    if !refused.is_empty() {
+        tracing::info!(target: "klaw::web", "render_js: {} request(s) of the page refused: {}", refused.len(), refused.join("; "));
+    }
+    if let Some(png) = shot {
+        out = out.with_attachment(Attachment::Image {
+            mime_type: "image/png".into(),
+            data: png,
+        });
+    }
+    Ok(out)
+}
+
+/// The rendered page's HTML at `url` as `web_fetch` gives a page: its main content in
+/// `format`, cut to `max_chars`; `status` is the main document's (200 when unknown).
+pub(super) async fn extracted(
+    html: String,
+    url: String,
+    status: Option<i64>,
+    format: Format,
+    max_chars: usize,
+) -> Result<ToolOutput, ToolError> {
     let page_url = url.clone();
     let (title, text) = crate::tools::run_blocking("rendered page", move || {
         Ok(extract::html(&html, &page_url, format))
@@ -486,17 +513,7 @@ async fn render(
         content_type: "text/html".into(),
         truncated: cut,
     };
-    let mut out = page_output(&page)?;
-    if !refused.is_empty() {
-        tracing::info!(target: "klaw::web", "render_js: {} request(s) of the page refused: {}", refused.len(), refused.join("; "));
-    }
-    if let Some(png) = shot {
-        out = out.with_attachment(Attachment::Image {
-            mime_type: "image/png".into(),
-            data: png,
-        });
-    }
-    Ok(out)
+    page_output(&page)
 }
 
 /// Opens `start` in a new page of the browser context `context` and waits for its load
