@@ -84,6 +84,8 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
             "morning",
             "0 9 * * *",
             "Say good morning",
+            "--history-messages",
+            "3",
         ],
     ));
     assert!(o.status.success(), "{}", stderr(&o));
@@ -144,6 +146,8 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
         pg.psql_url(&db, "SELECT job || ' ' || status FROM runs"),
         "morning ok"
     );
+    // The job's own history's length came along with it.
+    assert_eq!(pg.psql_url(&db, "SELECT history_messages FROM jobs"), "3");
     assert!(
         after_one.contains(r#""city":"Oslo""#) && after_one.contains(r#""tone":"brief""#),
         "{after_one}"

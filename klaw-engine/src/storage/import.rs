@@ -244,6 +244,7 @@ struct Job {
         Option<String>,
         String,
         Option<String>,
+        Option<i64>,
     ),
     created: i64,
     next_run: Option<i64>,
@@ -284,10 +285,16 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
         } else {
             "NULL"
         };
+        // A data dir of an engine before jobs had their own history's length.
+        let history = if has_column(&conn, "jobs", "history_messages")? {
+            "history_messages"
+        } else {
+            "NULL"
+        };
         let jobs = conn
             .prepare(&format!(
                 "SELECT name, cron, timezone, message, model, inject_into, misfire, {origin},
-                        created, next_run, last_run, last_status, last_error
+                        created, next_run, last_run, last_status, last_error, {history}
                  FROM jobs ORDER BY name"
             ))?
             .query_map([], |r| {
@@ -301,6 +308,7 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
                         r.get(5)?,
                         r.get(6)?,
                         r.get(7)?,
+                        r.get(13)?,
                     ),
                     created: r.get(8)?,
                     next_run: r.get(9)?,
@@ -343,7 +351,8 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
     let (added, same, replaced, rows) = in_transaction(db, doing, async |tx| {
         let find = tx
             .prepare(
-                "SELECT cron, timezone, message, model, inject_into, misfire, origin
+                "SELECT cron, timezone, message, model, inject_into, misfire, origin,
+                        history_messages
                  FROM jobs WHERE name = $1",
             )
             .await
@@ -362,6 +371,7 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
                         r.try_get(4).map_err(&err)?,
                         r.try_get(5).map_err(&err)?,
                         r.try_get(6).map_err(&err)?,
+                        r.try_get(7).map_err(&err)?,
                     );
                     if held == job.definition {
                         same += 1;
@@ -384,8 +394,9 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
             rows += tx
                 .execute(
                     "INSERT INTO jobs (name, cron, timezone, message, model, inject_into,
-                         misfire, origin, created, next_run, last_run, last_status, last_error)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                         misfire, origin, created, next_run, last_run, last_status, last_error,
+                         history_messages)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                     &[
                         &job.name,
                         &d.0,
@@ -400,6 +411,7 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
                         &job.last_run,
                         &job.last_status,
                         &job.last_error,
+                        &d.7,
                     ],
                 )
                 .await
