@@ -540,6 +540,16 @@ fn bench_synthetic_store_on_postgres() {
             got.iter().filter(|h| exact.contains(&h.id)).count() as f64 / exact.len().max(1) as f64;
     }
     recall /= queries.len() as f64;
+    // the text side ranks a bounded set of chunks: it finds what ranking every match finds
+    let same_text = queries
+        .iter()
+        .filter(|(q, _)| {
+            let bounded = store.search_text_in(q, 10, period).unwrap();
+            let every = store.search_text_exhaustive(q, 10).unwrap();
+            bounded.iter().map(|h| h.id).eq(every.iter().map(|h| h.id))
+        })
+        .count();
+    assert_eq!(same_text, queries.len(), "the bounded text ranking differs");
     let table = server.psql_url(
         &url,
         "SELECT relname FROM pg_class WHERE relname LIKE 'klaw\\_memory\\_space\\_%\\_hnsw'",
@@ -573,4 +583,241 @@ fn bench_synthetic_store_on_postgres() {
         build.as_secs_f64()
     );
     store.remove_source_prefix("").unwrap();
+}
+
+/// The light English model, also installed by `make setup` (see `tests/embed_minilm.rs`).
+fn another_model() -> Embedder {
+    let (_, lib) = EmbedderConfig::default_paths().unwrap();
+    let dir = EmbedderConfig::cache_dir()
+        .unwrap()
+        .join("models")
+        .join("all-minilm-l6-v2");
+    Embedder::new(EmbedderConfig::load(dir, lib).expect("installed by `make setup`"))
+}
+
+const NOTES: [&str; 4] = [
+    "The staging server is srv-db-07 in Frankfurt.",
+    "Кошка Мурка боится пылесоса и прячется под диваном.",
+    "Anna drinks green tea without sugar every morning.",
+    "The quarterly report is due on the fifth of March.",
+];
+
+fn first_hit(index: &Index, query: &str, mode: SearchMode) -> String {
+    index
+        .search(query, 1, mode)
+        .unwrap()
+        .first()
+        .map(|h| h.content.clone())
+        .unwrap_or_default()
+}
+
+/// The vector spaces' tables and how many vectors each holds.
+fn spaces_of(server: &server::Postgres, url: &str) -> Vec<usize> {
+    let tables = server.psql_url(
+        url,
+        "SELECT relname FROM pg_class WHERE relkind = 'r' \
+         AND relname LIKE 'klaw\\_memory\\_space\\_%' ORDER BY 1",
+    );
+    tables
+        .lines()
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            server
+                .psql_url(url, &format!("SELECT count(*) FROM {t}"))
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Two models on PostgreSQL: a vector space (a pgvector table) each, every chunk in
+/// both, searches found through both; opening with one of them leaves the other's space
+/// alone (another engine may use it).
+#[test]
+fn two_models_on_postgres_have_a_space_each() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let pg = connect(&url);
+    let index = open(&pg, vec![embedder(), another_model()]).unwrap();
+    assert_eq!(index.embedders().len(), 2);
+    for n in NOTES {
+        assert_eq!(index.save(&doc(n, "notes")).unwrap().inserted, 1);
+    }
+    assert_eq!(spaces_of(&server, &url), vec![NOTES.len(); 2]);
+    for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+        assert!(first_hit(&index, "which server is used for staging?", mode).contains("srv-db-07"));
+        assert!(first_hit(&index, "what drink does Anna like?", mode).contains("tea"));
+    }
+    drop(index);
+    let one = open(&pg, vec![embedder()]).unwrap();
+    assert_eq!(one.reembedded(), 0);
+    assert!(first_hit(&one, "what is the cat afraid of?", SearchMode::Vector).contains("Мурка"));
+    assert_eq!(spaces_of(&server, &url), vec![NOTES.len(); 2]);
+}
+
+/// A model change with engines sharing the memory: two engines start with the new model
+/// at once; one embeds every chunk in the new space (under the space's lock), the other
+/// waits and embeds none; meanwhile an engine of the old model keeps searching its own
+/// space and finding. Nothing is stored twice.
+#[test]
+fn a_model_change_is_embedded_once_while_the_old_model_searches() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let old_pg = connect(&url);
+    let old = open(&old_pg, vec![embedder()]).unwrap();
+    let filler: Vec<Document> = (0..300)
+        .map(|i| {
+            doc(
+                &format!(
+                    "Meeting note {i}: the budget line {} was moved to the next quarter.",
+                    i * 7
+                ),
+                "filler",
+            )
+        })
+        .collect();
+    old.save_all(&filler).unwrap();
+    for n in NOTES {
+        old.save(&doc(n, "notes")).unwrap();
+    }
+    let chunks = old.len().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let model = another_model();
+    model.load().unwrap();
+    let (searched, reembedded) = std::thread::scope(|s| {
+        let searcher = s.spawn(|| {
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let hit = first_hit(&old, "where is the staging server?", SearchMode::Vector);
+                assert!(hit.contains("srv-db-07"), "{hit}");
+                n += 1;
+            }
+            n
+        });
+        let engines: Vec<_> = (0..2)
+            .map(|_| {
+                let model = model.clone();
+                let url = &url;
+                s.spawn(move || {
+                    let pg = connect(url);
+                    let index = open(&pg, vec![model]).unwrap();
+                    let n = index.reembedded();
+                    let hit = first_hit(
+                        &index,
+                        "which server is used for staging?",
+                        SearchMode::Vector,
+                    );
+                    assert!(hit.contains("srv-db-07"), "{hit}");
+                    drop(index);
+                    drop(pg);
+                    n
+                })
+            })
+            .collect();
+        let mut reembedded: Vec<usize> = engines.into_iter().map(|h| h.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        reembedded.sort_unstable();
+        (searcher.join().unwrap(), reembedded)
+    });
+    assert_eq!(
+        reembedded,
+        vec![0, chunks],
+        "one engine embedded every chunk"
+    );
+    assert!(searched > 0);
+    assert_eq!(spaces_of(&server, &url), vec![chunks; 2]);
+    // the old model's engine still searches its space
+    assert!(first_hit(&old, "what is the cat afraid of?", SearchMode::Vector).contains("Мурка"));
+}
+
+/// The server ends the import's connections again and again while it runs (a restart, a
+/// network drop): each call reconnects (its transaction was rolled back), or the import
+/// fails and is run again; in the end every chunk is stored once, and the words' counts
+/// (`klaw_memory_terms`) equal the chunks'.
+#[test]
+fn an_import_whose_connection_drops_stores_each_chunk_once() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let text: String = (0..300)
+        .map(|i| {
+            format!(
+                "## Part {i}\n\nNote number {i}: the shipment to warehouse {} weighed {} kg.\n\n",
+                i % 13,
+                i * 31
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.md");
+    std::fs::write(&path, &text).unwrap();
+    let model = embedder();
+    let pg = connect(&url);
+    let index = open(&pg, vec![model.clone()]).unwrap();
+    let db = pg_db_name(&pg);
+    let import = || {
+        klaw_memory::import::Import::new(std::slice::from_ref(&path))
+            .unwrap()
+            .run(&index, &mut ())
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (first, drops) = std::thread::scope(|s| {
+        let dropper = s.spawn(|| {
+            let mut drops = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                server.psql(&format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+                ));
+                drops += 1;
+            }
+            drops
+        });
+        let first = import();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (first, dropper.join().unwrap())
+    });
+    assert!(
+        drops > 1,
+        "the import ended before its connection was dropped"
+    );
+    // failed or not, a run again completes it and stores nothing twice
+    let again = import().unwrap();
+    let alone = {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Index::open(
+            &dir.path().join("m.sqlite"),
+            model,
+            &MemoryConfig::default(),
+        )
+        .unwrap();
+        klaw_memory::import::Import::new(std::slice::from_ref(&path))
+            .unwrap()
+            .run(&sqlite, &mut ())
+            .unwrap();
+        sqlite.len().unwrap()
+    };
+    assert!(alone > 100);
+    assert_eq!(index.len().unwrap(), alone, "{first:?} then {again:?}");
+    assert_eq!(again.saved.inserted + again.saved.duplicates, alone);
+    let stored = server.psql_url(
+        &url,
+        "SELECT count(*), count(DISTINCT content_hash) FROM klaw_memory_chunks",
+    );
+    assert_eq!(stored, format!("{alone}|{alone}"));
+    assert_eq!(spaces_of(&server, &url), vec![alone]);
+    let wrong_counts = server.psql_url(
+        &url,
+        "SELECT count(*) FROM (SELECT u.lexeme, count(*) AS n FROM klaw_memory_chunks, \
+         unnest(tsv) u GROUP BY u.lexeme) a FULL JOIN klaw_memory_terms t USING (lexeme) \
+         WHERE coalesce(a.n, 0) <> coalesce(t.ndoc, 0)",
+    );
+    assert_eq!(wrong_counts, "0");
 }
