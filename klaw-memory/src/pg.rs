@@ -881,10 +881,23 @@ impl PgStore {
         }
     }
 
-    /// [`search_text_in`](Self::search_text_in) ranking every chunk that matches (no
-    /// bound on the chunks ranked): what the bounded ranking is checked against.
-    pub fn search_text_exhaustive(&self, query: &str, k: usize) -> Result<Vec<Hit>, StoreError> {
-        match any_of(&fts::query_terms(query)) {
+    /// [`search_text_in`](Self::search_text_in), or with `hybrid` the query of
+    /// [`hybrid_text_side`](Self::hybrid_text_side) (more than half of the words), ranking
+    /// every chunk that matches (no bound on the chunks ranked): what the bounded ranking
+    /// is checked against.
+    pub fn search_text_exhaustive(
+        &self,
+        query: &str,
+        k: usize,
+        hybrid: bool,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let terms = fts::query_terms(query);
+        let q = if hybrid {
+            most_of(&terms)
+        } else {
+            any_of(&terms)
+        };
+        match q {
             Some(q) => self.search_tsquery(&q, k.min(store::MAX_K), Period::default(), false),
             None => Ok(Vec::new()),
         }
@@ -947,7 +960,7 @@ impl PgStore {
                        JOIN unnest($2::text[], $3::float8[]) q(t, w) ON u.lexeme = q.t
                    ) AS s
                    FROM klaw_memory_chunks m
-                   WHERE m.tsv @@ $1::text::tsquery
+                   WHERE m.tsv @@ $1::text::tsquery AND ts_match_vq(m.tsv, $8::text::tsquery)
                      AND m.created_at >= $6 AND m.created_at < $7
                    ORDER BY s DESC, m.id LIMIT $5) f
              JOIN klaw_memory_chunks c ON c.id = f.id
@@ -986,12 +999,15 @@ impl PgStore {
             let mut rows = Vec::new();
             for taken in start..=order.len() {
                 let (first, rest) = order.split_at(taken);
+                // the candidates through the GIN index: the chunks with one of the phrases
+                // taken (only their entries are read), then those the query matches (a
+                // filter on each: ts_match_vq is @@ that the index does not serve)
                 let tsquery = if rest.is_empty() {
                     q.tsquery.clone()
                 } else {
                     let any: Vec<String> =
                         first.iter().map(|&i| quote_lexeme(&lexemes[i])).collect();
-                    format!("({}) & ({})", any.join(" | "), q.tsquery)
+                    any.join(" | ")
                 };
                 rows = c
                     .query(
@@ -1004,6 +1020,7 @@ impl PgStore {
                             &(k as i64),
                             &from,
                             &to,
+                            &q.tsquery,
                         ],
                     )
                     .await?;

@@ -541,12 +541,19 @@ fn bench_synthetic_store_on_postgres() {
     }
     recall /= queries.len() as f64;
     // the text side ranks a bounded set of chunks: it finds what ranking every match finds
+    // (the text search's best 10, and hybrid's text side's best 50)
     let same_text = queries
         .iter()
         .filter(|(q, _)| {
             let bounded = store.search_text_in(q, 10, period).unwrap();
-            let every = store.search_text_exhaustive(q, 10).unwrap();
+            let every = store.search_text_exhaustive(q, 10, false).unwrap();
+            let side = store.hybrid_text_side(q, 50, period).unwrap();
+            let every_side = store.search_text_exhaustive(q, 50, true).unwrap();
             bounded.iter().map(|h| h.id).eq(every.iter().map(|h| h.id))
+                && side
+                    .iter()
+                    .map(|h| h.id)
+                    .eq(every_side.iter().map(|h| h.id))
         })
         .count();
     assert_eq!(same_text, queries.len(), "the bounded text ranking differs");
