@@ -527,6 +527,104 @@ fn bench_synthetic_store_on_postgres() {
     let hybrid = time(&mut |(q, v)| {
         pg_hybrid(&store, q, v, 10).unwrap();
     });
+    // the text side as it was before klaw_memory_terms and the bounded ranking (issue 45's
+    // first version), its SQL here: each phrase's document frequency a count(*) over the
+    // GIN index, every match ranked (its whole tsvector unnested); the synthetic words are
+    // their own stems. Timed on the first `KLAW_PG_BENCH_OLD` queries (0: not at all; it
+    // takes seconds a query at 100,000 chunks): the text search's best 10, and hybrid's
+    // parts that changed (the text side's best 50 with its counts, and the IDFs' counts
+    // that fusion asked for) plus the vector pool.
+    let old_queries: usize = std::env::var("KLAW_PG_BENCH_OLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let old = (old_queries > 0).then(|| {
+        let old_text = |words: &[&str], hybrid: bool, k: i64| -> usize {
+            pg.runtime.block_on(async {
+                let c = pg.memory.pool.get().await.unwrap();
+                let r = c
+                    .query_one("SELECT chunks, tokens FROM klaw_memory_stats", &[])
+                    .await
+                    .unwrap();
+                let (n, tokens): (i64, i64) = (r.get(0), r.get(1));
+                let avgdl = tokens as f64 / n as f64;
+                let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+                let (tsquery, times) = if hybrid {
+                    let g: Vec<String> = (0..quoted.len())
+                        .flat_map(|i| (i + 1..quoted.len()).map(move |j| (i, j)))
+                        .map(|(i, j)| format!("({} & {})", quoted[i], quoted[j]))
+                        .collect();
+                    (g.join(" | "), 2.0)
+                } else {
+                    (quoted.join(" | "), 1.0)
+                };
+                let df = c
+                    .prepare(
+                        "SELECT count(*) FROM klaw_memory_chunks WHERE tsv @@ $1::text::tsquery",
+                    )
+                    .await
+                    .unwrap();
+                let mut lexemes = Vec::new();
+                let mut weights = Vec::new();
+                for (w, q) in words.iter().zip(&quoted) {
+                    let hits: i64 = c.query_one(&df, &[q]).await.unwrap().get(0);
+                    let idf = ((n - hits) as f64 + 0.5) / (hits as f64 + 0.5);
+                    lexemes.push(w.to_string());
+                    weights.push(idf.ln().max(1e-6) * times);
+                    if hybrid {
+                        // fusion's IDFs: a count of the word, and of its stem (the same)
+                        c.query_one(&df, &[q]).await.unwrap();
+                        c.query_one(&df, &[q]).await.unwrap();
+                    }
+                }
+                let sql = "SELECT c.id, c.content, c.source, c.created_at, f.s
+                     FROM (SELECT m.id, (
+                               SELECT coalesce(sum(q.w * (cardinality(u.positions) * 2.2)
+                                   / (cardinality(u.positions)
+                                      + 1.2 * (0.25 + 0.75 * m.ntok / $4::float8))), 0)
+                               FROM unnest(m.tsv) u
+                               JOIN unnest($2::text[], $3::float8[]) q(t, w) ON u.lexeme = q.t
+                           ) AS s
+                           FROM klaw_memory_chunks m
+                           WHERE m.tsv @@ $1::text::tsquery
+                           ORDER BY s DESC, m.id LIMIT $5) f
+                     JOIN klaw_memory_chunks c ON c.id = f.id
+                     ORDER BY f.s DESC, c.id";
+                c.query(sql, &[&tsquery, &lexemes, &weights, &avgdl, &k])
+                    .await
+                    .unwrap()
+                    .len()
+            })
+        };
+        let few = &queries[..old_queries.min(queries.len())];
+        let time_few = |f: &mut dyn FnMut(&Query)| -> (f64, f64) {
+            let mut ms: Vec<f64> = few
+                .iter()
+                .map(|q| {
+                    let t = Instant::now();
+                    f(q);
+                    t.elapsed().as_secs_f64() * 1000.0
+                })
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            (percentile(&ms, 0.5), percentile(&ms, 0.99))
+        };
+        let text = time_few(&mut |(q, _)| {
+            old_text(&q.split(' ').collect::<Vec<_>>(), false, 10);
+        });
+        let hybrid = time_few(&mut |(q, v)| {
+            old_text(&q.split(' ').collect::<Vec<_>>(), true, 50);
+            store.vector_pool(0, v, 10, 50, period).unwrap();
+        });
+        (few.len(), text, hybrid)
+    });
+    if let Some((few, text, hybrid)) = old {
+        eprintln!(
+            "\nthe old text side on {few} queries: text p50 {:.2} ms p99 {:.2} ms; \
+             hybrid's old parts and the vector pool p50 {:.2} ms p99 {:.2} ms",
+            text.0, text.1, hybrid.0, hybrid.1
+        );
+    }
     let mut recall = 0.0;
     for (_, v) in &queries {
         let exact: Vec<i64> = store
