@@ -57,7 +57,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use klaw_memory::bench_support::{self, MemoryStore, NewChunk, PgStore, pg_hybrid};
-use klaw_memory::{Embedder, Hit, Index, MemoryConfig, PgMemory, Period, SearchMode, Weights};
+use klaw_memory::{Embedder, Hit, Index, MemoryConfig, Period, PgMemory, SearchMode, Weights};
 use support::Rng;
 
 const K: usize = 10;
@@ -301,7 +301,11 @@ fn main() {
     let run = |b: &str| args.is_empty() || args.iter().any(|a| a == b);
     let n: usize = std::env::var("KLAW_BENCH_CHUNKS")
         .ok()
-        .map(|v| v.replace('_', "").parse().expect("KLAW_BENCH_CHUNKS is a number"))
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .expect("KLAW_BENCH_CHUNKS is a number")
+        })
         .unwrap_or(1_000_000);
     let e = support::embedder();
     let data = Data::new(&e);
@@ -325,7 +329,10 @@ fn main() {
         data.dims,
         data.centres.len()
     );
-    println!("{:<34} {:>10} {:>10} {:>6}", "case (ms)", "p50", "p99", "runs");
+    println!(
+        "{:<34} {:>10} {:>10} {:>6}",
+        "case (ms)", "p50", "p99", "runs"
+    );
     row(
         "query_embedding",
         time(q.texts.len(), |j| {
@@ -382,7 +389,10 @@ fn sqlite(e: &Embedder, data: &Data, n: usize, q: &Queries) {
     println!("sqlite/disk_MB {:>10.1}", size as f64 / 1e6);
     let t = Instant::now();
     let index = Index::open(&path, e.clone(), &MemoryConfig::default()).unwrap();
-    println!("sqlite/open_ms {:>10.1}", t.elapsed().as_secs_f64() * 1000.0);
+    println!(
+        "sqlite/open_ms {:>10.1}",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
     let t = Instant::now();
     black_box(
         bench_support::store(&index)
@@ -498,7 +508,11 @@ fn sql(rt: &tokio::runtime::Runtime, url: &str, sql: &str) -> Vec<String> {
 fn server_pss_mb(postmaster: u32) -> f64 {
     let mut kb = 0u64;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
             continue;
         };
         let stat = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
