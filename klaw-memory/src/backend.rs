@@ -103,6 +103,23 @@ impl Store {
         each!(self, s => s.vectors_pending_in(space))
     }
 
+    /// Runs `fill` (filling space `space`'s missing vectors) as the one engine doing it:
+    /// on PostgreSQL under a lock the engines sharing the memory take in turn (the others
+    /// wait, then find the space complete); SQLite's file has one engine.
+    pub fn filling_space<T, E: From<StoreError>>(
+        &mut self,
+        space: usize,
+        fill: impl FnOnce(&mut Store) -> Result<T, E>,
+    ) -> Result<T, E> {
+        #[cfg(feature = "postgres")]
+        if let Store::Pg(s) = self {
+            let _lock = s.lock_space(space)?;
+            return fill(self);
+        }
+        let _ = space;
+        fill(self)
+    }
+
     /// The chunks without a vector in space `space`.
     pub fn chunks_without_vectors_in(
         &self,
@@ -176,7 +193,7 @@ impl Store {
         k: usize,
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
-        each!(self, s => s.search_vector_spaces(vectors, k, period))
+        each!(self, s => super::store::search_vector_spaces(s, vectors, k, period))
     }
 
     /// The text side of a hybrid search.

@@ -900,6 +900,16 @@ fn complete_space(
     if !store.vectors_pending_in(space)? {
         return Ok(0);
     }
+    // once, by one engine of those sharing the memory: the others wait, then find none
+    // missing; meanwhile engines of the old model search their own space
+    store.filling_space(space, |store| fill_space(store, space, embedder))
+}
+
+/// [`complete_space`] once it holds the space's lock.
+fn fill_space(store: &mut Store, space: usize, embedder: &Embedder) -> Result<usize, MemoryError> {
+    if !store.vectors_pending_in(space)? {
+        return Ok(0);
+    }
     let missing = store.chunks_without_vectors_in(space)?;
     let mut batches = missing.chunks(EMBED_BATCH).peekable();
     while let Some(batch) = batches.next() {

