@@ -232,20 +232,24 @@ fn refuse(
     })
 }
 
+/// What `schedule_add` set of a job, in the columns' order: cron, time zone, message,
+/// model, `inject_into`, misfire policy, origin and its own history's length.
+type Definition = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<i64>,
+);
+
 /// A scheduled job: its name, its definition (what `schedule_add` set) and its state.
 #[derive(Debug, Clone, PartialEq)]
 struct Job {
     name: String,
-    definition: (
-        String,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        String,
-        Option<String>,
-        Option<i64>,
-    ),
+    definition: Definition,
     created: i64,
     next_run: Option<i64>,
     last_run: Option<i64>,
