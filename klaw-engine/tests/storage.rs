@@ -115,6 +115,18 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
         .accept("telegram", std::slice::from_ref(&waiting), 701)
         .unwrap();
     drop(inbox);
+    // Every file of the data dir with its size and contents' hash: the import reads only.
+    let files = || {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(&data)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        all.sort();
+        all
+    };
+    let before = files();
 
     let o = import(one.path(), &db, &[]);
     let out = stdout(&o);
@@ -124,6 +136,11 @@ fn storage_import_moves_one_engines_data_into_postgres_once() {
     assert!(line(&out, "history").contains("2 chats added"), "{out}");
     assert!(line(&out, "core memory").contains("2 keys added"), "{out}");
     assert!(line(&out, "inbox").contains("1 messages added"), "{out}");
+    assert!(
+        files() == before,
+        "the import changed the data dir: {:?}",
+        files().iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
     let counts = || {
         pg.psql_url(
             &db,

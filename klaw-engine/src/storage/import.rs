@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use serde_json::{Map, Value};
 use tokio_postgres::Transaction;
 
@@ -145,20 +145,40 @@ pub fn import(db: &Postgres, from: &Path, force: bool) -> Vec<Result<StoreReport
 }
 
 /// The SQLite file `name` of `from`, opened without creating it; `None` when absent.
-fn open(from: &Path, name: &str) -> Result<Option<(PathBuf, Connection)>, ImportError> {
+/// A store's file copied, with its write-ahead log, into a folder of its own, and opened
+/// there: importing never changes the data dir (no journal rolled back, no WAL
+/// checkpointed, no `-shm` created that another user's engine could not open), and a
+/// log an engine left beside the file is read as SQLite reads it (its whole
+/// transactions, none torn).
+struct Copied {
+    conn: Connection,
+    _dir: tempfile::TempDir,
+}
+
+fn open(from: &Path, name: &str) -> Result<Option<(PathBuf, Copied)>, ImportError> {
     let path = from.join(name);
     if !path.exists() {
         return Ok(None);
     }
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+    let failed = |e: std::io::Error| ImportError::Source {
+        path: path.clone(),
+        reason: e.to_string(),
+    };
+    let dir = tempfile::tempdir().map_err(failed)?;
+    let copy = dir.path().join(name);
+    std::fs::copy(&path, &copy).map_err(failed)?;
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    if wal.exists() {
+        std::fs::copy(&wal, dir.path().join(format!("{name}-wal"))).map_err(failed)?;
+    }
+    let conn = Connection::open(&copy)
         .and_then(|c| {
-            c.busy_timeout(std::time::Duration::from_secs(10))?;
             // A file that is no database fails here, not at the first table.
             c.query_row("SELECT COUNT(*) FROM sqlite_master", [], |_| Ok(()))?;
             Ok(c)
         })
         .map_err(|e| source(&path)(e))?;
-    Ok(Some((path, conn)))
+    Ok(Some((path, Copied { conn, _dir: dir })))
 }
 
 fn source(path: &Path) -> impl Fn(rusqlite::Error) -> ImportError + '_ {
@@ -227,7 +247,13 @@ fn refuse(
         store,
         unit,
         what,
-        keys: conflicts.iter().take(NAMED).cloned().collect(),
+        // Names a model or a user chose: shown with control characters escaped, so none
+        // reaches the operator's terminal as an escape sequence.
+        keys: conflicts
+            .iter()
+            .take(NAMED)
+            .map(|k| k.escape_debug().to_string())
+            .collect(),
         count: conflicts.len(),
     })
 }
@@ -277,20 +303,21 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
         file: from.join(SCHEDULE_FILE),
         ..StoreReport::default()
     };
-    let Some((path, conn)) = open(from, SCHEDULE_FILE)? else {
+    let Some((path, copied)) = open(from, SCHEDULE_FILE)? else {
         return Ok(report);
     };
+    let conn = &copied.conn;
     let read = || -> rusqlite::Result<(Vec<Job>, Vec<Run>)> {
-        if !has_table(&conn, "jobs")? {
+        if !has_table(conn, "jobs")? {
             return Ok((Vec::new(), Vec::new()));
         }
-        let origin = if has_column(&conn, "jobs", "origin")? {
+        let origin = if has_column(conn, "jobs", "origin")? {
             "origin"
         } else {
             "NULL"
         };
         // A data dir of an engine before jobs had their own history's length.
-        let history = if has_column(&conn, "jobs", "history_messages")? {
+        let history = if has_column(conn, "jobs", "history_messages")? {
             "history_messages"
         } else {
             "NULL"
@@ -322,7 +349,7 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
-        let runs = if has_table(&conn, "runs")? {
+        let runs = if has_table(conn, "runs")? {
             conn.prepare(
                 "SELECT job, scheduled, owner, lease_until, status, error, attempts, started,
                         finished
@@ -348,7 +375,7 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
         Ok((jobs, runs))
     };
     let (jobs, runs) = read().map_err(source(&path))?;
-    drop(conn);
+    drop(copied);
     report.found = true;
     let doing = "importing the schedule";
     let err = sql(db, doing);
@@ -474,12 +501,13 @@ fn history(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impor
         file: from.join(HISTORY_FILE),
         ..StoreReport::default()
     };
-    let Some((path, conn)) = open(from, HISTORY_FILE)? else {
+    let Some((path, copied)) = open(from, HISTORY_FILE)? else {
         return Ok(report);
     };
+    let conn = &copied.conn;
     let read = || -> rusqlite::Result<BTreeMap<String, Chat>> {
         let mut chats: BTreeMap<String, Chat> = BTreeMap::new();
-        if has_table(&conn, "messages")? {
+        if has_table(conn, "messages")? {
             let mut st = conn.prepare("SELECT chat, body, at FROM messages ORDER BY id")?;
             let mut rows = st.query([])?;
             while let Some(r) = rows.next()? {
@@ -490,7 +518,7 @@ fn history(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impor
                     .push((r.get(1)?, r.get(2)?));
             }
         }
-        if has_table(&conn, "usage")? {
+        if has_table(conn, "usage")? {
             let mut st = conn.prepare(
                 "SELECT chat, model, input_tokens, output_tokens, at FROM usage ORDER BY id",
             )?;
@@ -507,7 +535,7 @@ fn history(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impor
         Ok(chats)
     };
     let chats = read().map_err(source(&path))?;
-    drop(conn);
+    drop(copied);
     report.found = true;
     let doing = "importing the history";
     let err = sql(db, doing);
@@ -710,21 +738,22 @@ fn inbox(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, ImportE
         file: from.join(INBOX_FILE),
         ..StoreReport::default()
     };
-    let Some((path, conn)) = open(from, INBOX_FILE)? else {
+    let Some((path, copied)) = open(from, INBOX_FILE)? else {
         return Ok(report);
     };
+    let conn = &copied.conn;
     let read = || -> rusqlite::Result<(Vec<Cursor>, Vec<Pending>)> {
-        let cursors = if has_table(&conn, "cursors")? {
+        let cursors = if has_table(conn, "cursors")? {
             conn.prepare("SELECT channel, next FROM cursors ORDER BY channel")?
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?
         } else {
             Vec::new()
         };
-        if !has_table(&conn, "pending")? {
+        if !has_table(conn, "pending")? {
             return Ok((cursors, Vec::new()));
         }
-        let (state, answerer) = if has_column(&conn, "pending", "state")? {
+        let (state, answerer) = if has_column(conn, "pending", "state")? {
             ("state", "answerer")
         } else {
             ("'pending'", "NULL")
@@ -749,7 +778,7 @@ fn inbox(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, ImportE
         Ok((cursors, pending))
     };
     let (cursors, pending) = read().map_err(source(&path))?;
-    drop(conn);
+    drop(copied);
     report.found = true;
     let doing = "importing the gateway's inbox";
     let err = sql(db, doing);
