@@ -191,6 +191,12 @@ impl McpServer {
         });
         #[cfg(feature = "skills")]
         watch_skills(server.engine.clone(), Arc::clone(&server.peers));
+        // Rendered while the client initializes, on a worker that is idle then: the
+        // first `tools/list` finds them ready instead of rendering them on its way.
+        let (definitions, engine) = (Arc::clone(&server.definitions), server.engine.clone());
+        tokio::spawn(async move {
+            definitions.of(engine.registry(), lang);
+        });
         server
     }
 
@@ -623,7 +629,7 @@ impl ServerHandler for McpServer {
         {
             return Ok(r.into());
         }
-        let args = Value::Object(arguments);
+        let mut args = Value::Object(arguments);
         let id = format!(
             "mcp-{}-{}",
             self.session,
@@ -699,7 +705,13 @@ impl ServerHandler for McpServer {
             context.peer.clone(),
         );
         let span = call_span(&name, self.session, &context);
-        let call = ToolCall::new(name.clone(), args.clone())
+        // The arguments are kept only for a round's seal (2026-07-28); else they move.
+        let call_args = if closing.is_some() {
+            args.clone()
+        } else {
+            std::mem::take(&mut args)
+        };
+        let call = ToolCall::new(name.clone(), call_args)
             .with_id(id.clone())
             .with_caller(caller(self.session));
         let (engine, calls) = (self.engine.clone(), Arc::clone(&self.calls));
@@ -707,7 +719,9 @@ impl ServerHandler for McpServer {
             async move {
                 // Waits for a free place among `mcp.maxConcurrentCalls`.
                 let _place = calls.acquire().await;
-                engine.execute(call, Some(listener)).await
+                // Boxed once it has its place: a call still waiting holds a small future,
+                // not the whole call's (10,000 pipelined calls are 10,000 waiting tasks).
+                Box::pin(engine.execute(call, Some(listener))).await
             }
             .instrument(span.clone()),
         );
