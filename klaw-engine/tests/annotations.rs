@@ -74,6 +74,14 @@ const TOOLS: &[(&str, &str, bool, &str)] = &[
     ("test_streaming_elicitation", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks the client's user"),
     ("test_logging_tool", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: logs"),
     ("test_trigger_tool_change", "----", cfg!(feature = "fixtures"), "MCP conformance fixture: adds or removes a test tool (undone by the next call), deletes nothing"),
+    ("test_reconnection", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: closes its answer's stream, changes nothing"),
+    ("test_tool_with_task", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture: asks a name, then runs as a task; changes nothing"),
+    ("greet", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture (tasks): canned greeting"),
+    ("slow_compute", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture (tasks): waits, then answers"),
+    ("failing_job", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture (tasks): fails after a second"),
+    ("protocol_error_job", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture (tasks): a protocol error after a second"),
+    ("confirm_delete", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture (tasks): asks to confirm, deletes nothing"),
+    ("multi_input", "r---", cfg!(feature = "fixtures"), "MCP conformance fixture (tasks): asks two questions"),
     ("test_trigger_prompt_change", "----", cfg!(feature = "fixtures"), "MCP conformance fixture: adds or removes a test prompt (undone by the next call), deletes nothing"),
 ];
 
