@@ -437,15 +437,17 @@ async fn term_stats(
     c: &deadpool_postgres::Object,
     lexemes: &[String],
 ) -> Result<std::collections::HashMap<String, (i64, i32, i32)>, StoreError> {
-    Ok(c.query(
-        "SELECT lexeme, ndoc, maxtf, minntok FROM klaw_memory_terms
+    let st = c
+        .prepare_cached(
+            "SELECT lexeme, ndoc, maxtf, minntok FROM klaw_memory_terms
              WHERE lexeme = ANY($1) AND ndoc > 0",
-        &[&lexemes],
-    )
-    .await?
-    .iter()
-    .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
-    .collect())
+        )
+        .await?;
+    Ok(c.query(&st, &[&lexemes])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
+        .collect())
 }
 
 impl PgStore {
@@ -607,7 +609,8 @@ impl PgStore {
     /// Waits for, then holds, the lock under which space `space`'s missing vectors are
     /// filled (a model change): one engine embeds them, the others wait and then find the
     /// space complete. A PostgreSQL advisory lock on a connection of its own, held until
-    /// the [`SpaceLock`] is dropped, or until the engine's connection ends (it died).
+    /// the [`SpaceLock`] is dropped, or until the engine's connection ends (it died); the
+    /// filling meanwhile uses the pool's other connections (the engine's pool has 8).
     pub(crate) fn lock_space(&self, space: usize) -> Result<SpaceLock, StoreError> {
         let key = format!("klaw_memory_fill:{}", self.space(space).table);
         self.pg.handle.block_on(async {
@@ -970,9 +973,10 @@ impl PgStore {
         );
         self.run(async |c| {
             let (n, tokens): (i64, i64) = {
-                let r = c
-                    .query_one("SELECT chunks, tokens FROM klaw_memory_stats", &[])
+                let st = c
+                    .prepare_cached("SELECT chunks, tokens FROM klaw_memory_stats")
                     .await?;
+                let r = c.query_one(&st, &[]).await?;
                 (r.get(0), r.get(1))
             };
             let avgdl = if n > 0 { tokens as f64 / n as f64 } else { 1.0 };
@@ -982,8 +986,10 @@ impl PgStore {
             // it can add to a chunk's score
             let mut weights = Vec::with_capacity(q.phrases.len());
             let mut bounds = Vec::with_capacity(q.phrases.len());
+            let mut ndocs = Vec::with_capacity(q.phrases.len());
             for (t, times) in &q.phrases {
                 let (hits, maxtf, minntok) = stats.get(t).copied().unwrap_or((0, 0, 0));
+                ndocs.push(hits);
                 let idf = ((n - hits) as f64 + 0.5) / (hits as f64 + 0.5);
                 let idf = if idf.ln() <= 0.0 { 1e-6 } else { idf.ln() };
                 let w = idf * times;
@@ -996,9 +1002,15 @@ impl PgStore {
             let mut order: Vec<usize> = (0..bounds.len()).filter(|&i| bounds[i] > 0.0).collect();
             order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
             let start = if bounded { 1 } else { order.len() };
+            let st = c.prepare_cached(&sql).await?;
             let mut rows = Vec::new();
             for taken in start..=order.len() {
                 let (first, rest) = order.split_at(taken);
+                // fewer than k chunks have the phrases taken: they cannot settle the best k
+                let reach: i64 = first.iter().map(|&i| ndocs[i]).sum();
+                if !rest.is_empty() && reach < k as i64 {
+                    continue;
+                }
                 // the candidates through the GIN index: the chunks with one of the phrases
                 // taken (only their entries are read), then those the query matches (a
                 // filter on each: ts_match_vq is @@ that the index does not serve)
@@ -1011,7 +1023,7 @@ impl PgStore {
                 };
                 rows = c
                     .query(
-                        &sql,
+                        &st,
                         &[
                             &tsquery,
                             &lexemes,
@@ -1209,10 +1221,10 @@ impl FuseSource for PgStore {
             .flat_map(|(w, s)| [w.clone(), s.clone()])
             .collect();
         self.run(async |c| {
-            let n: i64 = c
-                .query_one("SELECT chunks FROM klaw_memory_stats", &[])
-                .await?
-                .get(0);
+            let st = c
+                .prepare_cached("SELECT chunks FROM klaw_memory_stats")
+                .await?;
+            let n: i64 = c.query_one(&st, &[]).await?.get(0);
             let stats = term_stats(c, &lexemes).await?;
             let df = |t: &str| stats.get(t).map_or(0, |s| s.0);
             Ok(terms
