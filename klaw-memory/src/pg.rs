@@ -270,6 +270,42 @@ fn query_term((w, s): &(String, String)) -> String {
 struct TextQuery {
     tsquery: String,
     phrases: Vec<(String, f64)>,
+    /// Each term's phrases (indices into `phrases`), and whether it is a code (which
+    /// matches alone).
+    terms: Vec<(Vec<usize>, bool)>,
+    /// How many terms a chunk needs to match (a code alone is enough).
+    need: usize,
+}
+
+impl TextQuery {
+    /// Whether every chunk the query matches has one of the phrases `taken`: a chunk
+    /// without them can match only the terms with a phrase not taken, and too few of
+    /// them (none a code) is no match.
+    fn covered_by(&self, taken: &[usize]) -> bool {
+        let open: Vec<bool> = self
+            .terms
+            .iter()
+            .filter(|(ps, _)| ps.iter().any(|p| !taken.contains(p)))
+            .map(|(_, code)| *code)
+            .collect();
+        open.len() < self.need && !open.iter().any(|c| *c)
+    }
+}
+
+/// Each of `terms`' phrases' indices in `phrases`, and whether it is a code.
+fn term_phrases(terms: &[(String, String)], phrases: &[(String, f64)]) -> Vec<(Vec<usize>, bool)> {
+    terms
+        .iter()
+        .map(|(w, s)| {
+            let at: Vec<usize> = phrases
+                .iter()
+                .enumerate()
+                .filter(|(_, (p, _))| p == w || p == s)
+                .map(|(i, _)| i)
+                .collect();
+            (at, fts::is_code(w))
+        })
+        .collect()
 }
 
 /// The phrases of `terms` (each word and its stem, once), each appearing `times`.
@@ -291,9 +327,12 @@ fn any_of(terms: &[(String, String)]) -> Option<TextQuery> {
         return None;
     }
     let q: Vec<String> = terms.iter().map(query_term).collect();
+    let phrases = phrases(terms, 1.0);
     Some(TextQuery {
         tsquery: q.join(" | "),
-        phrases: phrases(terms, 1.0),
+        terms: term_phrases(terms, &phrases),
+        phrases,
+        need: 1,
     })
 }
 
@@ -328,7 +367,9 @@ fn most_of(terms: &[(String, String)]) -> Option<TextQuery> {
     }
     Some(TextQuery {
         tsquery: groups.join(" | "),
+        terms: term_phrases(terms, &phrases),
         phrases,
+        need,
     })
 }
 
@@ -1006,9 +1047,16 @@ impl PgStore {
             let mut rows = Vec::new();
             for taken in start..=order.len() {
                 let (first, rest) = order.split_at(taken);
+                // every match has one of the phrases taken: they are the candidates
+                let covered = rest.is_empty() || {
+                    // (a phrase no chunk has is as good as taken)
+                    let mut taken = first.to_vec();
+                    taken.extend((0..ndocs.len()).filter(|&i| ndocs[i] == 0));
+                    q.covered_by(&taken)
+                };
                 // fewer than k chunks have the phrases taken: they cannot settle the best k
                 let reach: i64 = first.iter().map(|&i| ndocs[i]).sum();
-                if !rest.is_empty() && reach < k as i64 {
+                if !covered && reach < k as i64 {
                     continue;
                 }
                 // the candidates through the GIN index: the chunks with one of the phrases
@@ -1041,7 +1089,7 @@ impl PgStore {
                     .get(k - 1)
                     .map_or(f64::NEG_INFINITY, |r| r.get::<_, f64>(4));
                 // a margin for the sums' rounding
-                if rest.is_empty() || kth > others * (1.0 + 1e-9) + 1e-12 {
+                if covered || kth > others * (1.0 + 1e-9) + 1e-12 {
                     break;
                 }
             }
@@ -1286,6 +1334,23 @@ mod tests {
         assert!(tfs.contains(&("run".to_owned(), 2)), "{tfs:?}");
         assert!(v.contains("'run':"), "{v}");
         assert_eq!(quote_lexeme("o'c\\"), "'o''c\\\\'");
+    }
+
+    #[test]
+    fn a_query_is_covered_by_the_phrases_every_match_has() {
+        let terms = fts::query_terms("alpha beta gamma");
+        let most = most_of(&terms).unwrap();
+        // two of three: a chunk without alpha and beta has one term at most
+        assert!(most.covered_by(&[0, 1]));
+        assert!(!most.covered_by(&[0]));
+        let any = any_of(&terms).unwrap();
+        assert!(!any.covered_by(&[0, 1]));
+        assert!(any.covered_by(&[0, 1, 2]));
+        // a code matches alone: it must be taken
+        let code = most_of(&fts::query_terms("alpha beta INV2093")).unwrap();
+        let at = code.phrases.iter().position(|(p, _)| p == "inv2093").unwrap();
+        let others: Vec<usize> = (0..code.phrases.len()).filter(|&i| i != at).collect();
+        assert!(!code.covered_by(&others));
     }
 
     #[test]
