@@ -1043,7 +1043,8 @@ impl PgStore {
             let mut order: Vec<usize> = (0..bounds.len()).filter(|&i| bounds[i] > 0.0).collect();
             order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
             let start = if bounded { 1 } else { order.len() };
-            let st = c.prepare_cached(&sql).await?;
+            // not a statement prepared once: its generic plan cannot tell a rare word's
+            // tsquery from a common one's, and scans the table
             let mut rows = Vec::new();
             for taken in start..=order.len() {
                 let (first, rest) = order.split_at(taken);
@@ -1071,7 +1072,7 @@ impl PgStore {
                 };
                 rows = c
                     .query(
-                        &st,
+                        &sql,
                         &[
                             &tsquery,
                             &lexemes,
@@ -1348,7 +1349,11 @@ mod tests {
         assert!(any.covered_by(&[0, 1, 2]));
         // a code matches alone: it must be taken
         let code = most_of(&fts::query_terms("alpha beta INV2093")).unwrap();
-        let at = code.phrases.iter().position(|(p, _)| p == "inv2093").unwrap();
+        let at = code
+            .phrases
+            .iter()
+            .position(|(p, _)| p == "inv2093")
+            .unwrap();
         let others: Vec<usize> = (0..code.phrases.len()).filter(|&i| i != at).collect();
         assert!(!code.covered_by(&others));
     }
