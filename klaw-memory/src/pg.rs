@@ -270,6 +270,42 @@ fn query_term((w, s): &(String, String)) -> String {
 struct TextQuery {
     tsquery: String,
     phrases: Vec<(String, f64)>,
+    /// Each term's phrases (indices into `phrases`), and whether it is a code (which
+    /// matches alone).
+    terms: Vec<(Vec<usize>, bool)>,
+    /// How many terms a chunk needs to match (a code alone is enough).
+    need: usize,
+}
+
+impl TextQuery {
+    /// Whether every chunk the query matches has one of the phrases `taken`: a chunk
+    /// without them can match only the terms with a phrase not taken, and too few of
+    /// them (none a code) is no match.
+    fn covered_by(&self, taken: &[usize]) -> bool {
+        let open: Vec<bool> = self
+            .terms
+            .iter()
+            .filter(|(ps, _)| ps.iter().any(|p| !taken.contains(p)))
+            .map(|(_, code)| *code)
+            .collect();
+        open.len() < self.need && !open.iter().any(|c| *c)
+    }
+}
+
+/// Each of `terms`' phrases' indices in `phrases`, and whether it is a code.
+fn term_phrases(terms: &[(String, String)], phrases: &[(String, f64)]) -> Vec<(Vec<usize>, bool)> {
+    terms
+        .iter()
+        .map(|(w, s)| {
+            let at: Vec<usize> = phrases
+                .iter()
+                .enumerate()
+                .filter(|(_, (p, _))| p == w || p == s)
+                .map(|(i, _)| i)
+                .collect();
+            (at, fts::is_code(w))
+        })
+        .collect()
 }
 
 /// The phrases of `terms` (each word and its stem, once), each appearing `times`.
@@ -291,9 +327,12 @@ fn any_of(terms: &[(String, String)]) -> Option<TextQuery> {
         return None;
     }
     let q: Vec<String> = terms.iter().map(query_term).collect();
+    let phrases = phrases(terms, 1.0);
     Some(TextQuery {
         tsquery: q.join(" | "),
-        phrases: phrases(terms, 1.0),
+        terms: term_phrases(terms, &phrases),
+        phrases,
+        need: 1,
     })
 }
 
@@ -328,7 +367,9 @@ fn most_of(terms: &[(String, String)]) -> Option<TextQuery> {
     }
     Some(TextQuery {
         tsquery: groups.join(" | "),
+        terms: term_phrases(terms, &phrases),
         phrases,
+        need,
     })
 }
 
@@ -437,15 +478,17 @@ async fn term_stats(
     c: &deadpool_postgres::Object,
     lexemes: &[String],
 ) -> Result<std::collections::HashMap<String, (i64, i32, i32)>, StoreError> {
-    Ok(c.query(
-        "SELECT lexeme, ndoc, maxtf, minntok FROM klaw_memory_terms
+    let st = c
+        .prepare_cached(
+            "SELECT lexeme, ndoc, maxtf, minntok FROM klaw_memory_terms
              WHERE lexeme = ANY($1) AND ndoc > 0",
-        &[&lexemes],
-    )
-    .await?
-    .iter()
-    .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
-    .collect())
+        )
+        .await?;
+    Ok(c.query(&st, &[&lexemes])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
+        .collect())
 }
 
 impl PgStore {
@@ -607,7 +650,8 @@ impl PgStore {
     /// Waits for, then holds, the lock under which space `space`'s missing vectors are
     /// filled (a model change): one engine embeds them, the others wait and then find the
     /// space complete. A PostgreSQL advisory lock on a connection of its own, held until
-    /// the [`SpaceLock`] is dropped, or until the engine's connection ends (it died).
+    /// the [`SpaceLock`] is dropped, or until the engine's connection ends (it died); the
+    /// filling meanwhile uses the pool's other connections (the engine's pool has 8).
     pub(crate) fn lock_space(&self, space: usize) -> Result<SpaceLock, StoreError> {
         let key = format!("klaw_memory_fill:{}", self.space(space).table);
         self.pg.handle.block_on(async {
@@ -970,9 +1014,10 @@ impl PgStore {
         );
         self.run(async |c| {
             let (n, tokens): (i64, i64) = {
-                let r = c
-                    .query_one("SELECT chunks, tokens FROM klaw_memory_stats", &[])
+                let st = c
+                    .prepare_cached("SELECT chunks, tokens FROM klaw_memory_stats")
                     .await?;
+                let r = c.query_one(&st, &[]).await?;
                 (r.get(0), r.get(1))
             };
             let avgdl = if n > 0 { tokens as f64 / n as f64 } else { 1.0 };
@@ -982,8 +1027,10 @@ impl PgStore {
             // it can add to a chunk's score
             let mut weights = Vec::with_capacity(q.phrases.len());
             let mut bounds = Vec::with_capacity(q.phrases.len());
+            let mut ndocs = Vec::with_capacity(q.phrases.len());
             for (t, times) in &q.phrases {
                 let (hits, maxtf, minntok) = stats.get(t).copied().unwrap_or((0, 0, 0));
+                ndocs.push(hits);
                 let idf = ((n - hits) as f64 + 0.5) / (hits as f64 + 0.5);
                 let idf = if idf.ln() <= 0.0 { 1e-6 } else { idf.ln() };
                 let w = idf * times;
@@ -996,9 +1043,23 @@ impl PgStore {
             let mut order: Vec<usize> = (0..bounds.len()).filter(|&i| bounds[i] > 0.0).collect();
             order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
             let start = if bounded { 1 } else { order.len() };
+            // not a statement prepared once: its generic plan cannot tell a rare word's
+            // tsquery from a common one's, and scans the table
             let mut rows = Vec::new();
             for taken in start..=order.len() {
                 let (first, rest) = order.split_at(taken);
+                // every match has one of the phrases taken: they are the candidates
+                let covered = rest.is_empty() || {
+                    // (a phrase no chunk has is as good as taken)
+                    let mut taken = first.to_vec();
+                    taken.extend((0..ndocs.len()).filter(|&i| ndocs[i] == 0));
+                    q.covered_by(&taken)
+                };
+                // fewer than k chunks have the phrases taken: they cannot settle the best k
+                let reach: i64 = first.iter().map(|&i| ndocs[i]).sum();
+                if !covered && reach < k as i64 {
+                    continue;
+                }
                 // the candidates through the GIN index: the chunks with one of the phrases
                 // taken (only their entries are read), then those the query matches (a
                 // filter on each: ts_match_vq is @@ that the index does not serve)
@@ -1029,7 +1090,7 @@ impl PgStore {
                     .get(k - 1)
                     .map_or(f64::NEG_INFINITY, |r| r.get::<_, f64>(4));
                 // a margin for the sums' rounding
-                if rest.is_empty() || kth > others * (1.0 + 1e-9) + 1e-12 {
+                if covered || kth > others * (1.0 + 1e-9) + 1e-12 {
                     break;
                 }
             }
@@ -1209,10 +1270,10 @@ impl FuseSource for PgStore {
             .flat_map(|(w, s)| [w.clone(), s.clone()])
             .collect();
         self.run(async |c| {
-            let n: i64 = c
-                .query_one("SELECT chunks FROM klaw_memory_stats", &[])
-                .await?
-                .get(0);
+            let st = c
+                .prepare_cached("SELECT chunks FROM klaw_memory_stats")
+                .await?;
+            let n: i64 = c.query_one(&st, &[]).await?.get(0);
             let stats = term_stats(c, &lexemes).await?;
             let df = |t: &str| stats.get(t).map_or(0, |s| s.0);
             Ok(terms
@@ -1274,6 +1335,27 @@ mod tests {
         assert!(tfs.contains(&("run".to_owned(), 2)), "{tfs:?}");
         assert!(v.contains("'run':"), "{v}");
         assert_eq!(quote_lexeme("o'c\\"), "'o''c\\\\'");
+    }
+
+    #[test]
+    fn a_query_is_covered_by_the_phrases_every_match_has() {
+        let terms = fts::query_terms("alpha beta gamma");
+        let most = most_of(&terms).unwrap();
+        // two of three: a chunk without alpha and beta has one term at most
+        assert!(most.covered_by(&[0, 1]));
+        assert!(!most.covered_by(&[0]));
+        let any = any_of(&terms).unwrap();
+        assert!(!any.covered_by(&[0, 1]));
+        assert!(any.covered_by(&[0, 1, 2]));
+        // a code matches alone: it must be taken
+        let code = most_of(&fts::query_terms("alpha beta INV2093")).unwrap();
+        let at = code
+            .phrases
+            .iter()
+            .position(|(p, _)| p == "inv2093")
+            .unwrap();
+        let others: Vec<usize> = (0..code.phrases.len()).filter(|&i| i != at).collect();
+        assert!(!code.covered_by(&others));
     }
 
     #[test]
