@@ -26,7 +26,8 @@ pub struct Policy {
     /// canonical paths (the folders of skills, so that their scripts run): bound
     /// read-only under bubblewrap, readable under Landlock, and, when the engine is
     /// root, mounted read-only (idmapped where the filesystem allows) in the command's
-    /// mount namespace. One that holds the workspace, or does not exist, is left out;
+    /// mount namespace. One that holds the workspace, or does not exist, is left out, and
+    /// so is one that [`read_only_refusal`] refuses (`/etc`, the data dir, ...);
     /// one inside the workspace is seen as the workspace is (under bubblewrap, even
     /// beneath a hidden directory).
     pub read_only: Vec<PathBuf>,
