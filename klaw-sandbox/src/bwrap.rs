@@ -137,7 +137,7 @@ pub(crate) fn args(
     push(&[&"--bind", &policy.workspace, &policy.workspace]);
     // The folders shown read-only (the skills'), at their own paths; the shorter first,
     // so that one inside another is bound on top of it.
-    let mut read_only = read_only_outside(&policy.workspace, &policy.read_only);
+    let mut read_only = read_only_outside(&policy.workspace, &policy.hidden, &policy.read_only);
     read_only.sort_by_key(|d| d.as_os_str().len());
     for dir in &read_only {
         push(&[&"--ro-bind", dir, dir]);
@@ -150,7 +150,7 @@ pub(crate) fn args(
             for dir in policy
                 .read_only
                 .iter()
-                .filter(|d| d.starts_with(hidden) && d.is_dir())
+                .filter(|d| *d != hidden && d.starts_with(hidden) && d.is_dir())
             {
                 push(&[&"--ro-bind", dir, dir]);
             }
@@ -234,7 +234,7 @@ mod tests {
             workspace: PathBuf::from("/usr/lib"),
             cwd: PathBuf::from("/usr/lib"),
             hidden: vec![],
-            read_only: ["/etc", "/usr", "/usr/lib/x", "/no/such/dir"]
+            read_only: ["/usr/share", "/usr", "/usr/lib/x", "/no/such/dir"]
                 .map(PathBuf::from)
                 .to_vec(),
             network: false,
@@ -251,10 +251,11 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" ");
         assert!(
-            joined.contains("--bind /usr/lib /usr/lib --ro-bind /etc /etc --remount-ro"),
+            joined
+                .contains("--bind /usr/lib /usr/lib --ro-bind /usr/share /usr/share --remount-ro"),
             "{joined}"
         );
-        // After the system directories: only /etc (/usr holds the workspace, the rest is
+        // After the system directories: only /usr/share (/usr holds the workspace, the rest is
         // inside it or missing).
         let (_, after) = joined.split_once("--bind /usr/lib /usr/lib").unwrap();
         for absent in ["/usr ", "/usr/lib/x", "/no/such/dir"] {

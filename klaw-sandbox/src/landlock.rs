@@ -332,7 +332,9 @@ fn ruleset(policy: &HelperPolicy) -> Result<RulesetCreated, String> {
 /// beside its workspace.
 fn read_only(policy: &HelperPolicy) -> Vec<std::path::PathBuf> {
     match policy.write.first() {
-        Some(workspace) => crate::policy::read_only_outside(workspace, &policy.read_only),
+        Some(workspace) => {
+            crate::policy::read_only_outside(workspace, &policy.hidden, &policy.read_only)
+        }
         None => Vec::new(),
     }
 }

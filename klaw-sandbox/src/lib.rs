@@ -99,9 +99,9 @@ pub use helper::{
     BROWSER_ARG, browser_main, helper_beside, helper_main, helper_only_main,
     run_helper_if_requested, serve_main,
 };
-#[cfg(target_os = "linux")]
-pub use policy::SYSTEM_DIRS;
 pub use policy::{Bwrap, HELPER_ARG, Policy, SERVE_ARG, UNPROVEN, UNPROVEN_NOTE};
+#[cfg(target_os = "linux")]
+pub use policy::{NEVER_READ_ONLY, SYSTEM_DIRS, read_only_refusal};
 #[cfg(target_os = "linux")]
 pub use server::{ServedCommand, Server, SpawnError, Started};
 #[cfg(target_os = "linux")]

@@ -26,7 +26,8 @@ pub struct Policy {
     /// canonical paths (the folders of skills, so that their scripts run): bound
     /// read-only under bubblewrap, readable under Landlock, and, when the engine is
     /// root, mounted read-only (idmapped where the filesystem allows) in the command's
-    /// mount namespace. One that holds the workspace, or does not exist, is left out;
+    /// mount namespace. One that holds the workspace, or does not exist, is left out, and
+    /// so is one that [`read_only_refusal`] refuses (`/etc`, the data dir, ...);
     /// one inside the workspace is seen as the workspace is (under bubblewrap, even
     /// beneath a hidden directory).
     pub read_only: Vec<PathBuf>,
@@ -67,13 +68,48 @@ pub const UNPROVEN: u8 = 125;
 /// What the supervisor says on stderr when it could not prove the tree dead.
 pub const UNPROVEN_NOTE: &str = "could not prove that every process of the command ended";
 
-/// The directories of `read_only` that a command is to be shown read-only beside
-/// `workspace`: those that exist and neither hold the workspace nor lie inside it.
+/// Folders never shown read-only, nor any folder that holds one of them: the root,
+/// the system's secrets and state, the homes and the kernel's interfaces (besides the
+/// data dir and the engine's home, see [`read_only_refusal`]).
 #[cfg(target_os = "linux")]
-pub(crate) fn read_only_outside(workspace: &Path, read_only: &[PathBuf]) -> Vec<PathBuf> {
+pub const NEVER_READ_ONLY: &[&str] = &[
+    "/", "/etc", "/root", "/home", "/proc", "/sys", "/dev", "/run", "/boot", "/var",
+];
+
+/// Why `dir` may not be shown to commands read-only, if it may not: it is, or holds, a
+/// folder of [`NEVER_READ_ONLY`], one of `hidden` (the data dir) or `home` (the
+/// engine's home). Such a folder is left out of the policy (the caller says so).
+#[cfg(target_os = "linux")]
+pub fn read_only_refusal(dir: &Path, hidden: &[PathBuf], home: Option<&Path>) -> Option<String> {
+    let holds = |inner: &Path| inner.starts_with(dir);
+    if let Some(d) = NEVER_READ_ONLY.iter().map(Path::new).find(|d| holds(d)) {
+        return Some(format!("it is or holds {}", d.display()));
+    }
+    if let Some(h) = hidden.iter().find(|h| holds(h)) {
+        return Some(format!("it is or holds the data dir {}", h.display()));
+    }
+    match home {
+        Some(h) if holds(h) => Some(format!("it is or holds the engine's home {}", h.display())),
+        _ => None,
+    }
+}
+
+/// The directories of `read_only` that a command is to be shown read-only beside
+/// `workspace`: those that exist, neither hold the workspace nor lie inside it, and are
+/// not refused ([`read_only_refusal`], with `hidden` and this process's `HOME`).
+#[cfg(target_os = "linux")]
+pub(crate) fn read_only_outside(
+    workspace: &Path,
+    hidden: &[PathBuf],
+    read_only: &[PathBuf],
+) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
     read_only
         .iter()
         .filter(|d| d.is_absolute() && !workspace.starts_with(d) && !d.starts_with(workspace))
+        .filter(|d| read_only_refusal(d, hidden, home.as_deref()).is_none())
         .filter(|d| d.is_dir())
         .cloned()
         .collect()
@@ -110,4 +146,55 @@ pub(crate) struct HelperPolicy {
     /// of the sandbox server); `None`: the helper's own, which the engine set.
     #[serde(default)]
     pub(crate) env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_folders_the_data_dir_and_the_home_are_never_shown_read_only() {
+        let hidden = [PathBuf::from("/srv/klaw/data")];
+        let home = Path::new("/opt/engine-home");
+        for refused in [
+            "/",
+            "/etc",
+            "/root",
+            "/home",
+            "/proc",
+            "/sys",
+            "/dev",
+            "/run",
+            "/boot",
+            "/var",
+            "/srv",
+            "/srv/klaw",
+            "/srv/klaw/data",
+            "/opt",
+            "/opt/engine-home",
+        ] {
+            assert!(
+                read_only_refusal(Path::new(refused), &hidden, Some(home)).is_some(),
+                "{refused}"
+            );
+        }
+        for allowed in [
+            "/srv/klaw/data/skills",
+            "/srv/klaw/other",
+            "/opt/engine-home/.claude/skills",
+            "/home/me/.agents/skills",
+            "/root/.claude/skills",
+            "/usr/share/skills",
+        ] {
+            assert_eq!(
+                read_only_refusal(Path::new(allowed), &hidden, Some(home)),
+                None,
+                "{allowed}"
+            );
+        }
+        // read_only_outside leaves them out (here /etc, which exists).
+        let ws = Path::new("/nonexistent-ws");
+        let kept = read_only_outside(ws, &hidden, &["/etc", "/usr/share"].map(PathBuf::from));
+        assert_eq!(kept, vec![PathBuf::from("/usr/share")]);
+    }
 }

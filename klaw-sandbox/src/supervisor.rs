@@ -354,7 +354,7 @@ fn hand_over_temporary_dirs(policy: &HelperPolicy) -> Result<(), String> {
 pub(crate) fn map_workspace(policy: &HelperPolicy) -> Result<(), String> {
     let workspace = policy.write.first().ok_or("no workspace given")?;
     let id = crate::unprivileged::UNPRIVILEGED_ID;
-    let read_only = crate::policy::read_only_outside(workspace, &policy.read_only);
+    let read_only = crate::policy::read_only_outside(workspace, &policy.hidden, &policy.read_only);
     crate::unprivileged::idmapped_workspace_with(workspace, &read_only, id).map_err(|e| {
         format!(
             "the engine runs as root, so commands run as an unprivileged user, but the \

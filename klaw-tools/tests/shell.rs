@@ -848,6 +848,70 @@ async fn a_skill_s_scripts_run_from_every_folder(mode: SandboxMode) {
     let _ = mode;
 }
 
+/// A `skills.paths` folder inside the workspace (a relative entry is relative to the
+/// workspace) that a command replaced with a symbolic link to a folder outside it (or
+/// one of whose parents it replaced so): the next command was shown that folder
+/// read-only (the data dir's files; as root, through the idmapped mount, `/etc/shadow`).
+/// Such a folder is never shown apart from the workspace now, and `/etc` and the like
+/// never at all.
+async fn a_skills_path_in_the_workspace_cannot_be_linked_out(mode: SandboxMode) {
+    #[cfg(feature = "skills")]
+    skills_path_cannot_be_linked_out(mode).await;
+    #[cfg(not(feature = "skills"))]
+    let _ = mode;
+}
+
+#[cfg(feature = "skills")]
+async fn skills_path_cannot_be_linked_out(mode: SandboxMode) {
+    use klaw_tools::tools::skills::SkillsSettings;
+    use std::os::unix::fs::PermissionsExt;
+    let Some(kit) = kit(mode) else { return };
+    let ws = kit.workspace().to_path_buf();
+    let kit = kit.with_context(|b| {
+        b.service(
+            SkillsSettings::default().with_paths(vec![ws.join("my-skills"), ws.join("a/skills")]),
+        )
+    });
+    let secret = format!("secret-{}", marker());
+    let private = kit.data_dir().join("private");
+    std::fs::create_dir_all(private.join("skills")).unwrap();
+    for file in [private.join("token"), private.join("skills/token")] {
+        std::fs::write(&file, &secret).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let cat = format!(
+        "cat {0}/token {0}/skills/token 2>/dev/null; true",
+        private.display()
+    );
+    let r = exec(&kit, json!({"command": cat})).await.unwrap();
+    assert!(!r.to_string().contains(&secret), "{mode:?}: {r}");
+    // The entry itself a link, and a parent of the other one.
+    let link = format!(
+        "ln -s {0} my-skills && ln -s {0} a && echo linked",
+        private.display()
+    );
+    let r = exec(&kit, json!({"command": link})).await.unwrap();
+    assert_eq!(r["stdout"], "linked\n", "{mode:?}: {r}");
+    let r = exec(&kit, json!({"command": cat})).await.unwrap();
+    assert!(!r.to_string().contains(&secret), "{mode:?}: {r}");
+    // As root (the commands run as an unprivileged user through an idmapped mount),
+    // `/etc` shown so would give away `/etc/shadow`.
+    let r = exec(
+        &kit,
+        json!({"command": "rm my-skills a && ln -s /etc my-skills && ln -s / a && echo linked"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"], "linked\n", "{mode:?}: {r}");
+    let r = exec(
+        &kit,
+        json!({"command": "head -c 64 /etc/shadow 2>/dev/null | grep -c : ; true"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stdout"], "0\n", "{mode:?}: /etc/shadow was read: {r}");
+}
+
 #[cfg(feature = "skills")]
 async fn skill_scripts_run_from_every_folder(mode: SandboxMode) {
     use klaw_tools::tools::skills::SkillsSettings;
@@ -1643,6 +1707,7 @@ macro_rules! per_sandbox {
                 writes_outside_the_workspace_do_not_land,
                 the_data_dir_and_home_are_not_visible,
                 a_skill_s_scripts_run_from_every_folder,
+                a_skills_path_in_the_workspace_cannot_be_linked_out,
                 host_unix_sockets_are_unreachable,
                 the_terminal_is_out_of_reach,
                 no_namespaces_through_clone,
@@ -2924,6 +2989,7 @@ async fn unprivileged_probe(mode: SandboxMode) {
         file_notifications_reveal_nothing(mode).await;
         code_execute_stays_in_the_sandbox(mode).await;
         a_skill_s_scripts_run_from_every_folder(mode).await;
+        a_skills_path_in_the_workspace_cannot_be_linked_out(mode).await;
     }
     a_locked_temp_dir_is_removed(mode).await;
     // code_execute as an engine that is not root runs it.

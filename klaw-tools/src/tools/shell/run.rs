@@ -303,6 +303,38 @@ fn skill_folders(ctx: &ToolContext) -> Vec<PathBuf> {
     }
 }
 
+/// The folders of `folders` that commands may be shown read-only: not one that is or
+/// holds the data dir (`hidden`), the engine's home or a system folder such as `/etc`
+/// ([`klaw_sandbox::read_only_refusal`]); each one left out is logged.
+fn shown_read_only(folders: Vec<PathBuf>, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        folders
+            .into_iter()
+            .filter(
+                |dir| match klaw_sandbox::read_only_refusal(dir, hidden, home.as_deref()) {
+                    Some(why) => {
+                        tracing::warn!(
+                            folder = %dir.display(),
+                            "a skills folder is not shown to commands: {why}"
+                        );
+                        false
+                    }
+                    None => true,
+                },
+            )
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = hidden;
+        folders
+    }
+}
+
 /// Starts `job` under `backend` with the context's policy.
 pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<Running, ToolError> {
     let workspace = std::fs::canonicalize(ctx.workspace())
@@ -342,11 +374,12 @@ pub(crate) fn spawn(ctx: &ToolContext, backend: &Backend, job: &Job) -> Result<R
         }
         _ => None,
     };
+    let hidden: Vec<PathBuf> = std::fs::canonicalize(ctx.data_dir()).into_iter().collect();
     let policy = Policy {
         workspace,
         cwd: job.cwd.clone(),
-        hidden: std::fs::canonicalize(ctx.data_dir()).into_iter().collect(),
-        read_only: skill_folders(ctx),
+        read_only: shown_read_only(skill_folders(ctx), &hidden),
+        hidden,
         network: ShellSettings::of(ctx).network,
         stdin: stdin_file,
     };

@@ -76,21 +76,102 @@ impl SkillsSettings {
     /// user's) that exist, canonical: the shell tools show them to commands read-only,
     /// at these paths, so that a skill's bundled scripts run (the workspace's own
     /// folders commands see with the workspace). Blocking.
+    ///
+    /// Each starts from its configured path, not a resolved one: a folder that lies
+    /// inside the workspace, on paper or through a link on its way (one of its parents
+    /// resolves into the workspace), is left out. Commands see it through the
+    /// workspace already, and may replace it (or a parent) with a link to anywhere,
+    /// which must not make that place visible to the next command.
     pub fn folders_for_commands(&self, workspace: &Path, data_dir: &Path) -> Vec<PathBuf> {
-        let mut folders: Vec<PathBuf> = self
-            .sources(workspace, data_dir)
-            .into_iter()
-            .filter(|s| s.origin != super::Origin::Workspace)
-            .filter_map(|s| std::fs::canonicalize(s.path()).ok())
-            .filter(|p| p.is_dir())
-            .collect();
-        folders.dedup();
+        let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let mut configured = vec![data_dir.join(super::SKILLS_DIR)];
+        configured.extend(self.paths.iter().map(|p| workspace.join(p)));
+        if let Some(home) = &self.home {
+            configured.extend(super::USER_DIRS.iter().map(|d| home.join(d)));
+        }
+        let mut folders: Vec<PathBuf> = Vec::new();
+        for path in configured {
+            if in_workspace(&path, workspace, &ws) {
+                continue;
+            }
+            let Ok(real) = std::fs::canonicalize(&path) else {
+                continue;
+            };
+            if real.is_dir() && !real.starts_with(&ws) && !folders.contains(&real) {
+                folders.push(real);
+            }
+        }
         folders
     }
+}
+
+/// Whether `path` lies inside the workspace (`workspace` as given, `ws` canonical): on
+/// paper, or because one of its ancestors resolves into it (a link a command may have
+/// made).
+fn in_workspace(path: &Path, workspace: &Path, ws: &Path) -> bool {
+    path.starts_with(workspace)
+        || path.starts_with(ws)
+        || path
+            .ancestors()
+            .any(|a| std::fs::canonicalize(a).is_ok_and(|c| c.starts_with(ws)))
 }
 
 impl FromToolContext for SkillsSettings {
     fn from_ctx(ctx: &ToolContext) -> Result<Self, ToolError> {
         Ok(ctx.shared_state::<Self>().as_ref().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder inside the workspace, on paper or through a linked parent, is never one
+    /// of the folders shown apart from the workspace, wherever its link leads.
+    #[test]
+    fn folders_for_commands_leave_out_what_lies_in_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let data = tmp.path().join("data");
+        let outside = tmp.path().join("outside");
+        let home = tmp.path().join("home");
+        for d in [
+            &ws,
+            &data.join("skills"),
+            &outside.join("skills"),
+            &home.join(".agents/skills"),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let secret = tmp.path().join("secret");
+        std::fs::create_dir_all(secret.join("skills")).unwrap();
+        std::os::unix::fs::symlink(&secret, ws.join("my-skills")).unwrap();
+        std::os::unix::fs::symlink(&secret, ws.join("a")).unwrap();
+        // A path outside on paper whose parent is a link into the workspace.
+        std::os::unix::fs::symlink(&ws, tmp.path().join("via")).unwrap();
+        let settings = SkillsSettings::default()
+            .with_home(Some(home.clone()))
+            .with_paths(vec![
+                ws.join("my-skills"),
+                PathBuf::from("a/skills"),
+                tmp.path().join("via/a/skills"),
+                outside.join("skills"),
+            ]);
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(
+            settings.folders_for_commands(&ws, &data),
+            vec![
+                canon(&data.join("skills")),
+                canon(&outside.join("skills")),
+                canon(&home.join(".agents/skills")),
+            ]
+        );
+        // The user's skills folder inside the workspace (a workspace in the home) too.
+        let settings = SkillsSettings::default().with_home(Some(ws.clone()));
+        std::fs::create_dir_all(ws.join(".claude/skills")).unwrap();
+        assert_eq!(
+            settings.folders_for_commands(&ws, &data),
+            vec![canon(&data.join("skills"))]
+        );
     }
 }
