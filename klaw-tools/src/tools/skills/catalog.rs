@@ -131,7 +131,23 @@ pub fn sources(
         dir: String::new(),
     };
     let mut all = vec![at(Origin::System, data_dir, SKILLS_DIR)];
-    all.extend(paths.iter().map(|p| own(Origin::Path, p.clone())));
+    let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    for p in paths {
+        // A `skills.paths` folder inside the workspace holds workspace skills, read
+        // beneath the workspace: a command may have made it (or a folder on its way)
+        // a link to anywhere, which is not followed out. One that reaches the
+        // workspace only through a link on its way is left out.
+        let rel = p
+            .strip_prefix(workspace)
+            .or_else(|_| p.strip_prefix(&ws))
+            .ok()
+            .and_then(Path::to_str);
+        match rel {
+            Some(rel) => all.push(at(Origin::Workspace, workspace, rel)),
+            None if super::settings::in_workspace(p, workspace, &ws) => {}
+            None => all.push(own(Origin::Path, p.clone())),
+        }
+    }
     if let Some(home) = home {
         for d in USER_DIRS {
             all.push(own(Origin::User, home.join(d)));
@@ -589,6 +605,53 @@ mod tests {
         let same = sources(&home, &d.data, Some(&home), &[]);
         assert_eq!(same.len(), 4, "{same:?}");
         assert!(same[1..].iter().all(|s| s.origin == Origin::Workspace));
+    }
+
+    /// A `skills.paths` folder inside the workspace holds workspace skills, read beneath
+    /// the workspace: a command that makes it (or a folder on its way) a link to a
+    /// skills folder elsewhere does not make that folder's skills, or their files,
+    /// readable.
+    #[test]
+    fn a_skills_path_in_the_workspace_is_not_followed_out() {
+        let d = dirs();
+        let elsewhere = d.outside.join("private");
+        std::fs::create_dir_all(elsewhere.join("secret")).unwrap();
+        std::fs::write(
+            elsewhere.join("secret/SKILL.md"),
+            md("secret", "a skill outside"),
+        )
+        .unwrap();
+        let own = d.ws.join("team");
+        std::fs::create_dir_all(own.join("mine")).unwrap();
+        std::fs::write(own.join("mine/SKILL.md"), md("mine", "team skill")).unwrap();
+        let found = sources(&d.ws, &d.data, None, std::slice::from_ref(&own));
+        let c = SkillCatalog::default().scan_sources(&found);
+        assert_eq!(
+            names(&c.skills),
+            [("mine".into(), Origin::Workspace)],
+            "the folder's own skill, as the workspace's"
+        );
+        assert_eq!(c.get("mine").unwrap().skill_md(), "team/mine/SKILL.md");
+        // The folder replaced by a link out, and a folder on its way.
+        std::fs::remove_dir_all(&own).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &own).unwrap();
+        let c = SkillCatalog::default().scan_sources(&sources(
+            &d.ws,
+            &d.data,
+            None,
+            std::slice::from_ref(&own),
+        ));
+        assert!(c.get("secret").is_none(), "{:?}", names(&c.skills));
+        std::fs::remove_file(&own).unwrap();
+        std::os::unix::fs::symlink(&d.outside, d.ws.join("a")).unwrap();
+        let deep = d.ws.join("a/private");
+        let c = SkillCatalog::default().scan_sources(&sources(
+            &d.ws,
+            &d.data,
+            None,
+            std::slice::from_ref(&deep),
+        ));
+        assert!(c.get("secret").is_none(), "{:?}", names(&c.skills));
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl SkillsSettings {
 /// Whether `path` lies inside the workspace (`workspace` as given, `ws` canonical): on
 /// paper, or because one of its ancestors resolves into it (a link a command may have
 /// made).
-fn in_workspace(path: &Path, workspace: &Path, ws: &Path) -> bool {
+pub(super) fn in_workspace(path: &Path, workspace: &Path, ws: &Path) -> bool {
     path.starts_with(workspace)
         || path.starts_with(ws)
         || path
