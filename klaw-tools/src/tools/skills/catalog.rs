@@ -144,7 +144,7 @@ pub fn sources(
             .and_then(Path::to_str);
         match rel {
             Some(rel) => all.push(at(Origin::Workspace, workspace, rel)),
-            None if super::settings::in_workspace(p, workspace, &ws) => {}
+            None if in_workspace(p, workspace, &ws) => {}
             None => all.push(own(Origin::Path, p.clone())),
         }
     }
@@ -167,6 +167,17 @@ pub fn sources(
         .filter(|(i, _)| !real[i + 1..].contains(&real[*i]))
         .map(|(_, s)| s)
         .collect()
+}
+
+/// Whether `path` lies inside the workspace (`workspace` as given, `ws` canonical): on
+/// paper, or because one of its ancestors resolves into it (a link a command may have
+/// made).
+pub(super) fn in_workspace(path: &Path, workspace: &Path, ws: &Path) -> bool {
+    path.starts_with(workspace)
+        || path.starts_with(ws)
+        || path
+            .ancestors()
+            .any(|a| std::fs::canonicalize(a).is_ok_and(|c| c.starts_with(ws)))
 }
 
 /// The other clients' skills folders, beneath the home and the workspace, in

@@ -91,7 +91,7 @@ impl SkillsSettings {
         }
         let mut folders: Vec<PathBuf> = Vec::new();
         for path in configured {
-            if in_workspace(&path, workspace, &ws) {
+            if super::catalog::in_workspace(&path, workspace, &ws) {
                 continue;
             }
             let Ok(real) = std::fs::canonicalize(&path) else {
@@ -103,17 +103,6 @@ impl SkillsSettings {
         }
         folders
     }
-}
-
-/// Whether `path` lies inside the workspace (`workspace` as given, `ws` canonical): on
-/// paper, or because one of its ancestors resolves into it (a link a command may have
-/// made).
-pub(super) fn in_workspace(path: &Path, workspace: &Path, ws: &Path) -> bool {
-    path.starts_with(workspace)
-        || path.starts_with(ws)
-        || path
-            .ancestors()
-            .any(|a| std::fs::canonicalize(a).is_ok_and(|c| c.starts_with(ws)))
 }
 
 impl FromToolContext for SkillsSettings {
