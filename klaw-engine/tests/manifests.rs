@@ -262,26 +262,26 @@ fn a_manifest_added_and_removed_while_mcp_runs_is_announced() {
     let home = tempfile::tempdir().unwrap();
     let (_, ws) = dirs(home.path());
     let mut mcp = Mcp::start(engine_in(home.path(), &["mcp"]));
-    assert!(!tool_names(&mut mcp).contains(&"greet".to_owned()));
+    assert!(!tool_names(&mut mcp).contains(&"say_hello".to_owned()));
     write_tool(
         &ws,
-        "greet",
-        "name: greet\ndescription_ru: Здоровается\ncommand: [sh, run.sh]\n",
+        "say_hello",
+        "name: say_hello\ndescription_ru: Здоровается\ncommand: [sh, run.sh]\n",
         Some("echo hello from a manifest\n"),
     );
     assert!(
         mcp.wait_for_notification("notifications/tools/list_changed", 60),
         "no list_changed after a manifest was added"
     );
-    assert!(tool_names(&mut mcp).contains(&"greet".to_owned()));
-    let out = mcp.call("greet", json!({}));
+    assert!(tool_names(&mut mcp).contains(&"say_hello".to_owned()));
+    let out = mcp.call("say_hello", json!({}));
     assert_eq!(out["content"][0]["text"], "hello from a manifest", "{out}");
-    std::fs::remove_dir_all(ws.join("tools/greet")).unwrap();
+    std::fs::remove_dir_all(ws.join("tools/say_hello")).unwrap();
     assert!(
         mcp.wait_for_notification("notifications/tools/list_changed", 60),
         "no list_changed after a manifest was removed"
     );
-    assert!(!tool_names(&mut mcp).contains(&"greet".to_owned()));
+    assert!(!tool_names(&mut mcp).contains(&"say_hello".to_owned()));
 }
 
 #[test]
@@ -526,13 +526,13 @@ fn a_manifest_cannot_take_an_imported_tools_name_on_reload() {
     );
     write_tool(
         &ws,
-        "greet",
-        "name: greet\ndescription_ru: Здоровается\ncommand: [sh, run.sh]\n",
+        "say_hello",
+        "name: say_hello\ndescription_ru: Здоровается\ncommand: [sh, run.sh]\n",
         Some("echo hello\n"),
     );
-    // `greet` loading says the sync that saw the others is done.
+    // `say_hello` loading says the sync that saw the others is done.
     assert!(
-        eventually(60, || origin(&tools(), "greet").is_some()),
+        eventually(60, || origin(&tools(), "say_hello").is_some()),
         "the manifests were never synced"
     );
     let list = tools();
