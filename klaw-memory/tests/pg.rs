@@ -25,6 +25,23 @@ struct Pg {
     memory: PgMemory,
 }
 
+/// How many chunks `path` makes when imported alone into a fresh SQLite index of
+/// `model`: what a PostgreSQL index must hold after any import of it, however it ran.
+fn chunks_alone_on_sqlite(model: Embedder, path: &std::path::Path) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Index::open(
+        &dir.path().join("m.sqlite"),
+        model,
+        &MemoryConfig::default(),
+    )
+    .unwrap();
+    klaw_memory::import::Import::new(&[path.to_path_buf()])
+        .unwrap()
+        .run(&sqlite, &mut ())
+        .unwrap();
+    sqlite.len().unwrap()
+}
+
 fn connect(url: &str) -> Pg {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -246,20 +263,7 @@ fn two_engines_importing_one_file_at_once_store_it_once() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let alone = {
-        let dir = tempfile::tempdir().unwrap();
-        let sqlite = Index::open(
-            &dir.path().join("m.sqlite"),
-            model,
-            &MemoryConfig::default(),
-        )
-        .unwrap();
-        klaw_memory::import::Import::new(std::slice::from_ref(&path))
-            .unwrap()
-            .run(&sqlite, &mut ())
-            .unwrap();
-        sqlite.len().unwrap()
-    };
+    let alone = chunks_alone_on_sqlite(model, &path);
     assert!(alone > 1);
     assert_eq!(engines[0].1.len().unwrap(), alone, "{reports:?}");
     let stored = server.psql_url(
@@ -895,20 +899,7 @@ fn an_import_whose_connection_drops_stores_each_chunk_once() {
     );
     // failed or not, a run again completes it and stores nothing twice
     let again = import().unwrap();
-    let alone = {
-        let dir = tempfile::tempdir().unwrap();
-        let sqlite = Index::open(
-            &dir.path().join("m.sqlite"),
-            model,
-            &MemoryConfig::default(),
-        )
-        .unwrap();
-        klaw_memory::import::Import::new(std::slice::from_ref(&path))
-            .unwrap()
-            .run(&sqlite, &mut ())
-            .unwrap();
-        sqlite.len().unwrap()
-    };
+    let alone = chunks_alone_on_sqlite(model, &path);
     assert!(alone > 100);
     assert_eq!(index.len().unwrap(), alone, "{first:?} then {again:?}");
     assert_eq!(again.saved.inserted + again.saved.duplicates, alone);

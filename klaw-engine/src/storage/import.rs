@@ -355,19 +355,7 @@ fn schedule(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, Impo
                         finished
                  FROM runs ORDER BY job, scheduled",
             )?
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                ))
-            })?
+            .query_map([], |r| r.try_into())?
             .collect::<rusqlite::Result<_>>()?
         } else {
             Vec::new()
@@ -745,7 +733,7 @@ fn inbox(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, ImportE
     let read = || -> rusqlite::Result<(Vec<Cursor>, Vec<Pending>)> {
         let cursors = if has_table(conn, "cursors")? {
             conn.prepare("SELECT channel, next FROM cursors ORDER BY channel")?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .query_map([], |r| r.try_into())?
                 .collect::<rusqlite::Result<_>>()?
         } else {
             Vec::new()
@@ -763,17 +751,7 @@ fn inbox(db: &Postgres, from: &Path, force: bool) -> Result<StoreReport, ImportE
                 "SELECT channel, receipt, chat_id, sender, text, {state}, {answerer}
                  FROM pending ORDER BY channel, receipt"
             ))?
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
-            })?
+            .query_map([], |r| r.try_into())?
             .collect::<rusqlite::Result<_>>()?;
         Ok((cursors, pending))
     };
