@@ -71,8 +71,9 @@ if [ -n "$apt_missing" ]; then
 fi
 
 # Node 22, the MCP Inspector and conformance suite, telegram-test-api (a fake
-# Telegram Bot API) and the reference MCP servers `everything` and `filesystem` (which
-# klaw-engine/tests/imports.rs imports), from npm into the cache (no
+# Telegram Bot API), the reference MCP servers `everything` and `filesystem` (which
+# klaw-engine/tests/imports.rs imports) and the TypeScript SDK with zod (the MCP bench's
+# TypeScript server, klaw-engine/benches/ts_sdk_echo.cjs), from npm into the cache (no
 # system install): the machine's npm fetches the package `node@22`, which carries the
 # Node 22 binary these tools need. Every package, transitive ones too, is pinned by
 # scripts/package-test-lock.json (`npm ci`); after changing package-test.json, refresh
@@ -81,7 +82,7 @@ NODE_DIR="$CACHE/node22"
 node_key="$(cat scripts/package-test.json scripts/package-test-lock.json | sha256sum | cut -c1-16)"
 if [ ! -f "$NODE_DIR/.klaw-pkg.$node_key" ]; then
     command -v npm >/dev/null 2>&1 || die "npm is not installed (Debian: apt-get install npm)"
-    say "installing Node 22, the MCP Inspector, the MCP conformance suite, telegram-test-api and the reference MCP servers (everything, filesystem) into $NODE_DIR"
+    say "installing Node 22, the MCP Inspector, the MCP conformance suite, telegram-test-api, the reference MCP servers (everything, filesystem) and the TypeScript SDK into $NODE_DIR"
     rm -rf "$NODE_DIR"
     mkdir -p "$NODE_DIR"
     cp scripts/package-test.json "$NODE_DIR/package.json"
