@@ -50,8 +50,9 @@ fmt:
 ## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
 ## web_fetch of a 1 MB page (extraction vs transfer),
 ## memory search latency (p50/p99, peak RSS) and save throughput; MCP's every row (cold
-## start, stdio and HTTP round trips, pipelined calls, many clients, RSS) beside rmcp's own
-## server and FastMCP, and batch calls (a bench binary); an imported MCP tool's added
+## start, stdio and HTTP round trips, pipelined calls, many clients against worker threads,
+## RSS) beside rmcp's own server, the TypeScript SDK's and FastMCP, and batch calls (a bench
+## binary; KLAW_BENCH_ROUNDS=1 for a quick run); an imported MCP tool's added
 ## round trip and the start-up with 5 imported servers (a bench binary); the agent loop's overhead per
 ## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary); what
 ## telemetry costs a tool call, off and on (a bench binary).

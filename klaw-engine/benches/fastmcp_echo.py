@@ -33,6 +33,15 @@ def convert_temperature(value: float, scale: str, target: str = "C") -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False, log_level="error")
+        # Kept-alive connections stay open while the bench's other clients connect (uvicorn
+        # closes them after 5 s idle, which a loaded machine reaches with 64 clients).
+        mcp.run(
+            transport="http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            show_banner=False,
+            log_level="error",
+            uvicorn_config={"timeout_keep_alive": 120},
+        )
     else:
         mcp.run(show_banner=False)

@@ -9,15 +9,21 @@
 //! - rmcp: rmcp's own `#[tool_router]` server (`benches/rmcp-peer`, its own workspace, rmcp
 //!   pinned to Klaw's version), non-blocking stdio pipes and `TCP_NODELAY` as Klaw;
 //! - fastmcp: FastMCP (`benches/fastmcp_echo.py`) when the test venv has it
-//!   (`scripts/setup-test-tools.sh`).
+//!   (`scripts/setup-test-tools.sh`);
+//! - ts-sdk: the TypeScript SDK's `McpServer` (`benches/ts_sdk_echo.cjs`) on Node 22,
+//!   both installed by `scripts/setup-test-tools.sh` (`<cache>/node22`).
+//!
+//! A peer that is not installed is said to be skipped, and the race goes on without it.
 //!
 //! The rows, in `KLAW_BENCH_ROUNDS` (3) interleaved rounds, the contenders' order rotated
 //! each round, each row the median of its rounds and its ratio to rmcp: cold start
 //! (spawn → `initialize` → `tools/list` answered), stdio `tools/call` p50 / p99, 10,000
 //! pipelined calls, the RSS after 12,500 calls, Streamable HTTP p50 with one client, calls/s
-//! with 1, 4, 16 and 64 clients, and 16 clients against the runtime's worker threads
-//! (`TOKIO_WORKER_THREADS`, which Klaw and rmcp both honour). `KLAW_BENCH_ONLY=klaw,rmcp`
-//! runs only those (and skips the sections below).
+//! with 1, 4, 16 and 64 clients, and the same clients against the runtime's worker
+//! threads, 1, 2 and the default (`TOKIO_WORKER_THREADS`, which Klaw and rmcp both
+//! honour; the default is a worker per core). The load average is printed before and
+//! after. `KLAW_BENCH_ROUNDS=1` is the quick run (about a minute on 2 cores);
+//! `KLAW_BENCH_ONLY=klaw,rmcp` runs only those (and skips the sections below).
 //!
 //! Then Klaw alone:
 //! - batch: `memory_search` calls per second through `call --jsonl` vs one process a call;
@@ -473,6 +479,10 @@ struct Contender {
     args: Vec<String>,
     /// `--http PORT` (FastMCP) rather than `--http 127.0.0.1:0` with the address printed.
     port_arg: bool,
+    /// Cold starts timed each round (fewer for a slow starter).
+    cold_runs: usize,
+    /// A Tokio runtime, whose worker threads `TOKIO_WORKER_THREADS` sets.
+    tokio: bool,
 }
 
 impl Contender {
@@ -544,8 +554,64 @@ struct Rows {
     http_p99_us: Vec<f64>,
     /// Calls/s with each number of clients of [`CLIENTS`].
     clients: Vec<Vec<f64>>,
-    /// Calls/s of 16 clients with each number of worker threads of `workers()`.
-    workers: Vec<Vec<f64>>,
+    /// Each round's runs with each number of worker threads of [`WORKERS`] (Tokio
+    /// contenders only) and then the default, each with every number of clients of
+    /// [`CLIENTS`].
+    probes: Vec<Vec<Vec<Probe>>>,
+}
+
+/// The worker threads (`TOKIO_WORKER_THREADS`) tried with every number of clients,
+/// besides the default (a worker per core: the `HTTP n clients` rows).
+const WORKERS: [usize; 2] = [1, 2];
+
+/// One run of clients calling at once: calls/s, and the server's CPU time and context
+/// switches (all its threads, voluntary or not) per call.
+#[derive(Clone, Copy)]
+struct Probe {
+    per_s: f64,
+    cpu_us: f64,
+    switches: f64,
+}
+
+/// The CPU time (ns) and context switches of every thread of `pid` so far.
+fn counters(pid: u32) -> (f64, f64) {
+    let (mut ns, mut switches) = (0.0, 0.0);
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (f64::NAN, f64::NAN);
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let sched = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+        ns += sched
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        switches += status
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            })
+            .filter_map(|v| v.trim().parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    (ns, switches)
+}
+
+/// [`concurrent`] with the server `pid`'s CPU time and context switches per call.
+fn probed(addr: &str, clients: usize, pid: u32) -> Probe {
+    let calls = (clients * (4000 / clients).max(50)) as f64;
+    let (ns, switches) = counters(pid);
+    let per_s = concurrent(addr, clients);
+    let (ns2, switches2) = counters(pid);
+    // The sessions' `initialize` and first call are counted too: a few per cent of 4,000.
+    Probe {
+        per_s,
+        cpu_us: (ns2 - ns) / 1e3 / calls,
+        switches: (switches2 - switches) / calls,
+    }
 }
 
 const CLIENTS: [usize; 4] = [1, 4, 16, 64];
@@ -553,16 +619,6 @@ const SEQUENTIAL: usize = 2000;
 const PIPELINED: usize = 10_000;
 /// Warm-up calls before the timed ones; with them the RSS is read after 12,500 calls.
 const WARM: usize = 500;
-
-/// The worker-thread counts tried: 1, 2, 4, … up to the machine's cores (and them).
-fn workers() -> Vec<usize> {
-    let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    let mut w: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
-        .take_while(|n| *n < cores)
-        .collect();
-    w.push(cores);
-    w
-}
 
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
@@ -680,23 +736,32 @@ fn http_rows(c: &Contender, rows: &mut Rows) {
     rows.http_p50_us.push(us(percentile(&times, 0.5)));
     rows.http_p99_us.push(us(percentile(&times, 0.99)));
     drop(s);
-    let per_clients = CLIENTS.iter().map(|&n| concurrent(&addr, n)).collect();
-    rows.clients.push(per_clients);
+    let default: Vec<Probe> = CLIENTS
+        .iter()
+        .map(|&n| probed(&addr, n, child.id()))
+        .collect();
+    rows.clients.push(default.iter().map(|p| p.per_s).collect());
     let _ = child.kill();
     let _ = child.wait();
-    // 16 clients against the runtime's worker threads (not FastMCP: one thread anyway).
-    if c.port_arg {
-        return;
+    // Every number of clients against 1 and 2 worker threads (not FastMCP nor Node: one
+    // thread anyway).
+    let mut table = Vec::new();
+    if c.tokio {
+        for w in WORKERS {
+            let n = PathBuf::from(w.to_string());
+            let (mut child, addr) = c.http(home.path(), &[("TOKIO_WORKER_THREADS", &n)]);
+            table.push(
+                CLIENTS
+                    .iter()
+                    .map(|&k| probed(&addr, k, child.id()))
+                    .collect(),
+            );
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
-    let mut per_workers = Vec::new();
-    for w in workers() {
-        let n = PathBuf::from(w.to_string());
-        let (mut child, addr) = c.http(home.path(), &[("TOKIO_WORKER_THREADS", &n)]);
-        per_workers.push(concurrent(&addr, 16));
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    rows.workers.push(per_workers);
+    table.push(default);
+    rows.probes.push(table);
 }
 
 /// Calls/s of `clients` sessions calling at once (each on its own connection), about
@@ -756,6 +821,7 @@ fn row(
 }
 
 fn race(contenders: &[Contender], rounds: usize) {
+    println!("load average before: {}", load_average());
     let mut results: Vec<(&Contender, Rows)> =
         contenders.iter().map(|c| (c, Rows::default())).collect();
     for round in 0..rounds {
@@ -764,8 +830,7 @@ fn race(contenders: &[Contender], rounds: usize) {
         let k = results.len();
         for i in 0..k {
             let (c, rows) = &mut results[(i + round) % k];
-            let cold_runs = if c.port_arg { 3 } else { 20 };
-            cold(c, cold_runs, rows);
+            cold(c, c.cold_runs, rows);
             stdio_rows(c, rows);
             http_rows(c, rows);
         }
@@ -800,13 +865,79 @@ fn race(contenders: &[Contender], rounds: usize) {
             Some(median(&r.clients.iter().map(|c| c[i]).collect::<Vec<_>>()))
         });
     }
-    for (i, w) in workers().iter().enumerate() {
-        let what = format!("HTTP 16 clients, {w} worker thread(s)");
-        row(&what, "/s", &results, |r| {
-            (!r.workers.is_empty())
-                .then(|| median(&r.workers.iter().map(|c| c[i]).collect::<Vec<_>>()))
-        });
+    probes_table(&results);
+    println!("load average after: {}", load_average());
+}
+
+/// Calls/s against clients and worker threads (1, 2, the default), each the median of
+/// its rounds with its ratio to rmcp's, and the server's CPU time and context switches
+/// per call (medians too).
+fn probes_table(results: &[(&Contender, Rows)]) {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    println!(
+        "HTTP calls/s against clients and worker threads ({cores} cores; default: a worker \
+         per core): calls/s (× rmcp), the server's CPU µs and context switches per call"
+    );
+    let mut head = format!("{:22}", "clients × workers");
+    for (c, _) in results {
+        head.push_str(&format!("  {:>36}", c.name));
     }
+    println!("{head}");
+    let settings: Vec<String> = WORKERS
+        .iter()
+        .map(ToString::to_string)
+        .chain([format!("default ({cores})")])
+        .collect();
+    // A round's runs for setting `w` (the default is the last of each round's).
+    let runs = |r: &Rows, w: usize| -> Vec<Vec<Probe>> {
+        r.probes
+            .iter()
+            .filter_map(|t| {
+                if w == settings.len() - 1 {
+                    t.last().cloned()
+                } else if t.len() == settings.len() {
+                    Some(t[w].clone())
+                } else {
+                    None
+                }
+            })
+            .collect()
+    };
+    let stat = |r: &Rows, w: usize, i: usize, f: fn(&Probe) -> f64| -> Option<f64> {
+        let v: Vec<f64> = runs(r, w).iter().map(|t| f(&t[i])).collect();
+        (!v.is_empty()).then(|| median(&v))
+    };
+    for (i, n) in CLIENTS.iter().enumerate() {
+        for (w, setting) in settings.iter().enumerate() {
+            let rmcp = results
+                .iter()
+                .find(|(c, _)| c.name == "rmcp")
+                .and_then(|(_, r)| stat(r, w, i, |p| p.per_s));
+            let mut line = format!("{:22}", format!("{n} × {setting}"));
+            for (_, r) in results {
+                let cell = match (
+                    stat(r, w, i, |p| p.per_s),
+                    stat(r, w, i, |p| p.cpu_us),
+                    stat(r, w, i, |p| p.switches),
+                ) {
+                    (Some(v), Some(cpu), Some(cs)) => {
+                        let ratio = rmcp.map_or(String::new(), |m| format!("({:.2}×)", v / m));
+                        format!("{v:>6.0}/s {ratio:8} {cpu:>5.0} µs {cs:>4.1} cs")
+                    }
+                    _ => "-".into(),
+                };
+                line.push_str(&format!("  {cell:>36}"));
+            }
+            println!("{line}");
+        }
+    }
+}
+
+/// `/proc/loadavg`'s 1, 5 and 15 minute figures (the machine's other work).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn main() -> std::process::ExitCode {
@@ -831,6 +962,8 @@ fn main() -> std::process::ExitCode {
         program: me.clone(),
         args: vec!["mcp".into()],
         port_arg: false,
+        cold_runs: 20,
+        tokio: true,
     }];
     if let Some(before) = std::env::var_os("KLAW_BENCH_BEFORE") {
         contenders.push(Contender {
@@ -838,6 +971,8 @@ fn main() -> std::process::ExitCode {
             program: before.into(),
             args: vec!["mcp".into()],
             port_arg: false,
+            cold_runs: 20,
+            tokio: true,
         });
     }
     // Where `make bench` builds it (the workspace's target dir).
@@ -851,10 +986,12 @@ fn main() -> std::process::ExitCode {
             program: peer,
             args: vec![],
             port_arg: false,
+            cold_runs: 20,
+            tokio: true,
         });
     } else {
         println!(
-            "rmcp: {} is missing (cargo build --release --manifest-path klaw-engine/benches/rmcp-peer/Cargo.toml --target-dir target/rmcp-peer)",
+            "rmcp: skipped, {} is missing (cargo build --release --manifest-path klaw-engine/benches/rmcp-peer/Cargo.toml --target-dir target/rmcp-peer)",
             peer.display()
         );
     }
@@ -870,11 +1007,36 @@ fn main() -> std::process::ExitCode {
                     .to_string(),
             ],
             port_arg: true,
+            cold_runs: 3,
+            tokio: false,
         });
     } else {
         println!(
-            "fastmcp: {} is missing (scripts/setup-test-tools.sh)",
+            "fastmcp: skipped, {} is missing (scripts/setup-test-tools.sh)",
             python.display()
+        );
+    }
+    let node = cache().join("node22/node_modules/.bin/node");
+    let sdk = cache().join("node22/node_modules/@modelcontextprotocol/sdk/package.json");
+    if node.exists() && sdk.exists() {
+        contenders.push(Contender {
+            name: "ts-sdk",
+            program: node,
+            args: vec![
+                manifest
+                    .join("benches/ts_sdk_echo.cjs")
+                    .display()
+                    .to_string(),
+            ],
+            port_arg: false,
+            cold_runs: 5,
+            tokio: false,
+        });
+    } else {
+        println!(
+            "ts-sdk: skipped, {} or {} is missing (scripts/setup-test-tools.sh)",
+            node.display(),
+            sdk.display()
         );
     }
     contenders.retain(|c| wanted(c.name));
