@@ -45,6 +45,9 @@
 //! GIN index is made again by opening the memory, and the HNSW index built once over
 //! every row; the times are kept in `klaw_memory_meta` and printed on every run.
 //!
+//! `KLAW_BENCH_PG_PARTS` set: only where a hybrid search's time goes on PostgreSQL (its
+//! text side, its vector side, the whole), on the loaded store.
+//!
 //! Arguments: `sqlite` or `pg` to run one backend (each in its own process gives each
 //! its own peak RSS); none runs both. `KLAW_BENCH_CHUNKS` sets the size (default
 //! 1,000,000).
@@ -579,6 +582,47 @@ fn text_detail(store: &PgStore, q: &Queries, period: Period) {
     println!("pg/text bounded vs every match ranked: {differ} of {n} differ");
 }
 
+/// Where a hybrid search's time goes (`KLAW_BENCH_PG_PARTS` set: only this is run on the
+/// loaded store): its text side (more than half of the words, the fusion's depth of
+/// candidates), its vector side (that many nearest by HNSW) and the whole search, one
+/// after the other for each question, three rounds; p50 and p99 of each.
+fn hybrid_parts(store: &PgStore, q: &Queries, period: Period) {
+    // the default fusion's depth at k 10 (`Fusion::depth`: each side proposes 100)
+    let depth = 100;
+    let (mut text, mut vector, mut whole) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        for j in 0..q.texts.len() {
+            let t = Instant::now();
+            black_box(store.hybrid_text_side(&q.texts[j], depth, period).unwrap());
+            text.push(t.elapsed().as_secs_f64() * 1000.0);
+            let t = Instant::now();
+            black_box(
+                store
+                    .vector_pool(0, &q.vectors[j], K, depth, period)
+                    .unwrap(),
+            );
+            vector.push(t.elapsed().as_secs_f64() * 1000.0);
+            let t = Instant::now();
+            black_box(pg_hybrid(store, &q.texts[j], &q.vectors[j], K).unwrap());
+            whole.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    for (name, v) in [
+        ("text side", &mut text),
+        ("vector side", &mut vector),
+        ("whole hybrid", &mut whole),
+    ] {
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
+        println!(
+            "pg/hybrid part {name} (depth {depth}): p50 {:.1} ms, p99 {:.1} ms, {} runs",
+            at(0.5),
+            at(0.99),
+            v.len()
+        );
+    }
+}
+
 /// Bumped when the bench's PostgreSQL data would differ (how chunks are made or
 /// loaded): a kept data directory of another version is not reused. (The memory's own
 /// schema is not in the key: `PgStore::open_models` brings an older memory up to date,
@@ -736,6 +780,15 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
         .join("")
     );
     let period = Period::default();
+    if std::env::var_os("KLAW_BENCH_PG_PARTS").is_some() {
+        hybrid_parts(&store, q, period);
+        drop(store);
+        drop(rt);
+        if let Some(mut server) = server {
+            server.stop();
+        }
+        return;
+    }
     // warm the caches: one pass of every query
     for v in &q.vectors {
         black_box(store.search_space(0, v, K, period).unwrap());
