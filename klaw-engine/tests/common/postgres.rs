@@ -47,6 +47,8 @@ pub const USER: &str = "klaw";
 /// process dies.
 pub struct Postgres {
     dir: tempfile::TempDir,
+    /// The data directory: `<dir>/data`, or one kept ([`Postgres::start_kept`]).
+    data: PathBuf,
     bin: PathBuf,
     child: Option<Child>,
     password: Option<String>,
@@ -329,11 +331,74 @@ impl Postgres {
         Some(me)
     }
 
+    /// A server (trusting every local connection) on the data directory `data`, kept
+    /// when it stops: made (`initdb`, the database `klaw`) when `data` has none yet, else
+    /// served as it is (a bench's loaded store). `data`'s parent must be reachable by the
+    /// server's user. Stop it with [`stop`](Self::stop) to leave the data clean.
+    pub fn start_kept(data: &Path) -> Option<Self> {
+        if !available() {
+            return None;
+        }
+        let bin = binaries()?.join("bin");
+        if data.join("PG_VERSION").exists() {
+            let dir = tempfile::Builder::new().prefix("klaw-pg").tempdir().ok()?;
+            chmod(dir.path(), 0o755);
+            std::fs::create_dir(dir.path().join("sock")).ok()?;
+            chown(&dir.path().join("sock"));
+            chown(dir.path());
+            let mut me = Self {
+                dir,
+                data: data.to_owned(),
+                bin,
+                child: None,
+                password: None,
+                settings: Vec::new(),
+                port: None,
+            };
+            me.serve();
+            return Some(me);
+        }
+        let mut me = Self::init(None, bin)?;
+        let _ = std::fs::remove_dir_all(data);
+        let moved = Command::new("mv")
+            .arg(&me.data)
+            .arg(data)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(moved, "the data directory moves to {}", data.display());
+        me.data = data.to_owned();
+        me.serve();
+        me.psql_db("postgres", "CREATE DATABASE klaw");
+        Some(me)
+    }
+
+    /// Stops the server cleanly (a fast shutdown: its data checkpointed) and waits.
+    pub fn stop(&mut self) {
+        let pid = self
+            .server_pid()
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32));
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+            // until it has gone (its lock file removed), not only its supervisor
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while self.data.join("postmaster.pid").exists()
+                && rustix::process::test_kill_process(pid).is_ok()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+
     /// A new data directory (`initdb`), no server yet.
     fn init(password: Option<&str>, bin: PathBuf) -> Option<Self> {
         let dir = tempfile::Builder::new().prefix("klaw-pg").tempdir().ok()?;
         chmod(dir.path(), 0o755);
         let data = dir.path().join("data");
+        let data_dir = data.clone();
         let sock = dir.path().join("sock");
         std::fs::create_dir(&sock).ok()?;
         chown(&sock);
@@ -366,6 +431,7 @@ impl Postgres {
         );
         Some(Self {
             dir,
+            data: data_dir,
             bin,
             child: None,
             password: password.map(str::to_owned),
@@ -382,7 +448,7 @@ impl Postgres {
             .args(["-c", SUPERVISOR, "sh"])
             .arg(self.bin.join("postgres"))
             .arg("-D")
-            .arg(self.dir.path().join("data"))
+            .arg(&self.data)
             .arg("-k")
             .arg(self.socket_dir())
             .args([
@@ -408,7 +474,7 @@ impl Postgres {
 
     /// The pid of the server (the postmaster), from its `postmaster.pid`.
     pub fn server_pid(&self) -> Option<u32> {
-        std::fs::read_to_string(self.dir.path().join("data/postmaster.pid"))
+        std::fs::read_to_string(self.data.join("postmaster.pid"))
             .ok()?
             .lines()
             .next()?
