@@ -54,7 +54,7 @@ section! {
             /// `ef_search`, the candidates it walks per vector search (raised to the
             /// number asked for when that is larger). Higher finds more of the exact
             /// nearest, slower (see doc/memory.md, "PostgreSQL"). Unused on SQLite.
-            ef_search: u32 = 100;
+            ef_search: u32 = 200;
                 key "efSearch", env "KLAW_MEMORY_EF_SEARCH", type "integer, 1 to 1000",
                 check ef_search_range;
         }
