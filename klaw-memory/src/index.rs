@@ -608,7 +608,11 @@ impl Index {
             SearchMode::Hybrid => {
                 let depth = fusion.depth(k);
                 let (vectors, text) = embed_all(Some(&|| {
-                    Ok(self.store().hybrid_text_side(query, depth, period)?)
+                    let s = self.store();
+                    let most = s.hybrid_text_side(query, depth, period)?;
+                    Ok(store::text_side_for(fusion, most, depth, || {
+                        s.search_text_in(query, depth, period)
+                    })?)
                 }));
                 let (vectors, text) = (vectors?, text.transpose()?.unwrap_or_default());
                 let store = self.store();

@@ -343,6 +343,33 @@ fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError>
 /// The text side of [`MemoryStore::search_hybrid`] counts a chunk only if it contains more
 /// than this share of the query's words.
 pub(super) const HYBRID_MIN_COVERAGE: f64 = 0.5;
+
+/// The text side a hybrid search with `fusion` fuses: `most` (a
+/// [`hybrid_text_side`](MemoryStore::hybrid_text_side), best first), and with
+/// [`Fusion::Lift`], when it holds fewer than `k`, topped up to `k` by the chunks of
+/// `any` (the any-word search, best first) not among them. A turn that holds fewer than
+/// half of a question's words (inflected otherwise, or a question with its own filler
+/// words) is then still a candidate, and the lift weighs its words like any other's
+/// (issue 49). [`Fusion::Rrf`] fuses ranks, not how weak a match is: it keeps `most`.
+pub(super) fn text_side_for(
+    fusion: Fusion,
+    mut most: Vec<Hit>,
+    k: usize,
+    any: impl FnOnce() -> Result<Vec<Hit>, StoreError>,
+) -> Result<Vec<Hit>, StoreError> {
+    if matches!(fusion, Fusion::Rrf) || most.len() >= k {
+        return Ok(most);
+    }
+    let seen: std::collections::HashSet<i64> = most.iter().map(|h| h.id).collect();
+    let room = k - most.len();
+    most.extend(
+        any()?
+            .into_iter()
+            .filter(|h| !seen.contains(&h.id))
+            .take(room),
+    );
+    Ok(most)
+}
 // `fts::min_should_match` asks for more than half of the words: the same rule.
 const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 
@@ -980,7 +1007,10 @@ impl MemoryStore {
         weights: Weights,
     ) -> Result<Vec<Hit>, StoreError> {
         let depth = Fusion::DEFAULT.depth(k);
-        let text = self.hybrid_text_side(query, depth, Period::default())?;
+        let most = self.hybrid_text_side(query, depth, Period::default())?;
+        let text = text_side_for(Fusion::DEFAULT, most, depth, || {
+            self.search_text_in(query, depth, Period::default())
+        })?;
         let vecs = self.vector_pool(0, vector, k, depth, Period::default())?;
         self.fuse(query, vector, text, vecs, k, weights, Fusion::DEFAULT)
     }

@@ -193,6 +193,45 @@ fn words_do_not_beat_the_answer_in_another_language() {
     assert!(fused[0].content.starts_with("The user's"), "{fused:?}");
 }
 
+/// Issue 49: with the default fusion the hybrid's text side proposes the chunks with most
+/// of the question's words first, then tops up with those holding fewer (the any-word
+/// search), so a right turn that shares only one word is still a candidate the fusion
+/// weighs; RRF, which fuses ranks, keeps the rule alone.
+#[test]
+fn the_text_side_is_topped_up_for_the_lift_only() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    store
+        .insert(&[
+            chunk("Maria started the pottery course in May.", unit(0)),
+            chunk("The pottery class was fun.", unit(1)),
+            chunk("Rust has a borrow checker.", unit(2)),
+        ])
+        .unwrap();
+    let query = "when did Maria start the pottery course";
+    let side = |fusion, k| {
+        let most = store.hybrid_text_side(query, k, Period::default()).unwrap();
+        let text = text_side_for(fusion, most, k, || {
+            store.search_text_in(query, k, Period::default())
+        })
+        .unwrap();
+        text.into_iter().map(|h| h.content).collect::<Vec<_>>()
+    };
+    let (most, fewer) = (
+        "Maria started the pottery course in May.",
+        "The pottery class was fun.",
+    );
+    assert_eq!(side(Fusion::DEFAULT, 10), [most, fewer]);
+    assert_eq!(side(Fusion::Rrf, 10), [most]);
+    // with room for one, the one with most of the words only
+    assert_eq!(side(Fusion::DEFAULT, 1), [most]);
+    let hits = store
+        .search_hybrid(query, &unit(1), 10, Weights::default())
+        .unwrap();
+    let fewer_hit = hits.iter().find(|h| h.content == fewer).unwrap();
+    assert_eq!(fewer_hit.found_by, FoundBy::Both);
+}
+
 #[test]
 fn exact_duplicates_are_stored_once() {
     let (_d, path) = db();
