@@ -608,11 +608,9 @@ impl Index {
             SearchMode::Hybrid => {
                 let depth = fusion.depth(k);
                 let (vectors, text) = embed_all(Some(&|| {
-                    let s = self.store();
-                    let most = s.hybrid_text_side(query, depth, period)?;
-                    Ok(store::text_side_for(fusion, most, depth, || {
-                        s.search_text_in(query, depth, period)
-                    })?)
+                    Ok(self
+                        .store()
+                        .fusion_text_side(query, depth, period, fusion)?)
                 }));
                 let (vectors, text) = (vectors?, text.transpose()?.unwrap_or_default());
                 let store = self.store();

@@ -94,6 +94,7 @@ const fn lift(name: &'static str, evidence: Evidence, lift: f64, depth: usize) -
             bm25: 0.0,
             stretch: false,
             spread: 0.0,
+            top_up: false,
         },
     )
 }
@@ -109,6 +110,7 @@ const fn blended(name: &'static str, lift: f64, bm25: f64) -> Way {
             bm25,
             stretch: false,
             spread: 0.0,
+            top_up: false,
         },
     )
 }
@@ -124,6 +126,7 @@ const fn stretched(name: &'static str, evidence: Evidence, lift: f64, depth: usi
             bm25: 0.0,
             stretch: true,
             spread: 0.0,
+            top_up: false,
         },
     )
 }
@@ -139,6 +142,7 @@ const fn spread(name: &'static str, spread: f64) -> Way {
             bm25: 0.0,
             stretch: false,
             spread,
+            top_up: false,
         },
     )
 }

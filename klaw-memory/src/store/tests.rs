@@ -211,8 +211,8 @@ fn the_text_side_is_topped_up_for_the_lift_only() {
     let query = "when did Maria start the pottery course";
     let side = |fusion, k| {
         let most = store.hybrid_text_side(query, k, Period::default()).unwrap();
-        let text = text_side_for(fusion, most, k, || {
-            store.search_text_in(query, k, Period::default())
+        let text = text_side_for(&store, query, fusion, most, k, |q| {
+            store.search_text_in(q, k, Period::default())
         })
         .unwrap();
         text.into_iter().map(|h| h.content).collect::<Vec<_>>()
@@ -230,6 +230,44 @@ fn the_text_side_is_topped_up_for_the_lift_only() {
         .unwrap();
     let fewer_hit = hits.iter().find(|h| h.content == fewer).unwrap();
     assert_eq!(fewer_hit.found_by, FoundBy::Both);
+}
+
+/// Issue 49: the top-up searches only the question's words found in at most
+/// `TOP_UP_MAX_CHUNKS` chunks, so its cost stays bounded in a big store: a word in more
+/// chunks than that proposes none of them.
+#[test]
+fn the_top_up_leaves_out_words_found_in_too_many_chunks() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let common = usize::try_from(TOP_UP_MAX_CHUNKS).unwrap() + 1;
+    let mut chunks: Vec<NewChunk> = (0..common)
+        .map(|i| chunk(&format!("wheel number {i}"), unit(i % DIMS)))
+        .collect();
+    chunks.push(chunk("Maria likes pottery.", unit(0)));
+    store.insert(&chunks).unwrap();
+    let query = "pottery wheel";
+    let most = store
+        .hybrid_text_side(query, 100, Period::default())
+        .unwrap();
+    assert!(most.is_empty(), "{most:?}");
+    let side = text_side_for(&store, query, Fusion::DEFAULT, most, 100, |q| {
+        store.search_text_in(q, 100, Period::default())
+    })
+    .unwrap();
+    let side: Vec<&str> = side.iter().map(|h| h.content.as_str()).collect();
+    assert_eq!(side, ["Maria likes pottery."]);
+    // one chunk fewer with the word: it is searched by it too
+    store.remove_source_prefix("").unwrap();
+    chunks.remove(0);
+    store.insert(&chunks).unwrap();
+    let most = store
+        .hybrid_text_side(query, 100, Period::default())
+        .unwrap();
+    let side = text_side_for(&store, query, Fusion::DEFAULT, most, 100, |q| {
+        store.search_text_in(q, 100, Period::default())
+    })
+    .unwrap();
+    assert_eq!(side.len(), 100);
 }
 
 #[test]
