@@ -121,6 +121,14 @@ pub enum Evidence {
     /// script than the query's (the meaning points across languages, where words cannot
     /// judge); else [`Evidence::Idf`].
     IdfAcross(f64),
+    /// [`Evidence::IdfAcross`], but a chunk in the other script gets the best evidence of
+    /// the query's script (times the factor) in proportion to how near its cosine is to
+    /// the vector side's best: times the square root of its cosine's place between the
+    /// vector side's worst (0) and best (1), and at least its own evidence. The vector
+    /// side vouches less for its 50th chunk than for its first; with the whole evidence
+    /// a crowd of turns in the other language at a low cosine passed the answer in the
+    /// query's (issue 49: a candidate, not the default; see `doc/memory.md`).
+    IdfGraded(f64),
 }
 
 impl Fusion {
@@ -163,6 +171,14 @@ impl Fusion {
     pub fn with_top_up(mut self, top_up: bool) -> Fusion {
         if let Fusion::Lift { top_up: t, .. } = &mut self {
             *t = top_up;
+        }
+        self
+    }
+
+    /// This fusion with its text evidence `evidence` (RRF has none: unchanged).
+    pub fn with_evidence(mut self, evidence: Evidence) -> Fusion {
+        if let Fusion::Lift { evidence: e, .. } = &mut self {
+            *e = evidence;
         }
         self
     }

@@ -1523,7 +1523,10 @@ pub(super) fn fuse_sides(
                 Evidence::Bm25 => {
                     text_score.map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
                 }
-                Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
+                Evidence::Idf
+                | Evidence::IdfNeutral(_)
+                | Evidence::IdfAcross(_)
+                | Evidence::IdfGraded(_) => {
                     let relative = match text_score {
                         Some(s) if best_bm25 > 0.0 => s / best_bm25,
                         _ => 0.0,
@@ -1549,9 +1552,18 @@ pub(super) fn fuse_sides(
         // across languages
         let neutral = match evidence {
             Evidence::IdfNeutral(level) => Some(level),
-            Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => Some(level),
+            Evidence::IdfAcross(level) | Evidence::IdfGraded(level)
+                if side.vecs.first().is_some_and(foreign) =>
+            {
+                Some(level)
+            }
             _ => None,
         };
+        let graded = matches!(evidence, Evidence::IdfGraded(_));
+        let (top, low) = (
+            side.vecs.first().map_or(0.0, |h| h.score),
+            side.vecs.last().map_or(0.0, |h| h.score),
+        );
         if let Some(level) = neutral
             && script.is_some()
         {
@@ -1567,7 +1579,14 @@ pub(super) fn fuse_sides(
                 * level;
             for (c, f) in candidates.iter_mut().zip(&is_foreign) {
                 if *f {
-                    c.evidence = best;
+                    c.evidence = if !graded {
+                        best
+                    } else if top > low {
+                        let place = ((c.cosine - low) / (top - low)).clamp(0.0, 1.0);
+                        c.evidence.max(best * place.sqrt())
+                    } else {
+                        c.evidence.max(best)
+                    };
                 }
             }
         }

@@ -193,6 +193,54 @@ fn words_do_not_beat_the_answer_in_another_language() {
     assert!(fused[0].content.starts_with("The user's"), "{fused:?}");
 }
 
+/// Issue 49, `Evidence::IdfGraded` (a candidate): when the vector side's best chunk is in
+/// the other script, the gate gives every chunk of that script the best evidence of the
+/// query's, and a crowd of them at a middling cosine passes the answer in the query's
+/// language; graded by the cosine's place, only the ones near the best keep it.
+#[test]
+fn a_graded_gate_keeps_the_answer_above_a_crowd_in_the_other_language() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let at = |cos: f32, axis: usize| {
+        let mut v = unit(axis);
+        v[0] = cos;
+        v[axis] = (1.0 - cos * cos).sqrt();
+        v
+    };
+    store
+        .insert(&[
+            chunk("We watched a film about ships.", at(0.5, 1)),
+            chunk("The weather was lovely today.", at(0.35, 2)),
+            chunk("Our neighbours bought a new car.", at(0.35, 3)),
+            chunk("The train was late again.", at(0.35, 4)),
+            chunk("Ольга пьёт чай вместо кофе.", at(0.3, 5)),
+            chunk("Дмитрий любит футбол.", unit(6)),
+        ])
+        .unwrap();
+    let q = unit(0);
+    let query = "что пьёт Ольга вместо кофе";
+    let rank = |fusion: Fusion| {
+        let text = store
+            .hybrid_text_side(query, 10, Period::default())
+            .unwrap();
+        let vecs = store.search_vector(&q, 10).unwrap();
+        let fused = store
+            .fuse(query, &q, text, vecs, 10, Weights::default(), fusion)
+            .unwrap();
+        fused
+            .iter()
+            .position(|h| h.content.starts_with("Ольга"))
+            .unwrap()
+    };
+    // the whole evidence: the three English turns at 0.35 pass the answer at 0.3
+    assert_eq!(rank(Fusion::DEFAULT), 4);
+    // graded: only the best English turn stays above it
+    assert_eq!(
+        rank(Fusion::DEFAULT.with_evidence(Evidence::IdfGraded(1.0))),
+        1
+    );
+}
+
 /// Issue 49: with the default fusion the hybrid's text side proposes the chunks with most
 /// of the question's words first, then tops up with those holding fewer (the any-word
 /// search), so a right turn that shares only one word is still a candidate the fusion
