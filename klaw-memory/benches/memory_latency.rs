@@ -10,6 +10,10 @@
 //! load that changes over the run weighs on both alike; `hybrid_topK` calls
 //! [`Index::search`], `memory_search_topK` the tool by name through the registry, as the
 //! engine does (arguments checked, the search, the answer built and serialised).
+//! The `top_up` cases compare hybrid search with and without its text side topped up by
+//! the any-word search (issue 49), in turn and in alternating order as the `topK` pairs:
+//! `hybrid_top_up` calls [`Index::search`]'s fusion with the top-up on and off,
+//! `hybrid_text_side_top_up` the hybrid's text side alone (no embedding beside it).
 //! The `two_models` cases search an index of two models (issue 30, `memory.model` as a
 //! list: the default model and multilingual-e5-small, one vector space each): the
 //! default's store copied, with an e5 space added (the test set's notes really embedded,
@@ -54,6 +58,10 @@ enum Case {
     HybridTopK,
     /// The `memory_search` tool (hybrid) at topK 10 and 50, in turn, through the registry.
     ToolTopK,
+    /// Hybrid with embedding, the text side topped up and not, in turn.
+    HybridTopUp,
+    /// The hybrid's text side alone, topped up and not, in turn.
+    TextSideTopUp,
     /// Hybrid with embedding (both models') on the index of two models.
     TwoHybrid,
     /// Vector with embedding (both models') on the index of two models.
@@ -171,6 +179,8 @@ fn main() {
         (10_000, "10k/hybrid_incl_embed", Case::HybridInclEmbed),
         (100_000, "100k/hybrid_incl_embed", Case::HybridInclEmbed),
         (100_000, "100k/hybrid_topK", Case::HybridTopK),
+        (100_000, "100k/hybrid_top_up", Case::HybridTopUp),
+        (100_000, "100k/hybrid_text_side_top_up", Case::TextSideTopUp),
         (100_000, "100k/memory_search_topK", Case::ToolTopK),
         (100_000, "100k/vector_incl_embed", Case::VectorInclEmbed),
         (100_000, "100k/text", Case::Text),
@@ -240,11 +250,27 @@ fn main() {
             *tool = Some(ToolRun::new(store.path()));
         }
         let (store, tool) = (&*store, tool.as_ref());
-        // one row per topK for the pairs, else one
+        // one row per topK (or top-up off and on: 0 and 1) for the pairs, else one
         let ks: &[usize] = match case {
             Case::HybridTopK | Case::ToolTopK => &[K, K_MAX],
+            Case::HybridTopUp | Case::TextSideTopUp => &[0, 1],
             _ => &[K],
         };
+        let fusion = bench_support::fusion(store);
+        if matches!(case, Case::TextSideTopUp) {
+            // how many questions the top-up runs for: fewer than the depth hold most words
+            let depth = fusion.depth(K);
+            let topped = questions
+                .iter()
+                .filter(|q| {
+                    let most = bench_support::store(store)
+                        .hybrid_text_side(q, depth, Period::default())
+                        .unwrap();
+                    most.len() < depth
+                })
+                .count();
+            println!("{name:<26} topped up: {topped} of {}", questions.len());
+        }
         let mut times = vec![Vec::with_capacity(RUNS); ks.len()];
         for i in 0..WARM_UP + RUNS {
             let j = i % questions.len();
@@ -258,6 +284,32 @@ fn main() {
                     Case::HybridTopK => {
                         black_box(store.search(questions[j], k, SearchMode::Hybrid).unwrap());
                     }
+                    Case::HybridTopUp => {
+                        let fusion = fusion.with_top_up(k == 1);
+                        black_box(
+                            bench_support::search_fused(
+                                store,
+                                questions[j],
+                                K,
+                                SearchMode::Hybrid,
+                                fusion,
+                            )
+                            .unwrap(),
+                        );
+                    }
+                    Case::TextSideTopUp => {
+                        let fusion = fusion.with_top_up(k == 1);
+                        black_box(
+                            bench_support::store(store)
+                                .fusion_text_side(
+                                    questions[j],
+                                    fusion.depth(K),
+                                    Period::default(),
+                                    fusion,
+                                )
+                                .unwrap(),
+                        );
+                    }
                     _ => run(store, case, questions[j], &vectors[j]),
                 }
                 if i >= WARM_UP {
@@ -269,10 +321,12 @@ fn main() {
         for (times, k) in times.iter_mut().zip(ks) {
             times.sort_unstable();
             let at = |p: f64| ms(times[((times.len() as f64 * p) as usize).min(times.len() - 1)]);
-            let row = if ks.len() > 1 {
-                name.replace("topK", &format!("topK{k}"))
-            } else {
-                name.to_owned()
+            let row = match case {
+                Case::HybridTopUp | Case::TextSideTopUp => {
+                    name.replace("top_up", if *k == 1 { "top_up_on" } else { "top_up_off" })
+                }
+                _ if ks.len() > 1 => name.replace("topK", &format!("topK{k}")),
+                _ => name.to_owned(),
             };
             println!(
                 "{row:<26} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
@@ -283,8 +337,12 @@ fn main() {
             );
             p50s.push(at(0.50));
         }
-        if let [a, b] = p50s[..] {
-            println!("{name:<26} p50 topK {K_MAX} / topK {K}: {:.3}", b / a);
+        match (case, &p50s[..]) {
+            (Case::HybridTopUp | Case::TextSideTopUp, [off, on]) => {
+                println!("{name:<26} p50 on / off: {:.3}", on / off);
+            }
+            (_, [a, b]) => println!("{name:<26} p50 topK {K_MAX} / topK {K}: {:.3}", b / a),
+            _ => {}
         }
     }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -298,7 +356,9 @@ fn run(index: &Index, case: Case, q: &str, v: &[f32]) {
         Case::HybridInclEmbed | Case::TwoHybrid => {
             black_box(index.search(q, K, SearchMode::Hybrid).unwrap());
         }
-        Case::HybridTopK | Case::ToolTopK => unreachable!("timed in turn by main"),
+        Case::HybridTopK | Case::ToolTopK | Case::HybridTopUp | Case::TextSideTopUp => {
+            unreachable!("timed in turn by main")
+        }
         Case::VectorInclEmbed | Case::TwoVector => {
             black_box(index.search(q, K, SearchMode::Vector).unwrap());
         }

@@ -2,7 +2,7 @@
 //! with the `postgres` feature, the PostgreSQL of `storage.url` (`PgStore`). [`Store`]
 //! gives the index one set of calls over both; each forwards to the backend's own.
 
-use super::fuse::{Spaces, Weights};
+use super::fuse::{Fusion, Spaces, Weights};
 #[cfg(feature = "postgres")]
 use super::pg::PgStore;
 use super::store::{
@@ -204,6 +204,22 @@ impl Store {
         period: Period,
     ) -> Result<Vec<Hit>, StoreError> {
         each!(self, s => s.hybrid_text_side(query, k, period))
+    }
+
+    /// The text side a hybrid search fused by `fusion` fuses: the
+    /// [`hybrid_text_side`](Self::hybrid_text_side) of `depth`, topped up by the any-word
+    /// search over the query's rarer words if `fusion` tops up (`store::text_side_for`).
+    pub fn fusion_text_side(
+        &self,
+        query: &str,
+        depth: usize,
+        period: Period,
+        fusion: Fusion,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let most = self.hybrid_text_side(query, depth, period)?;
+        each!(self, s => super::store::text_side_for(s, query, fusion, most, depth, |q| {
+            s.search_text_in(q, depth, period)
+        }))
     }
 
     /// The vector side of a hybrid search.

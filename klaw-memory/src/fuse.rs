@@ -95,6 +95,10 @@ pub enum Fusion {
         /// (best minus worst of its candidates) over this, when that is smaller (a
         /// model whose cosines lie close together gets a smaller lift).
         spread: f64,
+        /// Whether the text side, when fewer than `depth` chunks hold more than half of
+        /// the query's words, is topped up to `depth` by the any-word search (issue 49;
+        /// see `store::text_side_for`).
+        top_up: bool,
     },
 }
 
@@ -117,6 +121,14 @@ pub enum Evidence {
     /// script than the query's (the meaning points across languages, where words cannot
     /// judge); else [`Evidence::Idf`].
     IdfAcross(f64),
+    /// [`Evidence::IdfAcross`], but a chunk in the other script gets the best evidence of
+    /// the query's script (times the factor) in proportion to how near its cosine is to
+    /// the vector side's best: times the square root of its cosine's place between the
+    /// vector side's worst (0) and best (1), and at least its own evidence. The vector
+    /// side vouches less for its 50th chunk than for its first; with the whole evidence
+    /// a crowd of turns in the other language at a low cosine passed the answer in the
+    /// query's (issue 49: a candidate, not the default; see `doc/memory.md`).
+    IdfGraded(f64),
 }
 
 impl Fusion {
@@ -128,6 +140,7 @@ impl Fusion {
         bm25: 0.0,
         stretch: false,
         spread: 0.0,
+        top_up: true,
     };
 
     /// The default with the lift of a model (its `klaw-model.json`'s `hybrid_lift`, see
@@ -138,51 +151,45 @@ impl Fusion {
     }
 
     /// This fusion with `lift` (RRF has none: unchanged).
-    pub fn with_lift(self, lift: f64) -> Fusion {
-        match self {
-            Fusion::Rrf => Fusion::Rrf,
-            Fusion::Lift {
-                evidence,
-                depth,
-                bm25,
-                stretch,
-                spread,
-                ..
-            } => Fusion::Lift {
-                evidence,
-                lift,
-                depth,
-                bm25,
-                stretch,
-                spread,
-            },
+    pub fn with_lift(mut self, lift: f64) -> Fusion {
+        if let Fusion::Lift { lift: l, .. } = &mut self {
+            *l = lift;
         }
+        self
     }
 
     /// This fusion with each side proposing `depth` candidates (RRF has none: unchanged).
-    pub fn with_depth(self, depth: usize) -> Fusion {
-        match self {
-            Fusion::Rrf => Fusion::Rrf,
-            Fusion::Lift {
-                evidence,
-                lift,
-                bm25,
-                stretch,
-                spread,
-                ..
-            } => Fusion::Lift {
-                evidence,
-                lift,
-                depth,
-                bm25,
-                stretch,
-                spread,
-            },
+    pub fn with_depth(mut self, depth: usize) -> Fusion {
+        if let Fusion::Lift { depth: d, .. } = &mut self {
+            *d = depth;
         }
+        self
+    }
+
+    /// This fusion with the text side topped up by the any-word search or not (RRF never
+    /// is: unchanged).
+    pub fn with_top_up(mut self, top_up: bool) -> Fusion {
+        if let Fusion::Lift { top_up: t, .. } = &mut self {
+            *t = top_up;
+        }
+        self
+    }
+
+    /// This fusion with its text evidence `evidence` (RRF has none: unchanged).
+    pub fn with_evidence(mut self, evidence: Evidence) -> Fusion {
+        if let Fusion::Lift { evidence: e, .. } = &mut self {
+            *e = evidence;
+        }
+        self
+    }
+
+    /// Whether the text side is topped up by the any-word search.
+    pub(super) fn tops_up(self) -> bool {
+        matches!(self, Fusion::Lift { top_up: true, .. })
     }
 
     /// How many candidates each side proposes for a search of `k`.
-    pub(super) fn depth(self, k: usize) -> usize {
+    pub fn depth(self, k: usize) -> usize {
         match self {
             Fusion::Rrf => k,
             Fusion::Lift { depth, .. } => depth.max(k),

@@ -608,7 +608,9 @@ impl Index {
             SearchMode::Hybrid => {
                 let depth = fusion.depth(k);
                 let (vectors, text) = embed_all(Some(&|| {
-                    Ok(self.store().hybrid_text_side(query, depth, period)?)
+                    Ok(self
+                        .store()
+                        .fusion_text_side(query, depth, period, fusion)?)
                 }));
                 let (vectors, text) = (vectors?, text.transpose()?.unwrap_or_default());
                 let store = self.store();

@@ -121,7 +121,10 @@ pub mod bench_support {
         let fusion = Fusion::DEFAULT;
         let depth = fusion.depth(k);
         let period = super::Period::default();
-        let text = store.hybrid_text_side(query, depth, period)?;
+        let most = store.hybrid_text_side(query, depth, period)?;
+        let text = super::store::text_side_for(store, query, fusion, most, depth, |q| {
+            store.search_text_in(q, depth, period)
+        })?;
         let vecs = store.vector_pool(0, vector, k, depth, period)?;
         let side = super::store::SpaceSide {
             space: 0,

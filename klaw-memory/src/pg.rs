@@ -1282,9 +1282,9 @@ impl FuseSource for PgStore {
         self.space(space).dims
     }
 
-    fn idf_of(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError> {
+    fn doc_freqs_of(&self, terms: &[(String, String)]) -> Result<(Vec<u64>, u64), StoreError> {
         if terms.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let lexemes: Vec<String> = terms
             .iter()
@@ -1297,13 +1297,11 @@ impl FuseSource for PgStore {
             let n: i64 = c.query_one(&st, &[]).await?.get(0);
             let stats = term_stats(c, &lexemes).await?;
             let df = |t: &str| stats.get(t).map_or(0, |s| s.0);
-            Ok(terms
+            let dfs = terms
                 .iter()
-                .map(|(w, s)| {
-                    let d = u64::try_from(df(w).max(df(s))).unwrap_or(0);
-                    fts::idf(d, u64::try_from(n).unwrap_or(0))
-                })
-                .collect())
+                .map(|(w, s)| u64::try_from(df(w).max(df(s))).unwrap_or(0))
+                .collect();
+            Ok((dfs, u64::try_from(n).unwrap_or(0)))
         })
     }
 

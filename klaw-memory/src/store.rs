@@ -343,6 +343,55 @@ fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError>
 /// The text side of [`MemoryStore::search_hybrid`] counts a chunk only if it contains more
 /// than this share of the query's words.
 pub(super) const HYBRID_MIN_COVERAGE: f64 = 0.5;
+
+/// The most chunks a word may be found in for the text side's
+/// [top-up](text_side_for) to search by it: its cost stays bounded whatever the store's
+/// size (issue 49: the any-word search over every word of a question made of common
+/// words ranked tens of thousands of chunks at 100k, 1.5 times the hybrid's p50), and a
+/// word found in that many chunks lifts a turn little (its IDF is low).
+pub(super) const TOP_UP_MAX_CHUNKS: u64 = 1_000;
+
+/// The text side a hybrid search with `fusion` fuses: `most` (a
+/// [`hybrid_text_side`](MemoryStore::hybrid_text_side), best first), and with a fusion
+/// that [tops up](Fusion::with_top_up) (the default), when it holds fewer than `k`, topped
+/// up to `k` by the chunks `any` finds (the any-word search of the query it is given,
+/// best first) not among them. That query is the words of `query` found in at most
+/// [`TOP_UP_MAX_CHUNKS`] chunks of `db` (none: no top-up). A turn that holds fewer than
+/// half of a question's words (inflected otherwise, or a question with its own filler
+/// words) is then still a candidate, and the lift weighs its words like any other's
+/// (issue 49). [`Fusion::Rrf`] fuses ranks, not how weak a match is: it keeps `most`.
+pub(super) fn text_side_for(
+    db: &impl FuseSource,
+    query: &str,
+    fusion: Fusion,
+    mut most: Vec<Hit>,
+    k: usize,
+    any: impl FnOnce(&str) -> Result<Vec<Hit>, StoreError>,
+) -> Result<Vec<Hit>, StoreError> {
+    if !fusion.tops_up() || most.len() >= k {
+        return Ok(most);
+    }
+    let terms = fts::query_terms(query);
+    let (dfs, _) = db.doc_freqs_of(&terms)?;
+    let rare: Vec<&str> = terms
+        .iter()
+        .zip(dfs)
+        .filter(|(_, df)| *df <= TOP_UP_MAX_CHUNKS)
+        .map(|((w, _), _)| w.as_str())
+        .collect();
+    if rare.is_empty() {
+        return Ok(most);
+    }
+    let seen: std::collections::HashSet<i64> = most.iter().map(|h| h.id).collect();
+    let room = k - most.len();
+    most.extend(
+        any(&rare.join(" "))?
+            .into_iter()
+            .filter(|h| !seen.contains(&h.id))
+            .take(room),
+    );
+    Ok(most)
+}
 // `fts::min_should_match` asks for more than half of the words: the same rule.
 const _: () = assert!(HYBRID_MIN_COVERAGE == 0.5);
 
@@ -980,7 +1029,10 @@ impl MemoryStore {
         weights: Weights,
     ) -> Result<Vec<Hit>, StoreError> {
         let depth = Fusion::DEFAULT.depth(k);
-        let text = self.hybrid_text_side(query, depth, Period::default())?;
+        let most = self.hybrid_text_side(query, depth, Period::default())?;
+        let text = text_side_for(self, query, Fusion::DEFAULT, most, depth, |q| {
+            self.search_text_in(q, depth, Period::default())
+        })?;
         let vecs = self.vector_pool(0, vector, k, depth, Period::default())?;
         self.fuse(query, vector, text, vecs, k, weights, Fusion::DEFAULT)
     }
@@ -1026,11 +1078,11 @@ impl MemoryStore {
         fuse_sides(self, query, text, sides, k, weights, spaces)
     }
 
-    /// The [IDF](fts::idf) of each of `terms` in this index: a term's chunks are those
-    /// with its word or its stem (the larger count of the two).
-    fn idf(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError> {
+    /// How many chunks hold each of `terms` (its word or its stem, the larger count of
+    /// the two), and how many chunks there are.
+    fn doc_freqs(&self, terms: &[(String, String)]) -> Result<(Vec<u64>, u64), StoreError> {
         if terms.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let n = self.with_cache(self.first(), |c| c.len())? as u64;
         let mut st = self
@@ -1040,10 +1092,11 @@ impl MemoryStore {
             let d: Option<i64> = st.query_row([t], |r| r.get(0)).optional()?;
             Ok(d.map_or(0, |d| u64::try_from(d).unwrap_or(0)))
         };
-        terms
+        let dfs = terms
             .iter()
-            .map(|(w, s)| Ok(fts::idf(df(w)?.max(df(s)?), n)))
-            .collect()
+            .map(|(w, s)| Ok(df(w)?.max(df(s)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok((dfs, n))
     }
 
     /// The text side of a hybrid search: the best `k` chunks by bm25 among those that
@@ -1287,9 +1340,14 @@ fn init(
 pub(super) trait FuseSource {
     /// The dimensions of space `space`.
     fn space_dims(&self, space: usize) -> usize;
-    /// The [IDF](fts::idf) of each of `terms` (word, stem): a term's chunks are those with
-    /// its word or its stem (the larger count of the two).
-    fn idf_of(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError>;
+    /// How many chunks hold each of `terms` (word, stem): a term's chunks are those with
+    /// its word or its stem (the larger count of the two); and how many chunks there are.
+    fn doc_freqs_of(&self, terms: &[(String, String)]) -> Result<(Vec<u64>, u64), StoreError>;
+    /// The [IDF](fts::idf) of each of `terms`, from [`doc_freqs_of`](Self::doc_freqs_of).
+    fn idf_of(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError> {
+        let (dfs, n) = self.doc_freqs_of(terms)?;
+        Ok(dfs.into_iter().map(|df| fts::idf(df, n)).collect())
+    }
     /// The cosine of each of `ids` to `query` (normalised) in space `space`: 0 for a
     /// chunk without a vector there (yet).
     fn cosines_in(&self, space: usize, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError>;
@@ -1347,8 +1405,8 @@ impl FuseSource for MemoryStore {
         self.space(space).dims
     }
 
-    fn idf_of(&self, terms: &[(String, String)]) -> Result<Vec<f64>, StoreError> {
-        self.idf(terms)
+    fn doc_freqs_of(&self, terms: &[(String, String)]) -> Result<(Vec<u64>, u64), StoreError> {
+        self.doc_freqs(terms)
     }
 
     fn cosines_in(&self, space: usize, query: &[f32], ids: &[i64]) -> Result<Vec<f64>, StoreError> {
@@ -1465,7 +1523,10 @@ pub(super) fn fuse_sides(
                 Evidence::Bm25 => {
                     text_score.map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
                 }
-                Evidence::Idf | Evidence::IdfNeutral(_) | Evidence::IdfAcross(_) => {
+                Evidence::Idf
+                | Evidence::IdfNeutral(_)
+                | Evidence::IdfAcross(_)
+                | Evidence::IdfGraded(_) => {
                     let relative = match text_score {
                         Some(s) if best_bm25 > 0.0 => s / best_bm25,
                         _ => 0.0,
@@ -1491,9 +1552,18 @@ pub(super) fn fuse_sides(
         // across languages
         let neutral = match evidence {
             Evidence::IdfNeutral(level) => Some(level),
-            Evidence::IdfAcross(level) if side.vecs.first().is_some_and(foreign) => Some(level),
+            Evidence::IdfAcross(level) | Evidence::IdfGraded(level)
+                if side.vecs.first().is_some_and(foreign) =>
+            {
+                Some(level)
+            }
             _ => None,
         };
+        let graded = matches!(evidence, Evidence::IdfGraded(_));
+        let (top, low) = (
+            side.vecs.first().map_or(0.0, |h| h.score),
+            side.vecs.last().map_or(0.0, |h| h.score),
+        );
         if let Some(level) = neutral
             && script.is_some()
         {
@@ -1509,7 +1579,14 @@ pub(super) fn fuse_sides(
                 * level;
             for (c, f) in candidates.iter_mut().zip(&is_foreign) {
                 if *f {
-                    c.evidence = best;
+                    c.evidence = if !graded {
+                        best
+                    } else if top > low {
+                        let place = ((c.cosine - low) / (top - low)).clamp(0.0, 1.0);
+                        c.evidence.max(best * place.sqrt())
+                    } else {
+                        c.evidence.max(best)
+                    };
                 }
             }
         }

@@ -60,6 +60,8 @@ struct Way {
     /// If above 0: the index's own fusion with each side proposing this many candidates
     /// (the default's 50 before issue 49).
     depth: usize,
+    /// If set: the index's own fusion with this text evidence.
+    evidence: Option<Evidence>,
 }
 
 const fn way(name: &'static str, mode: SearchMode, fusion: Fusion) -> Way {
@@ -69,6 +71,7 @@ const fn way(name: &'static str, mode: SearchMode, fusion: Fusion) -> Way {
         fusion: Some(fusion),
         spaces: None,
         depth: 0,
+        evidence: None,
     }
 }
 
@@ -80,6 +83,7 @@ const fn own(name: &'static str, mode: SearchMode) -> Way {
         fusion: None,
         spaces: None,
         depth: 0,
+        evidence: None,
     }
 }
 
@@ -94,6 +98,7 @@ const fn lift(name: &'static str, evidence: Evidence, lift: f64, depth: usize) -
             bm25: 0.0,
             stretch: false,
             spread: 0.0,
+            top_up: false,
         },
     )
 }
@@ -109,6 +114,7 @@ const fn blended(name: &'static str, lift: f64, bm25: f64) -> Way {
             bm25,
             stretch: false,
             spread: 0.0,
+            top_up: false,
         },
     )
 }
@@ -124,6 +130,7 @@ const fn stretched(name: &'static str, evidence: Evidence, lift: f64, depth: usi
             bm25: 0.0,
             stretch: true,
             spread: 0.0,
+            top_up: false,
         },
     )
 }
@@ -139,6 +146,7 @@ const fn spread(name: &'static str, spread: f64) -> Way {
             bm25: 0.0,
             stretch: false,
             spread,
+            top_up: false,
         },
     )
 }
@@ -159,8 +167,10 @@ const WAYS: [Way; 5] = [
 /// The other fusions measured for issue 30 (`KLAW_RETRIEVAL_FUSIONS=1`): the cosine
 /// (stretched to 0..1 over the candidates, or not) plus `lift` times the text evidence,
 /// over the best `depth` of each side; the first seven are the lifts tried for a model's
-/// `hybrid_lift` (`KLAW_RETRIEVAL_FUSIONS="lift 0."`: e5's is 0.1).
-const CANDIDATES: [Way; 20] = [
+/// `hybrid_lift` (`KLAW_RETRIEVAL_FUSIONS="lift 0."`: e5's is 0.1). The last is issue
+/// 49's: the default with the gate across languages graded by the cosine
+/// ([`Evidence::IdfGraded`], `KLAW_RETRIEVAL_FUSIONS=graded`).
+const CANDIDATES: [Way; 21] = [
     lift("the default, lift 0.05", Evidence::IdfAcross(1.0), 0.05, 50),
     lift("the default, lift 0.07", Evidence::IdfAcross(1.0), 0.07, 50),
     lift("the default, lift 0.1", Evidence::IdfAcross(1.0), 0.1, 50),
@@ -206,6 +216,10 @@ const CANDIDATES: [Way; 20] = [
     ),
     blended("cos + 0.5 IDF × bm25 ¼, across, 50", 0.5, 0.25),
     blended("cos + 0.5 IDF × bm25 ½, across, 50", 0.5, 0.5),
+    Way {
+        evidence: Some(Evidence::IdfGraded(1.0)),
+        ..own("the default, gate graded by the cosine", SearchMode::Hybrid)
+    },
 ];
 
 /// Two models in one index (issue 30, `memory.model` as a list): its spaces added up
@@ -217,6 +231,7 @@ const fn spaces(name: &'static str, spaces: Spaces) -> Way {
         fusion: None,
         spaces: Some(spaces),
         depth: 0,
+        evidence: None,
     }
 }
 
@@ -450,6 +465,7 @@ fn score(index: &Index, questions: &[Question<'_>], id_of: impl Fn(&str) -> Stri
             } else {
                 fusion
             };
+            let fusion = w.evidence.map_or(fusion, |e| fusion.with_evidence(e));
             let hits: Vec<Hit> = match w.spaces {
                 Some(spaces) => {
                     bench_support::search_spaces(index, q.q, K, w.mode, spaces).unwrap()

@@ -193,6 +193,131 @@ fn words_do_not_beat_the_answer_in_another_language() {
     assert!(fused[0].content.starts_with("The user's"), "{fused:?}");
 }
 
+/// Issue 49, `Evidence::IdfGraded` (a candidate): when the vector side's best chunk is in
+/// the other script, the gate gives every chunk of that script the best evidence of the
+/// query's, and a crowd of them at a middling cosine passes the answer in the query's
+/// language; graded by the cosine's place, only the ones near the best keep it.
+#[test]
+fn a_graded_gate_keeps_the_answer_above_a_crowd_in_the_other_language() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let at = |cos: f32, axis: usize| {
+        let mut v = unit(axis);
+        v[0] = cos;
+        v[axis] = (1.0 - cos * cos).sqrt();
+        v
+    };
+    store
+        .insert(&[
+            chunk("We watched a film about ships.", at(0.5, 1)),
+            chunk("The weather was lovely today.", at(0.35, 2)),
+            chunk("Our neighbours bought a new car.", at(0.35, 3)),
+            chunk("The train was late again.", at(0.35, 4)),
+            chunk("Ольга пьёт чай вместо кофе.", at(0.3, 5)),
+            chunk("Дмитрий любит футбол.", unit(6)),
+        ])
+        .unwrap();
+    let q = unit(0);
+    let query = "что пьёт Ольга вместо кофе";
+    let rank = |fusion: Fusion| {
+        let text = store
+            .hybrid_text_side(query, 10, Period::default())
+            .unwrap();
+        let vecs = store.search_vector(&q, 10).unwrap();
+        let fused = store
+            .fuse(query, &q, text, vecs, 10, Weights::default(), fusion)
+            .unwrap();
+        fused
+            .iter()
+            .position(|h| h.content.starts_with("Ольга"))
+            .unwrap()
+    };
+    // the whole evidence: the three English turns at 0.35 pass the answer at 0.3
+    assert_eq!(rank(Fusion::DEFAULT), 4);
+    // graded: only the best English turn stays above it
+    assert_eq!(
+        rank(Fusion::DEFAULT.with_evidence(Evidence::IdfGraded(1.0))),
+        1
+    );
+}
+
+/// Issue 49: with the default fusion the hybrid's text side proposes the chunks with most
+/// of the question's words first, then tops up with those holding fewer (the any-word
+/// search), so a right turn that shares only one word is still a candidate the fusion
+/// weighs; RRF, which fuses ranks, keeps the rule alone.
+#[test]
+fn the_text_side_is_topped_up_for_the_lift_only() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    store
+        .insert(&[
+            chunk("Maria started the pottery course in May.", unit(0)),
+            chunk("The pottery class was fun.", unit(1)),
+            chunk("Rust has a borrow checker.", unit(2)),
+        ])
+        .unwrap();
+    let query = "when did Maria start the pottery course";
+    let side = |fusion, k| {
+        let most = store.hybrid_text_side(query, k, Period::default()).unwrap();
+        let text = text_side_for(&store, query, fusion, most, k, |q| {
+            store.search_text_in(q, k, Period::default())
+        })
+        .unwrap();
+        text.into_iter().map(|h| h.content).collect::<Vec<_>>()
+    };
+    let (most, fewer) = (
+        "Maria started the pottery course in May.",
+        "The pottery class was fun.",
+    );
+    assert_eq!(side(Fusion::DEFAULT, 10), [most, fewer]);
+    assert_eq!(side(Fusion::Rrf, 10), [most]);
+    // with room for one, the one with most of the words only
+    assert_eq!(side(Fusion::DEFAULT, 1), [most]);
+    let hits = store
+        .search_hybrid(query, &unit(1), 10, Weights::default())
+        .unwrap();
+    let fewer_hit = hits.iter().find(|h| h.content == fewer).unwrap();
+    assert_eq!(fewer_hit.found_by, FoundBy::Both);
+}
+
+/// Issue 49: the top-up searches only the question's words found in at most
+/// `TOP_UP_MAX_CHUNKS` chunks, so its cost stays bounded in a big store: a word in more
+/// chunks than that proposes none of them.
+#[test]
+fn the_top_up_leaves_out_words_found_in_too_many_chunks() {
+    let (_d, path) = db();
+    let mut store = MemoryStore::open(&path, DIMS, FP).unwrap();
+    let common = usize::try_from(TOP_UP_MAX_CHUNKS).unwrap() + 1;
+    let mut chunks: Vec<NewChunk> = (0..common)
+        .map(|i| chunk(&format!("wheel number {i}"), unit(i % DIMS)))
+        .collect();
+    chunks.push(chunk("Maria likes pottery.", unit(0)));
+    store.insert(&chunks).unwrap();
+    let query = "pottery wheel";
+    let most = store
+        .hybrid_text_side(query, 100, Period::default())
+        .unwrap();
+    assert!(most.is_empty(), "{most:?}");
+    let side = text_side_for(&store, query, Fusion::DEFAULT, most, 100, |q| {
+        store.search_text_in(q, 100, Period::default())
+    })
+    .unwrap();
+    let side: Vec<&str> = side.iter().map(|h| h.content.as_str()).collect();
+    assert_eq!(side, ["Maria likes pottery."]);
+    // one chunk fewer with the word: it is searched by it too
+    store.remove_source_prefix("").unwrap();
+    chunks.remove(0);
+    store.insert(&chunks).unwrap();
+    let most = store
+        .hybrid_text_side(query, 100, Period::default())
+        .unwrap();
+    let side = text_side_for(&store, query, Fusion::DEFAULT, most, 100, |q| {
+        store.search_text_in(q, 100, Period::default())
+    })
+    .unwrap();
+    assert_eq!(side.len(), 100);
+}
+
 #[test]
 fn exact_duplicates_are_stored_once() {
     let (_d, path) = db();
