@@ -45,7 +45,8 @@
 //! both see the same load: `KLAW_BENCH_AB_ROUNDS` rounds (default 4), each running the
 //! 61 questions once per case and variant; `KLAW_BENCH_AB_CASES` the cases (default
 //! `vector,hybrid,text`), `KLAW_BENCH_AB` the variants (default `portable,best`; `best`
-//! alone for a profile).
+//! alone for a profile; `best/8`: the bits keep an eighth, not a quarter), and with
+//! `KLAW_BENCH_AB_RECALL=1` each variant's recall@10 on the 1,000 recall queries.
 //!
 //! Run with: `cargo bench -p klaw-memory --features postgres --bench million -- sqlite`
 
@@ -476,6 +477,14 @@ fn list(name: &str, default: &str) -> Vec<String> {
         .collect()
 }
 
+/// Sets the vector scan as `variant` says: `portable` or `best` loops, then
+/// optionally `/` and the share the bits keep (`best/8`: an eighth; a quarter if none).
+fn set_variant(variant: &str) {
+    let (kernels, divisor) = variant.split_once('/').unwrap_or((variant, "4"));
+    bench_support::use_portable_kernels(kernels == "portable");
+    bench_support::set_keep_divisor(divisor.parse().expect("a divisor after /"));
+}
+
 /// See the crate docs: the vector scan's CPU loops against its portable ones, in
 /// alternating rounds on the store [`sqlite`] made.
 fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
@@ -506,7 +515,7 @@ fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
         for (c, case) in cases.iter().enumerate() {
             // alternate which variant goes first, round by round
             for v in (0..variants.len()).map(|v| (v + round) % variants.len()) {
-                bench_support::use_portable_kernels(variants[v] == "portable");
+                set_variant(&variants[v]);
                 for j in 0..q.texts.len() {
                     let s = sqlite();
                     let store = s.sqlite().unwrap();
@@ -538,7 +547,22 @@ fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
         }
         eprintln!("round {} of {rounds} done", round + 1);
     }
-    bench_support::use_portable_kernels(false);
+    if std::env::var("KLAW_BENCH_AB_RECALL").is_ok_and(|v| v == "1") {
+        for variant in &variants {
+            set_variant(variant);
+            let got: Vec<Vec<usize>> = q
+                .recall
+                .iter()
+                .map(|v| {
+                    let s = sqlite();
+                    let hits = s.sqlite().unwrap().search_vector(v, K).unwrap();
+                    hits.iter().map(number).collect()
+                })
+                .collect();
+            println!("sqlite/recall@10 {variant}: {:.4}", recall(&q.truth, &got));
+        }
+    }
+    set_variant("best");
     let pct = |t: &[f64], p: f64| {
         let mut t = t.to_vec();
         t.sort_by(f64::total_cmp);

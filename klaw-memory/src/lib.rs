@@ -76,6 +76,12 @@ pub mod bench_support {
         super::vectors::force_portable_kernels(yes);
     }
 
+    /// Makes the vector scan's sign bits keep `1 / divisor` of the vectors for the int8
+    /// pass (4 by default): to measure what recall another share costs.
+    pub fn set_keep_divisor(divisor: usize) {
+        super::vectors::set_keep_divisor(divisor);
+    }
+
     /// [`Index::search`](super::Index::search) with hybrid's two sides fused by `fusion`
     /// (the retrieval sets compare the candidates).
     pub fn search_fused(

@@ -41,6 +41,16 @@ pub(super) const FULL_SCAN_UP_TO: usize = 16_384;
 /// ranking, and at least [`FULL_SCAN_UP_TO`] of them.
 const BITS_KEEP_DIVISOR: usize = 4;
 
+/// [`BITS_KEEP_DIVISOR`] unless a bench set another ([`set_keep_divisor`]).
+static KEEP_DIVISOR: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(BITS_KEEP_DIVISOR);
+
+/// Makes the bits keep `1 / divisor` of the vectors (at least 1): to measure what recall
+/// another share costs, in one process (the benches).
+pub(crate) fn set_keep_divisor(divisor: usize) {
+    KEEP_DIVISOR.store(divisor.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
 /// See the module docs.
 pub struct VectorCache {
     dims: usize,
@@ -316,7 +326,8 @@ impl VectorCache {
                 hamming(&q, &bits[range.start * w..range.end * w], &mut out);
                 out
             });
-            let keep = (n / BITS_KEEP_DIVISOR).max(self.full_scan_up_to).min(n);
+            let divisor = KEEP_DIVISOR.load(std::sync::atomic::Ordering::Relaxed);
+            let keep = (n / divisor).max(self.full_scan_up_to).min(n);
             // in memory order: the int8 pass then reads the codes front to back
             smallest_in_order(&dist, keep, (w * 64) as u32)
         } else {
