@@ -52,6 +52,14 @@
 //! its own peak RSS); none runs both. `KLAW_BENCH_CHUNKS` sets the size (default
 //! 1,000,000).
 //!
+//! `sqlite-ab` (SQLite's store only, no recall) measures the vector scan's loops chosen
+//! for the CPU against its portable ones in one process, in alternating rounds so that
+//! both see the same load: `KLAW_BENCH_AB_ROUNDS` rounds (default 4), each running the
+//! 61 questions once per case and variant; `KLAW_BENCH_AB_CASES` the cases (default
+//! `vector,hybrid,text`), `KLAW_BENCH_AB` the variants (default `portable,best`; `best`
+//! alone for a profile; `best/8`: the bits keep an eighth, not a quarter), and with
+//! `KLAW_BENCH_AB_RECALL=1` each variant's recall@10 on the 1,000 recall queries.
+//!
 //! Run with: `cargo bench -p klaw-memory --features postgres --bench million -- sqlite`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
@@ -354,6 +362,9 @@ fn main() {
     if run("sqlite") {
         sqlite(&e, &data, n, &q);
     }
+    if args.iter().any(|a| a == "sqlite-ab") {
+        sqlite_ab(&e, n, &q);
+    }
     if run("pg") {
         postgres(&e, &data, n, &q);
     }
@@ -466,6 +477,132 @@ fn sqlite(e: &Embedder, data: &Data, n: usize, q: &Queries) {
         status("VmRSS"),
         status("VmHWM")
     );
+}
+
+/// The env var `name`'s comma-separated list, or `default`'s.
+fn list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Sets the vector scan as `variant` says: `portable` or `best` loops, then
+/// optionally `/` and the share the bits keep (`best/8`: an eighth; a quarter if none).
+fn set_variant(variant: &str) {
+    let (kernels, divisor) = variant.split_once('/').unwrap_or((variant, "4"));
+    bench_support::use_portable_kernels(kernels == "portable");
+    bench_support::set_keep_divisor(divisor.parse().expect("a divisor after /"));
+}
+
+/// See the crate docs: the vector scan's CPU loops against its portable ones, in
+/// alternating rounds on the store [`sqlite`] made.
+fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
+    let path = cache_dir().join(format!("million-{n}-{}.sqlite", model_tag(e)));
+    assert!(
+        path.exists(),
+        "no store of {n} chunks: run `-- sqlite` first"
+    );
+    let index = Index::open(&path, e.clone(), &MemoryConfig::default()).unwrap();
+    let sqlite = || bench_support::store(&index);
+    black_box(
+        sqlite()
+            .sqlite()
+            .unwrap()
+            .search_vector(&q.vectors[0], K)
+            .unwrap(),
+    );
+    let rounds: usize = std::env::var("KLAW_BENCH_AB_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let cases = list("KLAW_BENCH_AB_CASES", "vector,hybrid,text");
+    let variants = list("KLAW_BENCH_AB", "portable,best");
+    let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); variants.len()]; cases.len()];
+    // a profiler can attach from here (the load above is not the search)
+    eprintln!("sqlite-ab: searching, pid {}", std::process::id());
+    for round in 0..rounds {
+        for (c, case) in cases.iter().enumerate() {
+            // alternate which variant goes first, round by round
+            for v in (0..variants.len()).map(|v| (v + round) % variants.len()) {
+                set_variant(&variants[v]);
+                for j in 0..q.texts.len() {
+                    let s = sqlite();
+                    let store = s.sqlite().unwrap();
+                    let t = Instant::now();
+                    match case.as_str() {
+                        "vector" => {
+                            black_box(store.search_vector(&q.vectors[j], K).unwrap());
+                        }
+                        "hybrid" => {
+                            black_box(
+                                store
+                                    .search_hybrid(
+                                        &q.texts[j],
+                                        &q.vectors[j],
+                                        K,
+                                        Weights::default(),
+                                    )
+                                    .unwrap(),
+                            );
+                        }
+                        "text" => {
+                            black_box(store.search_text(&q.texts[j], K).unwrap());
+                        }
+                        other => panic!("no case {other}"),
+                    }
+                    times[c][v].push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+        }
+        eprintln!("round {} of {rounds} done", round + 1);
+    }
+    if std::env::var("KLAW_BENCH_AB_RECALL").is_ok_and(|v| v == "1") {
+        for variant in &variants {
+            set_variant(variant);
+            let got: Vec<Vec<usize>> = q
+                .recall
+                .iter()
+                .map(|v| {
+                    let s = sqlite();
+                    let hits = s.sqlite().unwrap().search_vector(v, K).unwrap();
+                    hits.iter().map(number).collect()
+                })
+                .collect();
+            println!("sqlite/recall@10 {variant}: {:.4}", recall(&q.truth, &got));
+        }
+    }
+    set_variant("best");
+    let pct = |t: &[f64], p: f64| {
+        let mut t = t.to_vec();
+        t.sort_by(f64::total_cmp);
+        t[((t.len() as f64 * p) as usize).min(t.len() - 1)]
+    };
+    println!(
+        "sqlite-ab: {n} chunks, {rounds} rounds of the {} questions",
+        q.texts.len()
+    );
+    for (c, case) in cases.iter().enumerate() {
+        for (v, variant) in variants.iter().enumerate() {
+            let t = &times[c][v];
+            println!(
+                "sqlite/{case:<7} {variant:<9} p50 {:>8.2} p99 {:>8.2} ms ({} runs)",
+                pct(t, 0.5),
+                pct(t, 0.99),
+                t.len()
+            );
+        }
+        if variants.len() == 2 {
+            println!(
+                "sqlite/{case:<7} p50 {}/{}: {:.2}",
+                variants[1],
+                variants[0],
+                pct(&times[c][1], 0.5) / pct(&times[c][0], 0.5)
+            );
+        }
+    }
 }
 
 /// A pool on `url` and the runtime its connections run on.

@@ -69,6 +69,19 @@ pub mod bench_support {
     pub use super::store::{MIN_RESCORED, MemoryStore, NewChunk, RESCORE_FACTOR};
     pub use super::vectors::VectorCache;
 
+    /// Makes the vector scan use its portable loops (`true`) or the best ones for the
+    /// CPU (`false`, the default): to measure what the CPU's own loops bring, in one
+    /// process.
+    pub fn use_portable_kernels(yes: bool) {
+        super::vectors::force_portable_kernels(yes);
+    }
+
+    /// Makes the vector scan's sign bits keep `1 / divisor` of the vectors for the int8
+    /// pass (4 by default): to measure what recall another share costs.
+    pub fn set_keep_divisor(divisor: usize) {
+        super::vectors::set_keep_divisor(divisor);
+    }
+
     /// [`Index::search`](super::Index::search) with hybrid's two sides fused by `fusion`
     /// (the retrieval sets compare the candidates).
     pub fn search_fused(

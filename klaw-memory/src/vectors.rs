@@ -7,7 +7,10 @@
 //! A search ranks by Hamming distance over the bits, keeps the best quarter (at least
 //! [`FULL_SCAN_UP_TO`]), ranks those
 //! by the int8 dot product, and hands the best few to the store, which re-scores them with
-//! the float vectors: the scores and the order the caller sees are exact.
+//! the float vectors: the scores and the order the caller sees are exact. The best
+//! quarter is found by counting the distances (at most one per bit), not by sorting, and
+//! the two passes run the loops of [`kernels`] the CPU has (AVX2 and `popcnt` on most
+//! x86-64), split over the cores.
 //!
 //! Why centred signs: sentence embeddings share a large common direction (the mean of
 //! e5's vectors has norm 0.92), so the signs of the raw vectors say little; the signs of
@@ -24,7 +27,12 @@
 //! through `PRAGMA data_version` and the copy is loaded again.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::OnceLock;
+
+mod kernels;
+
+pub(crate) use kernels::force_portable as force_portable_kernels;
 
 /// Stores up to this many vectors are ranked by int8 whole, without the bits.
 pub(super) const FULL_SCAN_UP_TO: usize = 16_384;
@@ -32,6 +40,16 @@ pub(super) const FULL_SCAN_UP_TO: usize = 16_384;
 /// Above [`FULL_SCAN_UP_TO`], the bits keep this share of the vectors (1 / 4) for int8
 /// ranking, and at least [`FULL_SCAN_UP_TO`] of them.
 const BITS_KEEP_DIVISOR: usize = 4;
+
+/// [`BITS_KEEP_DIVISOR`] unless a bench set another ([`set_keep_divisor`]).
+static KEEP_DIVISOR: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(BITS_KEEP_DIVISOR);
+
+/// Makes the bits keep `1 / divisor` of the vectors (at least 1): to measure what recall
+/// another share costs, in one process (the benches).
+pub(crate) fn set_keep_divisor(divisor: usize) {
+    KEEP_DIVISOR.store(divisor.max(1), std::sync::atomic::Ordering::Relaxed);
+}
 
 /// See the module docs.
 pub struct VectorCache {
@@ -81,35 +99,13 @@ pub(super) fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
     (codes, scale)
 }
 
-/// The dot product of two int8 vectors, in 16 lanes so the compiler vectorises it
-/// (about twice as fast as a plain `zip().map().sum()` here).
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
-    let tail: i32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| i32::from(*x) * i32::from(*y))
-        .sum();
-    let mut lanes = [0i32; 16];
-    for (x, y) in ca.zip(cb) {
-        for j in 0..16 {
-            lanes[j] += i32::from(x[j]) * i32::from(y[j]);
-        }
-    }
-    lanes.iter().sum::<i32>() + tail
-}
-
-fn hamming(a: &[u64], b: &[u64]) -> u32 {
-    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
-}
-
-/// Below this many items [`par_map`] stays on the calling thread.
+/// Below this many items [`par_ranges`] stays on the calling thread.
 const PARALLEL_FROM: usize = 8192;
 
-/// `(0..n).map(f)` collected, split over the available cores when `n` is large. A part
-/// whose thread cannot be started runs on the calling thread.
-fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+/// `f(0..n)`, or `f` of parts of `0..n` in order, concatenated: split over the available
+/// cores when `n` is large. A part whose thread cannot be started runs on the calling
+/// thread.
+fn par_ranges<T: Send>(n: usize, f: impl Fn(Range<usize>) -> Vec<T> + Sync) -> Vec<T> {
     static THREADS: OnceLock<usize> = OnceLock::new();
     let threads = *THREADS.get_or_init(|| {
         std::thread::available_parallelism()
@@ -117,11 +113,11 @@ fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
             .min(8)
     });
     if n < PARALLEL_FROM || threads < 2 {
-        return (0..n).map(f).collect();
+        return f(0..n);
     }
     let per = n.div_ceil(threads);
     let f = &f;
-    let part = move |start: usize| (start..(start + per).min(n)).map(f).collect::<Vec<T>>();
+    let part = move |start: usize| f(start..(start + per).min(n));
     std::thread::scope(|s| {
         let parts: Vec<_> = (0..n)
             .step_by(per)
@@ -144,6 +140,37 @@ fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
         }
         out
     })
+}
+
+/// The positions of the `keep` smallest of `dist` (ties: the lower position first), in
+/// position order: the same set as the first `keep` of `(dist[i], i)` sorted, found by
+/// counting (the distances are at most `max`) instead of sorting.
+fn smallest_in_order(dist: &[u32], keep: usize, max: u32) -> Vec<usize> {
+    if keep >= dist.len() {
+        return (0..dist.len()).collect();
+    }
+    let mut count = vec![0usize; max as usize + 2];
+    for &x in dist {
+        count[(x.min(max + 1)) as usize] += 1;
+    }
+    // every distance under `cut` is kept, and the first `ties` at `cut`
+    let (mut cut, mut below) = (0usize, 0usize);
+    while below + count[cut] < keep {
+        below += count[cut];
+        cut += 1;
+    }
+    let (cut, mut ties) = (cut as u32, keep - below);
+    let mut out = Vec::with_capacity(keep);
+    for (i, &x) in dist.iter().enumerate() {
+        let x = x.min(max + 1);
+        if x < cut {
+            out.push(i);
+        } else if x == cut && ties > 0 {
+            ties -= 1;
+            out.push(i);
+        }
+    }
+    out
 }
 
 impl VectorCache {
@@ -293,18 +320,16 @@ impl VectorCache {
             }
             let q = self.signs(query.iter().copied());
             let w = self.words;
-            let bits = &self.bits;
-            let mut by_bits: Vec<(u32, usize)> =
-                par_map(n, |i| (hamming(&q, &bits[i * w..(i + 1) * w]), i));
-            let keep = (n / BITS_KEEP_DIVISOR).max(self.full_scan_up_to).min(n);
-            if keep < n {
-                by_bits.select_nth_unstable(keep);
-                by_bits.truncate(keep);
-            }
+            let (bits, hamming) = (&self.bits, kernels::kernels().hamming);
+            let dist: Vec<u32> = par_ranges(n, |range| {
+                let mut out = vec![0; range.len()];
+                hamming(&q, &bits[range.start * w..range.end * w], &mut out);
+                out
+            });
+            let divisor = KEEP_DIVISOR.load(std::sync::atomic::Ordering::Relaxed);
+            let keep = (n / divisor).max(self.full_scan_up_to).min(n);
             // in memory order: the int8 pass then reads the codes front to back
-            let mut pool: Vec<usize> = by_bits.into_iter().map(|(_, i)| i).collect();
-            pool.sort_unstable();
-            pool
+            smallest_in_order(&dist, keep, (w * 64) as u32)
         } else {
             (0..n).collect()
         };
@@ -314,13 +339,17 @@ impl VectorCache {
     /// The ids of the `r` vectors of `pool` (positions) nearest to `query` by their int8
     /// codes, best first.
     fn rank_int8(&self, query: &[f32], r: usize, pool: Vec<usize>) -> Vec<i64> {
-        let (q, _) = quantize(query);
-        let d = self.dims;
-        let (codes, scales) = (&self.codes, &self.scales);
-        let mut scored: Vec<(f32, usize)> = par_map(pool.len(), |j| {
-            let i = pool[j];
-            let dot = dot_i8(&q, &codes[i * d..(i + 1) * d]);
-            (dot as f32 * scales[i], i)
+        let (mut q, _) = quantize(query);
+        q.resize(self.dims, 0); // the kernel reads `q.len()` codes a vector
+        let (codes, scales, dot) = (&self.codes, &self.scales, kernels::kernels().dot);
+        let mut scored: Vec<(f32, usize)> = par_ranges(pool.len(), |range| {
+            let part = &pool[range];
+            let mut dots = vec![0; part.len()];
+            dot(&q, codes, part, &mut dots);
+            dots.iter()
+                .zip(part)
+                .map(|(dot, &i)| (*dot as f32 * scales[i], i))
+                .collect()
         });
         let by_score = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         if r < scored.len() {
@@ -364,17 +393,24 @@ mod tests {
     }
 
     #[test]
-    fn dot_i8_equals_the_plain_sum_at_every_length() {
-        for len in [0, 1, 15, 16, 17, 384, 385] {
-            let a: Vec<i8> = (0..len).map(|i| (i * 37 % 255) as i8).collect();
-            let b: Vec<i8> = (0..len).map(|i| (i * 91 % 253) as i8).collect();
-            let plain: i32 = a
-                .iter()
-                .zip(&b)
-                .map(|(x, y)| i32::from(*x) * i32::from(*y))
-                .sum();
-            assert_eq!(dot_i8(&a, &b), plain, "{len}");
+    fn smallest_in_order_keeps_what_sorting_would() {
+        let mut s = 12345u64;
+        let dist: Vec<u32> = (0..5000)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 40) as u32 // many ties
+            })
+            .collect();
+        for keep in [0, 1, 7, 100, 1250, 4999, 5000, 6000] {
+            let mut sorted: Vec<(u32, usize)> = dist.iter().copied().zip(0..).collect();
+            sorted.sort_unstable();
+            let mut want: Vec<usize> = sorted.into_iter().take(keep).map(|(_, i)| i).collect();
+            want.sort_unstable();
+            assert_eq!(smallest_in_order(&dist, keep, 64), want, "{keep}");
         }
+        assert_eq!(smallest_in_order(&[3, 1, 2, 1], 2, 4), vec![1, 3]);
     }
 
     #[test]
