@@ -614,7 +614,21 @@ impl ServerHandler for McpServer {
         tasks.0.cancel_task(&request.task_id)
     }
 
+    /// Boxed: rmcp spawns a task for every request with the handler's future inline,
+    /// and a call's whole state (this server's largest future) was moved into it and
+    /// again into its task on every `tools/call`; a box moves a pointer.
     async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        Box::pin(self.run_tool_call(request, context)).await
+    }
+}
+
+impl McpServer {
+    /// `tools/call`: the call prepared, run (or made a task), its result as MCP's.
+    async fn run_tool_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
