@@ -1,0 +1,60 @@
+//! Links the engine's binaries and benches with packed relative relocations
+//! (`-z pack-relative-relocs`, ELF `DT_RELR`) where the linker and the C library can
+//! (GNU ld 2.38+, lld 15+, mold; glibc 2.36+), found by linking and running a probe.
+//!
+//! The engine is a position-independent executable of some 40 MB whose pointers in
+//! read-only data (every vtable, every string slice in a static) are fixed up when it
+//! starts: in a release build 68,000 `R_X86_64_RELATIVE` entries of 24 bytes, 1.6 MB the
+//! loader reads (and keeps resident) before `main` runs. Packed they take 21 KB (issue 48:
+//! the served engine's RSS 21.9 → 19.6 MB, cold start −3%). Nothing else changes: the
+//! binary is still PIE, still `BIND_NOW` and RELRO.
+//!
+//! Where the probe fails (an older linker, another C library, a cross build) the binaries
+//! are linked as before. `KLAW_PACK_RELOCS=0` turns it off (a binary to copy to a machine
+//! with a glibc older than 2.36, which cannot load `DT_RELR`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const FLAG: &str = "-Wl,-z,pack-relative-relocs";
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=KLAW_PACK_RELOCS");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    if var("KLAW_PACK_RELOCS") == "0"
+        || var("CARGO_CFG_TARGET_OS") != "linux"
+        || var("CARGO_CFG_TARGET_ENV") != "gnu"
+        || var("HOST") != var("TARGET")
+    {
+        return;
+    }
+    if probe(&var("RUSTC_LINKER")) {
+        println!("cargo:rustc-link-arg-bins={FLAG}");
+        println!("cargo:rustc-link-arg-benches={FLAG}");
+    }
+}
+
+/// Whether `linker` (the C compiler driver rustc links with; `cc` when unset) links a
+/// PIE with the flag, and the result runs here.
+fn probe(linker: &str) -> bool {
+    let linker = if linker.is_empty() { "cc" } else { linker };
+    let Some(dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
+        return false;
+    };
+    let source = dir.join("relr_probe.c");
+    let binary = dir.join("relr_probe");
+    // A pointer in initialised data: a relative relocation to pack.
+    let code = "static const char *p = \"x\";\nint main(void) { return p[0] == 'x' ? 0 : 1; }\n";
+    if std::fs::write(&source, code).is_err() {
+        return false;
+    }
+    let linked = Command::new(linker)
+        .args(["-pie", "-fPIE", FLAG, "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    linked && Command::new(&binary).status().is_ok_and(|s| s.success())
+}
