@@ -226,7 +226,8 @@ fn call_errors_exit_one_with_the_message() {
     let o = env.run(&["call", "current_time", r#"{"timezone": "Mars/Olympus"}"#]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("Error [invalid_arguments]: unknown time zone `Mars/Olympus`"),
+        stderr(&o)
+            .contains("Error [invalid_arguments]: /timezone: unknown time zone `Mars/Olympus`"),
         "{}",
         stderr(&o)
     );
