@@ -10,7 +10,9 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{cache, engine, stderr, stdout};
+#[cfg(feature = "memory")]
+use common::cache;
+use common::{engine, stderr, stdout};
 
 struct Env {
     dir: tempfile::TempDir,
