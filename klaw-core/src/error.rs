@@ -110,14 +110,33 @@ impl ToolError {
         }
     }
 
-    /// The arguments are wrong at `pointer` (a JSON pointer such as `/path`).
+    /// The arguments are wrong at `pointer` (a JSON pointer such as `/path` or
+    /// `/items/2/name`; `""` for the arguments as a whole).
+    ///
+    /// The message names the argument as the validator's messages do: it begins with
+    /// `pointer: ` (added unless the message already begins so), so the model, a CLI
+    /// and an MCP client all read which argument is wrong.
+    ///
+    /// ```
+    /// use klaw_core::ToolError;
+    /// let e = ToolError::invalid_arguments("/historyMessages", "2000 is more than 1000");
+    /// assert_eq!(e.message(), "/historyMessages: 2000 is more than 1000");
+    /// assert_eq!(e.pointer(), Some("/historyMessages"));
+    /// let whole = ToolError::invalid_arguments("", "the arguments are not valid JSON");
+    /// assert_eq!(whole.message(), "the arguments are not valid JSON");
+    /// ```
     pub fn invalid_arguments(pointer: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(
-            ErrorKind::InvalidArguments {
-                pointer: pointer.into(),
-            },
-            message,
-        )
+        let (pointer, message) = (pointer.into(), message.into());
+        let message = if pointer.is_empty()
+            || message
+                .strip_prefix(pointer.as_str())
+                .is_some_and(|rest| rest.starts_with(": "))
+        {
+            message
+        } else {
+            format!("{pointer}: {message}")
+        };
+        Self::new(ErrorKind::InvalidArguments { pointer }, message)
     }
 
     /// No tool is called `name`.
@@ -281,6 +300,27 @@ impl From<std::io::Error> for ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool's own argument error names the argument, like the validator's; a message
+    /// that names it already (the validator's, the macro's) is not named twice.
+    #[test]
+    fn an_argument_error_names_its_argument_once() {
+        let e = ToolError::invalid_arguments("/items/2/name", "the name is empty");
+        assert_eq!(
+            e.to_model_text(),
+            "Error [invalid_arguments]: /items/2/name: the name is empty"
+        );
+        assert_eq!(e.pointer(), Some("/items/2/name"));
+        let e = ToolError::invalid_arguments("/topK", "/topK: expected integer, got string");
+        assert_eq!(e.message(), "/topK: expected integer, got string");
+        // Another argument's name at the start is not this one's.
+        let e = ToolError::invalid_arguments("/top", "/topK: 0 is too few");
+        assert_eq!(e.message(), "/top: /topK: 0 is too few");
+        assert_eq!(
+            ToolError::invalid_arguments("", "not JSON").message(),
+            "not JSON"
+        );
+    }
 
     #[test]
     fn model_text_names_the_kind() {

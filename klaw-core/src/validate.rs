@@ -616,16 +616,20 @@ mod tests {
         assert!(!validate(&schema(), &json!({"path": null})).is_empty());
     }
 
+    /// Each violation of `value` as the registry shows it: `pointer: message`.
+    fn named(schema: &Value, value: &Value) -> Vec<String> {
+        validate(schema, value)
+            .iter()
+            .map(|v| format!("{}: {}", v.pointer, v.message))
+            .collect()
+    }
+
     #[test]
     fn every_violation_names_its_pointer_and_expectation() {
-        let v = validate(
+        let text = named(
             &schema(),
             &json!({"topK": "3", "mode": "c", "tags": ["a", 1], "pth": 1}),
         );
-        let text: Vec<String> = v
-            .iter()
-            .map(|v| format!("{}: {}", v.pointer, v.message))
-            .collect();
         assert_eq!(
             text,
             [
@@ -634,6 +638,64 @@ mod tests {
                 "/mode: expected one of \"a\", \"b\", got \"c\"",
                 "/tags/1: expected string, got integer 1",
                 "/pth: unknown argument `pth`; did you mean `path`? (expected one of: path, topK, mode, tags)",
+            ]
+        );
+    }
+
+    /// Every kind of check names the value it fails at by its JSON pointer, however
+    /// deep (`/items/2/name` is `items[2].name`), so the message names the argument.
+    #[test]
+    fn every_kind_of_check_names_the_nested_value_it_fails_at() {
+        let item = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 3},
+                "kind": {"enum": ["a", "b"]},
+                "n": {"type": "integer", "minimum": 1, "maximum": 9},
+                "tags": {"type": "array", "minItems": 1, "maxItems": 1},
+                "v": {"const": 1},
+                "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            },
+            "required": ["name"],
+            "additionalProperties": false,
+        });
+        let s = json!({
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": item}},
+            "additionalProperties": false,
+        });
+        let text = named(
+            &s,
+            &json!({"items": [
+                {"name": "ok"},
+                {},
+                {"name": "", "kind": "c", "n": 0, "tags": [], "v": 2, "either": true, "x": 1},
+            ]}),
+        );
+        assert_eq!(
+            text,
+            [
+                "/items/1/name: missing required argument `name` (string)",
+                "/items/2/name: expected at least 1 characters, got 0",
+                "/items/2/kind: expected one of \"a\", \"b\", got \"c\"",
+                "/items/2/n: expected a number ≥ 1, got 0",
+                "/items/2/tags: expected at least 1 items, got 0",
+                "/items/2/v: expected 1, got 2",
+                "/items/2/either: true matches none of the allowed forms",
+                "/items/2/x: unknown argument `x` (expected one of: name, kind, n, tags, v, either)",
+            ]
+        );
+        let text = named(
+            &s,
+            &json!({"items": [{"name": "long", "n": 10, "tags": [1, 2]}, {"name": 5}]}),
+        );
+        assert_eq!(
+            text,
+            [
+                "/items/0/name: expected at most 3 characters, got 4",
+                "/items/0/n: expected a number ≤ 9, got 10",
+                "/items/0/tags: expected at most 1 items, got 2",
+                "/items/1/name: expected string, got integer 5",
             ]
         );
     }

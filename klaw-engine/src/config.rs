@@ -332,16 +332,16 @@ impl Config {
         check_data_dir_outside(&data_dir, &workspace, env)?;
         check_config_outside(&source, &workspace)?;
         let timezone = match &raw.timezone {
-            Some(tz) => match klaw_tools::tools::utilities::time_zone(tz) {
+            Some(tz) => match klaw_tools::tools::utilities::zone_named(tz) {
                 Ok(zone) => zone.iana_name().unwrap_or(tz).to_owned(),
-                Err(e) if env("KLAW_TIMEZONE").is_some() => {
+                Err(problem) if env("KLAW_TIMEZONE").is_some() => {
                     return Err(ConfigError::Env {
                         var: "KLAW_TIMEZONE",
                         value: tz.clone(),
-                        message: e.message().to_owned(),
+                        message: problem,
                     });
                 }
-                Err(e) => return Err(invalid("timezone", e.message())),
+                Err(problem) => return Err(invalid("timezone", &problem)),
             },
             None => system_timezone(env),
         };

@@ -92,7 +92,7 @@ pub fn doctor() -> Vec<Check> {
     out.push(dir_check("data dir", &config.data_dir, "KLAW_DATA"));
     out.push(dir_check("workspace", &config.workspace, "KLAW_WORKSPACE"));
     out.push(
-        match klaw_tools::tools::utilities::time_zone(&config.timezone) {
+        match klaw_tools::tools::utilities::zone_named(&config.timezone) {
             Ok(tz) => {
                 let offset = klaw_tools::tools::utilities::utc_offset(
                     tz.to_offset(jiff::Timestamp::now()).seconds(),
@@ -104,10 +104,10 @@ pub fn doctor() -> Vec<Check> {
                     None,
                 )
             }
-            Err(e) => check(
+            Err(problem) => check(
                 "timezone",
                 Status::Fail,
-                e.message().to_owned(),
+                problem,
                 Some("set `timezone` to an IANA name".into()),
             ),
         },

@@ -10,7 +10,9 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{cache, engine, stderr, stdout};
+#[cfg(feature = "memory")]
+use common::cache;
+use common::{engine, stderr, stdout};
 
 struct Env {
     dir: tempfile::TempDir,
@@ -226,7 +228,8 @@ fn call_errors_exit_one_with_the_message() {
     let o = env.run(&["call", "current_time", r#"{"timezone": "Mars/Olympus"}"#]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("Error [invalid_arguments]: unknown time zone `Mars/Olympus`"),
+        stderr(&o)
+            .contains("Error [invalid_arguments]: /timezone: unknown time zone `Mars/Olympus`"),
         "{}",
         stderr(&o)
     );

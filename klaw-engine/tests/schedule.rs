@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::common;
 use crate::common::postgres::Postgres;
+use common::mcp_client::Mcp;
 use common::scripted::{Recorded, Reply, ScriptedServer};
 use common::{engine, stderr, stdout};
 
@@ -459,6 +460,36 @@ fn jobs_are_added_listed_and_removed_across_processes() {
         assert_eq!(list["count"], 1);
         assert_eq!(list["jobs"][0]["name"], "ticks");
     });
+}
+
+/// A value past `historyMessages`' bound is refused naming the argument, alike on the
+/// command line (`--history-messages`) and over MCP: the model and the operator both
+/// read which argument is wrong, not a bare `2000 is more than 1000`.
+#[test]
+fn a_bound_error_names_its_argument_on_the_command_line_and_over_mcp() {
+    let s = Setup::new(&None, "http://127.0.0.1:9/v1");
+    let expected = "Error [invalid_arguments]: /historyMessages: 2000 is more than 1000";
+    let o = s.run_cli(&[
+        "schedule",
+        "add",
+        "many",
+        "0 9 * * *",
+        "x",
+        "--history-messages",
+        "2000",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains(expected), "{}", stderr(&o));
+    let mut mcp = Mcp::start(s.cmd(&["mcp"]));
+    let r = mcp.call(
+        "schedule_add",
+        json!({"name": "many", "cron": "0 9 * * *", "message": "x", "historyMessages": 2000}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["content"][0]["text"], expected, "{r}");
+    let list = mcp.call("schedule_list", json!({}));
+    let text: Value = serde_json::from_str(list["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["count"], 0, "nothing was added: {list}");
 }
 
 /// The messages of the job `chat`'s own history (`schedule:<job>`) in the agent's store.

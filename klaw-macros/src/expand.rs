@@ -341,9 +341,7 @@ fn read_param(p: &TokenStream, i: usize, param: &Param<'_>) -> TokenStream {
                 let #local = #from_value(
                     __klaw_args.remove(#json_name).unwrap_or(#p::Value::Null),
                 )
-                .map_err(|e| {
-                    #p::ToolError::invalid_arguments(#pointer, ::std::format!("{}: {}", #pointer, e))
-                })?;
+                .map_err(|e| #p::ToolError::invalid_arguments(#pointer, ::std::string::ToString::to_string(&e)))?;
             }
         }
     }

@@ -71,9 +71,11 @@ mod support;
 #[path = "../../klaw-engine/tests/common/postgres.rs"]
 mod server;
 
+#[path = "../tests/support/pg.rs"]
+mod pg_pool;
+
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use klaw_memory::bench_support::{self, MemoryStore, NewChunk, PgStore, pg_hybrid};
@@ -607,28 +609,7 @@ fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
 
 /// A pool on `url` and the runtime its connections run on.
 fn connect(url: &str, ef_search: u32) -> (tokio::runtime::Runtime, PgMemory) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let config = tokio_postgres::Config::from_str(url).unwrap();
-    let manager = deadpool_postgres::Manager::from_config(
-        config,
-        tokio_postgres::NoTls,
-        deadpool_postgres::ManagerConfig {
-            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-        },
-    );
-    let pool = {
-        let _guard = runtime.enter();
-        deadpool_postgres::Pool::builder(manager)
-            .max_size(4)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .unwrap()
-    };
-    let mut memory = PgMemory::new(pool, runtime.handle().clone());
+    let (runtime, mut memory) = pg_pool::connect(url);
     memory.ef_search = ef_search;
     (runtime, memory)
 }

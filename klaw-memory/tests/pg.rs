@@ -9,7 +9,6 @@
 mod server;
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use klaw_memory::conversation;
@@ -43,28 +42,7 @@ fn chunks_alone_on_sqlite(model: Embedder, path: &std::path::Path) -> usize {
 }
 
 fn connect(url: &str) -> Pg {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let config = tokio_postgres::Config::from_str(url).unwrap();
-    let manager = deadpool_postgres::Manager::from_config(
-        config,
-        tokio_postgres::NoTls,
-        deadpool_postgres::ManagerConfig {
-            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-        },
-    );
-    let pool = {
-        let _guard = runtime.enter();
-        deadpool_postgres::Pool::builder(manager)
-            .max_size(4)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .unwrap()
-    };
-    let memory = PgMemory::new(pool, runtime.handle().clone());
+    let (runtime, memory) = crate::support::pg::connect(url);
     Pg { runtime, memory }
 }
 

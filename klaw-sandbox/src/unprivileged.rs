@@ -57,16 +57,7 @@ pub fn idmapped_workspace_with(workspace: &Path, read_only: &[PathBuf], id: u32)
     sys::single_threaded()?;
     // The workspace by descriptor, reached without following any symbolic link, so a
     // link swapped in for it (or a parent) is refused rather than mapped.
-    let open = || {
-        rustix::fs::openat2(
-            rustix::fs::CWD,
-            workspace,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::NO_SYMLINKS,
-        )
-    };
-    let dir = open()?;
+    let dir = open_dir_unfollowed(workspace)?;
     let owner = rustix::fs::fstat(&dir)?;
     let userns = sys::user_namespace((owner.st_uid, id), (owner.st_gid, id))?;
     let tree = rustix::mount::open_tree(
@@ -122,7 +113,7 @@ pub fn idmapped_workspace_with(workspace: &Path, read_only: &[PathBuf], id: u32)
         None => {
             // Opened again in this namespace (the first descriptor's mount belongs to
             // the host's), and it must still be the same directory.
-            let here = open()?;
+            let here = open_dir_unfollowed(workspace)?;
             let again = rustix::fs::fstat(&here)?;
             if (again.st_dev, again.st_ino) != (owner.st_dev, owner.st_ino) {
                 return Err(io::Error::other(
@@ -150,13 +141,7 @@ pub fn idmapped_workspace_with(workspace: &Path, read_only: &[PathBuf], id: u32)
 /// link), read-only, `nosuid`, `nodev`, private, and idmapped so that `dir`'s owner
 /// appears as `id` where its filesystem allows (else read-only as it is).
 fn read_only_tree(dir: &Path, id: u32) -> io::Result<rustix::fd::OwnedFd> {
-    let fd = rustix::fs::openat2(
-        rustix::fs::CWD,
-        dir,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS,
-    )?;
+    let fd = open_dir_unfollowed(dir)?;
     let owner = rustix::fs::fstat(&fd)?;
     let tree = rustix::mount::open_tree(
         &fd,
@@ -211,13 +196,7 @@ fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd, mounted: &[&Path]) -> io::
         rustix::process::umask(umask);
         made?;
     }
-    let here = rustix::fs::openat2(
-        rustix::fs::CWD,
-        dir,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS,
-    )?;
+    let here = open_dir_unfollowed(dir)?;
     rustix::mount::move_mount(
         tree.as_fd(),
         "",
@@ -226,6 +205,21 @@ fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd, mounted: &[&Path]) -> io::
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
     )?;
     Ok(())
+}
+
+/// The directory at `dir` as an `O_PATH` descriptor (close-on-exec), reached without
+/// following a symbolic link in any component of the path (`RESOLVE_NO_SYMLINKS`): a
+/// link swapped in for it or for a directory above it fails the open (`ELOOP`) instead
+/// of leading elsewhere, and anything but a directory fails it (`ENOTDIR`). The
+/// descriptor names the directory for `fstat` and the mount calls; it cannot read it.
+fn open_dir_unfollowed(dir: &Path) -> rustix::io::Result<rustix::fd::OwnedFd> {
+    rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )
 }
 
 /// [`become_unprivileged`] in a forked child before `exec`, which has one thread by

@@ -445,7 +445,8 @@ fn physically_inside(ws: &Path, rel: &str) -> bool {
 /// Whether `e` refuses the path: access denied, or (for a write or delete of a path
 /// that ends in `.` or `..`) "not a file path" before anything is touched.
 fn refused(e: &klaw_tools::ToolError) -> bool {
-    e.is_access_denied() || (e.is_invalid_arguments() && e.message().starts_with("not a file path"))
+    e.is_access_denied()
+        || (e.is_invalid_arguments() && e.message().starts_with("/path: not a file path"))
 }
 
 fn must_deny(tool: &str, args: &Value, class: Class) -> bool {

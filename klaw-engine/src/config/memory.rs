@@ -255,6 +255,8 @@ mod tests {
             c.memory_more_model_dirs,
             [PathBuf::from("/etc/klaw/./models/mine")]
         );
+        // The memory tools' config (the `memory` feature) gets both.
+        #[cfg(feature = "memory")]
         assert_eq!(
             c.memory().more_model_dirs,
             [PathBuf::from("/etc/klaw/./models/mine")]
