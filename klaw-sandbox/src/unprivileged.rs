@@ -93,14 +93,7 @@ pub fn idmapped_workspace_with(workspace: &Path, read_only: &[PathBuf], id: u32)
                 MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
                 c"mode=0755,size=1m",
             )?;
-            // 0755 whatever this process's umask (which the command inherits).
-            let umask = rustix::process::umask(Mode::empty());
-            let made = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(workspace);
-            rustix::process::umask(umask);
-            made?;
+            make_dirs_0755(workspace)?;
             // Only this namespace sees the new directories: the path is safe to use.
             rustix::mount::move_mount(
                 tree.as_fd(),
@@ -188,13 +181,7 @@ fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd, mounted: &[&Path]) -> io::
         }
     }
     if !dir.is_dir() {
-        let umask = rustix::process::umask(Mode::empty());
-        let made = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir);
-        rustix::process::umask(umask);
-        made?;
+        make_dirs_0755(dir)?;
     }
     let here = open_dir_unfollowed(dir)?;
     rustix::mount::move_mount(
@@ -205,6 +192,18 @@ fn mount_over(dir: &Path, tree: &rustix::fd::OwnedFd, mounted: &[&Path]) -> io::
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
     )?;
     Ok(())
+}
+
+/// Makes `dir` and its missing parents with mode 0755 whatever this process's umask
+/// (which the command inherits), then puts the umask back.
+fn make_dirs_0755(dir: &Path) -> io::Result<()> {
+    let umask = rustix::process::umask(Mode::empty());
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir);
+    rustix::process::umask(umask);
+    made
 }
 
 /// The directory at `dir` as an `O_PATH` descriptor (close-on-exec), reached without

@@ -16,7 +16,7 @@ use url::Url;
 
 use super::clients::Clients;
 use super::extract::Format;
-use super::render::{Args, extracted, spec};
+use super::render::{Args, extracted, spec, start_url};
 use super::settings::WebSettings;
 use crate::{FnTool, Tool, ToolError};
 
@@ -76,11 +76,7 @@ pub fn render_js_remote_tool(remote: RemoteBrowser) -> Arc<dyn Tool> {
             let settings = WebSettings::of(&ctx);
             let web = ctx.shared_state::<Clients>();
             let (guard, _) = web.get(&settings)?;
-            let start = Url::parse(args.url.trim())
-                .map_err(|e| ToolError::invalid_arguments("/url", format!("not a URL: {e}")))?;
-            guard
-                .check(&start)
-                .map_err(|r| ToolError::access_denied(r.to_string()))?;
+            let start = start_url(guard, &args.url)?;
             if args.screenshot == Some(true) {
                 return Err(ToolError::invalid_arguments(
                     "/screenshot",

@@ -116,11 +116,7 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
             let settings = WebSettings::of(&ctx);
             let web = ctx.shared_state::<Clients>();
             let (guard, _) = web.get(&settings)?;
-            let start = Url::parse(args.url.trim())
-                .map_err(|e| ToolError::invalid_arguments("/url", format!("not a URL: {e}")))?;
-            guard
-                .check(&start)
-                .map_err(|r| ToolError::access_denied(r.to_string()))?;
+            let start = start_url(guard, &args.url)?;
             // A name is resolved and checked here too, for a clear answer (the proxy
             // would refuse it anyway).
             if let Some(url::Host::Domain(name)) = start.host() {
@@ -137,6 +133,17 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
             render(&running, &start, &settings, args).await
         }
     }))
+}
+
+/// `url` as the page to render: parsed, and allowed by `guard` (an address the web tools
+/// may not reach is refused before a browser, local or remote, is asked for it).
+pub(super) fn start_url(guard: &Guard, url: &str) -> Result<Url, ToolError> {
+    let start = Url::parse(url.trim())
+        .map_err(|e| ToolError::invalid_arguments("/url", format!("not a URL: {e}")))?;
+    guard
+        .check(&start)
+        .map_err(|r| ToolError::access_denied(r.to_string()))?;
+    Ok(start)
 }
 
 /// The program that keeps the browser: the sandbox helper (the engine itself, or the
