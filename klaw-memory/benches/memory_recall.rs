@@ -12,6 +12,13 @@
 //! questions and 200 filler sentences. Embeddings are cached in `CARGO_TARGET_TMPDIR`.
 //! Prints only; asserts nothing.
 //!
+//! For each share the bits keep (`KLAW_BENCH_DIVISORS`, default `4,8`: a quarter, an
+//! eighth) it prints the above and, for the test set's questions, the answer notes'
+//! recall@10 and MRR by vector search alone (the exact ranking over the corpus beside
+//! the candidates re-scored): what a search would return, not only what the bits keep.
+//! `KLAW_BENCH_MODELS`: the cached models to run (comma-separated names under
+//! `<cache>/models/`; default the default model).
+//!
 //! Run with: cargo bench -p klaw-memory --bench memory_recall
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed run
@@ -23,8 +30,8 @@ mod support;
 use std::collections::HashSet;
 use std::path::Path;
 
-use klaw_memory::Embedder;
-use klaw_memory::bench_support::{MIN_RESCORED, RESCORE_FACTOR, VectorCache};
+use klaw_memory::bench_support::{MIN_RESCORED, RESCORE_FACTOR, VectorCache, set_keep_divisor};
+use klaw_memory::{Embedder, EmbedderConfig};
 
 const CORPUS: usize = 3000;
 const K: usize = 10;
@@ -80,8 +87,44 @@ fn nearest(
     s.into_iter().take(k).map(|(_, i)| i).collect()
 }
 
+/// Recall@10 and MRR (first answer within 10) of the questions' answer notes in `ranked`.
+fn answer_quality(ranked: &[Vec<usize>], relevant: &[Vec<usize>]) -> (f64, f64) {
+    let (mut recall, mut mrr) = (0.0, 0.0);
+    for (got, want) in ranked.iter().zip(relevant) {
+        let top: Vec<usize> = got.iter().take(K).copied().collect();
+        recall += want.iter().filter(|i| top.contains(i)).count() as f64 / want.len() as f64;
+        if let Some(r) = top.iter().position(|i| want.contains(i)) {
+            mrr += 1.0 / (r + 1) as f64;
+        }
+    }
+    (recall / ranked.len() as f64, mrr / ranked.len() as f64)
+}
+
 fn main() {
-    let e = support::embedder();
+    let models: Vec<Option<String>> = match std::env::var("KLAW_BENCH_MODELS") {
+        Ok(v) => v.split(',').map(|m| Some(m.trim().to_owned())).collect(),
+        Err(_) => vec![None],
+    };
+    let divisors: Vec<usize> = std::env::var("KLAW_BENCH_DIVISORS")
+        .unwrap_or_else(|_| "4,8".to_owned())
+        .split(',')
+        .map(|d| d.trim().parse().expect("a divisor"))
+        .collect();
+    for model in models {
+        let e = match &model {
+            None => support::embedder(),
+            Some(name) => {
+                let e = Embedder::new(EmbedderConfig::from_cache_model(name).unwrap());
+                e.load().unwrap();
+                e
+            }
+        };
+        println!("== model {}", model.as_deref().unwrap_or("(default)"));
+        run(&e, &divisors);
+    }
+}
+
+fn run(e: &Embedder, divisors: &[usize]) {
     let set = support::test_set();
     let mut rng = support::Rng::new(42);
     let first_sentences = |t: String, n: usize| t.split_inclusive(". ").take(n).collect::<String>();
@@ -94,8 +137,18 @@ fn main() {
     for _ in 0..200 {
         queries.push(first_sentences(support::filler_text(&mut rng), 1));
     }
-    let cv = embedded(&e, "corpus", &corpus, false);
-    let qv = embedded(&e, "queries", &queries, true);
+    let relevant: Vec<Vec<usize>> = set
+        .questions
+        .iter()
+        .map(|q| {
+            q.relevant
+                .iter()
+                .map(|id| set.notes.iter().position(|n| &n.id == id).unwrap())
+                .collect()
+        })
+        .collect();
+    let cv = embedded(e, "corpus", &corpus, false);
+    let qv = embedded(e, "queries", &queries, true);
     let mut mean = vec![0f32; e.dims()];
     for v in &cv {
         mean.iter_mut()
@@ -112,6 +165,12 @@ fn main() {
     for (i, v) in cv.iter().enumerate() {
         cache.insert(i as i64, v);
     }
+    let exact_ranked: Vec<Vec<usize>> = qv[..questions]
+        .iter()
+        .map(|q| nearest(&cv, q, 0..cv.len(), K))
+        .collect();
+    let (r, m) = answer_quality(&exact_ranked, &relevant);
+    println!("exact scan: answers' recall@{K} {r:.4}, MRR {m:.4}");
     // (k, candidates): vector search's 10 from 4 × 10 (at least MIN_RESCORED); hybrid's
     // vector side at topK 50, its pool of 50 from 50 (issue 32), and from 4 × 50 (before)
     let cases = [
@@ -119,26 +178,40 @@ fn main() {
         (50, 50),
         (50, 50 * RESCORE_FACTOR),
     ];
-    for (k, wanted) in cases {
-        for (name, range) in [
-            ("questions", 0..questions),
-            ("filler", questions..queries.len()),
-        ] {
-            let (mut kept, mut total) = (0usize, 0usize);
-            for q in &qv[range.clone()] {
-                let exact = nearest(&cv, q, 0..cv.len(), k);
-                let candidates = cache.candidates(q, wanted);
-                let got: HashSet<usize> =
-                    nearest(&cv, q, candidates.iter().map(|i| *i as usize), k)
-                        .into_iter()
-                        .collect();
-                kept += exact.iter().filter(|i| got.contains(i)).count();
-                total += exact.len();
+    for &divisor in divisors {
+        set_keep_divisor(divisor);
+        println!("-- the bits keep 1/{divisor}");
+        let wanted = cases[0].1;
+        let ranked: Vec<Vec<usize>> = qv[..questions]
+            .iter()
+            .map(|q| {
+                let c = cache.candidates(q, wanted);
+                nearest(&cv, q, c.iter().map(|i| *i as usize), K)
+            })
+            .collect();
+        let (r, m) = answer_quality(&ranked, &relevant);
+        println!("questions  answers' recall@{K} {r:.4}, MRR {m:.4} (re-scoring {wanted})");
+        for (k, wanted) in cases {
+            for (name, range) in [
+                ("questions", 0..questions),
+                ("filler", questions..queries.len()),
+            ] {
+                let (mut kept, mut total) = (0usize, 0usize);
+                for q in &qv[range.clone()] {
+                    let exact = nearest(&cv, q, 0..cv.len(), k);
+                    let candidates = cache.candidates(q, wanted);
+                    let got: HashSet<usize> =
+                        nearest(&cv, q, candidates.iter().map(|i| *i as usize), k)
+                            .into_iter()
+                            .collect();
+                    kept += exact.iter().filter(|i| got.contains(i)).count();
+                    total += exact.len();
+                }
+                println!(
+                    "{name:<10} recall@{k} after re-scoring {wanted} candidates: {:.4} ({kept} of {total})",
+                    kept as f64 / total as f64
+                );
             }
-            println!(
-                "{name:<10} recall@{k} after re-scoring {wanted} candidates: {:.4} ({kept} of {total})",
-                kept as f64 / total as f64
-            );
         }
     }
 }

@@ -30,6 +30,8 @@ pub(crate) struct TestSet {
 /// A note of the test set.
 #[derive(Deserialize)]
 pub(crate) struct Note {
+    /// Its id.
+    pub(crate) id: String,
     /// Its text.
     pub(crate) text: String,
 }
@@ -39,6 +41,8 @@ pub(crate) struct Note {
 pub(crate) struct Question {
     /// Its text.
     pub(crate) q: String,
+    /// The ids of the notes that answer it.
+    pub(crate) relevant: Vec<String>,
 }
 
 /// The retrieval test set.
