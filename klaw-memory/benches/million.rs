@@ -56,8 +56,10 @@
 //! for the CPU against its portable ones in one process, in alternating rounds so that
 //! both see the same load: `KLAW_BENCH_AB_ROUNDS` rounds (default 4), each running the
 //! 61 questions once per case and variant; `KLAW_BENCH_AB_CASES` the cases (default
-//! `vector,hybrid,text`), `KLAW_BENCH_AB` the variants (default `portable,best`; `best`
-//! alone for a profile; `best/8`: the bits keep an eighth, not a quarter), and with
+//! `vector,hybrid,text`), `KLAW_BENCH_AB` the variants (default `portable,best`; a
+//! variant's loops by name too, as `avx2-prefetch`; `best`
+//! alone for a profile; `best/8`: the bits keep an eighth; `best-4k`: the int8 codes
+//! in a plain `Vec`, not in memory advised for huge pages), and with
 //! `KLAW_BENCH_AB_RECALL=1` each variant's recall@10 on the 1,000 recall queries.
 //!
 //! Run with: `cargo bench -p klaw-memory --features postgres --bench million -- sqlite`
@@ -491,12 +493,39 @@ fn list(name: &str, default: &str) -> Vec<String> {
         .collect()
 }
 
-/// Sets the vector scan as `variant` says: `portable` or `best` loops, then
-/// optionally `/` and the share the bits keep (`best/8`: an eighth; a quarter if none).
+/// Sets the vector scan as `variant` says: `portable`, `best` or named loops
+/// (`avx2-prefetch`), then
+/// optionally `/` and the share the bits keep (`best/8`: an eighth; the default if
+/// none), then optionally `-4k`: the int8 codes in a plain `Vec` (4 KB pages), not in
+/// memory advised for huge pages.
 fn set_variant(variant: &str) {
-    let (kernels, divisor) = variant.split_once('/').unwrap_or((variant, "4"));
-    bench_support::use_portable_kernels(kernels == "portable");
-    bench_support::set_keep_divisor(divisor.parse().expect("a divisor after /"));
+    let (variant, small_pages) = match variant.strip_suffix("-4k") {
+        Some(v) => (v, true),
+        None => (variant, false),
+    };
+    let (kernels, divisor) = match variant.split_once('/') {
+        Some((k, d)) => (k, d.parse().expect("a divisor after /")),
+        None => (variant, DEFAULT_KEEP_DIVISOR),
+    };
+    assert!(
+        bench_support::use_kernels(kernels),
+        "no loops {kernels} here"
+    );
+    bench_support::set_keep_divisor(divisor);
+    bench_support::use_huge_pages(!small_pages);
+}
+
+/// The share the bits keep by default (`vectors::BITS_KEEP_DIVISOR`).
+const DEFAULT_KEEP_DIVISOR: usize = 4;
+
+/// `AnonHugePages` of `/proc/self/smaps_rollup`: how much of the process is in huge pages.
+fn anon_huge_pages() -> String {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("AnonHugePages"))
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// See the crate docs: the vector scan's CPU loops against its portable ones, in
@@ -530,6 +559,14 @@ fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
             // alternate which variant goes first, round by round
             for v in (0..variants.len()).map(|v| (v + round) % variants.len()) {
                 set_variant(&variants[v]);
+                // untimed: a copy moving into (or out of) huge pages moves here
+                black_box(
+                    sqlite()
+                        .sqlite()
+                        .unwrap()
+                        .search_vector(&q.vectors[0], K)
+                        .unwrap(),
+                );
                 for j in 0..q.texts.len() {
                     let s = sqlite();
                     let store = s.sqlite().unwrap();
@@ -559,7 +596,14 @@ fn sqlite_ab(e: &Embedder, n: usize, q: &Queries) {
                 }
             }
         }
-        eprintln!("round {} of {rounds} done", round + 1);
+        eprintln!(
+            "round {} of {rounds} done; AnonHugePages {}; load average {}",
+            round + 1,
+            anon_huge_pages(),
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
     }
     if std::env::var("KLAW_BENCH_AB_RECALL").is_ok_and(|v| v == "1") {
         for variant in &variants {

@@ -76,10 +76,24 @@ pub mod bench_support {
         super::vectors::force_portable_kernels(yes);
     }
 
+    /// Makes the vector scan use the loops named `name` (`portable`, `avx2`,
+    /// `avx2-prefetch`; `best`: the default for the CPU); false if the CPU has none of
+    /// that name.
+    pub fn use_kernels(name: &str) -> bool {
+        super::vectors::force_kernels(name)
+    }
+
     /// Makes the vector scan's sign bits keep `1 / divisor` of the vectors for the int8
     /// pass (4 by default): to measure what recall another share costs.
     pub fn set_keep_divisor(divisor: usize) {
         super::vectors::set_keep_divisor(divisor);
+    }
+
+    /// Makes the vector scan's int8 codes ask for huge pages (`true`, the default) or
+    /// stay in a plain `Vec` (`false`): to measure what huge pages bring, in one process.
+    /// A loaded copy moves at its next search.
+    pub fn use_huge_pages(yes: bool) {
+        super::vectors::use_huge_pages(yes);
     }
 
     /// [`Index::search`](super::Index::search) with hybrid's two sides fused by `fusion`

@@ -10,7 +10,9 @@
 //! the float vectors: the scores and the order the caller sees are exact. The best
 //! quarter is found by counting the distances (at most one per bit), not by sorting, and
 //! the two passes run the loops of [`kernels`] the CPU has (AVX2 and `popcnt` on most
-//! x86-64), split over the cores.
+//! x86-64), split over the cores. The int8 codes live in memory advised for transparent
+//! huge pages ([`huge`]): the int8 pass reads them at scattered positions, and with 4 KB
+//! pages nearly every vector it reads costs a page walk.
 //!
 //! Why centred signs: sentence embeddings share a large common direction (the mean of
 //! e5's vectors has norm 0.92), so the signs of the raw vectors say little; the signs of
@@ -30,9 +32,11 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
+mod huge;
 mod kernels;
 
-pub(crate) use kernels::force_portable as force_portable_kernels;
+pub(crate) use huge::use_huge_pages;
+pub(crate) use kernels::{force as force_kernels, force_portable as force_portable_kernels};
 
 /// Stores up to this many vectors are ranked by int8 whole, without the bits.
 pub(super) const FULL_SCAN_UP_TO: usize = 16_384;
@@ -62,7 +66,8 @@ pub struct VectorCache {
     version: i64,
     ids: Vec<i64>,
     pos: HashMap<i64, usize>,
-    codes: Vec<i8>,
+    /// The int8 codes, `dims` a vector, in huge pages where the platform has them.
+    codes: huge::Codes,
     scales: Vec<f32>,
     /// The running sum of the vectors (as their codes say), for the centre.
     sum: Vec<f64>,
@@ -189,7 +194,7 @@ impl VectorCache {
             version,
             ids: Vec::new(),
             pos: HashMap::new(),
-            codes: Vec::new(),
+            codes: huge::Codes::default(),
             scales: Vec::new(),
             sum: vec![0.0; dims],
             center: Vec::new(),
@@ -243,7 +248,7 @@ impl VectorCache {
         }
         self.pos.insert(id, self.ids.len());
         self.ids.push(id);
-        self.codes.extend(codes);
+        self.codes.extend_from_slice(&codes, huge::huge_wanted());
         self.scales.push(scale);
     }
 
@@ -254,7 +259,11 @@ impl VectorCache {
         };
         let (d, w) = (self.dims, self.words);
         let scale = self.scales[i];
-        for (s, c) in self.sum.iter_mut().zip(&self.codes[i * d..(i + 1) * d]) {
+        for (s, c) in self
+            .sum
+            .iter_mut()
+            .zip(&self.codes.as_slice()[i * d..(i + 1) * d])
+        {
             *s -= f64::from(*c) * f64::from(scale);
         }
         let last = self.ids.len() - 1;
@@ -283,7 +292,7 @@ impl VectorCache {
         let mut bits = Vec::with_capacity(n * self.words);
         for i in 0..n {
             let scale = self.scales[i];
-            let v = self.codes[i * d..(i + 1) * d]
+            let v = self.codes.as_slice()[i * d..(i + 1) * d]
                 .iter()
                 .map(|c| f32::from(*c) * scale);
             bits.extend(self.signs(v));
@@ -309,6 +318,7 @@ impl VectorCache {
         if n == 0 || r == 0 {
             return Vec::new();
         }
+        self.codes.prefer(huge::huge_wanted());
         if let Some(keep) = keep {
             // Few enough after the filter (a period is usually narrow): int8 over them all.
             let pool: Vec<usize> = (0..n).filter(|&i| keep(self.ids[i])).collect();
@@ -341,7 +351,7 @@ impl VectorCache {
     fn rank_int8(&self, query: &[f32], r: usize, pool: Vec<usize>) -> Vec<i64> {
         let (mut q, _) = quantize(query);
         q.resize(self.dims, 0); // the kernel reads `q.len()` codes a vector
-        let (codes, scales, dot) = (&self.codes, &self.scales, kernels::kernels().dot);
+        let (codes, scales, dot) = (self.codes.as_slice(), &self.scales, kernels::kernels().dot);
         let mut scored: Vec<(f32, usize)> = par_ranges(pool.len(), |range| {
             let part = &pool[range];
             let mut dots = vec![0; part.len()];
@@ -503,6 +513,27 @@ mod tests {
         assert!(got.iter().all(|id| even(*id)), "{got:?}");
         let odd_one = |id: i64| id == 7;
         assert_eq!(c.candidates_among(&vs[6].1, 5, Some(&odd_one)), vec![7]);
+    }
+
+    #[test]
+    fn codes_in_huge_pages_or_in_a_vec_give_the_same_candidates() {
+        // 4,000 x 512 bytes: past the first mapping's half, so the codes are mapped
+        let (dims, n) = (512, 4000);
+        let mut c = VectorCache::with_full_scan_up_to(dims, 0, 1000);
+        for i in 0..n {
+            c.insert(i, &unit(i as u64, dims));
+        }
+        c.remove(17);
+        for qi in [0u64, 5, 3999, 10_000] {
+            let q = unit(qi, dims);
+            use_huge_pages(true);
+            let mapped = c.candidates(&q, 40);
+            use_huge_pages(false);
+            let plain = c.candidates(&q, 40);
+            use_huge_pages(true);
+            assert_eq!(mapped, plain, "query {qi}");
+            assert_eq!(mapped.len(), 40);
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub(crate) struct TestSet {
 #[derive(Deserialize)]
 pub(crate) struct Note {
     /// Its id.
+    #[allow(dead_code)] // read by memory_recall only
     pub(crate) id: String,
     /// Its text.
     pub(crate) text: String,
@@ -42,6 +43,7 @@ pub(crate) struct Question {
     /// Its text.
     pub(crate) q: String,
     /// The ids of the notes that answer it.
+    #[allow(dead_code)] // read by memory_recall only
     pub(crate) relevant: Vec<String>,
 }
 

@@ -11,12 +11,17 @@
 //! (`tests::every_variant_equals_the_portable_loops`). Other architectures (aarch64)
 //! use the portable loops.
 //!
+//! `avx2-prefetch` is the AVX2 loop that also asks for the codes of the vector a few
+//! positions ahead before it reads them (`_mm_prefetch`: a hint, the same results); the
+//! int8 pass's positions are scattered, so the hardware prefetcher does not see them
+//! coming. Which variant [`kernels`] picks is [`BEST_NAME`] (measured in `doc/memory.md`).
+//!
 //! The only `unsafe` of the crate is here: calling a `#[target_feature]` function, which
-//! is sound once the CPU is known to have the feature.
+//! is sound once the CPU is known to have the feature, and the prefetch hint.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `out[j]` = the dot product of `q` and the codes of vector `pool[j]` (its `q.len()`
 /// bytes at `pool[j] * q.len()` in `codes`).
@@ -41,29 +46,57 @@ pub(super) const PORTABLE: Kernels = Kernels {
     dot: dot_portable,
 };
 
-/// When set, [`kernels`] gives [`PORTABLE`] whatever the CPU: to measure the
-/// difference in one process (the benches).
-static FORCE_PORTABLE: AtomicBool = AtomicBool::new(false);
+/// When not 0, [`kernels`] gives the variant at this index minus one of [`available`]
+/// whatever is best: to measure the difference in one process (the benches).
+static FORCED: AtomicUsize = AtomicUsize::new(0);
 
 /// Makes [`kernels`] give the portable loops (`true`) or the CPU's best (`false`).
 pub(crate) fn force_portable(yes: bool) {
-    FORCE_PORTABLE.store(yes, Ordering::Relaxed);
+    FORCED.store(usize::from(yes), Ordering::Relaxed);
+}
+
+/// Makes [`kernels`] give the variant named `name` (`portable`, `avx2`,
+/// `avx2-prefetch`), or the CPU's best for `best`; false if this CPU has no such
+/// variant (nothing changes then).
+pub(crate) fn force(name: &str) -> bool {
+    if name == "best" {
+        FORCED.store(0, Ordering::Relaxed);
+        return true;
+    }
+    match all().iter().position(|k| k.name == name) {
+        Some(i) => {
+            FORCED.store(i + 1, Ordering::Relaxed);
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`available`], detected once.
+fn all() -> &'static [Kernels] {
+    static ALL: OnceLock<Vec<Kernels>> = OnceLock::new();
+    ALL.get_or_init(available)
 }
 
 /// The best loops for this CPU, detected once.
 pub(super) fn kernels() -> Kernels {
     static BEST: OnceLock<Kernels> = OnceLock::new();
-    if FORCE_PORTABLE.load(Ordering::Relaxed) {
-        return PORTABLE;
+    let forced = FORCED.load(Ordering::Relaxed);
+    if forced > 0 {
+        return all().get(forced - 1).copied().unwrap_or(PORTABLE);
     }
     *BEST.get_or_init(|| {
-        let best = available().pop().unwrap_or(PORTABLE);
+        let best = all().iter().rev().find(|k| k.name == BEST_NAME).copied();
+        let best = best.or_else(|| all().last().copied()).unwrap_or(PORTABLE);
         tracing::debug!(kernels = best.name, "the vector scan's loops");
         best
     })
 }
 
-/// Every variant this CPU can run, the portable one first and the best last.
+/// The variant [`kernels`] picks when the CPU has it (else the last of [`available`]).
+const BEST_NAME: &str = "avx2";
+
+/// Every variant this CPU can run, the portable one first.
 pub(super) fn available() -> Vec<Kernels> {
     #[allow(unused_mut)] // only x86-64 adds any
     let mut out = vec![PORTABLE];
@@ -71,6 +104,7 @@ pub(super) fn available() -> Vec<Kernels> {
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
     {
         out.push(x86::AVX2);
+        out.push(x86::AVX2_PREFETCH);
     }
     out
 }
@@ -96,12 +130,42 @@ fn dot_lanes<const L: usize>(a: &[i8], b: &[i8]) -> i32 {
     lanes.iter().fold(tail, |s, l| s.wrapping_add(*l))
 }
 
+/// [`DotFn`] in `L` lanes; with `AHEAD` > 0, each vector's cache lines are asked for
+/// (a prefetch) `AHEAD` vectors before they are read: the positions are known in
+/// advance and scattered, so the hardware prefetcher (which follows a stream within a
+/// 4 KB page) does not fetch them.
 #[inline(always)]
-fn dot_pool<const L: usize>(q: &[i8], codes: &[i8], pool: &[usize], out: &mut [i32]) {
+fn dot_pool<const L: usize, const AHEAD: usize>(
+    q: &[i8],
+    codes: &[i8],
+    pool: &[usize],
+    out: &mut [i32],
+) {
     let d = q.len();
-    for (o, &i) in out.iter_mut().zip(pool) {
+    for (j, (o, &i)) in out.iter_mut().zip(pool).enumerate() {
+        if AHEAD > 0
+            && let Some(&next) = pool.get(j + AHEAD)
+            && let Some(v) = codes.get(next * d..(next + 1) * d)
+        {
+            prefetch(v);
+        }
         *o = dot_lanes::<L>(q, &codes[i * d..(i + 1) * d]);
     }
+}
+
+/// Asks for `bytes`' cache lines (64 bytes each) to be brought into the caches; a hint
+/// that reads nothing (nothing but x86-64 has one here).
+#[inline(always)]
+fn prefetch(bytes: &[i8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch is a hint: it does not read the memory into the program
+        // (no fault, no value), and the pointer is into `bytes` anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 #[inline(always)]
@@ -121,7 +185,7 @@ fn hamming_portable(q: &[u64], bits: &[u64], out: &mut [u32]) {
 }
 
 fn dot_portable(q: &[i8], codes: &[i8], pool: &[usize], out: &mut [i32]) {
-    dot_pool::<16>(q, codes, pool, out);
+    dot_pool::<16, 0>(q, codes, pool, out);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -143,7 +207,28 @@ mod x86 {
 
     #[target_feature(enable = "avx2")]
     fn dot_avx2(q: &[i8], codes: &[i8], pool: &[usize], out: &mut [i32]) {
-        dot_pool::<32>(q, codes, pool, out);
+        dot_pool::<32, 0>(q, codes, pool, out);
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_avx2_prefetch(q: &[i8], codes: &[i8], pool: &[usize], out: &mut [i32]) {
+        dot_pool::<32, PREFETCH_AHEAD>(q, codes, pool, out);
+    }
+
+    /// How many vectors ahead [`AVX2_PREFETCH`] asks for the codes.
+    const PREFETCH_AHEAD: usize = 4;
+
+    /// [`AVX2`] with the next vectors' codes prefetched.
+    pub(super) const AVX2_PREFETCH: Kernels = Kernels {
+        name: "avx2-prefetch",
+        hamming,
+        dot: dot_prefetch,
+    };
+
+    fn dot_prefetch(q: &[i8], codes: &[i8], pool: &[usize], out: &mut [i32]) {
+        // SAFETY: `AVX2_PREFETCH`, the only place this function is named, is handed out
+        // by `available` only after `is_x86_feature_detected!("avx2")` said yes.
+        unsafe { dot_avx2_prefetch(q, codes, pool, out) }
     }
 
     fn hamming(q: &[u64], bits: &[u64], out: &mut [u32]) {
@@ -263,7 +348,18 @@ mod tests {
         force_portable(true);
         assert_eq!(kernels().name, "portable");
         force_portable(false);
-        let best = available().pop().map(|k| k.name);
+        let best = available()
+            .iter()
+            .rev()
+            .find(|k| k.name == BEST_NAME)
+            .or(available().last())
+            .map(|k| k.name);
+        assert_eq!(Some(kernels().name), best);
+        assert!(force("portable"));
+        assert_eq!(kernels().name, "portable");
+        assert!(!force("no such loops"));
+        assert_eq!(kernels().name, "portable");
+        assert!(force("best"));
         assert_eq!(Some(kernels().name), best);
     }
 
