@@ -94,7 +94,7 @@ pub(super) fn kernels() -> Kernels {
 }
 
 /// The variant [`kernels`] picks when the CPU has it (else the last of [`available`]).
-const BEST_NAME: &str = "avx2";
+const BEST_NAME: &str = "avx2-prefetch";
 
 /// Every variant this CPU can run, the portable one first.
 pub(super) fn available() -> Vec<Kernels> {
