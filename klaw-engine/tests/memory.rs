@@ -368,7 +368,12 @@ fn memory_command_errors_and_exit_codes() {
     );
     let o = env.run(&["memory", "search", "  "]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("the query is empty"), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: <QUERY>: empty: say what to look for\n",
+        "{}",
+        stderr(&o)
+    );
     // An argument's error names the flag the user typed, once (no log line repeating
     // it).
     let o = env.run(&["memory", "search", "x", "--top-k", "0"]);
