@@ -2,13 +2,15 @@
 //! subcommand's file parses what it reads and prints what it gets: `cli/tools.rs`
 //! (`tools`, `tools reload`, `tools lock`), `cli/call.rs` (`call`), `cli/mcp.rs` (`mcp`),
 //! `cli/chat.rs`, `cli/run.rs`, `cli/schedule.rs`, `cli/memory.rs`, `cli/docs.rs`
-//! (`docs index`), `cli/storage.rs` (`storage import`); `doctor` and `config` are printed here. A front end runs on an
+//! (`docs index`), `cli/storage.rs` (`storage import`); `doctor` and `config` are printed here;
+//! `cli/flags.rs` turns a tool's argument error into the flag the user typed. A front end runs on an
 //! assembled app (`app/front.rs`: its runtime, the start, the one shutdown).
 
 mod call;
 mod chat;
 #[cfg(feature = "docs")]
 mod docs;
+mod flags;
 mod mcp;
 #[cfg(feature = "memory")]
 mod memory;
@@ -262,7 +264,12 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitC
             with_config(|config| call::jsonl(config.clone()))
         }
         Some(Command::Call { name, args, .. }) => with_config(|config| {
-            call::one(config.clone(), name.as_deref().unwrap_or_default(), args)
+            call::one(
+                config.clone(),
+                name.as_deref().unwrap_or_default(),
+                args,
+                None,
+            )
         }),
         #[cfg(feature = "memory")]
         Some(Command::Memory { command }) => {
@@ -322,6 +329,24 @@ fn pretty(v: &serde_json::Value) -> String {
 /// The log on stderr and, when configured, telemetry ([`crate::telemetry::init`]).
 pub(crate) fn init_logging(config: &Config) {
     crate::telemetry::init(config);
+}
+
+/// `config` for a front end that prints its one call's error itself (`call`, the tool
+/// calls of `schedule`, `memory search`): at a log level of `warn` or quieter, the log's
+/// warning for the failed call (target `klaw::tools`, `tool failed: ...`) would print the
+/// same error a second time, so that target logs only errors. A level that asks for more
+/// (`info`, `debug`, a directive naming `klaw::tools`) keeps it.
+pub(crate) fn quiet_failed_calls(mut config: Config) -> Config {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+    let level = &config.raw.log_level;
+    let at_most_warn = EnvFilter::try_new(level)
+        .ok()
+        .and_then(|f| f.max_level_hint())
+        .is_some_and(|hint| hint <= LevelFilter::WARN);
+    if at_most_warn && !level.contains("klaw::tools") {
+        config.raw.log_level = format!("{level},klaw::tools=error");
+    }
+    config
 }
 
 /// Runs a front end on an assembled app ([`crate::app::run_front`]); what kept it from

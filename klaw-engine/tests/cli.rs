@@ -227,9 +227,22 @@ fn call_errors_exit_one_with_the_message() {
     let env = Env::new();
     let o = env.run(&["call", "current_time", r#"{"timezone": "Mars/Olympus"}"#]);
     assert_eq!(o.status.code(), Some(1));
+    // Once: the log's warning for the failed call does not repeat it. The arguments
+    // were JSON: the error names the JSON pointer.
+    assert_eq!(
+        stderr(&o),
+        "Error [invalid_arguments]: /timezone: unknown time zone `Mars/Olympus`; use an IANA \
+         name such as Europe/Moscow or America/New_York\n"
+    );
+    // A log level that asks for more keeps the log's line.
+    let o = env
+        .cmd(&["call", "current_time", r#"{"timezone": "Mars/Olympus"}"#])
+        .env("KLAW_LOG_LEVEL", "info")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o)
-            .contains("Error [invalid_arguments]: /timezone: unknown time zone `Mars/Olympus`"),
+        stderr(&o).contains("tool failed: /timezone"),
         "{}",
         stderr(&o)
     );

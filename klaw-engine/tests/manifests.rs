@@ -335,7 +335,7 @@ fn tool_create_then_a_call_then_tool_delete() {
             "schema",
         ),
         (json!({"name": "bad name!"}), "name"),
-        (json!({"timeout": 0}), "time limit"),
+        (json!({"timeout": 0}), "/timeout: must be 1 to "),
         // The script's syntax, by the interpreter's own check, names the line.
         (
             json!({"script": "import json\ndef f(:\n    pass\n"}),

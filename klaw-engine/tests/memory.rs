@@ -350,6 +350,7 @@ fn import_conversations_and_exports_then_search_by_date() {
     let o = env.run(&["memory", "search", "trip", "--from", "May"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("YYYY-MM-DD"), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: --from: "), "{}", stderr(&o));
 }
 
 #[test]
@@ -367,9 +368,22 @@ fn memory_command_errors_and_exit_codes() {
     );
     let o = env.run(&["memory", "search", "  "]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("the query is empty"), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: <QUERY>: empty: say what to look for\n",
+        "{}",
+        stderr(&o)
+    );
+    // An argument's error names the flag the user typed, once (no log line repeating
+    // it).
     let o = env.run(&["memory", "search", "x", "--top-k", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: --top-k: expected a number ≥ 1, got 0\n",
+        "{}",
+        stderr(&o)
+    );
     // Failures: 1.
     let o = env.run(&["memory", "import", "/no/such/dir"]);
     assert_eq!(o.status.code(), Some(1));

@@ -81,8 +81,10 @@ fn render_js_renders_through_cloudflare_without_a_local_browser() {
     };
     let none = "/nonexistent/chromium";
 
+    // The pages are named by a public address, not a name: a name is resolved here
+    // before Cloudflare is asked (below), and a test machine may have no DNS.
     // The page, extracted as a local render's: the main content, the title.
-    let (ok, out, err) = call(json!({"url": "https://example.com/app"}), none);
+    let (ok, out, err) = call(json!({"url": "https://93.184.215.14/app"}), none);
     assert!(ok, "{err}");
     assert!(out.contains("Rendered remotely"), "{out}");
     assert!(out.contains("slow work of water"), "{out}");
@@ -97,18 +99,18 @@ fn render_js_renders_through_cloudflare_without_a_local_browser() {
         asked[0].header("authorization"),
         Some(format!("Bearer {TOKEN}").as_str())
     );
-    assert_eq!(asked[0].body, json!({"url": "https://example.com/app"}));
+    assert_eq!(asked[0].body, json!({"url": "https://93.184.215.14/app"}));
 
     // The same caps: maxChars cuts the text.
     let (ok, out, err) = call(
-        json!({"url": "https://example.com/app", "maxChars": 40}),
+        json!({"url": "https://93.184.215.14/app", "maxChars": 40}),
         none,
     );
     assert!(ok, "{err}");
     assert!(!out.contains("slow work of water"), "{out}");
 
     // Errors say what happened, never with the token.
-    let (ok, _, err) = call(json!({"url": "https://example.com/denied"}), none);
+    let (ok, _, err) = call(json!({"url": "https://93.184.215.14/denied"}), none);
     assert!(!ok);
     assert!(
         err.contains("refused the API token (401")
@@ -116,16 +118,16 @@ fn render_js_renders_through_cloudflare_without_a_local_browser() {
             && err.contains("CLOUDFLARE_API_TOKEN"),
         "{err}"
     );
-    let (ok, _, err) = call(json!({"url": "https://example.com/busy"}), none);
+    let (ok, _, err) = call(json!({"url": "https://93.184.215.14/busy"}), none);
     assert!(!ok);
     assert!(
         err.contains("rate-limited (429)") && err.contains("retry after 7 s"),
         "{err}"
     );
-    let (ok, _, err) = call(json!({"url": "https://example.com/broken"}), none);
+    let (ok, _, err) = call(json!({"url": "https://93.184.215.14/broken"}), none);
     assert!(!ok);
     assert!(
-        err.contains("could not render https://example.com/broken")
+        err.contains("could not render https://93.184.215.14/broken")
             && err.contains("Navigation timeout of 30000 ms exceeded"),
         "{err}"
     );
@@ -133,7 +135,7 @@ fn render_js_renders_through_cloudflare_without_a_local_browser() {
     // request leaves.
     let before = server.requests().len();
     let (ok, _, err) = call(
-        json!({"url": "https://example.com/app", "screenshot": true}),
+        json!({"url": "https://93.184.215.14/app", "screenshot": true}),
         none,
     );
     assert!(!ok);
@@ -142,9 +144,25 @@ fn render_js_renders_through_cloudflare_without_a_local_browser() {
     assert!(!ok);
     assert!(err.contains("127.0.0.1"), "{err}");
     assert_eq!(server.requests().len(), before);
+    // The same rule as the local browser's: a name is resolved here and refused when it
+    // resolves to a loopback or private address, before Cloudflare is asked (it was once
+    // handed on unresolved).
+    for url in [
+        "http://localhost:9/",
+        "http://LOCALHOST./admin",
+        "https://localhost/",
+    ] {
+        let (ok, _, err) = call(json!({ "url": url }), none);
+        assert!(!ok, "{url}");
+        assert!(
+            err.contains("Error [access_denied]") && err.contains("localhost"),
+            "{url}: {err}"
+        );
+        assert_eq!(server.requests().len(), before, "{url}");
+    }
 
     // A browser on the machine stays the default: Cloudflare is not asked.
-    let (_, _, _) = call(json!({"url": "https://example.com/app"}), "/bin/true");
+    let (_, _, _) = call(json!({"url": "https://93.184.215.14/app"}), "/bin/true");
     assert_eq!(server.requests().len(), before);
 
     // No file the engine wrote holds the token either.

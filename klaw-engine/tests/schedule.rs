@@ -463,12 +463,13 @@ fn jobs_are_added_listed_and_removed_across_processes() {
 }
 
 /// A value past `historyMessages`' bound is refused naming the argument, alike on the
-/// command line (`--history-messages`) and over MCP: the model and the operator both
-/// read which argument is wrong, not a bare `2000 is more than 1000`.
+/// command line and over MCP: the model and the operator both read which argument is
+/// wrong, not a bare `2000 is more than 1000`. The command line names the flag the user
+/// typed (`--history-messages`), an MCP client the JSON pointer it sent; the command
+/// line prints the error once (no log line repeating it), and exits 1.
 #[test]
 fn a_bound_error_names_its_argument_on_the_command_line_and_over_mcp() {
     let s = Setup::new(&None, "http://127.0.0.1:9/v1");
-    let expected = "Error [invalid_arguments]: /historyMessages: 2000 is more than 1000";
     let o = s.run_cli(&[
         "schedule",
         "add",
@@ -478,8 +479,21 @@ fn a_bound_error_names_its_argument_on_the_command_line_and_over_mcp() {
         "--history-messages",
         "2000",
     ]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains(expected), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "Error [invalid_arguments]: --history-messages: 2000 is more than 1000\n"
+    );
+    // A positional argument is named as the usage line names it.
+    let o = s.run_cli(&["schedule", "add", "bad", "61 * * * *", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("Error [invalid_arguments]: <CRON>: "),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let expected = "Error [invalid_arguments]: /historyMessages: 2000 is more than 1000";
     let mut mcp = Mcp::start(s.cmd(&["mcp"]));
     let r = mcp.call(
         "schedule_add",

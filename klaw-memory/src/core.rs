@@ -329,14 +329,14 @@ fn valid_value(value: &str) -> Result<String, ToolError> {
     if value.is_empty() {
         return Err(ToolError::invalid_arguments(
             "/value",
-            "the value is empty; to remove a fact use memory_core_delete",
+            "empty; to remove a fact use memory_core_delete",
         ));
     }
     if value.chars().count() > MAX_VALUE_CHARS {
         return Err(ToolError::invalid_arguments(
             "/value",
             format!(
-                "the value is longer than {MAX_VALUE_CHARS} characters: shorten it, or save it with memory_save"
+                "longer than {MAX_VALUE_CHARS} characters: shorten it, or save it with memory_save"
             ),
         ));
     }
@@ -368,18 +368,18 @@ pub async fn memory_core_delete(
 fn valid_key(key: &str) -> Result<String, ToolError> {
     let key = key.trim();
     if key.is_empty() {
-        return Err(ToolError::invalid_arguments("/key", "the key is empty"));
+        return Err(ToolError::invalid_arguments("/key", "empty"));
     }
     if key.chars().count() > MAX_KEY_CHARS {
         return Err(ToolError::invalid_arguments(
             "/key",
-            format!("the key is longer than {MAX_KEY_CHARS} characters"),
+            format!("longer than {MAX_KEY_CHARS} characters"),
         ));
     }
     if key.chars().any(char::is_control) {
         return Err(ToolError::invalid_arguments(
             "/key",
-            "the key contains a control character (a line break, a tab)",
+            "contains a control character (a line break, a tab)",
         ));
     }
     Ok(key.to_owned())

@@ -99,7 +99,7 @@ pub async fn memory_get(
         (Some(_), None) => {
             return Err(ToolError::invalid_arguments(
                 "/source",
-                "the source is empty: give a source from memory_search's results",
+                "empty: give one from memory_search's results",
             ));
         }
         (None, Some(id)) => By::Chunk(i64::try_from(id).unwrap_or(i64::MAX)),
@@ -119,13 +119,13 @@ pub async fn memory_get(
     if start_line == 0 {
         return Err(ToolError::invalid_arguments(
             "/startLine",
-            "startLine counts from 1",
+            "lines count from 1",
         ));
     }
     if !(1..=MAX_GET_LINES).contains(&max_lines) {
         return Err(ToolError::invalid_arguments(
             "/maxLines",
-            format!("maxLines must be between 1 and {MAX_GET_LINES}, got {max_lines}"),
+            format!("must be between 1 and {MAX_GET_LINES}, got {max_lines}"),
         ));
     }
     // Nothing is created: no memory yet is nothing to find.
@@ -272,7 +272,7 @@ fn window(
     if start > total {
         return Err(ToolError::invalid_arguments(
             "/startLine",
-            format!("startLine {start} is past the end: `{source}` has {total} lines"),
+            format!("{start} is past the end: `{source}` has {total} lines"),
         ));
     }
     let first = usize::try_from(start - 1).unwrap_or(usize::MAX);

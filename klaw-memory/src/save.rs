@@ -60,7 +60,7 @@ pub async fn memory_save(
     if content.trim().is_empty() {
         return Err(ToolError::invalid_arguments(
             "/content",
-            "nothing to save: the content is empty",
+            "empty: nothing to save",
         ));
     }
     let max = limits.max_file_size_bytes.min(MAX_SAVE_BYTES);
@@ -68,7 +68,7 @@ pub async fn memory_save(
         return Err(ToolError::invalid_arguments(
             "/content",
             format!(
-                "the content is {} bytes, more than the {max} bytes one memory_save accepts: save it in parts (whole documents are imported with `klaw-engine memory import`)",
+                "{} bytes, more than the {max} bytes one memory_save accepts: save it in parts (whole documents are imported with `klaw-engine memory import`)",
                 content.len()
             ),
         ));
@@ -77,7 +77,7 @@ pub async fn memory_save(
     if source.is_empty() || source.chars().count() > MAX_SOURCE_CHARS {
         return Err(ToolError::invalid_arguments(
             "/source",
-            format!("the source must be 1 to {MAX_SOURCE_CHARS} characters"),
+            format!("must be 1 to {MAX_SOURCE_CHARS} characters"),
         ));
     }
     let memory = ctx.shared_state::<Memory>();

@@ -103,20 +103,20 @@ pub async fn memory_search(
     if query.is_empty() {
         return Err(ToolError::invalid_arguments(
             "/query",
-            "the query is empty: say what to look for",
+            "empty: say what to look for",
         ));
     }
     if query.chars().count() > MAX_QUERY_CHARS {
         return Err(ToolError::invalid_arguments(
             "/query",
-            format!("the query is longer than {MAX_QUERY_CHARS} characters: shorten it"),
+            format!("longer than {MAX_QUERY_CHARS} characters: shorten it"),
         ));
     }
     // The schema says 1 to 50 too, but models do not always read it.
     if !(1..=MAX_TOP_K).contains(&top_k) {
         return Err(ToolError::invalid_arguments(
             "/topK",
-            format!("topK must be between 1 and {MAX_TOP_K}, got {top_k}"),
+            format!("must be between 1 and {MAX_TOP_K}, got {top_k}"),
         ));
     }
     // a date is a day in the user's time zone (the settings are checked at start-up)
@@ -136,7 +136,7 @@ pub async fn memory_search(
     {
         return Err(ToolError::invalid_arguments(
             "/to",
-            "`to` is before `from`: the period is empty",
+            "before `from`: the period is empty",
         ));
     }
     let memory = ctx.shared_state::<Memory>();

@@ -24,7 +24,7 @@ async fn bad_arguments_are_refused_before_the_model_is_loaded() {
     let e = kit
         .call_err("memory_search", json!({"query": "  \n "}))
         .await;
-    invalid(&e, "/query", "the query is empty");
+    invalid(&e, "/query", "/query: empty: say what to look for");
     let e = kit
         .call_err("memory_search", json!({"query": "tea", "topK": 0}))
         .await;
@@ -76,7 +76,7 @@ async fn bad_arguments_are_refused_before_the_model_is_loaded() {
             json!({"section": "user", "key": " ", "value": "v"}),
         )
         .await;
-    invalid(&e, "/key", "the key is empty");
+    invalid(&e, "/key", "/key: empty");
     let e = kit
         .call_err(
             "memory_core_update",

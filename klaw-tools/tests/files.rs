@@ -99,16 +99,16 @@ async fn file_read_window_past_the_end_is_an_error() {
     assert!(e.is_invalid_arguments());
     assert_eq!(
         e.message(),
-        "/startLine: startLine 3 is past the end of the file (2 lines)"
+        "/startLine: 3 is past the end of the file (2 lines)"
     );
     let e = kit
         .call_err("file_read", json!({"path": "n.txt", "startLine": 0}))
         .await;
-    assert_eq!(e.message(), "/startLine: startLine counts from 1");
+    assert_eq!(e.message(), "/startLine: lines count from 1");
     let e = kit
         .call_err("file_read", json!({"path": "n.txt", "maxLines": 0}))
         .await;
-    assert_eq!(e.message(), "/maxLines: maxLines must be at least 1");
+    assert_eq!(e.message(), "/maxLines: must be at least 1");
     kit.write("empty.txt", "").unwrap();
     let r = kit.call_ok("file_read", json!({"path": "empty.txt"})).await;
     assert_eq!(r["content"], "");
@@ -322,11 +322,11 @@ async fn bad_paths_are_invalid_arguments_not_panics() {
     let kit = kit();
     let e = kit.call_err("file_read", json!({"path": "a\u{0}b"})).await;
     assert!(e.is_invalid_arguments());
-    assert_eq!(e.message(), "/path: path contains a NUL byte");
+    assert_eq!(e.message(), "/path: contains a NUL byte");
     let e = kit
         .call_err("file_read", json!({"path": "x".repeat(5000)}))
         .await;
-    assert!(e.message().starts_with("/path: path is too long"), "{e}");
+    assert!(e.message().starts_with("/path: too long ("), "{e}");
     let e = kit
         .call_err(
             "file_write",
@@ -335,7 +335,7 @@ async fn bad_paths_are_invalid_arguments_not_panics() {
         .await;
     assert!(
         e.message()
-            .starts_with("/path: path or a name in it is too long"),
+            .starts_with("/path: too long (the whole or a name in it): "),
         "{e}"
     );
     let e = kit
@@ -559,7 +559,7 @@ async fn file_edit_error_texts() {
             json!({"path": "a.txt", "startLine": 1, "newText": "y"}),
         )
         .await;
-    assert_eq!(e.message(), "/endLine: endLine is required with startLine");
+    assert_eq!(e.message(), "/endLine: required with startLine");
     let e = kit
         .call_err(
             "file_edit",
@@ -568,7 +568,7 @@ async fn file_edit_error_texts() {
         .await;
     assert_eq!(
         e.message(),
-        "/oldText: oldText is empty; give the exact text to replace"
+        "/oldText: empty; give the exact text to replace"
     );
     assert_eq!(
         kit.read("a.txt").unwrap(),
@@ -716,7 +716,7 @@ async fn legacy_file_tool_forwards() {
     let e = kit
         .call_err("file", json!({"operation": "write_file", "path": "n.txt"}))
         .await;
-    assert_eq!(e.message(), "/content: write_file needs content");
+    assert_eq!(e.message(), "/content: missing: write_file needs it");
     kit.call_ok("file", json!({"operation": "delete_file", "path": "n.txt"}))
         .await;
     assert!(!kit.workspace().join("n.txt").exists());

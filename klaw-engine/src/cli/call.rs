@@ -8,11 +8,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use klaw_tools::{CallListener, ProgressUpdate, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
+use super::flags::Subcommand;
 use crate::terminal::terminal_safe;
 use crate::{Config, Engine, ToolCall};
 
-/// Runs one call and prints its result (stdout) or error (stderr, exit 1).
-pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
+/// Runs one call and prints its result (stdout) or error (stderr, exit 1), once (the
+/// log's warning for it is left out: [`super::quiet_failed_calls`]). `flags`: the
+/// subcommand whose flags gave the arguments, which an argument error names instead of
+/// its JSON pointer (`None`: `call`, whose arguments the user wrote as JSON).
+pub(crate) fn one(config: Config, name: &str, args: String, flags: Option<Subcommand>) -> ExitCode {
     let args = if args == "-" {
         let mut buf = String::new();
         if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf) {
@@ -22,7 +26,7 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
     } else {
         args
     };
-    super::run_front(config, None, |app| async move {
+    super::run_front(super::quiet_failed_calls(config), None, |app| async move {
         let engine = app.engine();
         let bar = Bar::new();
         let sink: Option<Arc<dyn CallListener>> = bar.sink();
@@ -45,7 +49,15 @@ pub(crate) fn one(config: Config, name: &str, args: String) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                let _ = writeln!(std::io::stderr(), "{}", terminal_safe(&e.to_model_text()));
+                let text = match flags {
+                    Some(subcommand) => format!(
+                        "Error [{}]: {}",
+                        e.kind().code(),
+                        super::flags::message(&e, subcommand)
+                    ),
+                    None => e.to_model_text(),
+                };
+                let _ = writeln!(std::io::stderr(), "{}", terminal_safe(&text));
                 ExitCode::FAILURE
             }
         }

@@ -61,6 +61,11 @@ fn parse_mode(s: &str) -> Result<SearchMode, String> {
 
 /// Runs a `memory` subcommand.
 pub(super) fn run(config: Config, command: MemoryCommand) -> ExitCode {
+    // A search prints its error itself: once.
+    let config = match command {
+        MemoryCommand::Search { .. } => super::quiet_failed_calls(config),
+        MemoryCommand::Import { .. } => config,
+    };
     init_logging(&config);
     let engine = match Engine::new(config) {
         Ok(e) => e,
@@ -99,7 +104,8 @@ fn search(engine: &Engine, args: Value, as_json: bool) -> ExitCode {
     let answer = match runtime.block_on(engine.call("memory_search", args)) {
         Ok(a) => a,
         Err(e) if e.is_invalid_arguments() => {
-            let _ = writeln!(std::io::stderr(), "error: {}", e.message());
+            let message = super::flags::message(&e, &["memory", "search"]);
+            let _ = writeln!(std::io::stderr(), "error: {message}");
             return ExitCode::from(2);
         }
         Err(e) => return fail(e.message()),

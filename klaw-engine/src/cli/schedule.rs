@@ -56,7 +56,7 @@ pub enum ScheduleCommand {
 /// Runs `command`.
 pub(crate) fn run(config: Config, command: ScheduleCommand) -> ExitCode {
     match command {
-        ScheduleCommand::List => super::call::one(config, "schedule_list", "{}".into()),
+        ScheduleCommand::List => super::call::one(config, "schedule_list", "{}".into(), None),
         ScheduleCommand::Add {
             name,
             cron,
@@ -81,11 +81,19 @@ pub(crate) fn run(config: Config, command: ScheduleCommand) -> ExitCode {
             if let Some(n) = history_messages {
                 args["historyMessages"] = json!(n);
             }
-            super::call::one(config, "schedule_add", args.to_string())
+            super::call::one(
+                config,
+                "schedule_add",
+                args.to_string(),
+                Some(&["schedule", "add"]),
+            )
         }
-        ScheduleCommand::Remove { name } => {
-            super::call::one(config, "schedule_remove", json!({"name": name}).to_string())
-        }
+        ScheduleCommand::Remove { name } => super::call::one(
+            config,
+            "schedule_remove",
+            json!({"name": name}).to_string(),
+            Some(&["schedule", "remove"]),
+        ),
         ScheduleCommand::RunNow { name } => {
             let model = match Model::from_config(&config, None) {
                 Ok(m) => m,

@@ -154,14 +154,11 @@ fn checked(args: AddArgs, config: &Config, gateway: &Gateway) -> Result<NewJob, 
     if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
         return Err(ToolError::invalid_arguments(
             "/name",
-            "the name must be 1 to 64 characters, none of them control characters",
+            "must be 1 to 64 characters, none of them control characters",
         ));
     }
     if args.message.trim().is_empty() {
-        return Err(ToolError::invalid_arguments(
-            "/message",
-            "the message is empty",
-        ));
+        return Err(ToolError::invalid_arguments("/message", "empty"));
     }
     if let Some(n) = args.history_messages
         && n > 1000

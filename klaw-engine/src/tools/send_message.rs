@@ -53,7 +53,7 @@ pub(crate) fn tool(gateway: Gateway) -> Arc<dyn Tool> {
         let gateway = gateway.clone();
         async move {
             if args.text.trim().is_empty() {
-                return Err(ToolError::invalid_arguments("/text", "the text is empty"));
+                return Err(ToolError::invalid_arguments("/text", "empty"));
             }
             gateway
                 .send(&args.channel, &args.chat_id, &args.text)

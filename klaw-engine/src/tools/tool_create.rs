@@ -166,21 +166,18 @@ async fn create_tool(
     if interpreter.is_empty() || interpreter.contains(['/', ' ', '\0']) {
         return Err(ToolError::invalid_arguments(
             "/interpreter",
-            "give the interpreter's name on PATH (python3, sh, node...), not a path or a command line",
+            "give a program's name on PATH (python3, sh, node...), not a path or a command line",
         ));
     }
     let timeout = args.timeout.unwrap_or(manifest::DEFAULT_TIMEOUT_SECONDS);
     if timeout == 0 || timeout > MAX_TIMEOUT_SECONDS {
         return Err(ToolError::invalid_arguments(
             "/timeout",
-            format!("the time limit is 1 to {MAX_TIMEOUT_SECONDS} seconds"),
+            format!("must be 1 to {MAX_TIMEOUT_SECONDS} seconds"),
         ));
     }
     if args.script.trim().is_empty() {
-        return Err(ToolError::invalid_arguments(
-            "/script",
-            "the script is empty",
-        ));
+        return Err(ToolError::invalid_arguments("/script", "empty"));
     }
     if let Some(server) = manifests.owner(&name) {
         return Err(ToolError::invalid_arguments(

@@ -65,7 +65,7 @@ pub fn read(docs: &[(&str, &str)], requested: &str, cap: u64) -> Result<DocsRead
     if requested.chars().any(char::is_control) {
         return Err(ToolError::invalid_arguments(
             "/path",
-            "the path contains control characters; give a docs path such as tools/files.md",
+            "contains control characters; give a docs path such as tools/files.md",
         ));
     }
     let (file, fragment) = match requested.split_once('#') {

@@ -70,14 +70,14 @@ pub async fn docs_search(
     if query.trim().is_empty() {
         return Err(ToolError::invalid_arguments(
             "/query",
-            "the query is empty: say what to look for",
+            "empty: say what to look for",
         ));
     }
     // The schema says 1 to 20 too, but models do not always read it.
     if !(1..=MAX_TOP_K).contains(&top_k) {
         return Err(ToolError::invalid_arguments(
             "/topK",
-            format!("topK must be between 1 and {MAX_TOP_K}"),
+            format!("must be between 1 and {MAX_TOP_K}"),
         ));
     }
     run_blocking("docs", move || {

@@ -65,18 +65,12 @@ pub(crate) fn confine_in(dir: Dir, at: &Path, path: &str) -> Result<Confined, To
 fn checked(root: &Path, path: &str) -> Result<(PathBuf, String), ToolError> {
     let shown = shorten(path);
     if path.contains('\0') {
-        return Err(ToolError::invalid_arguments(
-            "/path",
-            "path contains a NUL byte",
-        ));
+        return Err(ToolError::invalid_arguments("/path", "contains a NUL byte"));
     }
     if path.len() > MAX_PATH_BYTES {
         return Err(ToolError::invalid_arguments(
             "/path",
-            format!(
-                "path is too long ({} bytes, at most {MAX_PATH_BYTES})",
-                path.len()
-            ),
+            format!("too long ({} bytes, at most {MAX_PATH_BYTES})", path.len()),
         ));
     }
     let rel = relative(root, Path::new(path))
@@ -186,7 +180,7 @@ pub(crate) fn io_error(e: io::Error, shown: &str) -> ToolError {
     } else if is(Errno::NAMETOOLONG) {
         ToolError::invalid_arguments(
             "/path",
-            format!("path or a name in it is too long: {shown}"),
+            format!("too long (the whole or a name in it): {shown}"),
         )
     } else if is(Errno::LOOP) {
         ToolError::failed(format!("too many levels of symbolic links: {shown}"))
@@ -205,7 +199,7 @@ pub(crate) fn io_error(e: io::Error, shown: &str) -> ToolError {
     } else if is(Errno::ROFS) {
         ToolError::failed("the workspace is on a read-only file system")
     } else if e.kind() == io::ErrorKind::InvalidInput {
-        ToolError::invalid_arguments("/path", format!("invalid path: {shown}"))
+        ToolError::invalid_arguments("/path", format!("not valid: {shown}"))
     } else {
         ToolError::failed(format!("I/O error on {shown}"))
     };

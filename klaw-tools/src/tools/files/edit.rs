@@ -82,7 +82,7 @@ pub async fn file_edit(
             if old.is_empty() {
                 return Err(ToolError::invalid_arguments(
                     "/oldText",
-                    "oldText is empty; give the exact text to replace",
+                    "empty; give the exact text to replace",
                 ));
             }
             Edit::Text {
@@ -99,13 +99,13 @@ pub async fn file_edit(
         (None, Some(_), None) => {
             return Err(ToolError::invalid_arguments(
                 "/endLine",
-                "endLine is required with startLine",
+                "required with startLine",
             ));
         }
         (None, None, Some(_)) => {
             return Err(ToolError::invalid_arguments(
                 "/startLine",
-                "startLine is required with endLine",
+                "required with endLine",
             ));
         }
         (None, None, None) => {

@@ -51,7 +51,7 @@ pub async fn file(
         Operation::ReadFile => json(read::file_read(ws, limits, path, None, None).await?)?,
         Operation::WriteFile => {
             let content = content.ok_or_else(|| {
-                ToolError::invalid_arguments("/content", "write_file needs content")
+                ToolError::invalid_arguments("/content", "missing: write_file needs it")
             })?;
             json(write::file_write(ws, limits, path, content, write::WriteMode::Overwrite).await?)?
         }

@@ -72,13 +72,13 @@ pub async fn file_read(
     if start == 0 {
         return Err(ToolError::invalid_arguments(
             "/startLine",
-            "startLine counts from 1",
+            "lines count from 1",
         ));
     }
     if max_lines == Some(0) {
         return Err(ToolError::invalid_arguments(
             "/maxLines",
-            "maxLines must be at least 1",
+            "must be at least 1",
         ));
     }
     let c = confine(&ws, &path)?;
@@ -231,7 +231,7 @@ fn read_window(
     if start > 1 && start > total_lines {
         return Err(ToolError::invalid_arguments(
             "/startLine",
-            format!("startLine {start} is past the end of the file ({total_lines} lines)"),
+            format!("{start} is past the end of the file ({total_lines} lines)"),
         ));
     }
     if truncated {

@@ -210,13 +210,13 @@ pub async fn code_execute(
         )));
     };
     if code.trim().is_empty() {
-        return Err(ToolError::invalid_arguments("/code", "the code is empty"));
+        return Err(ToolError::invalid_arguments("/code", "empty"));
     }
     if code.len() > MAX_CODE_BYTES {
         return Err(ToolError::invalid_arguments(
             "/code",
             format!(
-                "the code is {} bytes, more than the {MAX_CODE_BYTES} bytes allowed; write \
+                "{} bytes, more than the {MAX_CODE_BYTES} bytes allowed; write \
                  it to a file and run it with exec",
                 code.len()
             ),

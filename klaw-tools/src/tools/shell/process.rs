@@ -285,7 +285,7 @@ pub async fn process(
     match action {
         ProcessAction::Start => {
             let command = command.ok_or_else(|| {
-                ToolError::invalid_arguments("/command", "`start` needs a `command`")
+                ToolError::invalid_arguments("/command", "missing: the action `start` needs one")
             })?;
             start(&ctx, &table, command, working_dir.as_deref()).await
         }
@@ -300,7 +300,7 @@ pub async fn process(
             let id = process_id.ok_or_else(|| {
                 ToolError::invalid_arguments(
                     "/processId",
-                    "this action needs a `processId` (see `process` with action `list`)",
+                    "missing: this action needs one (see `process` with action `list`)",
                 )
             })?;
             let key = parse_id(&id).ok_or_else(|| {

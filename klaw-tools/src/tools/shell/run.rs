@@ -52,10 +52,7 @@ impl CommandLine {
         let argv = match self {
             CommandLine::Shell(line) => {
                 if line.trim().is_empty() {
-                    return Err(ToolError::invalid_arguments(
-                        "/command",
-                        "the command is empty",
-                    ));
+                    return Err(ToolError::invalid_arguments("/command", "empty"));
                 }
                 vec!["sh".into(), "-c".into(), line.clone()]
             }
@@ -63,7 +60,7 @@ impl CommandLine {
                 if v.first().is_none_or(|p| p.is_empty()) {
                     return Err(ToolError::invalid_arguments(
                         "/command",
-                        "the command array is empty or its program is empty",
+                        "an empty array, or its program is empty",
                     ));
                 }
                 v.clone()
@@ -72,7 +69,7 @@ impl CommandLine {
         if argv.iter().any(|a| a.contains('\0')) {
             return Err(ToolError::invalid_arguments(
                 "/command",
-                "the command contains a NUL byte",
+                "contains a NUL byte",
             ));
         }
         Ok(argv)
@@ -135,7 +132,7 @@ pub(crate) fn resolve_dir(
         )),
         std::io::ErrorKind::NotADirectory => ToolError::invalid_arguments(
             "/workingDir",
-            format!("workingDir `{}` is not a directory", rel.display()),
+            format!("`{}` is not a directory", rel.display()),
         ),
         _ => outside(rel).with_source(e),
     })?;

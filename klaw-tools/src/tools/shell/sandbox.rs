@@ -40,9 +40,7 @@ impl SandboxHelper {
 pub(crate) fn tool_error(e: klaw_sandbox::Error) -> ToolError {
     match e {
         klaw_sandbox::Error::Unavailable(why) => ToolError::unavailable(why),
-        klaw_sandbox::Error::EmptyCommand => {
-            ToolError::invalid_arguments("/command", "the command is empty")
-        }
+        klaw_sandbox::Error::EmptyCommand => ToolError::invalid_arguments("/command", "empty"),
         e @ klaw_sandbox::Error::Policy(_) => {
             ToolError::failed("cannot encode the sandbox policy").with_source(e)
         }

@@ -4,10 +4,13 @@
 //! `{"success": true, "result": "<html>"}`), and the HTML goes through the same
 //! extraction and caps as a page the local browser rendered.
 //!
-//! The page's URL is checked by the guard first (a scheme or a literal private address
-//! is refused, as for every web tool); the page is fetched from Cloudflare's network,
-//! never from this machine's. The token is sent only to the configured API and appears
-//! in no answer, error or log line.
+//! The page's URL is checked by the guard first, as the local browser's is
+//! (`render::start_url`: a scheme, a literal private address, or a name that resolves
+//! here to one is refused before Cloudflare is asked); the page is fetched from
+//! Cloudflare's network, never from this machine's, so the redirects and subresources
+//! its browser follows cannot reach this machine's network (the local path's proxy
+//! checks those; here there is nothing of ours to protect them from). The token is sent
+//! only to the configured API and appears in no answer, error or log line.
 
 use std::sync::Arc;
 
@@ -76,7 +79,7 @@ pub fn render_js_remote_tool(remote: RemoteBrowser) -> Arc<dyn Tool> {
             let settings = WebSettings::of(&ctx);
             let web = ctx.shared_state::<Clients>();
             let (guard, _) = web.get(&settings)?;
-            let start = start_url(guard, &args.url)?;
+            let start = start_url(guard, &args.url).await?;
             if args.screenshot == Some(true) {
                 return Err(ToolError::invalid_arguments(
                     "/screenshot",

@@ -116,15 +116,9 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
             let settings = WebSettings::of(&ctx);
             let web = ctx.shared_state::<Clients>();
             let (guard, _) = web.get(&settings)?;
-            let start = start_url(guard, &args.url)?;
             // A name is resolved and checked here too, for a clear answer (the proxy
             // would refuse it anyway).
-            if let Some(url::Host::Domain(name)) = start.host() {
-                guard
-                    .resolve(name)
-                    .await
-                    .map_err(|r| ToolError::access_denied(r.to_string()))?;
-            }
+            let start = start_url(guard, &args.url).await?;
             let guard = web.guard(&settings)?;
             let running = ctx
                 .shared_state::<Browser>()
@@ -135,14 +129,24 @@ pub fn render_js_tool(browser: PathBuf) -> Arc<dyn Tool> {
     }))
 }
 
-/// `url` as the page to render: parsed, and allowed by `guard` (an address the web tools
-/// may not reach is refused before a browser, local or remote, is asked for it).
-pub(super) fn start_url(guard: &Guard, url: &str) -> Result<Url, ToolError> {
+/// `url` as the page to render: parsed, and allowed by `guard`, a name's addresses
+/// resolved and each checked. One rule for both browsers: what the local one may not
+/// load, Cloudflare's is not asked for either (a name that resolves here to a private or
+/// loopback address is refused before any request leaves), so a call's answer does not
+/// depend on where the page would have been rendered, and no internal name is handed to
+/// a third party.
+pub(super) async fn start_url(guard: &Guard, url: &str) -> Result<Url, ToolError> {
     let start = Url::parse(url.trim())
         .map_err(|e| ToolError::invalid_arguments("/url", format!("not a URL: {e}")))?;
     guard
         .check(&start)
         .map_err(|r| ToolError::access_denied(r.to_string()))?;
+    if let Some(url::Host::Domain(name)) = start.host() {
+        guard
+            .resolve(name)
+            .await
+            .map_err(|r| ToolError::access_denied(r.to_string()))?;
+    }
     Ok(start)
 }
 

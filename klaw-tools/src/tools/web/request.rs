@@ -221,7 +221,7 @@ fn request_headers(headers: Option<Value>) -> Result<Headers, ToolError> {
         Some(_) => {
             return Err(ToolError::invalid_arguments(
                 "/headers",
-                "headers must be an object of name → string, e.g. {\"Accept\": \"application/json\"}",
+                "must be an object of name → string, e.g. {\"Accept\": \"application/json\"}",
             ));
         }
     };
@@ -230,7 +230,7 @@ fn request_headers(headers: Option<Value>) -> Result<Headers, ToolError> {
         let Value::String(value) = value else {
             return Err(ToolError::invalid_arguments(
                 format!("/headers/{name}"),
-                format!("the value of `{name}` must be a string"),
+                "must be a string",
             ));
         };
         out.insert(name, value);
@@ -244,21 +244,16 @@ fn header_map(headers: Headers) -> Result<reqwest::header::HeaderMap, ToolError>
     let mut map = reqwest::header::HeaderMap::new();
     for (name, value) in headers.0 {
         let pointer = format!("/headers/{name}");
-        let parsed =
-            reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-                ToolError::invalid_arguments(&pointer, format!("`{name}` is not a header name"))
-            })?;
+        let parsed = reqwest::header::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| ToolError::invalid_arguments(&pointer, "not a header name"))?;
         if OWN_HEADERS.contains(&parsed.as_str()) {
             return Err(ToolError::invalid_arguments(
                 &pointer,
-                format!("the header `{name}` is set by the HTTP client; leave it out"),
+                "set by the HTTP client; leave it out",
             ));
         }
         let value = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
-            ToolError::invalid_arguments(
-                &pointer,
-                format!("the value of `{name}` is not a valid header value (no line breaks)"),
-            )
+            ToolError::invalid_arguments(&pointer, "not a valid header value (no line breaks)")
         })?;
         map.append(parsed, value);
     }

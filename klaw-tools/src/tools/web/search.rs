@@ -65,7 +65,10 @@ pub async fn web_search(
 ) -> Result<SearchResults, ToolError> {
     let query = query.trim().to_owned();
     if query.is_empty() {
-        return Err(ToolError::invalid_arguments("/query", "the query is empty"));
+        return Err(ToolError::invalid_arguments(
+            "/query",
+            "empty: say what to look for",
+        ));
     }
     let settings = WebSettings::of(&ctx);
     let client = ctx.shared_state::<Clients>().search(&settings)?.clone();
