@@ -58,7 +58,7 @@ pub use events::{EventHook, ToolEvent};
 pub use klaw_macros::{ToolSchema, tool};
 pub use lang::Lang;
 pub use listen::{CallListener, Log, LogLevel, LogMessage, Progress, ProgressUpdate};
-pub use registry::{Args, PreparedCall, RegistryError, RegistryErrors, ToolRegistry};
+pub use registry::{Args, ArgsLent, PreparedCall, RegistryError, RegistryErrors, ToolRegistry};
 pub use render::{Format, definition};
 pub use schema::{
     Description, EnumVariant, ObjectSchema, Property, Schema, ToolSchema, schemars_inline,

@@ -85,6 +85,42 @@ impl PreparedCall {
     pub fn args(&self) -> &Value {
         &self.args
     }
+
+    /// Lends the arguments out by value, without copying them: for a caller that shows
+    /// them to its pre-call hooks in a struct of its own (the engine's `ToolCall`).
+    /// [`ArgsLent::give_back`] makes the call again, to be run without a second check.
+    pub fn lend_args(self) -> (Value, ArgsLent) {
+        (self.args, ArgsLent { tool: self.tool })
+    }
+}
+
+/// A [`PreparedCall`] whose arguments are lent out ([`PreparedCall::lend_args`]).
+pub struct ArgsLent {
+    tool: Arc<dyn Tool>,
+}
+
+impl ArgsLent {
+    /// The tool's spec.
+    pub fn spec(&self) -> &ToolSpec {
+        self.tool.spec()
+    }
+
+    /// The prepared call again, with `args`: the arguments lent, given back unchanged
+    /// (only looked at, through shared references). They are not checked again.
+    pub fn give_back(self, args: Value) -> PreparedCall {
+        PreparedCall {
+            tool: self.tool,
+            args,
+        }
+    }
+}
+
+impl std::fmt::Debug for ArgsLent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgsLent")
+            .field("tool", &self.tool.spec().name)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for PreparedCall {
@@ -614,14 +650,27 @@ mod tests {
             before + 1,
             "execute_prepared validated again"
         );
+        // Lent out and given back (a hook looked at them): the same call, not copied
+        // nor validated again.
+        let call = registry
+            .prepare("show_args", json!({"path": "c.txt"}))
+            .unwrap();
+        let (args, lent) = call.lend_args();
+        let shown = args.as_object().unwrap()["path"].as_str().unwrap().as_ptr();
+        assert_eq!(lent.spec().name, "show_args");
+        let call = lent.give_back(args);
+        assert_eq!(call.args()["path"].as_str().unwrap().as_ptr(), shown);
+        let out = registry.execute_prepared(&ctx, call).await.unwrap();
+        assert_eq!(out.text(), r#"{"path":"c.txt"}"#);
+        assert_eq!(validations(), before + 2);
         // `execute` is the two steps: one validation.
         registry
             .execute(&ctx, "show_args", json!({"path": "b.txt"}))
             .await
             .unwrap();
-        assert_eq!(validations(), before + 2);
+        assert_eq!(validations(), before + 3);
         let events = events.lock().unwrap();
-        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events.len(), 3, "{events:?}");
         assert!(
             events.iter().all(|e| e.starts_with("Executed")),
             "{events:?}"

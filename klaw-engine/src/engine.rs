@@ -247,7 +247,8 @@ struct Inner {
     /// snapshot they started with).
     registry: RwLock<Arc<ToolRegistry>>,
     ctx: ToolContext,
-    hooks: RwLock<Vec<Arc<dyn PreCallHook>>>,
+    /// Replaced whole when one is added: a call takes the list without copying it.
+    hooks: RwLock<Arc<Vec<Arc<dyn PreCallHook>>>>,
     /// Every running call's cancellation, by id.
     running: Mutex<HashMap<String, CancellationToken>>,
     /// The parent of every call's token: cancelled by [`Engine::shutdown`].
@@ -424,22 +425,35 @@ impl Engine {
             Ok(prepared) => prepared,
             Err(e) => return Err(registry.failed(&ctx, &call.name, e)),
         };
-        let hooks: Vec<_> = self
-            .inner
-            .hooks
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if !hooks.is_empty() {
-            call.args = Args::Json(prepared.args().clone());
-            for hook in hooks {
-                if let Err(refusal) = hook.before_call(&call, prepared.spec()).await {
+        let hooks = Arc::clone(
+            &self
+                .inner
+                .hooks
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let prepared = if hooks.is_empty() {
+            prepared
+        } else {
+            // Lent to the hooks, not copied: they look at them through `&call`.
+            let (args, lent) = prepared.lend_args();
+            call.args = Args::Json(args);
+            for hook in hooks.iter() {
+                if let Err(refusal) = hook.before_call(&call, lent.spec()).await {
                     let error = refusal.into_error(&call.name);
                     tracing::info!(target: "klaw::engine", call_id = call.id, tool = call.name, cause = error.causes(), "call refused: {error}");
                     return Err(error);
                 }
             }
-        }
+            match std::mem::replace(&mut call.args, Args::Json(serde_json::Value::Null)) {
+                Args::Json(args) => lent.give_back(args),
+                // Never so (nothing changes `call` while the hooks look): checked again.
+                other => match registry.prepare(&call.name, other) {
+                    Ok(prepared) => prepared,
+                    Err(e) => return Err(registry.failed(&ctx, &call.name, e)),
+                },
+            }
+        };
         registry.execute_prepared(&ctx, prepared).await
     }
 
@@ -464,11 +478,14 @@ impl Engine {
 
     /// Adds a hook that sees every call before it runs and may refuse it.
     pub fn before_call(&self, hook: impl PreCallHook) {
-        self.inner
+        let mut hooks = self
+            .inner
             .hooks
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::new(hook));
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut list = Vec::clone(&hooks);
+        list.push(Arc::new(hook));
+        *hooks = Arc::new(list);
     }
 
     /// Adds a hook that sees every call's outcome and every load failure.
@@ -746,7 +763,7 @@ impl EngineBuilder {
             config: Arc::new(config),
             registry: RwLock::new(Arc::new(registry)),
             ctx: builder.build(),
-            hooks: RwLock::new(self.hooks),
+            hooks: RwLock::new(Arc::new(self.hooks)),
             running: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
             tools_changed: tokio::sync::watch::Sender::new(0),
