@@ -1130,7 +1130,7 @@ impl PgStore {
                         self.proven.fetch_add(1, Relaxed);
                         return Ok(rows.iter().map(|r| hit(r, FoundBy::Text)).collect());
                     }
-                    None if ndocs.iter().any(|&d| d > self.lists.threshold) => {
+                    None if q.need == 1 && ndocs.iter().any(|&d| d > self.lists.threshold) => {
                         self.fell_back.fetch_add(1, Relaxed);
                     }
                     None => {}
