@@ -34,7 +34,8 @@
 //! next candidate's: the answer is then the one ranking every match gives. When it cannot
 //! (several common words whose `theta`s add up to more than the best chunks score, a
 //! period that keeps few of the lists' chunks, fewer than `k` matches), the search falls
-//! back to ranking the postings (MaxScore, as before the lists).
+//! back to ranking the postings (MaxScore, as before the lists). A query whose matches
+//! need several of its terms (hybrid's text side of two words or more) does not try.
 
 use super::{B, K1, TextQuery, quote_lexeme};
 use crate::store::StoreError;
