@@ -46,7 +46,11 @@
 //! every row; the times are kept in `klaw_memory_meta` and printed on every run.
 //!
 //! `KLAW_BENCH_PG_PARTS` set: only where a hybrid search's time goes on PostgreSQL (its
-//! text side, its vector side, the whole), on the loaded store.
+//! text side, its vector side, the whole), on the loaded store. `KLAW_BENCH_PG_LISTS`
+//! set: only the text side's impact lists against ranking the postings, interleaved
+//! (`lists_ab`; `KLAW_BENCH_PG_CHECK=1` also compares every question with the ranking of
+//! every match). Every PostgreSQL run prints the store's open time (the first open
+//! migrates an older memory).
 //!
 //! Arguments: `sqlite` or `pg` to run one backend (each in its own process gives each
 //! its own peak RSS); none runs both. `KLAW_BENCH_CHUNKS` sets the size (default
