@@ -46,7 +46,11 @@
 //! every row; the times are kept in `klaw_memory_meta` and printed on every run.
 //!
 //! `KLAW_BENCH_PG_PARTS` set: only where a hybrid search's time goes on PostgreSQL (its
-//! text side, its vector side, the whole), on the loaded store.
+//! text side, its vector side, the whole), on the loaded store. `KLAW_BENCH_PG_LISTS`
+//! set: only the text side's impact lists against ranking the postings, interleaved
+//! (`lists_ab`; `KLAW_BENCH_PG_CHECK=1` also compares every question with the ranking of
+//! every match). Every PostgreSQL run prints the store's open time (the first open
+//! migrates an older memory).
 //!
 //! Arguments: `sqlite` or `pg` to run one backend (each in its own process gives each
 //! its own peak RSS); none runs both. `KLAW_BENCH_CHUNKS` sets the size (default
@@ -785,6 +789,121 @@ fn hybrid_parts(store: &PgStore, q: &Queries, period: Period) {
     }
 }
 
+/// The text side's impact lists against ranking the postings (`KLAW_BENCH_PG_LISTS` set:
+/// only this is run on the loaded store): first one pass of every question's text search
+/// and hybrid text side with the lists (which makes the lists of their common words, the
+/// first time), timed; then `KLAW_BENCH_AB_ROUNDS` rounds (default 3), each running the
+/// 61 questions' text search (best 10) and whole hybrid search once with the lists and
+/// once without (the store's lists switched off: today's ranking of the postings),
+/// alternating, so both see the same load; p50/p99 of each and their ratios, and how many
+/// of the searches the lists proved. With `KLAW_BENCH_PG_CHECK=1`, every question's
+/// bounded text search (10) and hybrid text side (100) against the ranking of every match
+/// (the same ids and scores).
+fn lists_ab(store: &mut PgStore, q: &Queries, period: Period) {
+    use bench_support::ListSettings;
+    let on = ListSettings::default();
+    let off = ListSettings {
+        threshold: i64::MAX,
+        ..on
+    };
+    store.set_lists(on);
+    let depth = 100;
+    let t = Instant::now();
+    let mut slowest = (0.0, 0);
+    for (j, text) in q.texts.iter().enumerate() {
+        let one = Instant::now();
+        black_box(store.search_text_in(text, K, period).unwrap());
+        black_box(store.hybrid_text_side(text, depth, period).unwrap());
+        let ms = one.elapsed().as_secs_f64() * 1000.0;
+        if ms > slowest.0 {
+            slowest = (ms, j);
+        }
+    }
+    println!(
+        "pg/lists first pass (the lists made): {:.1} s, the slowest question {:.0} ms: {}; stats {:?}",
+        t.elapsed().as_secs_f64(),
+        slowest.0,
+        q.texts[slowest.1],
+        store.list_stats()
+    );
+    let rounds: usize = std::env::var("KLAW_BENCH_AB_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    // [variant][case] times: variant 0 the postings, 1 the lists; case 0 text, 1 hybrid
+    let mut times = vec![vec![Vec::new(), Vec::new()]; 2];
+    let (mut text_stats, mut hybrid_stats) = ((0, 0), (0, 0));
+    for round in 0..rounds {
+        for v in [round % 2, 1 - round % 2] {
+            store.set_lists(if v == 1 { on } else { off });
+            for j in 0..q.texts.len() {
+                let before = store.list_stats();
+                let t = Instant::now();
+                black_box(store.search_text_in(&q.texts[j], K, period).unwrap());
+                times[v][0].push(t.elapsed().as_secs_f64() * 1000.0);
+                let mid = store.list_stats();
+                let t = Instant::now();
+                black_box(pg_hybrid(store, &q.texts[j], &q.vectors[j], K).unwrap());
+                times[v][1].push(t.elapsed().as_secs_f64() * 1000.0);
+                let after = store.list_stats();
+                if v == 1 {
+                    text_stats.0 += mid.0 - before.0;
+                    text_stats.1 += mid.1 - before.1;
+                    hybrid_stats.0 += after.0 - mid.0;
+                    hybrid_stats.1 += after.1 - mid.1;
+                }
+            }
+        }
+    }
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() as f64 * p) as usize).min(v.len() - 1)]
+    };
+    for (c, case) in ["text", "hybrid"].iter().enumerate() {
+        let (b50, b99) = (pct(&mut times[0][c], 0.5), pct(&mut times[0][c], 0.99));
+        let (l50, l99) = (pct(&mut times[1][c], 0.5), pct(&mut times[1][c], 0.99));
+        println!(
+            "pg/lists-ab {case:<6} postings p50 {b50:.1} p99 {b99:.1} ms; lists p50 {l50:.1}              p99 {l99:.1} ms; lists/postings p50 {:.2} p99 {:.2} ({} runs each)",
+            l50 / b50,
+            l99 / b99,
+            times[0][c].len()
+        );
+    }
+    println!(
+        "pg/lists proven / fell back, per search of the {rounds} rounds: text {text_stats:?},          hybrid's text searches {hybrid_stats:?} (the others had no listed word)"
+    );
+    println!(
+        "pg/lists load average {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    store.set_lists(on);
+    if std::env::var("KLAW_BENCH_PG_CHECK").is_ok_and(|v| v == "1") {
+        let mut differ = Vec::new();
+        for text in &q.texts {
+            let same = |a: &[Hit], b: &[Hit]| {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| x.id == y.id && x.score.to_bits() == y.score.to_bits())
+            };
+            let a = store.search_text_in(text, K, period).unwrap();
+            let b = store.search_text_exhaustive(text, K, false).unwrap();
+            let c = store.hybrid_text_side(text, depth, period).unwrap();
+            let d = store.search_text_exhaustive(text, depth, true).unwrap();
+            if !same(&a, &b) || !same(&c, &d) {
+                differ.push(text.clone());
+            }
+        }
+        println!(
+            "pg/lists bounded vs every match ranked: {} of {} differ {differ:?}",
+            differ.len(),
+            q.texts.len()
+        );
+    }
+}
+
 /// Bumped when the bench's PostgreSQL data would differ (how chunks are made or
 /// loaded): a kept data directory of another version is not reused. (The memory's own
 /// schema is not in the key: `PgStore::open_models` brings an older memory up to date,
@@ -842,7 +961,20 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
     };
     let (rt, pg) = connect(&url, klaw_memory::DEFAULT_EF_SEARCH);
     let fp = format!("{} bench", e.fingerprint());
+    // the store's open (what `Index::open_postgres` does besides loading its model): its
+    // tables checked under the schema lock, and made or migrated if missing
+    let t = Instant::now();
     let (mut store, _) = PgStore::open_models(pg.clone(), &[(e.dims(), fp.as_str())]).unwrap();
+    println!(
+        "pg/open_ms {:>10.1} (the first open of this run, migrations included)",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let t = Instant::now();
+    drop(PgStore::open_models(pg.clone(), &[(e.dims(), fp.as_str())]).unwrap());
+    println!(
+        "pg/open_ms {:>10.1} (opened again)",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
     let table = sql(
         &rt,
         &url,
@@ -942,6 +1074,26 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
         .join("")
     );
     let period = Period::default();
+    if std::env::var_os("KLAW_BENCH_PG_LISTS").is_some() {
+        lists_ab(&mut store, q, period);
+        println!(
+            "pg/lists made {}",
+            sql(
+                &rt,
+                &url,
+                "SELECT (SELECT count(*) FROM klaw_memory_lists) || ' lists, '
+                     || (SELECT count(*) FROM klaw_memory_impacts) || ' entries, '
+                     || pg_size_pretty(pg_total_relation_size('klaw_memory_impacts'))"
+            )
+            .join("")
+        );
+        drop(store);
+        drop(rt);
+        if let Some(mut server) = server {
+            server.stop();
+        }
+        return;
+    }
     if std::env::var_os("KLAW_BENCH_PG_PARTS").is_some() {
         hybrid_parts(&store, q, period);
         drop(store);

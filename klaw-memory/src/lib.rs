@@ -134,7 +134,7 @@ pub mod bench_support {
 
     pub use super::backend::Store;
     #[cfg(feature = "postgres")]
-    pub use super::pg::PgStore;
+    pub use super::pg::{ListSettings, PgStore};
 
     /// A hybrid search on a PostgreSQL store with the query's vector ready (the default
     /// fusion, one space): what `Index::search` does after embedding the query.

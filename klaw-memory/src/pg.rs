@@ -26,6 +26,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use tokio_postgres::types::ToSql;
 
+mod lists;
+pub use lists::ListSettings;
+
 /// pgvector's HNSW `ef_search` when none is given: the candidates the index walks per
 /// query (pgvector's own default is 40; a hybrid search asks for up to 100). 200: at a
 /// million chunks, recall@10 against the exact scan is 0.947 at 100 and 0.955 at 200
@@ -172,6 +175,11 @@ pub struct PgReport {
 pub struct PgStore {
     pg: PgMemory,
     spaces: Vec<PgSpace>,
+    lists: ListSettings,
+    /// Text searches the impact lists proved, and those that ranked the postings after
+    /// trying them.
+    proven: std::sync::atomic::AtomicU64,
+    fell_back: std::sync::atomic::AtomicU64,
 }
 
 fn sql_err(e: impl std::fmt::Display) -> StoreError {
@@ -579,6 +587,8 @@ impl PgStore {
                 )
                 .await?;
             }
+            // the impact lists (empty in a memory made before them: made by the searches)
+            tx.batch_execute(lists::SCHEMA).await?;
             let mut spaces = Vec::with_capacity(wanted.len());
             let mut opened = SpacesOpened {
                 dropped: Vec::new(),
@@ -620,7 +630,31 @@ impl PgStore {
             tx.commit().await?;
             Ok::<_, StoreError>((spaces, opened))
         })?;
-        Ok((PgStore { pg, spaces }, opened))
+        Ok((
+            PgStore {
+                pg,
+                spaces,
+                lists: ListSettings::default(),
+                proven: 0.into(),
+                fell_back: 0.into(),
+            },
+            opened,
+        ))
+    }
+
+    /// Sets when words get impact lists and how long they are ([`ListSettings`]'s
+    /// default unless a test or a bench sets smaller ones). Lists made before keep
+    /// their size.
+    pub fn set_lists(&mut self, settings: ListSettings) {
+        self.lists = settings;
+    }
+
+    /// How many text searches (the bounded ones: not
+    /// [`search_text_exhaustive`](Self::search_text_exhaustive)) tried the impact lists
+    /// since the store was opened: `(proven by them, fell back to the postings)`.
+    pub fn list_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.proven.load(Relaxed), self.fell_back.load(Relaxed))
     }
 
     fn space(&self, i: usize) -> &PgSpace {
@@ -790,6 +824,14 @@ impl PgStore {
                 }
                 if report.inserted > 0 {
                     terms.store(&tx).await?;
+                    // after the words' rows are locked: a list made meanwhile is seen
+                    let lexemes: Vec<&str> = terms.0.keys().map(String::as_str).collect();
+                    let kept: Vec<lists::Stored<'_>> = ids
+                        .iter()
+                        .zip(&which)
+                        .map(|(&id, &i)| (id, rows[i].2, rows[i].4.as_slice()))
+                        .collect();
+                    lists::keep_on_insert(&tx, &lexemes, &kept).await?;
                     tx.execute(
                         "UPDATE klaw_memory_stats SET chunks = chunks + $1, tokens = tokens + $2",
                         &[&(report.inserted as i64), &tokens_added],
@@ -822,7 +864,8 @@ impl PgStore {
         // the words' counts go down with their chunks (in one statement: all or none)
         let sql = format!(
             "WITH gone AS (DELETE FROM klaw_memory_chunks WHERE {condition}
-                           RETURNING tsv, ntok),
+                           RETURNING id, tsv, ntok),
+             listed AS (DELETE FROM klaw_memory_impacts i USING gone WHERE i.id = gone.id),
              terms AS (UPDATE klaw_memory_terms t SET ndoc = t.ndoc - d.n
                        FROM (SELECT u.lexeme, count(*) AS n FROM gone, unnest(gone.tsv) u
                              GROUP BY u.lexeme) d
@@ -1015,8 +1058,9 @@ impl PgStore {
             period.from.unwrap_or(i64::MIN),
             period.to.unwrap_or(i64::MAX),
         );
-        let sql = format!(
-            "SELECT c.id, c.content, c.source, c.created_at, f.s
+        let ranking = |filter: &str| {
+            format!(
+                "SELECT c.id, c.content, c.source, c.created_at, f.s
              FROM (SELECT m.id, (
                        SELECT coalesce(sum(q.w * (cardinality(u.positions) * {k1p})
                            / (cardinality(u.positions)
@@ -1025,14 +1069,18 @@ impl PgStore {
                        JOIN unnest($2::text[], $3::float8[]) q(t, w) ON u.lexeme = q.t
                    ) AS s
                    FROM klaw_memory_chunks m
-                   WHERE m.tsv @@ $1::text::tsquery AND ts_match_vq(m.tsv, $8::text::tsquery)
+                   WHERE {filter} AND ts_match_vq(m.tsv, $8::text::tsquery)
                      AND m.created_at >= $6 AND m.created_at < $7
                    ORDER BY s DESC, m.id LIMIT $5) f
              JOIN klaw_memory_chunks c ON c.id = f.id
              ORDER BY f.s DESC, c.id",
-            k1p = K1 + 1.0,
-            one_b = 1.0 - B,
-        );
+                k1p = K1 + 1.0,
+                one_b = 1.0 - B,
+            )
+        };
+        // the chunks with one of the phrases of a tsquery, or the chunks of some ids
+        let sql = ranking("m.tsv @@ $1::text::tsquery");
+        let by_ids = ranking("m.id = ANY($1::int8[])");
         self.run(async |c| {
             let (n, tokens): (i64, i64) = {
                 let st = c
@@ -1063,6 +1111,31 @@ impl PgStore {
             // the phrases found in some chunk, the weightiest first
             let mut order: Vec<usize> = (0..bounds.len()).filter(|&i| bounds[i] > 0.0).collect();
             order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
+            if bounded {
+                let ranking = lists::Ranking {
+                    q,
+                    k,
+                    lexemes: &lexemes,
+                    weights: &weights,
+                    bounds: &bounds,
+                    ndocs: &ndocs,
+                    avgdl,
+                    sql: &by_ids,
+                    from,
+                    to,
+                };
+                use std::sync::atomic::Ordering::Relaxed;
+                match lists::search(c, &ranking, self.lists).await? {
+                    Some(rows) => {
+                        self.proven.fetch_add(1, Relaxed);
+                        return Ok(rows.iter().map(|r| hit(r, FoundBy::Text)).collect());
+                    }
+                    None if q.need == 1 && ndocs.iter().any(|&d| d > self.lists.threshold) => {
+                        self.fell_back.fetch_add(1, Relaxed);
+                    }
+                    None => {}
+                }
+            }
             let start = if bounded { 1 } else { order.len() };
             // not a statement prepared once: its generic plan cannot tell a rare word's
             // tsquery from a common one's, and scans the table

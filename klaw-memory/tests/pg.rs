@@ -8,6 +8,8 @@
 #[path = "../../klaw-engine/tests/common/postgres.rs"]
 mod server;
 
+mod lists;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
