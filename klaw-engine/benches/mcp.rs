@@ -5,7 +5,9 @@
 //! - klaw: this binary re-run as the engine (`KLAW_BENCH_SERVE`), the tool below linked in
 //!   as `examples/my-engine` links a tool crate, on the default config: what a user runs;
 //! - klaw-before: the same from another build, when `KLAW_BENCH_BEFORE` names one (a copy
-//!   of this bench binary built from an older commit): before/after in one run;
+//!   of this bench binary built from an older commit): before/after in one run; several
+//!   (`KLAW_BENCH_BEFORE=a:b:c`, copies built with other profiles) are each named by
+//!   their file;
 //! - rmcp: rmcp's own `#[tool_router]` server (`benches/rmcp-peer`, its own workspace, rmcp
 //!   pinned to Klaw's version), non-blocking stdio pipes and `TCP_NODELAY` as Klaw;
 //! - fastmcp: FastMCP (`benches/fastmcp_echo.py`) when the test venv has it
@@ -17,7 +19,8 @@
 //!
 //! The rows, in `KLAW_BENCH_ROUNDS` (3) interleaved rounds, the contenders' order rotated
 //! each round, each row the median of its rounds and its ratio to rmcp: cold start
-//! (spawn → `initialize` → `tools/list` answered), stdio `tools/call` p50 / p99, 10,000
+//! (spawn → `initialize` → `tools/list` answered) with the RSS and the program's resident
+//! code right after it, stdio `tools/call` p50 / p99, 10,000
 //! pipelined calls, the RSS after 12,500 calls, Streamable HTTP p50 with one client, calls/s
 //! with 1, 4, 16 and 64 clients, and the same clients against the runtime's worker
 //! threads, 1, 2 and the default (`TOKIO_WORKER_THREADS`, which Klaw and rmcp both
@@ -546,6 +549,10 @@ impl Contender {
 #[derive(Default)]
 struct Rows {
     cold_ms: Vec<f64>,
+    /// The RSS, and the part of it that is the program's own code, right after the last
+    /// cold start's `tools/list` (MB).
+    start_rss_mb: Vec<f64>,
+    start_code_mb: Vec<f64>,
     stdio_p50_us: Vec<f64>,
     stdio_p99_us: Vec<f64>,
     pipelined_ms: Vec<f64>,
@@ -659,9 +666,40 @@ fn cold(c: &Contender, n: usize, rows: &mut Rows) {
         let r = s.request("tools/list", serde_json::json!({}));
         assert!(r["result"]["tools"].is_array(), "{r}");
         times.push(ms(t.elapsed()));
+        if times.len() == n {
+            rows.start_rss_mb.push(rss_mb(s.child.id()));
+            rows.start_code_mb.push(code_mb(s.child.id()));
+        }
         drop(s);
     }
     rows.cold_ms.push(median(&times));
+}
+
+/// The resident pages of `pid`'s executable mappings of its own program file
+/// (`/proc/<pid>/smaps`), in MB: the code the start touched, with its neighbours the
+/// kernel maps around each fault.
+fn code_mb(pid: u32) -> f64 {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return f64::NAN;
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut code, mut kb) = (false, 0.0);
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: range, permissions, offset, device, inode, path.
+            let perms = fields.next().unwrap_or_default();
+            code = perms.contains('x') && fields.nth(3) == Some(exe.as_str());
+        } else if code && first == "Rss:" {
+            kb += fields
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+        }
+    }
+    kb / 1024.0
 }
 
 /// stdio: sequential calls (p50, p99), then pipelined ones, then the RSS.
@@ -841,6 +879,12 @@ fn race(contenders: &[Contender], rounds: usize) {
     row("cold start → tools/list", "ms", &results, |r| {
         Some(median(&r.cold_ms))
     });
+    row("RSS after tools/list (last start)", "MB", &results, |r| {
+        Some(median(&r.start_rss_mb))
+    });
+    row("  of it the program's code", "MB", &results, |r| {
+        Some(median(&r.start_code_mb))
+    });
     row("stdio tools/call p50", "µs", &results, |r| {
         Some(median(&r.stdio_p50_us))
     });
@@ -965,10 +1009,18 @@ fn main() -> std::process::ExitCode {
         cold_runs: 20,
         tokio: true,
     }];
-    if let Some(before) = std::env::var_os("KLAW_BENCH_BEFORE") {
+    // One older build (`klaw-before`), or several (`a:b:c`, each named by its file).
+    let before: Vec<PathBuf> = std::env::var_os("KLAW_BENCH_BEFORE")
+        .map(|b| std::env::split_paths(&b).collect())
+        .unwrap_or_default();
+    for program in &before {
+        let name = match program.file_name() {
+            Some(f) if before.len() > 1 => String::leak(f.to_string_lossy().into_owned()),
+            _ => "klaw-before",
+        };
         contenders.push(Contender {
-            name: "klaw-before",
-            program: before.into(),
+            name,
+            program: program.clone(),
             args: vec!["mcp".into()],
             port_arg: false,
             cold_runs: 20,

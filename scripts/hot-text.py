@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Regenerates `klaw-engine/hot-text.ld`: the functions an engine runs from its start to
+answering `tools/list` and 200 `tools/call`s, which the release link places side by side
+(`klaw-engine/build.rs`). Run after a dependency or toolchain update, on a release build
+of the MCP bench (it is the engine with `KLAW_BENCH_SERVE` set):
+
+    cargo bench --no-run -p klaw-engine --bench mcp
+    scripts/hot-text.py target/release/deps/mcp-<hash>
+
+A function whose code sits in a section named after another symbol (rustc renames some
+instances) is found by its section in the libraries beside the binary (objdump).
+
+Needs valgrind (callgrind) and binutils' nm and objdump. Standard library only."""
+import bisect, collections, json, os, re, subprocess, sys, tempfile
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../klaw-engine/hot-text.ld")
+
+
+def executed(binary):
+    """The addresses of the instructions of `binary` run during the exchange (callgrind)."""
+    out = tempfile.mktemp(suffix=".callgrind")
+    env = {"KLAW_BENCH_SERVE": "1", "HOME": tempfile.mkdtemp(), "PATH": os.environ["PATH"],
+           "KLAW_LOG_LEVEL": "error",
+           "KLAW_CACHE": os.environ.get("KLAW_CACHE", os.path.expanduser("~/.cache/klaw"))}
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                          "--dump-instr=yes", "--compress-pos=no", "-q", binary, "mcp"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def request(i, method, params):
+        line = json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+        p.stdin.write((line + "\n").encode())
+        p.stdin.flush()
+        while True:
+            v = json.loads(p.stdout.readline())
+            if v.get("id") == i:
+                return v
+
+    request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "hot-text", "version": "1"}})
+    p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    assert request(2, "tools/list", {})["result"]["tools"]
+    call = {"name": "convert_temperature",
+            "arguments": {"value": 21.5, "scale": "C", "target": "F"}}
+    for i in range(200):
+        assert "result" in request(10 + i, "tools/call", call)
+    p.stdin.close()
+    p.wait()
+    objects, current, addresses = {}, "", set()
+    for line in open(out, errors="replace"):
+        m = re.match(r"(c?ob)=\((\d+)\)(?: (.*))?$", line.strip())
+        if m:
+            kind, i, name = m.groups()
+            if name:
+                objects[i] = name
+            if kind == "ob":
+                current = objects.get(i, "")
+        elif line.startswith("0x") and os.path.realpath(current) == os.path.realpath(binary):
+            addresses.add(int(line.split()[0], 16))
+    os.unlink(out)
+    return addresses
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    symbols = []
+    sizes = collections.defaultdict(int)
+    nm = subprocess.run(["nm", "-n", "-S", "--defined-only", binary],
+                        capture_output=True, text=True, check=True).stdout
+    for line in nm.splitlines():
+        f = line.split(None, 3)
+        if len(f) == 4 and f[2] in "tTwW":
+            symbols.append((int(f[0], 16), int(f[1], 16), f[3]))
+            sizes[f[3]] += int(f[1], 16)
+    starts = [s[0] for s in symbols]
+    hot = {}
+    for a in executed(binary):
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and symbols[i][0] <= a < symbols[i][0] + max(symbols[i][1], 1):
+            hot[symbols[i][2]] = symbols[i][0]
+
+    # A function's hash (and LLVM's suffix) change with the build: where the name without
+    # it is (nearly) unique, the pattern leaves it out and survives a rebuild.
+    def loose(name):
+        name = re.sub(r"17h[0-9a-f]{16}E$", "17h*", name)
+        return re.sub(r"\.llvm\.\d+$", ".llvm.*", name)
+
+    members = collections.defaultdict(list)
+    for name in sizes:
+        members[loose(name)].append(name)
+    # The section each symbol sits in, where it is not named after it.
+    sections = collections.defaultdict(set)
+    libs = os.path.dirname(binary)
+    for lib in sorted(os.listdir(libs)):
+        if not lib.endswith(".rlib"):
+            continue
+        dump = subprocess.run(["objdump", "-t", os.path.join(libs, lib)],
+                              capture_output=True, text=True).stdout
+        for line in dump.splitlines():
+            f = line.split()
+            if len(f) >= 5 and " F .text" in line and f[-1] in hot:
+                section = next(x for x in f if x.startswith(".text"))
+                if not section.endswith(f[-1]):
+                    sections[f[-1]].add(section)
+    patterns, seen = [], set()
+    for name in sorted(hot, key=hot.get):
+        if name in ("_start", "main"):
+            continue
+        pattern = loose(name)
+        same = members.get(pattern, [name])
+        if len(same) > 2 or sum(sizes[m] for m in same) > 8192:
+            pattern = name
+        if pattern not in seen:
+            seen.add(pattern)
+            patterns.append(pattern)
+        for section in sorted(sections.get(name, ())):
+            if section not in seen:
+                seen.add(section)
+                patterns.append(section)
+    with open(OUT, "w") as f:
+        f.write("/* Generated by scripts/hot-text.py: the functions an engine runs to answer\n"
+                "   tools/list and tools/call, placed side by side (klaw-engine/build.rs). */\n")
+        f.write("SECTIONS {\n  .text.klaw_hot : {\n")
+        for p in patterns:
+            if p.startswith(".text"):
+                f.write(f"    *({p})\n")
+            else:
+                f.write(f"    *(.text.{p} .text.unlikely.{p} .text.hot.{p})\n")
+        f.write("  }\n}\nINSERT BEFORE .text;\n")
+    print(f"{len(hot)} functions, {len(patterns)} patterns ({len(sections)} by their section)"
+          f" -> {os.path.normpath(OUT)}")
+
+
+main()
