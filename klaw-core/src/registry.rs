@@ -90,13 +90,23 @@ impl PreparedCall {
     /// them to its pre-call hooks in a struct of its own (the engine's `ToolCall`).
     /// [`ArgsLent::give_back`] makes the call again, to be run without a second check.
     pub fn lend_args(self) -> (Value, ArgsLent) {
-        (self.args, ArgsLent { tool: self.tool })
+        let lent = ArgsLent {
+            #[cfg(debug_assertions)]
+            checked: self.args.clone(),
+            tool: self.tool,
+        };
+        (self.args, lent)
     }
 }
 
 /// A [`PreparedCall`] whose arguments are lent out ([`PreparedCall::lend_args`]).
 pub struct ArgsLent {
     tool: Arc<dyn Tool>,
+    /// The arguments as they were lent (debug builds only): [`ArgsLent::give_back`]
+    /// asserts it gets the same back, so a caller that changes them is caught by its
+    /// tests instead of running unchecked arguments.
+    #[cfg(debug_assertions)]
+    checked: Value,
 }
 
 impl ArgsLent {
@@ -106,8 +116,11 @@ impl ArgsLent {
     }
 
     /// The prepared call again, with `args`: the arguments lent, given back unchanged
-    /// (only looked at, through shared references). They are not checked again.
+    /// (only looked at, through shared references). They are not checked again: a debug
+    /// build asserts they are the ones lent.
     pub fn give_back(self, args: Value) -> PreparedCall {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(args, self.checked, "arguments changed while lent");
         PreparedCall {
             tool: self.tool,
             args,
@@ -675,6 +688,21 @@ mod tests {
             events.iter().all(|e| e.starts_with("Executed")),
             "{events:?}"
         );
+    }
+
+    /// Arguments changed while lent are caught in a debug build (the tests'), not run
+    /// unchecked.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "arguments changed while lent")]
+    fn arguments_changed_while_lent_are_caught() {
+        let mut registry = ToolRegistry::new();
+        registry.register(show_args()).unwrap();
+        let call = registry
+            .prepare("show_args", json!({"path": "c.txt"}))
+            .unwrap();
+        let (_, lent) = call.lend_args();
+        let _ = lent.give_back(json!({"path": "/etc/shadow"}));
     }
 
     #[tokio::test]
