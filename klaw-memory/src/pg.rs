@@ -180,6 +180,8 @@ pub struct PgStore {
     /// trying them.
     proven: std::sync::atomic::AtomicU64,
     fell_back: std::sync::atomic::AtomicU64,
+    /// The lists being built in the background.
+    builds: std::sync::Arc<lists::Builds>,
 }
 
 fn sql_err(e: impl std::fmt::Display) -> StoreError {
@@ -637,6 +639,7 @@ impl PgStore {
                 lists: ListSettings::default(),
                 proven: 0.into(),
                 fell_back: 0.into(),
+                builds: Default::default(),
             },
             opened,
         ))
@@ -655,6 +658,52 @@ impl PgStore {
     pub fn list_stats(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.proven.load(Relaxed), self.fell_back.load(Relaxed))
+    }
+
+    /// Builds now (waiting) the impact list of every word held by more than the
+    /// threshold's chunks that has none (what the searches would otherwise ask for in the
+    /// background, one word at a time): after a large import, say. A word another engine
+    /// is building is left to it. Returns how many lists were made.
+    pub fn make_lists(&self) -> Result<usize, StoreError> {
+        let settings = self.lists;
+        let words: Vec<String> = self.run(async |c| {
+            Ok(c.query(
+                "SELECT t.lexeme FROM klaw_memory_terms t WHERE t.ndoc > $1
+                   AND NOT EXISTS (SELECT 1 FROM klaw_memory_lists l WHERE l.lexeme = t.lexeme)
+                 ORDER BY t.ndoc DESC, t.lexeme",
+                &[&settings.threshold],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+        })?;
+        let mut made = 0;
+        for w in &words {
+            let built = self
+                .pg
+                .handle
+                .block_on(lists::build(&self.pg.pool, w, settings))?;
+            made += usize::from(built == lists::Built::Made);
+        }
+        Ok(made)
+    }
+
+    /// The lists' builds this store's searches started in the background since it was
+    /// opened: `(tried, failed)` (a failed one is logged and tried again later, after 5
+    /// seconds, then 10, ..., at most about 10 minutes).
+    pub fn list_builds(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.builds.tried.load(Relaxed),
+            self.builds.failed.load(Relaxed),
+        )
+    }
+
+    /// Waits until the lists this store's searches asked for are built (or their builds
+    /// failed): for tests and benches, which look at the lists afterwards.
+    pub fn wait_for_lists(&self) {
+        self.builds.wait(&self.pg.handle);
     }
 
     fn space(&self, i: usize) -> &PgSpace {
@@ -1125,7 +1174,14 @@ impl PgStore {
                     to,
                 };
                 use std::sync::atomic::Ordering::Relaxed;
-                match lists::search(c, &ranking, self.lists).await? {
+                let mut unmade = Vec::new();
+                let proven = lists::search(c, &ranking, self.lists, &mut unmade).await?;
+                if !unmade.is_empty() {
+                    // built in the background; this search ranks the postings
+                    self.builds
+                        .request(&self.pg.pool, &self.pg.handle, &unmade, self.lists);
+                }
+                match proven {
                     Some(rows) => {
                         self.proven.fetch_add(1, Relaxed);
                         return Ok(rows.iter().map(|r| hit(r, FoundBy::Text)).collect());

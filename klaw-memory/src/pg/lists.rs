@@ -16,12 +16,28 @@
 //! Kept by every engine: a chunk saved with a listed word whose part (at the list's
 //! `avgdl0`) is above `theta` joins the list (`theta` stays the bound of the rest); a
 //! chunk removed leaves its lists (the rest is smaller: `theta` stays a bound). A list is
-//! made lazily, by the first search that has the word once it is held by more than
-//! [`THRESHOLD`] chunks (ranking its chunks once: what every search with it did before),
-//! under the lock of the word's row in `klaw_memory_terms`, which every save of a chunk
-//! with the word also takes before it looks for the word's list: a save either ends
-//! before the list reads the chunks (and is in what it reads) or finds the list made.
-//! A list is never shortened: saves above `theta` make it longer.
+//! never shortened: saves above `theta` make it longer.
+//!
+//! A list is asked for by the first search that has the word once it is held by more
+//! than [`THRESHOLD`] chunks, and built in the background ([`Builds`]: one task of the
+//! store, one word at a time) while that search, and every other until the list is
+//! installed, ranks the postings: a search never waits for a list. [`build`] holds the
+//! word's advisory lock (`pg_try_advisory_lock`: a second engine, or store, asking for
+//! the same word gives up at once) and holds the lock of the word's row in
+//! `klaw_memory_terms`, which every save and removal of a chunk with the word also takes,
+//! only twice and briefly: to write a mark in `klaw_memory_list_builds` (from then on,
+//! each save of a chunk with the word puts it in `klaw_memory_impacts` whatever its part:
+//! `theta` is not known yet), and to install the list. In between, one statement (a
+//! snapshot taken after the mark's commit: it has every chunk saved before the mark)
+//! selects the best `SIZE + 1` chunks by the part ([`SIZE`] by default). The install takes `theta` from the
+//! last of them, adds the best [`SIZE`] to what the saves put meanwhile (dropping those
+//! of them not above `theta`), leaves out the chunks removed meanwhile, and writes the
+//! list's head, in one transaction: every chunk with the word is then in the list or
+//! has a part of at most `theta`, as if the list had been made at once. A failed build
+//! is logged and tried again later (5 s, then twice as long each time). A build that
+//! dies leaves its mark (the saves go on putting their chunks aside, harmlessly) until
+//! the next build of the word, which takes over (its advisory lock was the dead
+//! connection's).
 //!
 //! A search ([`search`]) takes as candidates the chunks of the lists of its listed
 //! phrases and every chunk with one of its other phrases (their postings, few: each held
@@ -62,7 +78,10 @@ pub(super) const SCHEMA: &str = "
         tf INTEGER NOT NULL,
         ntok INTEGER NOT NULL,
         PRIMARY KEY (lexeme, id));
-    CREATE INDEX IF NOT EXISTS klaw_memory_impacts_id ON klaw_memory_impacts (id);";
+    CREATE INDEX IF NOT EXISTS klaw_memory_impacts_id ON klaw_memory_impacts (id);
+    CREATE TABLE IF NOT EXISTS klaw_memory_list_builds (
+        lexeme TEXT PRIMARY KEY,
+        since TIMESTAMPTZ NOT NULL DEFAULT now());";
 
 /// When words get lists, and how long: [`THRESHOLD`] and [`SIZE`] unless a test or a
 /// bench sets others.
@@ -72,6 +91,9 @@ pub struct ListSettings {
     pub threshold: i64,
     /// The chunks a list holds when made.
     pub size: usize,
+    /// A pause of each build between its snapshot of the chunks and its install (none;
+    /// a test sets one to save and search while a list is being built).
+    pub pause: std::time::Duration,
 }
 
 impl Default for ListSettings {
@@ -79,6 +101,7 @@ impl Default for ListSettings {
         Self {
             threshold: THRESHOLD,
             size: SIZE,
+            pause: std::time::Duration::ZERO,
         }
     }
 }
@@ -116,8 +139,10 @@ pub(super) fn rest_bound(theta: f64, avgdl0: f64, avgdl: f64) -> f64 {
 pub(super) type Stored<'a> = (i64, i32, &'a [(String, i32)]);
 
 /// Adds the chunks an insert stored to the lists of their words, when their part is
-/// above the list's `theta`: `(id, ntok, lexemes with their frequency)` each. Runs after
-/// the words' counts are added in the same transaction (which holds their rows' locks).
+/// above the list's `theta`, and to the lists being built whatever their part (the
+/// build's install sorts them): `(id, ntok, lexemes with their frequency)` each. Runs
+/// after the words' counts are added in the same transaction (which holds their rows'
+/// locks).
 pub(super) async fn keep_on_insert(
     tx: &deadpool_postgres::Transaction<'_>,
     lexemes: &[&str],
@@ -125,14 +150,22 @@ pub(super) async fn keep_on_insert(
 ) -> Result<(), StoreError> {
     let st = tx
         .prepare_cached(
-            "SELECT lexeme, avgdl0, theta FROM klaw_memory_lists WHERE lexeme = ANY($1)",
+            "SELECT lexeme, avgdl0, theta FROM klaw_memory_lists WHERE lexeme = ANY($1)
+             UNION ALL
+             SELECT b.lexeme, NULL, NULL FROM klaw_memory_list_builds b
+             WHERE b.lexeme = ANY($1)
+               AND NOT EXISTS (SELECT 1 FROM klaw_memory_lists l WHERE l.lexeme = b.lexeme)",
         )
         .await?;
-    let lists: HashMap<String, (f64, f64)> = tx
+    // a list's (avgdl0, theta), or none: being built
+    let lists: HashMap<String, Option<(f64, f64)>> = tx
         .query(&st, &[&lexemes])
         .await?
         .iter()
-        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .map(|r| {
+            let (avgdl0, theta): (Option<f64>, Option<f64>) = (r.get(1), r.get(2));
+            (r.get(0), avgdl0.zip(theta))
+        })
         .collect();
     if lists.is_empty() {
         return Ok(());
@@ -140,9 +173,12 @@ pub(super) async fn keep_on_insert(
     let (mut lex, mut ids, mut tfs, mut ntoks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (id, ntok, words) in stored {
         for (l, tf) in words.iter() {
-            if let Some(&(avgdl0, theta)) = lists.get(l)
-                && part(*tf, *ntok, avgdl0) > theta
-            {
+            let joins = match lists.get(l) {
+                Some(Some((avgdl0, theta))) => part(*tf, *ntok, *avgdl0) > *theta,
+                Some(None) => true,
+                None => false,
+            };
+            if joins {
                 lex.push(l.as_str());
                 ids.push(*id);
                 tfs.push(*tf);
@@ -162,16 +198,120 @@ pub(super) async fn keep_on_insert(
     Ok(())
 }
 
-/// Makes `lexeme`'s list if it is held by more than `settings.threshold` chunks and has
-/// none: its best `settings.size` chunks by the part at today's `avgdl`, and the best
-/// part of the others as its `theta`. One transaction, under the lock of the word's row
-/// in `klaw_memory_terms` (see the module docs); another engine making it at the same
-/// time waits and then finds it made.
-async fn make(
+/// What one build of a list came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Built {
+    /// The list is made (and installed).
+    Made,
+    /// Nothing to do: the word has a list, or is held by the threshold's chunks or fewer.
+    NotNeeded,
+    /// Another engine (or another store of this one) is building it: its advisory lock
+    /// is taken.
+    Busy,
+}
+
+/// The advisory lock under which `lexeme`'s list is built, a 64-bit key of its name:
+/// taken with `pg_try_advisory_lock`, so that a second builder does not wait but gives up.
+fn build_key(lexeme: &str) -> String {
+    format!("klaw_memory_list:{lexeme}")
+}
+
+/// A pool connection that holds a session's advisory lock: closed (not given back to the
+/// pool, which releases the lock) when dropped, unless [`release`](Self::release)d after
+/// the lock was let go.
+struct Held(Option<deadpool_postgres::Object>);
+
+impl Held {
+    fn client(&mut self) -> Option<&mut deadpool_postgres::Object> {
+        self.0.as_mut()
+    }
+
+    /// Gives the connection back to the pool (its lock let go).
+    fn release(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            drop(deadpool_postgres::Object::take(c));
+        }
+    }
+}
+
+/// Builds `lexeme`'s list if it is held by more than `settings.threshold` chunks and has
+/// none (see the module docs for why this keeps the answers exact): under the word's
+/// advisory lock ([`Built::Busy`] at once when another holds it), in three steps, none
+/// of which holds the lock of the word's row in `klaw_memory_terms` for long:
+///
+/// 1. under that row's lock, a mark in `klaw_memory_list_builds`: from its commit on,
+///    every save of a chunk with the word puts the chunk in `klaw_memory_impacts`
+///    (whatever its part: `theta` is not known yet), where the install finds it;
+/// 2. without any lock, the best `settings.size + 1` chunks by the part at today's
+///    `avgdl` (one statement: a snapshot taken after the mark's commit, so it has every
+///    chunk saved before the mark);
+/// 3. under the row's lock again, the install: `theta` is the part of the
+///    `size + 1`-th, the best `size` join the chunks the saves put meanwhile (those of
+///    them whose part is not above `theta` are dropped), chunks removed meanwhile are
+///    left out, the mark goes and the list's head is written, in one transaction.
+pub(super) async fn build(
+    pool: &deadpool_postgres::Pool,
+    lexeme: &str,
+    settings: ListSettings,
+) -> Result<Built, StoreError> {
+    let c = pool.get().await.map_err(super::sql_err)?;
+    let key = build_key(lexeme);
+    let got: bool = c
+        .query_one(
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await?
+        .get(0);
+    if !got {
+        return Ok(Built::Busy);
+    }
+    let mut held = Held(Some(c));
+    let Some(c) = held.client() else {
+        return Ok(Built::Busy);
+    };
+    let built = match build_locked(c, lexeme, settings).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            // the mark goes (the saves stop putting their chunks in the impacts); what
+            // they put there stays harmless (a chunk with the word, found by the next
+            // build as put by a save) and the next build starts over
+            let _ = c
+                .execute(
+                    "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
+                    &[&lexeme],
+                )
+                .await;
+            Err(e)
+        }
+    };
+    let unlocked = c
+        .execute(
+            "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await
+        .is_ok();
+    if unlocked {
+        held.release();
+    }
+    built
+}
+
+/// [`build`]'s three steps, its advisory lock held on `c`.
+async fn build_locked(
     c: &mut deadpool_postgres::Object,
     lexeme: &str,
     settings: ListSettings,
-) -> Result<(), StoreError> {
+) -> Result<Built, StoreError> {
+    // 1. the mark, under the row's lock: a save that took the lock before has ended
+    // (and is in the snapshot of step 2), one after finds the mark
     let tx = c.transaction().await?;
     let Some(ndoc) = tx
         .query_opt(
@@ -181,7 +321,7 @@ async fn make(
         .await?
         .map(|r| r.get::<_, i64>(0))
     else {
-        return Ok(());
+        return Ok(Built::NotNeeded);
     };
     let made = tx
         .query_opt(
@@ -191,50 +331,271 @@ async fn make(
         .await?
         .is_some();
     if made || ndoc <= settings.threshold {
-        return Ok(());
+        return Ok(Built::NotNeeded);
     }
-    let r = tx
+    tx.execute(
+        "INSERT INTO klaw_memory_list_builds (lexeme) VALUES ($1)
+         ON CONFLICT (lexeme) DO UPDATE SET since = now()",
+        &[&lexeme],
+    )
+    .await?;
+    tx.commit().await?;
+
+    // 2. the best chunks, from a snapshot, no lock held
+    let r = c
         .query_one("SELECT chunks, tokens FROM klaw_memory_stats", &[])
         .await?;
     let (n, tokens): (i64, i64) = (r.get(0), r.get(1));
     let avgdl0 = if n > 0 { tokens as f64 / n as f64 } else { 1.0 };
-    let best = tx
+    // The part in SQL is `part`'s: the same IEEE double operations in the same order on
+    // the same values (each a float8 parameter, not a decimal literal), so the same bits;
+    // checked on every row read below, with a margin on `theta` if ever one differs. The
+    // selection in SQL spares reading every chunk with the word into the engine.
+    let limit = i64::try_from(settings.size).unwrap_or(i64::MAX - 1) + 1;
+    let rows = c
         .query(
-            "SELECT m.id, u.tf, m.ntok FROM klaw_memory_chunks m,
-                 LATERAL (SELECT cardinality(x.positions) AS tf
-                          FROM unnest(ts_filter(setweight(m.tsv, 'A', ARRAY[$1::text]), '{a}')) x
-                 ) u
-             WHERE m.tsv @@ $2::text::tsquery",
-            &[&lexeme, &quote_lexeme(lexeme)],
+            "SELECT s.id, s.tf, s.ntok,
+                    s.tf::float8 * $3::float8
+                        / (s.tf::float8 + $4::float8 * ($5::float8
+                           + $6::float8 * s.ntok::float8 / $7::float8)) AS part
+             FROM (SELECT m.id, u.tf, m.ntok FROM klaw_memory_chunks m,
+                       LATERAL (SELECT cardinality(x.positions) AS tf
+                                FROM unnest(ts_filter(setweight(m.tsv, 'A', ARRAY[$1::text]),
+                                                      '{a}')) x) u
+                   WHERE m.tsv @@ $2::text::tsquery) s
+             ORDER BY part DESC, s.id LIMIT $8",
+            &[
+                &lexeme,
+                &quote_lexeme(lexeme),
+                &(K1 + 1.0),
+                &K1,
+                &(1.0 - B),
+                &B,
+                &avgdl0,
+                &limit,
+            ],
         )
         .await?;
-    // ranked here, by the same part as the saves compare with theta
-    let mut ranked: Vec<(f64, i64, i32, i32)> = best
-        .iter()
-        .map(|r| {
-            let (id, tf, ntok): (i64, i32, i32) = (r.get(0), r.get(1), r.get(2));
-            (part(tf, ntok, avgdl0), id, tf, ntok)
-        })
-        .collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let theta = ranked.get(settings.size).map_or(0.0, |r| r.0);
-    ranked.truncate(settings.size);
+    let mut exact = true;
+    let mut best: Vec<(f64, i64, i32, i32)> = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let (id, tf, ntok, sql): (i64, i32, i32, f64) = (r.get(0), r.get(1), r.get(2), r.get(3));
+        let p = part(tf, ntok, avgdl0);
+        exact &= p.to_bits() == sql.to_bits();
+        best.push((p, id, tf, ntok));
+    }
+    // with a part of SQL other than `part`'s (never seen), a chunk past the first
+    // `size + 1` could have a `part` a few units in the last place above the `size +
+    // 1`-th's: a relative margin far above that keeps `theta` a bound
+    let margin = if exact { 1.0 } else { 1.0 + 1e-12 };
+    let theta = best.get(settings.size).map_or(0.0, |r| r.0 * margin);
+    if !exact {
+        tracing::debug!(word = %lexeme, "memory: the part in SQL differs from the engine's; theta kept with a margin");
+    }
+    best.truncate(settings.size);
+    if !settings.pause.is_zero() {
+        tokio::time::sleep(settings.pause).await;
+    }
+
+    // 3. the install, under the row's lock
+    let tx = c.transaction().await?;
     tx.execute(
-        "INSERT INTO klaw_memory_lists (lexeme, avgdl0, theta, ndoc) VALUES ($1, $2, $3, $4)",
-        &[&lexeme, &avgdl0, &theta, &(best.len() as i64)],
+        "SELECT 1 FROM klaw_memory_terms WHERE lexeme = $1 FOR UPDATE",
+        &[&lexeme],
     )
     .await?;
-    let ids: Vec<i64> = ranked.iter().map(|r| r.1).collect();
-    let tfs: Vec<i32> = ranked.iter().map(|r| r.2).collect();
-    let ntoks: Vec<i32> = ranked.iter().map(|r| r.3).collect();
+    let made = tx
+        .query_opt(
+            "SELECT 1 FROM klaw_memory_lists WHERE lexeme = $1",
+            &[&lexeme],
+        )
+        .await?
+        .is_some();
+    if made {
+        // made by an engine of before the marks, meanwhile: it stands
+        tx.execute(
+            "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
+            &[&lexeme],
+        )
+        .await?;
+        tx.commit().await?;
+        return Ok(Built::NotNeeded);
+    }
+    // the chunks the saves put meanwhile: those not above theta go (theta bounds them)
+    let put = tx
+        .query(
+            "SELECT id, tf, ntok FROM klaw_memory_impacts WHERE lexeme = $1",
+            &[&lexeme],
+        )
+        .await?;
+    let below: Vec<i64> = put
+        .iter()
+        .filter(|r| part(r.get(1), r.get(2), avgdl0) <= theta)
+        .map(|r| r.get(0))
+        .collect();
+    if !below.is_empty() {
+        tx.execute(
+            "DELETE FROM klaw_memory_impacts WHERE lexeme = $1 AND id = ANY($2)",
+            &[&lexeme, &below],
+        )
+        .await?;
+    }
+    let ids: Vec<i64> = best.iter().map(|r| r.1).collect();
+    let tfs: Vec<i32> = best.iter().map(|r| r.2).collect();
+    let ntoks: Vec<i32> = best.iter().map(|r| r.3).collect();
+    // a chunk removed since the snapshot is left out
     tx.execute(
         "INSERT INTO klaw_memory_impacts (lexeme, id, tf, ntok)
-         SELECT $1, * FROM unnest($2::int8[], $3::int4[], $4::int4[])",
+         SELECT $1, u.id, u.tf, u.ntok FROM unnest($2::int8[], $3::int4[], $4::int4[])
+             AS u(id, tf, ntok)
+         WHERE EXISTS (SELECT 1 FROM klaw_memory_chunks m WHERE m.id = u.id)
+         ON CONFLICT DO NOTHING",
         &[&lexeme, &ids, &tfs, &ntoks],
     )
     .await?;
+    tx.execute(
+        "INSERT INTO klaw_memory_lists (lexeme, avgdl0, theta, ndoc) VALUES ($1, $2, $3, $4)",
+        &[&lexeme, &avgdl0, &theta, &ndoc],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
+        &[&lexeme],
+    )
+    .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(Built::Made)
+}
+
+/// A store's builds of lists in the background: the words asked for, built one at a
+/// time by one task on the pool's runtime, and when a word may be tried again after its
+/// build failed or found another builder at work.
+#[derive(Debug, Default)]
+pub(super) struct Builds {
+    state: std::sync::Mutex<BuildState>,
+    /// Builds tried in the background, and those that failed.
+    pub(super) tried: std::sync::atomic::AtomicU64,
+    pub(super) failed: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct BuildState {
+    /// The words to build, in the order asked.
+    queue: std::collections::VecDeque<String>,
+    /// The words queued or being built.
+    asked: std::collections::HashSet<String>,
+    /// A word not to try before a time: its failures in a row, and that time.
+    later: HashMap<String, (u32, std::time::Instant)>,
+    /// Whether the task is running, and its handle (for [`Builds::wait`]).
+    running: bool,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How long a word whose build failed `failures` times in a row waits before the next
+/// try: 5 s, doubled each time, at most about 10 minutes.
+fn backoff(failures: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(5) * 2u32.pow(failures.saturating_sub(1).min(7))
+}
+
+/// How long a word whose list another builder is making waits before it is asked again.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Builds {
+    /// Asks for the lists of `lexemes` in the background (not waiting): a word queued or
+    /// being built, or whose time to try again has not come, is left.
+    pub(super) fn request(
+        self: &std::sync::Arc<Self>,
+        pool: &deadpool_postgres::Pool,
+        handle: &tokio::runtime::Handle,
+        lexemes: &[String],
+        settings: ListSettings,
+    ) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        for l in lexemes {
+            if st.asked.contains(l) || st.later.get(l).is_some_and(|&(_, at)| now < at) {
+                continue;
+            }
+            st.asked.insert(l.clone());
+            st.queue.push_back(l.clone());
+        }
+        if st.running || st.queue.is_empty() {
+            return;
+        }
+        st.running = true;
+        let (me, pool) = (std::sync::Arc::clone(self), pool.clone());
+        st.task = Some(handle.spawn(async move { me.work(pool, settings).await }));
+    }
+
+    /// The task: builds the queued words one by one until none is left.
+    async fn work(
+        self: std::sync::Arc<Self>,
+        pool: deadpool_postgres::Pool,
+        settings: ListSettings,
+    ) {
+        loop {
+            let next = match self.state.lock() {
+                Ok(mut st) => match st.queue.pop_front() {
+                    Some(l) => l,
+                    None => {
+                        st.running = false;
+                        return;
+                    }
+                },
+                Err(_) => return,
+            };
+            let built = build(&pool, &next, settings).await;
+            use std::sync::atomic::Ordering::Relaxed;
+            self.tried.fetch_add(1, Relaxed);
+            if built.is_err() {
+                self.failed.fetch_add(1, Relaxed);
+            }
+            let Ok(mut st) = self.state.lock() else {
+                return;
+            };
+            st.asked.remove(&next);
+            let now = std::time::Instant::now();
+            match built {
+                Ok(Built::Made | Built::NotNeeded) => {
+                    st.later.remove(&next);
+                }
+                Ok(Built::Busy) => {
+                    let failures = st.later.get(&next).map_or(0, |x| x.0);
+                    st.later.insert(next, (failures, now + BUSY_WAIT));
+                }
+                Err(e) => {
+                    let failures = st.later.get(&next).map_or(0, |x| x.0) + 1;
+                    let wait = backoff(failures);
+                    tracing::warn!(
+                        word = %next,
+                        error = %e,
+                        failures,
+                        retry_in_s = wait.as_secs(),
+                        "memory: building a word's impact list failed; its searches rank the postings meanwhile"
+                    );
+                    st.later.insert(next, (failures, now + wait));
+                }
+            }
+        }
+    }
+
+    /// Waits (blocking) until no build is queued or running.
+    pub(super) fn wait(&self, handle: &tokio::runtime::Handle) {
+        loop {
+            let task = match self.state.lock() {
+                Ok(mut st) => st.task.take(),
+                Err(_) => return,
+            };
+            match task {
+                Some(t) => {
+                    let _ = handle.block_on(t);
+                }
+                None => return,
+            }
+        }
+    }
 }
 
 /// A list as a search reads it.
@@ -318,11 +679,15 @@ fn above(score: f64, bound: f64) -> bool {
 
 /// The best `k` of the ranking proven from the lists, best first (ties by id) as the
 /// ranking SQL's rows; `None` when the query has no phrase held by more than the
-/// threshold, or the lists cannot prove it (then the caller ranks the postings).
+/// threshold, or the lists cannot prove it (then the caller ranks the postings). A
+/// listed phrase whose list is not made yet (or is being built) is put in `unmade`
+/// (for the caller to ask for it in the background) and the answer is `None`: a search
+/// never waits for a list.
 pub(super) async fn search(
     c: &mut deadpool_postgres::Object,
     r: &Ranking<'_>,
     settings: ListSettings,
+    unmade: &mut Vec<String>,
 ) -> Result<Option<Vec<tokio_postgres::Row>>, StoreError> {
     let listed: Vec<usize> = (0..r.lexemes.len())
         .filter(|&i| r.ndocs[i] > settings.threshold)
@@ -336,18 +701,10 @@ pub(super) async fn search(
         return Ok(None);
     }
     let wanted: Vec<String> = listed.iter().map(|&i| r.lexemes[i].clone()).collect();
-    let mut lists = read(c, &wanted).await?;
+    let lists = read(c, &wanted).await?;
     if lists.len() < wanted.len() {
-        for l in wanted.iter().filter(|l| !lists.contains_key(*l)) {
-            // a list another engine is making, or a conflict: the postings this time
-            if make(c, l, settings).await.is_err() {
-                return Ok(None);
-            }
-        }
-        lists = read(c, &wanted).await?;
-        if lists.len() < wanted.len() {
-            return Ok(None);
-        }
+        unmade.extend(wanted.into_iter().filter(|l| !lists.contains_key(l)));
+        return Ok(None);
     }
     // what a chunk in none of the lists can add by each listed phrase (theta's bound)
     let rests: Vec<f64> = listed

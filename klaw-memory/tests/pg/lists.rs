@@ -2,7 +2,9 @@
 //! the lists of the common words, gives the answer of ranking every match (the same
 //! chunks, scores and order) as chunks enter and leave the lists and `avgdl` moves; a
 //! memory made without the lists' tables opens and gets them, also with two engines at
-//! once; two engines making one word's list at once make it once.
+//! once; two engines making one word's list at once make it once; a list is built in the
+//! background, while a search answers from the postings and saves and removals go on
+//! (none of them waits for it); a failed build is tried again later, not at once.
 
 use klaw_memory::bench_support::{ListSettings, NewChunk, PgStore};
 use klaw_memory::{Hit, Period};
@@ -14,6 +16,7 @@ use super::{Rng, connect, server, vector_db};
 const SETTINGS: ListSettings = ListSettings {
     threshold: 60,
     size: 25,
+    pause: std::time::Duration::ZERO,
 };
 
 const DIMS: usize = 4;
@@ -128,9 +131,13 @@ fn the_lists_prove_the_answer_of_every_match() {
             .insert(&chunks(&mut rng, b * 100, 100, 5..30, "base"))
             .unwrap();
     }
-    // the lists are made by the first searches with the common words
+    // the lists are asked for by the first searches with the common words, which rank
+    // the postings meanwhile (the same answers), and built in the background
     assert_eq!(lists_in(&server, &url), "0|0");
-    let proven = check(&store, "first");
+    check(&store, "first, the lists being built");
+    store.wait_for_lists();
+    assert_eq!(store.list_builds().1, 0, "{:?}", store.list_builds());
+    let proven = check(&store, "the lists built");
     assert!(
         proven > 0,
         "the lists proved nothing: {:?}",
@@ -280,7 +287,7 @@ fn a_memory_made_without_the_lists_gets_them_when_two_engines_open_it() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(lists_in(&server, &url), "0|0");
-    // both search one common word at once: its list is made once
+    // both search one common word at once (ranking the postings): its list is made once
     let mut stores = stores;
     for s in &mut stores {
         s.set_lists(SETTINGS);
@@ -296,6 +303,9 @@ fn a_memory_made_without_the_lists_gets_them_when_two_engines_open_it() {
         .search_text_exhaustive("zork0x", 10, false)
         .unwrap();
     assert!(answers.iter().all(|a| same(a, &every)));
+    for s in &stores {
+        s.wait_for_lists();
+    }
     assert_eq!(lists_in(&server, &url), "1|25");
     // opened again (idempotent), it is kept and proves the next search
     let pg = connect(&url);
@@ -307,4 +317,185 @@ fn a_memory_made_without_the_lists_gets_them_when_two_engines_open_it() {
         .unwrap();
     assert!(same(&got, &every));
     assert_eq!(again.list_stats(), (1, 0));
+}
+
+/// Polls `sql` until it gives `want` (10 s at most).
+fn wait_for(server: &server::Postgres, url: &str, sql: &str, want: &str) {
+    let t = std::time::Instant::now();
+    while server.psql_url(url, sql) != want {
+        assert!(t.elapsed().as_secs() < 10, "{sql} never gave {want}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn strong(n: i64, source: &str, at: i64) -> Vec<NewChunk> {
+    (0..n)
+        .map(|i| NewChunk {
+            content: format!("{} {source}{i}", ["zork0x"; 40].join(" ")),
+            source: source.into(),
+            created_at: Some(at + i),
+            context: None,
+            vector: vec![1.0; DIMS],
+            more_vectors: Vec::new(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_list_is_built_in_the_background_while_chunks_are_saved_removed_and_searched() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let (pa, pb) = (connect(&url), connect(&url));
+    let (mut a, _) = PgStore::open_models(pa.memory.clone(), &[(DIMS, "lists")]).unwrap();
+    let (mut b, _) = PgStore::open_models(pb.memory.clone(), &[(DIMS, "lists")]).unwrap();
+    // each build pauses between its snapshot and its install
+    let pause = std::time::Duration::from_secs(3);
+    let slow = ListSettings { pause, ..SETTINGS };
+    a.set_lists(slow);
+    b.set_lists(slow);
+    let mut rng = Rng(0x3157_0000_0000_0045);
+    for n in 0..8 {
+        a.insert(&chunks(&mut rng, n * 100, 100, 5..30, "base"))
+            .unwrap();
+    }
+    // chunks at the top of the word's list, in the build's snapshot, removed during it
+    a.insert(&strong(3, "early", 1_700_000_300)).unwrap();
+    let every = a.search_text_exhaustive("zork0x", 10, false).unwrap();
+    assert!(every[0].content.contains("early"), "{every:?}");
+
+    // the first search does not wait for the build it asks for: the postings' answer
+    let t = std::time::Instant::now();
+    let first = a.search_text_in("zork0x", 10, Period::default()).unwrap();
+    assert!(t.elapsed() < pause, "{:?}", t.elapsed());
+    assert!(same(&first, &every));
+    assert_eq!(a.list_stats(), (0, 1));
+    let marked = "SELECT count(*) FROM klaw_memory_list_builds";
+    wait_for(&server, &url, marked, "1");
+    // (past the snapshot, a statement on 800 chunks)
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // saves and removals meanwhile do not wait for the build either
+    let t = std::time::Instant::now();
+    a.insert(&strong(4, "late", 1_700_000_350)).unwrap();
+    // a weak chunk (one "zork0x" in 80 words): put aside by the save, dropped by the install
+    let weak = format!("{} zork0x weak", ["zork9x"; 80].join(" "));
+    a.insert(&[NewChunk {
+        content: weak,
+        source: "weak".into(),
+        created_at: Some(1_700_000_360),
+        context: None,
+        vector: vec![1.0; DIMS],
+        more_vectors: Vec::new(),
+    }])
+    .unwrap();
+    assert_eq!(b.remove_source("early").unwrap(), 3);
+    // a search of another engine meanwhile: the postings' answer, and its own ask for
+    // the list finds it being built (the advisory lock) and does not wait
+    let every = a.search_text_exhaustive("zork0x", 10, false).unwrap();
+    assert!(every[0].content.contains("late"), "{every:?}");
+    let during = b.search_text_in("zork0x", 10, Period::default()).unwrap();
+    assert!(same(&during, &every));
+    b.wait_for_lists();
+    assert!(
+        t.elapsed() < pause,
+        "waited for the build: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(b.list_builds(), (1, 0));
+    assert_eq!(
+        lists_in(&server, &url),
+        "0|5",
+        "the saves' chunks are put aside (the late and the weak)"
+    );
+
+    // the install: the snapshot's best (less the removed ones) and the late chunks
+    a.wait_for_lists();
+    assert_eq!(a.list_builds(), (1, 0));
+    assert_eq!(server.psql_url(&url, marked), "0");
+    assert_eq!(
+        server.psql_url(&url, "SELECT count(*) FROM klaw_memory_lists"),
+        "1"
+    );
+    let listed = |source: &str| {
+        server.psql_url(
+            &url,
+            &format!(
+                "SELECT count(*) FROM klaw_memory_impacts i JOIN klaw_memory_chunks m
+                 ON m.id = i.id WHERE m.source = '{source}'"
+            ),
+        )
+    };
+    assert_eq!(listed("late"), "4");
+    assert_eq!(listed("weak"), "0");
+    assert_eq!(
+        server.psql_url(
+            &url,
+            "SELECT count(*) FROM klaw_memory_impacts i
+             WHERE NOT EXISTS (SELECT 1 FROM klaw_memory_chunks m WHERE m.id = i.id)"
+        ),
+        "0",
+        "removed chunks left the list"
+    );
+    let proven = a.search_text_in("zork0x", 10, Period::default()).unwrap();
+    assert!(same(&proven, &every));
+    assert_eq!(a.list_stats(), (1, 1));
+    a.set_lists(SETTINGS);
+    assert!(check(&a, "after a build with saves and removals meanwhile") > 0);
+    a.wait_for_lists();
+
+    // the other lists built eagerly, by one call: then every search is proven or not
+    // without asking for any
+    b.set_lists(SETTINGS);
+    let made = b.make_lists().unwrap();
+    assert_eq!(b.make_lists().unwrap(), 0);
+    let lists: usize = server
+        .psql_url(&url, "SELECT count(*) FROM klaw_memory_lists")
+        .parse()
+        .unwrap();
+    eprintln!("made eagerly {made}, lists {lists}");
+    let asked = b.list_builds().0;
+    check(&b, "the lists made eagerly");
+    b.wait_for_lists();
+    assert_eq!(b.list_builds().0, asked);
+}
+
+#[test]
+fn a_failed_build_is_logged_and_tried_again_later_not_at_once() {
+    let Some(server) = server::Postgres::start() else {
+        return;
+    };
+    let url = vector_db(&server);
+    let pg = connect(&url);
+    let (mut store, _) = PgStore::open_models(pg.memory.clone(), &[(DIMS, "lists")]).unwrap();
+    store.set_lists(SETTINGS);
+    let mut rng = Rng(0x4157_0000_0000_0045);
+    for n in 0..3 {
+        store
+            .insert(&chunks(&mut rng, n * 100, 100, 5..30, "base"))
+            .unwrap();
+    }
+    // a build fails (its table gone); the searches answer from the postings meanwhile
+    server.psql_url(&url, "DROP TABLE klaw_memory_list_builds");
+    let every = store.search_text_exhaustive("zork0x", 10, false).unwrap();
+    for _ in 0..20 {
+        let got = store
+            .search_text_in("zork0x", 10, Period::default())
+            .unwrap();
+        assert!(same(&got, &every));
+        store.wait_for_lists();
+    }
+    // tried once, not again by the next 19 searches (backing off 5 s)
+    assert_eq!(store.list_builds(), (1, 1));
+    assert_eq!(lists_in(&server, &url), "0|0");
+    // the table back (the memory opened again), a search after the wait builds it
+    drop(PgStore::open_models(pg.memory.clone(), &[(DIMS, "lists")]).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(5100));
+    store
+        .search_text_in("zork0x", 10, Period::default())
+        .unwrap();
+    store.wait_for_lists();
+    assert_eq!(store.list_builds(), (2, 1));
+    assert_eq!(lists_in(&server, &url), "1|25");
 }
