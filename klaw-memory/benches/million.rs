@@ -49,7 +49,9 @@
 //! text side, its vector side, the whole), on the loaded store. `KLAW_BENCH_PG_LISTS`
 //! set: only the text side's impact lists against ranking the postings, interleaved
 //! (`lists_ab`; `KLAW_BENCH_PG_CHECK=1` also compares every question with the ranking of
-//! every match). Every PostgreSQL run prints the store's open time (the first open
+//! every match). `KLAW_BENCH_PG_FRESH=<n>` set: only the first searches of `n` common
+//! words without a list, and their lists' builds in the background (`fresh_lists`).
+//! Every PostgreSQL run prints the store's open time (the first open
 //! migrates an older memory).
 //!
 //! Arguments: `sqlite` or `pg` to run one backend (each in its own process gives each
@@ -904,6 +906,115 @@ fn lists_ab(store: &mut PgStore, q: &Queries, period: Period) {
     }
 }
 
+/// The first search of a common word without a list (`KLAW_BENCH_PG_FRESH=<n>` set: only
+/// this, on the loaded store): the `n` commonest lexemes held by more than the
+/// threshold's chunks that have no list, each searched alone (best 10) for the first
+/// time, which ranks its postings and asks for its list (built in the background); a
+/// chunk with the word saved during the build; the build waited for; the word searched
+/// again (proven from its list). Against it, for each word in turn (alternating which
+/// goes first): the list built inline and the proven search after it, which is what the
+/// first search was before the builds were in the background (when the save waited for
+/// the build). Each answer is checked against the ranking of every match. The lists
+/// made and the chunks saved are removed after each: the store as it was found (a rerun
+/// measures the same words).
+fn fresh_lists(
+    store: &mut PgStore,
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    data: &Data,
+    n: usize,
+) {
+    let same = |a: &[Hit], b: &[Hit]| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| x.id == y.id && x.score.to_bits() == y.score.to_bits())
+    };
+    let words = sql(
+        rt,
+        url,
+        &format!(
+            "SELECT lexeme || ' ' || ndoc FROM klaw_memory_terms t WHERE ndoc > 4000
+               AND lexeme ~ '^[[:alpha:]]+$'
+               AND NOT EXISTS (SELECT 1 FROM klaw_memory_lists l WHERE l.lexeme = t.lexeme)
+             ORDER BY ndoc DESC LIMIT {n}"
+        ),
+    );
+    // the list's build alone and the proven search after it (what the first search was
+    // when it built the list), then the list dropped and the word searched as now (the
+    // first search ranks the postings, the list is built in the background), or the
+    // other way round (every other word), so that both see the same load
+    let drop_list = |w: &str| {
+        sql(
+            rt,
+            url,
+            &format!(
+                "DELETE FROM klaw_memory_impacts WHERE lexeme = '{w}';
+                 DELETE FROM klaw_memory_lists WHERE lexeme = '{w}'"
+            ),
+        );
+    };
+    let mut ratios = Vec::new();
+    for (j, line) in words.iter().enumerate() {
+        let (w, ndoc) = line.split_once(' ').unwrap();
+        let every = store.search_text_exhaustive(w, K, false).unwrap();
+        let mut inline_ms = 0.0;
+        let mut first_ms = 0.0;
+        for variant in [j % 2, 1 - j % 2] {
+            if variant == 0 {
+                let t = Instant::now();
+                let built = store.make_list(w).unwrap();
+                let build_ms = t.elapsed().as_secs_f64() * 1000.0;
+                let s = Instant::now();
+                let got = store.search_text_in(w, K, Period::default()).unwrap();
+                let search_ms = s.elapsed().as_secs_f64() * 1000.0;
+                inline_ms = build_ms + search_ms;
+                println!(
+                    "pg/fresh {w} ({ndoc} chunks) built inline: the build {build_ms:.0} ms (made: {built}), then the search {search_ms:.1} ms; exact: {}",
+                    same(&got, &every)
+                );
+            } else {
+                let tried = store.list_builds().0;
+                let t = Instant::now();
+                let first = store.search_text_in(w, K, Period::default()).unwrap();
+                first_ms = t.elapsed().as_secs_f64() * 1000.0;
+                // a chunk as long as the store's (its words' counts' bounds, `maxtf`
+                // and `minntok`, stay as they are), with the word once more
+                let mut chunk = data.chunk(j);
+                chunk.content = format!("{} {w}", chunk.content);
+                chunk.source = "bench-fresh".into();
+                let s = Instant::now();
+                store.insert(&[chunk]).unwrap();
+                let save_ms = s.elapsed().as_secs_f64() * 1000.0;
+                store.wait_for_lists();
+                let built_ms = t.elapsed().as_secs_f64() * 1000.0;
+                let every_after = store.search_text_exhaustive(w, K, false).unwrap();
+                let proven = store.list_stats().0;
+                let t = Instant::now();
+                let next = store.search_text_in(w, K, Period::default()).unwrap();
+                let next_ms = t.elapsed().as_secs_f64() * 1000.0;
+                println!(
+                    "pg/fresh {w} ({ndoc} chunks) in the background: first search {first_ms:.0} ms (the postings; asked: {}), a save during the build {save_ms:.0} ms, the list installed {built_ms:.0} ms after the search began, the next search {next_ms:.1} ms (proven: {}); exact: {}",
+                    store.list_builds().0 > tried,
+                    store.list_stats().0 > proven,
+                    same(&first, &every) && same(&next, &every_after)
+                );
+                store.remove_source("bench-fresh").unwrap();
+            }
+            drop_list(w);
+        }
+        ratios.push(first_ms / inline_ms);
+    }
+    println!("pg/fresh first search, in the background / built inline: {ratios:.2?}");
+    println!("pg/fresh builds (tried, failed) {:?}", store.list_builds());
+    println!(
+        "pg/fresh load average {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+}
+
 /// Bumped when the bench's PostgreSQL data would differ (how chunks are made or
 /// loaded): a kept data directory of another version is not reused. (The memory's own
 /// schema is not in the key: `PgStore::open_models` brings an older memory up to date,
@@ -1074,6 +1185,15 @@ fn postgres(e: &Embedder, data: &Data, n: usize, q: &Queries) {
         .join("")
     );
     let period = Period::default();
+    if let Ok(v) = std::env::var("KLAW_BENCH_PG_FRESH") {
+        fresh_lists(&mut store, &rt, &url, data, v.parse().unwrap_or(5));
+        drop(store);
+        drop(rt);
+        if let Some(mut server) = server {
+            server.stop();
+        }
+        return;
+    }
     if std::env::var_os("KLAW_BENCH_PG_LISTS").is_some() {
         lists_ab(&mut store, q, period);
         println!(

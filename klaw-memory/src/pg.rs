@@ -680,13 +680,20 @@ impl PgStore {
         })?;
         let mut made = 0;
         for w in &words {
-            let built = self
-                .pg
-                .handle
-                .block_on(lists::build(&self.pg.pool, w, settings))?;
-            made += usize::from(built == lists::Built::Made);
+            made += usize::from(self.make_list(w)?);
         }
         Ok(made)
+    }
+
+    /// Builds now (waiting) the impact list of `lexeme` (a word or a stem as stored) if
+    /// it is held by more than the threshold's chunks and has none, and no other engine
+    /// is building it: whether it was made.
+    pub fn make_list(&self, lexeme: &str) -> Result<bool, StoreError> {
+        let built = self
+            .pg
+            .handle
+            .block_on(lists::build(&self.pg.pool, lexeme, self.lists))?;
+        Ok(built == lists::Built::Made)
     }
 
     /// The lists' builds this store's searches started in the background since it was
