@@ -29,9 +29,9 @@
 //! each save of a chunk with the word puts it in `klaw_memory_impacts` whatever its part:
 //! `theta` is not known yet), and to install the list. In between, one statement (a
 //! snapshot taken after the mark's commit: it has every chunk saved before the mark)
-//! selects the best `SIZE + 1` chunks by the part ([`SIZE`] by default). The install takes `theta` from the
-//! last of them, adds the best [`SIZE`] to what the saves put meanwhile (dropping those
-//! of them not above `theta`), leaves out the chunks removed meanwhile, and writes the
+//! selects the best `size + 1` chunks by the part (`size` is [`SIZE`] by default), in
+//! SQL. The install takes `theta` from the last of them, adds the best `size` to what the
+//! saves put meanwhile (dropping those of them not above `theta`), leaves out the chunks removed meanwhile, and writes the
 //! list's head, in one transaction: every chunk with the word is then in the list or
 //! has a part of at most `theta`, as if the list had been made at once. A failed build
 //! is logged and tried again later (5 s, then twice as long each time). A build that
