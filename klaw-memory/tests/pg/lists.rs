@@ -351,7 +351,7 @@ fn a_list_is_built_in_the_background_while_chunks_are_saved_removed_and_searched
     let (mut a, _) = PgStore::open_models(pa.memory.clone(), &[(DIMS, "lists")]).unwrap();
     let (mut b, _) = PgStore::open_models(pb.memory.clone(), &[(DIMS, "lists")]).unwrap();
     // each build pauses between its snapshot and its install
-    let pause = std::time::Duration::from_secs(3);
+    let pause = std::time::Duration::from_secs(5);
     let slow = ListSettings { pause, ..SETTINGS };
     a.set_lists(slow);
     b.set_lists(slow);
