@@ -106,7 +106,7 @@ fn render_registry(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
         .into_iter()
         .filter_map(|spec| {
             let def = klaw_tools::definition(spec, Format::Mcp, lang);
-            match serde_json::from_value::<Tool>(def) {
+            match mcp_tool(def) {
                 Ok(tool) => Some(tool),
                 Err(e) => {
                     tracing::error!(target: "klaw::mcp", tool = spec.name, "cannot describe the tool for MCP: {e}");
@@ -115,6 +115,31 @@ fn render_registry(registry: &ToolRegistry, lang: Lang) -> Vec<Tool> {
             }
         })
         .collect()
+}
+
+/// A tool's MCP definition as rmcp's `Tool`: what `serde_json::from_value` gives, but
+/// the schemas (most of a definition's bytes) are moved into it instead of rebuilt map
+/// by map through serde: the render is on the way to the first `tools/list`.
+fn mcp_tool(mut def: Value) -> Result<Tool, serde_json::Error> {
+    fn take(def: &mut Value, key: &str) -> Option<serde_json::Map<String, Value>> {
+        match def.get_mut(key) {
+            // An empty object stays for serde (the input schema is required).
+            Some(Value::Object(m)) => Some(std::mem::take(m)),
+            _ => None,
+        }
+    }
+    let (input, output) = (
+        take(&mut def, "inputSchema"),
+        take(&mut def, "outputSchema"),
+    );
+    let mut tool: Tool = serde_json::from_value(def)?;
+    if let Some(m) = input {
+        tool.input_schema = Arc::new(m);
+    }
+    if let Some(m) = output {
+        tool.output_schema = Some(Arc::new(m));
+    }
+    Ok(tool)
 }
 
 impl McpServer {
@@ -1001,5 +1026,21 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &changed));
         assert_eq!(changed.len(), first.len() - 1);
         assert!(changed.iter().all(|t| t.name != gone));
+    }
+
+    /// `mcp_tool` gives what serde gives, for every tool and both languages.
+    #[test]
+    fn moved_schemas_give_what_serde_gives() {
+        let registry = ToolRegistry::collect().unwrap();
+        for spec in specs_by_name(&registry) {
+            for lang in [Lang::En, Lang::Ru] {
+                let def = klaw_tools::definition(spec, Format::Mcp, lang);
+                let by_serde: Tool = serde_json::from_value(def.clone()).unwrap();
+                assert_eq!(mcp_tool(def).unwrap(), by_serde, "{}", spec.name);
+            }
+        }
+        // What serde refuses is refused.
+        let no_schema = serde_json::json!({"name": "x", "inputSchema": 3});
+        assert!(mcp_tool(no_schema).is_err());
     }
 }
