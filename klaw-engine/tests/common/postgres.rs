@@ -558,23 +558,34 @@ impl Postgres {
         self.psql_db(db, sql)
     }
 
+    /// `CREATE DATABASE` copies `template1`, and fails while another session is in it:
+    /// an autovacuum worker visiting it, which the server asks to leave and waits for
+    /// only 5 s. A CPU-starved worker may take longer (no bound under load), so such a
+    /// failure is tried again, for up to a minute.
     fn psql_db(&self, db: &str, sql: &str) -> String {
-        let mut cmd = Command::new(self.bin.join("psql"));
-        cmd.arg("-h")
-            .arg(self.socket_dir())
-            .args(["-U", USER, "-d", db, "-X", "-A", "-t", "-q"])
-            .args(self.port_args())
-            .args(["-v", "ON_ERROR_STOP=1", "-c", sql]);
-        if let Some(pw) = &self.password {
-            cmd.env("PGPASSWORD", pw);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut cmd = Command::new(self.bin.join("psql"));
+            cmd.arg("-h")
+                .arg(self.socket_dir())
+                .args(["-U", USER, "-d", db, "-X", "-A", "-t", "-q"])
+                .args(self.port_args())
+                .args(["-v", "ON_ERROR_STOP=1", "-c", sql]);
+            if let Some(pw) = &self.password {
+                cmd.env("PGPASSWORD", pw);
+            }
+            let o = cmd.output().expect("psql runs");
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            if !o.status.success()
+                && stderr.contains("is being accessed by other users")
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            assert!(o.status.success(), "psql {sql}: {stderr}");
+            return String::from_utf8_lossy(&o.stdout).trim_end().to_owned();
         }
-        let o = cmd.output().expect("psql runs");
-        assert!(
-            o.status.success(),
-            "psql {sql}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).trim_end().to_owned()
     }
 
     /// The database restarted under its clients: the server killed (as a crash would,
