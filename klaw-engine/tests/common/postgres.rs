@@ -623,7 +623,22 @@ fn as_server_user(cmd: &mut Command) -> &mut Command {
 }
 
 impl Drop for Postgres {
+    /// An immediate shutdown first (SIGQUIT: no checkpoint, the backends told to quit),
+    /// which, unlike the kill that follows, lets the server remove its System V and
+    /// dynamic shared memory: killed, each test's server left a segment behind (the
+    /// kernel allows 4096, `kernel.shmmni`) and files in `/dev/shm`.
     fn drop(&mut self) {
+        if self.child.is_some()
+            && let Some(pid) = self
+                .server_pid()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            && rustix::process::kill_process(pid, rustix::process::Signal::QUIT).is_ok()
+        {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while rustix::process::test_kill_process(pid).is_ok() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         self.kill();
     }
 }
