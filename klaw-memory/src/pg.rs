@@ -718,23 +718,32 @@ impl PgStore {
     }
 
     /// Runs `f` with a connection of the pool, on its runtime, and waits.
-    /// A connection that was closed under it (the server restarted, an administrator
-    /// ended it, the network dropped it) is dropped and `f` runs once more on a new one:
-    /// its transaction was rolled back by the server, so nothing is done twice.
+    /// A connection that was lost under it (the server restarted, an administrator
+    /// ended it, the network dropped it) is taken out of the pool and `f` runs again on
+    /// another: its transaction was rolled back by the server, so nothing is done twice.
+    /// Lost is told by the connection, not by the error: closed, or (its end not yet
+    /// read: the server sends the error before it closes) failing an empty query. Each
+    /// pooled connection may be lost at once (every one ended together), so `f` is
+    /// tried up to once for each and once on a new one.
     fn run<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         F: AsyncFn(&mut deadpool_postgres::Object) -> Result<T, StoreError>,
     {
         self.pg.handle.block_on(async {
-            let mut client = self.pg.pool.get().await.map_err(sql_err)?;
-            match f(&mut client).await {
-                Err(_) if client.is_closed() => {
-                    // a closed connection is not recycled: the pool makes a new one
-                    drop(client);
-                    let mut client = self.pg.pool.get().await.map_err(sql_err)?;
-                    f(&mut client).await
+            let mut tries = self.pg.pool.status().max_size + 1;
+            loop {
+                let mut client = self.pg.pool.get().await.map_err(sql_err)?;
+                let failed = match f(&mut client).await {
+                    Err(e) => e,
+                    ok => return ok,
+                };
+                tries -= 1;
+                let lost = client.is_closed() || client.simple_query("").await.is_err();
+                if !lost || tries == 0 {
+                    return Err(failed);
                 }
-                other => other,
+                // not given back: the pool makes a new one in its place
+                drop(deadpool_postgres::Object::take(client));
             }
         })
     }

@@ -179,6 +179,15 @@ fn save_search_remove_on_postgres() {
         .unwrap();
     assert_eq!((r.inserted, r.duplicates), (0, 1));
     assert_eq!(index.len().unwrap(), 1);
+    // every pooled connection had ended (a search uses more than one): each is
+    // replaced, however many were lost at once
+    server.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+    ));
+    for mode in [SearchMode::Hybrid, SearchMode::Vector, SearchMode::Text] {
+        assert!(first("зелёным чаем", mode).contains("чай"), "{mode:?}");
+    }
     drop(pg.runtime);
 }
 

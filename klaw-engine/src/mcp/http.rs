@@ -260,14 +260,14 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
     if request.method() == axum::http::Method::DELETE {
         // A session ended: 204 (rmcp says 202, which clients report as a failure).
-        let mut r = next.run(request).await;
+        let mut r = in_session(next, request).await;
         if r.status() == StatusCode::ACCEPTED {
             *r.status_mut() = StatusCode::NO_CONTENT;
         }
         return r;
     }
     if request.method() != axum::http::Method::POST {
-        return next.run(request).await;
+        return in_session(next, request).await;
     }
     // A POST body is read here, bounded (also when it comes without a length), and
     // answered with a JSON-RPC error when it is not one JSON-RPC message.
@@ -315,7 +315,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         sessionless && envelope.is_some_and(|m| m.method.as_deref() == Some("initialize"));
     let request = Request::from_parts(parts, Body::from(bytes));
     if !creates_session {
-        return next.run(request).await;
+        return in_session(next, request).await;
     }
     let Some(slot) = guard.sessions.reserve() else {
         let mut r = refusal(
@@ -334,6 +334,18 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         return r;
     };
     Sessions::with_slot(slot, next.run(request)).await
+}
+
+/// `request` handled by rmcp; when its session ended while it was handled (found, then
+/// gone: [`Sessions::noting_ended`]), rmcp's 500 becomes the 404 of an ended session
+/// (its own answer for a session it does not find), which tells the client to start a
+/// new one.
+async fn in_session(next: Next, request: Request) -> Response {
+    let (response, ended) = Sessions::noting_ended(next.run(request)).await;
+    if ended && response.status() == StatusCode::INTERNAL_SERVER_ERROR {
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    response
 }
 
 /// What the guard reads of a JSON-RPC message: its method, its id and the protocol

@@ -558,23 +558,34 @@ impl Postgres {
         self.psql_db(db, sql)
     }
 
+    /// `CREATE DATABASE` copies `template1`, and fails while another session is in it:
+    /// an autovacuum worker visiting it, which the server asks to leave and waits for
+    /// only 5 s. A CPU-starved worker may take longer (no bound under load), so such a
+    /// failure is tried again, for up to a minute.
     fn psql_db(&self, db: &str, sql: &str) -> String {
-        let mut cmd = Command::new(self.bin.join("psql"));
-        cmd.arg("-h")
-            .arg(self.socket_dir())
-            .args(["-U", USER, "-d", db, "-X", "-A", "-t", "-q"])
-            .args(self.port_args())
-            .args(["-v", "ON_ERROR_STOP=1", "-c", sql]);
-        if let Some(pw) = &self.password {
-            cmd.env("PGPASSWORD", pw);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut cmd = Command::new(self.bin.join("psql"));
+            cmd.arg("-h")
+                .arg(self.socket_dir())
+                .args(["-U", USER, "-d", db, "-X", "-A", "-t", "-q"])
+                .args(self.port_args())
+                .args(["-v", "ON_ERROR_STOP=1", "-c", sql]);
+            if let Some(pw) = &self.password {
+                cmd.env("PGPASSWORD", pw);
+            }
+            let o = cmd.output().expect("psql runs");
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            if !o.status.success()
+                && stderr.contains("is being accessed by other users")
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            assert!(o.status.success(), "psql {sql}: {stderr}");
+            return String::from_utf8_lossy(&o.stdout).trim_end().to_owned();
         }
-        let o = cmd.output().expect("psql runs");
-        assert!(
-            o.status.success(),
-            "psql {sql}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).trim_end().to_owned()
     }
 
     /// The database restarted under its clients: the server killed (as a crash would,
@@ -612,7 +623,22 @@ fn as_server_user(cmd: &mut Command) -> &mut Command {
 }
 
 impl Drop for Postgres {
+    /// An immediate shutdown first (SIGQUIT: no checkpoint, the backends told to quit),
+    /// which, unlike the kill that follows, lets the server remove its System V and
+    /// dynamic shared memory: killed, each test's server left a segment behind (the
+    /// kernel allows 4096, `kernel.shmmni`) and files in `/dev/shm`.
     fn drop(&mut self) {
+        if self.child.is_some()
+            && let Some(pid) = self
+                .server_pid()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            && rustix::process::kill_process(pid, rustix::process::Signal::QUIT).is_ok()
+        {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while rustix::process::test_kill_process(pid).is_ok() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         self.kill();
     }
 }

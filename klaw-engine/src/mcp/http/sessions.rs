@@ -19,7 +19,7 @@ use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionHandle, LocalSessionManager, LocalSessionManagerError,
+    LocalSessionHandle, LocalSessionManager, LocalSessionManagerError, SessionError,
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -27,6 +27,22 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 tokio::task_local! {
     /// The slot the guard took for the `initialize` being handled.
     static RESERVED: Cell<Option<OwnedSemaphorePermit>>;
+    /// Set when the request being handled found its session ended after rmcp had
+    /// checked that it exists ([`Sessions::noting_ended`]).
+    static ENDED: Cell<bool>;
+}
+
+/// `result`, noting (in [`ENDED`]) an error that says the session has ended: it is no
+/// longer kept, or its worker has stopped (idle, closed) and it is not yet forgotten.
+fn noted<T>(result: Result<T, LocalSessionManagerError>) -> Result<T, SessionsError> {
+    if let Err(
+        LocalSessionManagerError::SessionNotFound(_)
+        | LocalSessionManagerError::SessionError(SessionError::SessionServiceTerminated),
+    ) = &result
+    {
+        let _ = ENDED.try_with(|ended| ended.set(true));
+    }
+    Ok(result?)
 }
 
 /// rmcp's [`LocalSessionManager`] with at most `max` live sessions.
@@ -127,6 +143,20 @@ impl Sessions {
         RESERVED.scope(Cell::new(Some(slot)), handling).await
     }
 
+    /// Runs `handling` (a request naming a session) and tells whether its session
+    /// turned out to have ended while it was handled. rmcp checks that the session
+    /// exists (404 when not) and then reaches it; a session that ends in between (its
+    /// worker stops when idle, and the session is forgotten only after that) fails the
+    /// request, which rmcp answers 500: the guard answers it 404, as for any ended one.
+    pub(super) async fn noting_ended<F: Future>(handling: F) -> (F::Output, bool) {
+        ENDED
+            .scope(Cell::new(false), async {
+                let out = handling.await;
+                (out, ENDED.try_with(Cell::get).unwrap_or(false))
+            })
+            .await
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, OwnedSemaphorePermit>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -184,18 +214,21 @@ impl SessionManager for Sessions {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         // rmcp's `create_stream`, keeping the request's stream to close it mid-call.
-        let handle = self
-            .inner
-            .sessions
-            .read()
-            .await
-            .get(id)
-            .cloned()
-            .ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone()))?;
-        let receiver = handle
-            .establish_request_wise_channel()
-            .await
-            .map_err(LocalSessionManagerError::from)?;
+        let handle = noted(
+            self.inner
+                .sessions
+                .read()
+                .await
+                .get(id)
+                .cloned()
+                .ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone())),
+        )?;
+        let receiver = noted(
+            handle
+                .establish_request_wise_channel()
+                .await
+                .map_err(LocalSessionManagerError::from),
+        )?;
         let http = receiver.http_request_id;
         let key = match (&message, http) {
             (rmcp::model::JsonRpcMessage::Request(r), Some(http)) => {
@@ -209,10 +242,12 @@ impl SessionManager for Sessions {
             _ => None,
         };
         let forget = Forget(Arc::clone(&self.streams), key);
-        handle
-            .push_message(message, http)
-            .await
-            .map_err(LocalSessionManagerError::from)?;
+        noted(
+            handle
+                .push_message(message, http)
+                .await
+                .map_err(LocalSessionManagerError::from),
+        )?;
         Ok(futures_util::stream::unfold(
             (receiver.inner, forget),
             |(mut rx, forget)| async move { rx.recv().await.map(|m| (m, (rx, forget))) },
@@ -224,14 +259,14 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        Ok(self.inner.accept_message(id, message).await?)
+        noted(self.inner.accept_message(id, message).await)
     }
 
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_standalone_stream(id).await?)
+        noted(self.inner.create_standalone_stream(id).await)
     }
 
     async fn resume(
@@ -239,7 +274,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.resume(id, last_event_id).await?)
+        noted(self.inner.resume(id, last_event_id).await)
     }
 }
 
@@ -268,6 +303,70 @@ mod tests {
         let slot = sessions.reserve().unwrap();
         Sessions::with_slot(slot, async {}).await;
         assert_eq!(sessions.slots.available_permits(), 2);
+    }
+
+    /// A session whose worker stopped but which is not yet forgotten (the window in
+    /// which rmcp finds it, then fails to reach it): the request notes it ended, so the
+    /// guard answers 404 rather than rmcp's 500.
+    #[tokio::test]
+    async fn a_request_to_a_session_that_just_ended_notes_it() {
+        let sessions = Sessions::new(2, Duration::from_secs(60));
+        let (id, _transport) = sessions.create_session().await.unwrap();
+        let ping = || {
+            ClientJsonRpcMessage::request(
+                rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default()),
+                rmcp::model::NumberOrString::Number(1),
+            )
+        };
+        // A live session is not noted.
+        let (_, ended) = Sessions::noting_ended(sessions.accept_message(
+            &id,
+            ClientJsonRpcMessage::notification(
+                rmcp::model::ClientNotification::InitializedNotification(Default::default()),
+            ),
+        ))
+        .await;
+        assert!(!ended);
+        // Its worker stops (as when idle; the notification above, unexpected before an
+        // initialize, may already have stopped it); the session is still kept.
+        let handle = sessions
+            .inner
+            .sessions
+            .read()
+            .await
+            .get(&id)
+            .cloned()
+            .unwrap();
+        let _ = handle.close().await;
+        let mut noted = None;
+        for _ in 0..200 {
+            let (result, ended) = Sessions::noting_ended(sessions.create_stream(&id, ping())).await;
+            if result.is_err() {
+                noted = Some(ended);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            noted,
+            Some(true),
+            "the stopped session was reached or not noted"
+        );
+        assert!(sessions.has_session(&id).await.unwrap());
+        let (result, ended) = Sessions::noting_ended(sessions.accept_message(
+            &id,
+            ClientJsonRpcMessage::notification(
+                rmcp::model::ClientNotification::InitializedNotification(Default::default()),
+            ),
+        ))
+        .await;
+        assert!(result.is_err() && ended);
+        // Forgotten, it is noted too (rmcp checked it before it was).
+        sessions.close_session(&id).await.unwrap();
+        let (result, ended) = Sessions::noting_ended(sessions.create_stream(&id, ping())).await;
+        assert!(result.is_err() && ended);
+        // Outside the guard's scope nothing is noted, and nothing fails for it.
+        assert!(sessions.create_stream(&id, ping()).await.is_err());
     }
 
     #[tokio::test]
