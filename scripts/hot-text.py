@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Regenerates `klaw-engine/hot-text.ld`: the functions an engine runs from its start to
 answering `tools/list` and 200 `tools/call`s, which the release link places side by side
-(`klaw-engine/build.rs`). Run after a dependency or toolchain update (a new dependency of a Klaw crate changes
-the build hashes of its functions, which the kept names carry), on a release build
-of the MCP bench (it is the engine with `KLAW_BENCH_SERVE` set):
+(`klaw-engine/build.rs`). Run after a dependency or toolchain update (a new dependency
+of a Klaw crate changes the build hashes of its functions, which the kept names carry),
+on a release build of the MCP bench (it is the engine with `KLAW_BENCH_SERVE` set):
 
     cargo bench --no-run -p klaw-engine --bench mcp
     scripts/hot-text.py target/release/deps/mcp-<hash>

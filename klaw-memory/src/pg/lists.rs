@@ -31,13 +31,13 @@
 //! snapshot taken after the mark's commit: it has every chunk saved before the mark)
 //! selects the best `size + 1` chunks by the part (`size` is [`SIZE`] by default), in
 //! SQL. The install takes `theta` from the last of them, adds the best `size` to what the
-//! saves put meanwhile (dropping those of them not above `theta`), leaves out the chunks removed meanwhile, and writes the
-//! list's head, in one transaction: every chunk with the word is then in the list or
-//! has a part of at most `theta`, as if the list had been made at once. A failed build
-//! is logged and tried again later (5 s, then twice as long each time). A build that
-//! dies leaves its mark (the saves go on putting their chunks aside, harmlessly) until
-//! the next build of the word, which takes over (its advisory lock was the dead
-//! connection's).
+//! saves put meanwhile (dropping those of them not above `theta`), leaves out the chunks
+//! removed meanwhile, and writes the list's head, in one transaction: every chunk with
+//! the word is then in the list or has a part of at most `theta`, as if the list had
+//! been made at once. A failed build is logged and tried again later (5 s, then twice
+//! as long each time). A build that dies leaves its mark (the saves go on putting their
+//! chunks aside, harmlessly) until the next build of the word, which takes over (its
+//! advisory lock was the dead connection's).
 //!
 //! A search ([`search`]) takes as candidates the chunks of the lists of its listed
 //! phrases and every chunk with one of its other phrases (their postings, few: each held
@@ -282,12 +282,7 @@ pub(super) async fn build(
             // the mark goes (the saves stop putting their chunks in the impacts); what
             // they put there stays harmless (a chunk with the word, found by the next
             // build as put by a save) and the next build starts over
-            let _ = c
-                .execute(
-                    "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
-                    &[&lexeme],
-                )
-                .await;
+            let _ = unmark(&*c, lexeme).await;
             Err(e)
         }
     };
@@ -302,6 +297,29 @@ pub(super) async fn build(
         held.release();
     }
     built
+}
+
+/// Whether `lexeme` has a list.
+async fn has_list(
+    c: &impl deadpool_postgres::GenericClient,
+    lexeme: &str,
+) -> Result<bool, StoreError> {
+    Ok(c.query_opt(
+        "SELECT 1 FROM klaw_memory_lists WHERE lexeme = $1",
+        &[&lexeme],
+    )
+    .await?
+    .is_some())
+}
+
+/// Removes `lexeme`'s build mark: the saves stop putting its chunks aside.
+async fn unmark(c: &impl deadpool_postgres::GenericClient, lexeme: &str) -> Result<(), StoreError> {
+    c.execute(
+        "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
+        &[&lexeme],
+    )
+    .await?;
+    Ok(())
 }
 
 /// [`build`]'s three steps, its advisory lock held on `c`.
@@ -323,13 +341,7 @@ async fn build_locked(
     else {
         return Ok(Built::NotNeeded);
     };
-    let made = tx
-        .query_opt(
-            "SELECT 1 FROM klaw_memory_lists WHERE lexeme = $1",
-            &[&lexeme],
-        )
-        .await?
-        .is_some();
+    let made = has_list(&tx, lexeme).await?;
     if made || ndoc <= settings.threshold {
         return Ok(Built::NotNeeded);
     }
@@ -404,20 +416,10 @@ async fn build_locked(
         &[&lexeme],
     )
     .await?;
-    let made = tx
-        .query_opt(
-            "SELECT 1 FROM klaw_memory_lists WHERE lexeme = $1",
-            &[&lexeme],
-        )
-        .await?
-        .is_some();
+    let made = has_list(&tx, lexeme).await?;
     if made {
         // made by an engine of before the marks, meanwhile: it stands
-        tx.execute(
-            "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
-            &[&lexeme],
-        )
-        .await?;
+        unmark(&tx, lexeme).await?;
         tx.commit().await?;
         return Ok(Built::NotNeeded);
     }
@@ -458,11 +460,7 @@ async fn build_locked(
         &[&lexeme, &avgdl0, &theta, &ndoc],
     )
     .await?;
-    tx.execute(
-        "DELETE FROM klaw_memory_list_builds WHERE lexeme = $1",
-        &[&lexeme],
-    )
-    .await?;
+    unmark(&tx, lexeme).await?;
     tx.commit().await?;
     Ok(Built::Made)
 }
