@@ -12,8 +12,14 @@
 //! reconnects, thus only ever pushes out its own oldest members, and an honest client,
 //! whose headers come in one packet, is served as soon as it is accepted. Only when
 //! every slot serves a request does a new connection wait for one to end.
+//!
+//! An event stream answering a POST keeps its head and first event (rmcp's priming
+//! event) for up to a millisecond, until the answer follows: a short call's response
+//! is then one write (one packet) instead of two. The head of a longer call goes out
+//! after that millisecond, its answer when it comes. Measured beside rmcp (doc/engine.md):
+//! 15–25% less of the server's CPU per HTTP call, half the context switches.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -141,10 +147,54 @@ impl hyper::body::Body for Received {
     }
 }
 
-/// A response's body, keeping its request counted until the body is sent (or dropped).
+/// A response's body, keeping its request counted until the body is sent (or dropped),
+/// with the frames [`gather`] read ahead given first.
 struct Counted {
     body: Body,
+    ahead: Gathered,
     _request: Arc<InFlight>,
+}
+
+/// The frames of a body read before its head went out, and whether the body ended.
+#[derive(Default)]
+struct Gathered {
+    frames: VecDeque<Result<Frame<Bytes>, axum::Error>>,
+    ended: bool,
+}
+
+/// How long an event stream answering a POST may keep its head and first event (rmcp's
+/// priming event) waiting for the next one, the answer: at most this, and the answer
+/// of a short call then goes out with them in one write instead of two.
+const GATHER: Duration = Duration::from_millis(1);
+
+/// Reads ahead the frames of `body` that come within [`GATHER`]: until a second frame
+/// (the first after the priming event), the body's end or an error.
+async fn gather(body: &mut Body) -> Gathered {
+    let mut ahead = Gathered::default();
+    let mut wait = std::pin::pin!(tokio::time::sleep(GATHER));
+    std::future::poll_fn(|cx| {
+        loop {
+            match hyper::body::Body::poll_frame(Pin::new(&mut *body), cx) {
+                Poll::Ready(None) => {
+                    ahead.ended = true;
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    ahead.frames.push_back(Err(e));
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    ahead.frames.push_back(Ok(frame));
+                    if ahead.frames.len() >= 2 {
+                        return Poll::Ready(());
+                    }
+                }
+                Poll::Pending => return wait.as_mut().poll(cx),
+            }
+        }
+    })
+    .await;
+    ahead
 }
 
 impl hyper::body::Body for Counted {
@@ -155,15 +205,26 @@ impl hyper::body::Body for Counted {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        if let Some(frame) = this.ahead.frames.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
+        if this.ahead.ended {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut this.body).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.ahead.frames.is_empty() && (self.ahead.ended || self.body.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        if self.ahead.frames.is_empty() && !self.ahead.ended {
+            self.body.size_hint()
+        } else {
+            SizeHint::default()
+        }
     }
 }
 
@@ -299,15 +360,32 @@ pub(super) async fn serve(
                 body,
                 request: Arc::clone(&counted),
             });
+            let post = request.method() == hyper::Method::POST;
             let response = hyper::service::Service::call(&inner, request);
             async move {
                 let response = response.await?;
                 // Answered: in flight until the response is sent, whatever its body.
                 counted.begin();
-                Ok::<_, Infallible>(response.map(|body| Counted {
-                    body,
-                    _request: counted,
-                }))
+                let (head, mut body) = response.into_parts();
+                // An event stream answering a POST: its head and priming event wait
+                // (briefly) for the answer, to go out in one write.
+                let events = head
+                    .headers
+                    .get(hyper::header::CONTENT_TYPE)
+                    .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+                let ahead = if post && events {
+                    gather(&mut body).await
+                } else {
+                    Gathered::default()
+                };
+                Ok::<_, Infallible>(hyper::Response::from_parts(
+                    head,
+                    Counted {
+                        body,
+                        ahead,
+                        _request: counted,
+                    },
+                ))
             }
         });
         let conn = http.serve_connection(TokioIo::new(tcp), service);
@@ -343,5 +421,112 @@ pub(super) async fn serve(
         .is_err()
     {
         tracing::warn!(target: "klaw::mcp", "connections still open 5 s after the stop; closing");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt as _;
+    use tokio::sync::mpsc;
+
+    /// A body whose frames are what the test sends, ending when the sender is dropped.
+    fn body(frames: mpsc::UnboundedReceiver<Result<&'static str, std::io::Error>>) -> Body {
+        let stream = futures_util::stream::unfold(frames, |mut rx| async move {
+            rx.recv().await.map(|frame| (frame, rx))
+        });
+        Body::from_stream(stream.map(|f| f.map(|s| Bytes::from_static(s.as_bytes()))))
+    }
+
+    /// Every frame a response body gives, as text (an error as `!`), until its end.
+    async fn drain(mut body: Counted) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(frame) =
+            std::future::poll_fn(|cx| hyper::body::Body::poll_frame(Pin::new(&mut body), cx)).await
+        {
+            out.push(match frame {
+                Ok(f) => String::from_utf8_lossy(&f.into_data().unwrap_or_default()).into(),
+                Err(_) => "!".into(),
+            });
+        }
+        out
+    }
+
+    fn counted(body: Body, ahead: Gathered) -> Counted {
+        Counted {
+            body,
+            ahead,
+            _request: InFlight::new(&Arc::new(AtomicUsize::new(0))),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_ready_goes_out_with_its_head_and_nothing_is_lost() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for frame in ["prime", "answer", "after"] {
+            tx.send(Ok(frame)).unwrap();
+        }
+        drop(tx);
+        let mut body = body(rx);
+        let ahead = gather(&mut body).await;
+        // The priming event and the answer, read ahead; what follows stays in the body.
+        assert_eq!(ahead.frames.len(), 2);
+        assert!(!ahead.ended);
+        assert_eq!(
+            drain(counted(body, ahead)).await,
+            ["prime", "answer", "after"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_short_body_is_gathered_to_its_end() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Ok("only")).unwrap();
+        drop(tx);
+        let mut body = body(rx);
+        let ahead = gather(&mut body).await;
+        assert_eq!(ahead.frames.len(), 1);
+        assert!(ahead.ended);
+        let mut body = counted(body, ahead);
+        // It says it has ended only once its last frame is given.
+        assert!(!hyper::body::Body::is_end_stream(&body));
+        let only =
+            std::future::poll_fn(|cx| hyper::body::Body::poll_frame(Pin::new(&mut body), cx));
+        assert!(only.await.is_some_and(|f| f.is_ok()));
+        assert!(hyper::body::Body::is_end_stream(&body));
+        assert!(drain(body).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_late_answer_does_not_hold_the_head() {
+        // The answer is sent only once `gather` has returned: were it to wait for it,
+        // the test would never end (the timeout is the failure, not a measure).
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Ok("prime")).unwrap();
+        let mut body = body(rx);
+        let ahead = tokio::time::timeout(Duration::from_secs(30), gather(&mut body))
+            .await
+            .expect("gather waits for the answer no longer than its bound");
+        assert_eq!(ahead.frames.len(), 1);
+        assert!(!ahead.ended);
+        let body = counted(body, ahead);
+        assert!(!hyper::body::Body::is_end_stream(&body));
+        tx.send(Ok("answer")).unwrap();
+        drop(tx);
+        assert_eq!(drain(body).await, ["prime", "answer"]);
+    }
+
+    #[tokio::test]
+    async fn an_error_read_ahead_is_given_in_its_place() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Ok("prime")).unwrap();
+        tx.send(Err(std::io::Error::other("gone"))).unwrap();
+        tx.send(Ok("never read ahead")).unwrap();
+        let mut body = body(rx);
+        let ahead = gather(&mut body).await;
+        assert_eq!(ahead.frames.len(), 2);
+        drop(tx);
+        let out = drain(counted(body, ahead)).await;
+        assert_eq!(out[..2], ["prime", "!"]);
     }
 }
