@@ -1,7 +1,7 @@
 # The tasks people run. `make run` and `make test` are the README's Quick start.
 CARGO ?= cargo
 
-.PHONY: setup setup-test run chat test test-models lint fmt bench eval ui doc
+.PHONY: setup setup-test run chat test test-models lint fmt bench hot-text eval ui doc
 
 KLAW_CACHE ?= $(HOME)/.cache/klaw
 
@@ -46,6 +46,18 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+## Regenerates klaw-engine/hot-text.ld (the functions a release engine places side by
+## side) from a callgrind profile of the release MCP bench (built without the list for
+## the profile); a release build warns when
+## Cargo.lock, a manifest or the compiler changed since. Installs valgrind (Debian) if missing.
+hot-text:
+	@command -v valgrind >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind; } || \
+		{ echo "hot-text: valgrind is missing (Debian: apt-get install valgrind)" >&2; exit 1; }
+	scripts/hot-text.py "$$(KLAW_HOT_TEXT=0 $(CARGO) bench --locked -p klaw-engine --bench mcp --no-run \
+		--message-format=json-render-diagnostics | python3 -c 'import json, sys; \
+		print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')"
 
 ## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
 ## web_fetch of a 1 MB page (extraction vs transfer),

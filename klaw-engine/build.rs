@@ -21,8 +21,11 @@
 //! resident before the first call (issue 48). A function the script names but the build
 //! does not have (renamed, another dependency version) is simply not moved; where the
 //! linker rejects the script, or `KLAW_HOT_TEXT=0`, the binaries are linked as before.
+//! Many of its names carry the build hash Cargo derives from the dependencies, so the
+//! list keeps a fingerprint of `Cargo.lock`, the workspace's manifests and `rustc -V`,
+//! and a release build whose own differs warns that it is stale (`make hot-text`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const FLAG: &str = "-Wl,-z,pack-relative-relocs";
@@ -44,6 +47,7 @@ fn main() {
         if probe(&var("RUSTC_LINKER"), &flag, "hot_text_probe") {
             println!("cargo:rustc-link-arg-bins={flag}");
             println!("cargo:rustc-link-arg-benches={flag}");
+            warn_if_stale(&script, &var("RUSTC"));
         }
     }
     if var("KLAW_PACK_RELOCS") == "0"
@@ -80,4 +84,59 @@ fn probe(linker: &str, flag: &str, name: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     linked && Command::new(&binary).status().is_ok_and(|s| s.success())
+}
+
+/// Warns (a `cargo:warning`) when `hot-text.ld` was made for other dependencies or
+/// another compiler than this build's: most of its names would then match nothing.
+fn warn_if_stale(script: &Path, rustc: &str) {
+    let Some(root) = script.parent().and_then(Path::parent) else {
+        return;
+    };
+    let Some((files, now)) = fingerprint(root, rustc) else {
+        return;
+    };
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", root.join(file).display());
+    }
+    let made = std::fs::read_to_string(script).unwrap_or_default();
+    let made = made
+        .split("fingerprint: ")
+        .nth(1)
+        .and_then(|rest| rest.get(..16))
+        .unwrap_or("none");
+    if made != now {
+        println!(
+            "cargo:warning=klaw-engine/hot-text.ld is stale (made for fingerprint {made}, this build's is {now}: Cargo.lock, a manifest or the compiler changed); regenerate it with `make hot-text` before measuring"
+        );
+    }
+}
+
+/// The fingerprint `scripts/hot-text.py` writes into `hot-text.ld` (FNV-1a, 64 bits, over
+/// each file's path and bytes, then `rustc -V`), with the files it covers.
+fn fingerprint(root: &Path, rustc: &str) -> Option<(Vec<String>, String)> {
+    let mut members: Vec<String> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|d| root.join(d).join("Cargo.toml").is_file())
+        .map(|d| format!("{d}/Cargo.toml"))
+        .collect();
+    members.sort();
+    let mut files = vec!["Cargo.lock".to_owned(), "Cargo.toml".to_owned()];
+    files.append(&mut members);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for file in &files {
+        eat(file.as_bytes());
+        eat(b"\0");
+        eat(&std::fs::read(root.join(file)).ok()?);
+        eat(b"\0");
+    }
+    let rustc = if rustc.is_empty() { "rustc" } else { rustc };
+    let version = Command::new(rustc).arg("-V").output().ok()?.stdout;
+    eat(version.trim_ascii());
+    Some((files, format!("{hash:016x}")))
 }
