@@ -251,6 +251,10 @@ struct Inner {
     hooks: RwLock<Arc<Vec<Arc<dyn PreCallHook>>>>,
     /// Every running call's cancellation, by id.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// How many calls have started (for [`Engine::idle_after_calls`]).
+    started: AtomicU64,
+    /// Notified when the last running call ends.
+    idle: tokio::sync::Notify,
     /// The parent of every call's token: cancelled by [`Engine::shutdown`].
     closing: CancellationToken,
     /// Bumped whenever the tool list changes.
@@ -401,6 +405,7 @@ impl Engine {
             }
             let token = self.inner.closing.child_token();
             running.insert(call.id.clone(), token.clone());
+            self.inner.started.fetch_add(1, Ordering::Relaxed);
             token
         };
         let _running = Running {
@@ -474,6 +479,22 @@ impl Engine {
         let mut ids: Vec<String> = self.lock_running().keys().cloned().collect();
         ids.sort();
         ids
+    }
+
+    /// Resolves once calls have run and then none has for `quiet`: none running, and
+    /// none started (however short) during that time. It waits for the next burst of
+    /// calls to end when there has been none since the last time it resolved (the
+    /// engine's long-running fronts give the allocator's free memory back then).
+    pub async fn idle_after_calls(&self, quiet: Duration) {
+        loop {
+            self.inner.idle.notified().await;
+            let seen = self.inner.started.load(Ordering::Relaxed);
+            tokio::time::sleep(quiet).await;
+            if self.inner.started.load(Ordering::Relaxed) == seen && self.lock_running().is_empty()
+            {
+                return;
+            }
+        }
     }
 
     /// Adds a hook that sees every call before it runs and may refuse it.
@@ -765,6 +786,8 @@ impl EngineBuilder {
             ctx: builder.build(),
             hooks: RwLock::new(Arc::new(self.hooks)),
             running: Mutex::new(HashMap::new()),
+            started: AtomicU64::new(0),
+            idle: tokio::sync::Notify::new(),
             closing: CancellationToken::new(),
             tools_changed: tokio::sync::watch::Sender::new(0),
             load_failures: Mutex::new(BTreeMap::new()),
@@ -868,7 +891,11 @@ struct Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.engine.lock_running().remove(&self.id);
+        let mut running = self.engine.lock_running();
+        running.remove(&self.id);
+        if running.is_empty() {
+            self.engine.inner.idle.notify_one();
+        }
     }
 }
 

@@ -510,3 +510,58 @@ async fn each_call_is_a_span_with_the_gen_ai_attributes_and_no_arguments() {
         "an argument leaked into a span: {all}"
     );
 }
+
+#[tokio::test]
+async fn idle_after_calls_waits_for_the_calls_to_end_and_stay_quiet() {
+    let s = setup();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = Arc::clone(&gate);
+    let blocked = FnTool::new(
+        ToolSpec::new("idle_test_wait", "Ждёт сигнала", json!({"type": "object"})),
+        move |_ctx, _args| {
+            let held = Arc::clone(&held);
+            async move {
+                let _permit = held.acquire().await;
+                Ok(ToolOutput::plain("done"))
+            }
+        },
+    );
+    s.engine.register(Arc::new(blocked)).unwrap();
+    let quiet = Duration::from_millis(20);
+    // No call has run yet: nothing to wait for the end of.
+    let mut idle = tokio::spawn({
+        let engine = s.engine.clone();
+        async move { engine.idle_after_calls(quiet).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!idle.is_finished(), "idle before any call ran");
+    // A call that runs on: not idle while it does.
+    let call = tokio::spawn({
+        let engine = s.engine.clone();
+        async move { engine.call("idle_test_wait", "{}").await }
+    });
+    while s.engine.running_calls().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!idle.is_finished(), "idle while a call runs");
+    // It ends: idle once quiet.
+    gate.add_permits(1);
+    assert_eq!(call.await.unwrap().unwrap().text(), "done");
+    tokio::time::timeout(Duration::from_secs(30), &mut idle)
+        .await
+        .expect("idle once the call ended")
+        .unwrap();
+    // And again only after another call.
+    let again = tokio::spawn({
+        let engine = s.engine.clone();
+        async move { engine.idle_after_calls(quiet).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!again.is_finished(), "idle again without a call in between");
+    s.engine.call("current_time", "{}").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), again)
+        .await
+        .expect("idle after the next call")
+        .unwrap();
+}

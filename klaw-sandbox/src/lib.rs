@@ -37,6 +37,8 @@
 //!   same for the calling process, for a process that starts commands itself (the
 //!   sandbox helper), so it can start them without a `pre_exec` hook (which would
 //!   turn the standard library's `posix_spawn` into a slower `fork`).
+//! - [`release_free_memory`]: gives the memory glibc's allocator holds free back to the
+//!   system (the engine calls it once its calls have been idle for a moment).
 //!
 //! The kernel calls that Rust's standard library and `rustix` offer only as `unsafe`
 //! sit in one private module, so that `klaw-tools` can forbid unsafe code. Everything
@@ -105,7 +107,10 @@ pub use policy::{NEVER_READ_ONLY, SYSTEM_DIRS, read_only_refusal};
 #[cfg(target_os = "linux")]
 pub use server::{ServedCommand, Server, SpawnError, Started};
 #[cfg(target_os = "linux")]
-pub use sys::{children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec};
+pub use sys::{
+    children_in_new_pid_namespace, close_inherited_fds, close_inherited_fds_on_exec,
+    release_free_memory,
+};
 
 /// Why sandboxed commands cannot run on this OS.
 pub(crate) const UNSUPPORTED: &str = "the OS sandbox (bubblewrap, Landlock + seccomp) is \
@@ -179,6 +184,12 @@ pub fn close_inherited_fds(_cmd: &mut std::process::Command) {}
 /// Does nothing off Linux: the sandbox is not supported there.
 #[cfg(not(target_os = "linux"))]
 pub fn close_inherited_fds_on_exec() {}
+
+/// Does nothing off Linux (the allocator there is not glibc's).
+#[cfg(not(target_os = "linux"))]
+pub fn release_free_memory() -> bool {
+    false
+}
 
 /// Fails off Linux: the sandbox is not supported there.
 #[cfg(not(target_os = "linux"))]

@@ -143,6 +143,7 @@ impl App {
     pub(crate) async fn serve_mcp_stdio(&self) -> Result<(), McpError> {
         self.watch_signals("stopping");
         self.warm_memory();
+        self.release_memory_when_idle();
         let stop = self.stop_token().child_token();
         self.ask_through_clients();
         crate::mcp::serve_stdio(self.engine().clone(), stop).await
@@ -153,6 +154,7 @@ impl App {
     pub(crate) async fn serve_mcp_http(&self, bind: SocketAddr) -> Result<(), McpError> {
         self.watch_signals("stopping");
         self.warm_memory();
+        self.release_memory_when_idle();
         let stop = self.stop_token().child_token();
         self.ask_through_clients();
         crate::mcp::http::serve(self.engine().clone(), bind, stop).await
@@ -163,6 +165,7 @@ impl App {
     pub(crate) fn start_running(&self, mcp: Option<SocketAddr>) -> Running {
         self.watch_signals("stopping");
         self.warm_memory();
+        self.release_memory_when_idle();
         let mcp = mcp.map(|b| self.spawn_mcp_http(b));
         let scheduler = self.spawn_scheduler();
         Running { mcp, scheduler }
