@@ -119,11 +119,16 @@ def main():
         if i >= 0 and symbols[i][0] <= a < symbols[i][0] + max(symbols[i][1], 1):
             hot[symbols[i][2]] = symbols[i][0]
 
-    # A function's hash (and LLVM's suffix) change with the build: where the name without
-    # it is (nearly) unique, the pattern leaves it out and survives a rebuild.
-    def loose(name):
-        name = re.sub(r"17h[0-9a-f]{16}E$", "17h*", name)
+    # LLVM's suffix (a hash of the code unit it was promoted from) changes with any edit
+    # of that unit's code, and a name carries no other disambiguation than its build
+    # hash: the pattern always leaves the suffix out.
+    def unsuffixed(name):
         return re.sub(r"\.llvm\.\d+$", ".llvm.*", name)
+
+    # The build hash changes with the dependencies: where the name without it is (nearly)
+    # unique, the pattern leaves it out too and survives a rebuild.
+    def loose(name):
+        return unsuffixed(re.sub(r"17h[0-9a-f]{16}E(?=$|\.llvm\.)", "17h*", name))
 
     members = collections.defaultdict(list)
     for name in sizes:
@@ -149,11 +154,11 @@ def main():
         pattern = loose(name)
         same = members.get(pattern, [name])
         if len(same) > 2 or sum(sizes[m] for m in same) > 8192:
-            pattern = name
+            pattern = unsuffixed(name)
         if pattern not in seen:
             seen.add(pattern)
             patterns.append(pattern)
-        for section in sorted(sections.get(name, ())):
+        for section in sorted({unsuffixed(s) for s in sections.get(name, ())}):
             if section not in seen:
                 seen.add(section)
                 patterns.append(section)
