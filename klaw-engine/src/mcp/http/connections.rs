@@ -17,7 +17,7 @@
 //! event) for up to a millisecond, until the answer follows: a short call's response
 //! is then one write (one packet) instead of two. The head of a longer call goes out
 //! after that millisecond, its answer when it comes. Measured beside rmcp (doc/engine.md):
-//! 15–25% less of the server's CPU per HTTP call, half the context switches.
+//! 15–20% less of the server's CPU per HTTP call, half the context switches.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
