@@ -168,10 +168,14 @@ def main():
                 f"   fingerprint: {fingerprint()} */\n")
         f.write("SECTIONS {\n  .text.klaw_hot : {\n")
         for p in patterns:
+            # A promoted function (`.llvm.*`) may not be promoted in the next build, and
+            # the other way round: each name is matched both ways.
+            forms = [p, p[:-len(".llvm.*")]] if p.endswith(".llvm.*") else [p, p + ".llvm.*"]
             if p.startswith(".text"):
-                f.write(f"    *({p})\n")
+                f.write(f"    *({' '.join(forms)})\n")
             else:
-                f.write(f"    *(.text.{p} .text.unlikely.{p} .text.hot.{p})\n")
+                f.write("    *(" + " ".join(f".text{k}.{x}" for x in forms
+                                         for k in ("", ".unlikely", ".hot")) + ")\n")
         f.write("  }\n}\nINSERT BEFORE .text;\n")
     print(f"{len(hot)} functions, {len(patterns)} patterns ({len(sections)} by their section)"
           f" -> {os.path.normpath(OUT)}")
