@@ -48,9 +48,9 @@ fmt:
 	$(CARGO) fmt --all
 
 ## Regenerates klaw-engine/hot-text.ld (the functions a release engine places side by
-## side) from a callgrind profile of the release MCP bench (built without the list for
-## the profile); a release build warns when
-## Cargo.lock, a manifest or the compiler changed since. Installs valgrind (Debian) if missing.
+## side) from a callgrind profile of the release MCP bench, built without the list for
+## the profile. A release build warns when Cargo.lock, a manifest or the compiler
+## changed since. Installs valgrind (Debian) if missing.
 hot-text:
 	@command -v valgrind >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind; } || \

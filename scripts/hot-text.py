@@ -169,8 +169,14 @@ def main():
         f.write("SECTIONS {\n  .text.klaw_hot : {\n")
         for p in patterns:
             # A promoted function (`.llvm.*`) may not be promoted in the next build, and
-            # the other way round: each name is matched both ways.
-            forms = [p, p[:-len(".llvm.*")]] if p.endswith(".llvm.*") else [p, p + ".llvm.*"]
+            # the other way round: each name is matched both ways (a pattern ending in
+            # the hash's `*` already is).
+            if p.endswith(".llvm.*"):
+                forms = [p, p[:-len(".llvm.*")]]
+            elif p.endswith("*"):
+                forms = [p]
+            else:
+                forms = [p, p + ".llvm.*"]
             if p.startswith(".text"):
                 f.write(f"    *({' '.join(forms)})\n")
             else:
