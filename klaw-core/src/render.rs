@@ -141,36 +141,41 @@ fn localize(m: &mut Map<String, Value>, lang: Lang) {
     m.retain(|k, _| !k.starts_with("x-klaw-"));
 }
 
-/// Applies `f` to every sub-schema of an object schema (properties, items, anyOf...).
-fn map_children(m: &mut Map<String, Value>, f: &mut dyn FnMut(&Value) -> Value) {
+/// Applies `f` to every sub-schema of an object schema (properties, items, anyOf...),
+/// in place.
+fn each_child(m: &mut Map<String, Value>, f: &mut dyn FnMut(&mut Value)) {
     if let Some(Value::Object(props)) = m.get_mut("properties") {
-        for v in props.values_mut() {
-            *v = f(v);
-        }
+        props.values_mut().for_each(&mut *f);
     }
     for key in ["items", "additionalProperties"] {
         if let Some(v @ Value::Object(_)) = m.get_mut(key) {
-            *v = f(v);
+            f(v);
         }
     }
     for key in ["anyOf", "oneOf", "allOf"] {
         if let Some(Value::Array(options)) = m.get_mut(key) {
-            for v in options.iter_mut() {
-                *v = f(v);
-            }
+            options.iter_mut().for_each(&mut *f);
         }
     }
 }
 
 /// The canonical schema, localized.
+///
+/// Each transform below copies the schema once and then rewrites the copy in place: a
+/// transform that copied each node and then rendered its children from that copy
+/// copied a node once for every level above it (8,000 allocations to render the
+/// engine's 32 tools for MCP, on the way to the first `tools/list`).
 fn plain(schema: &Value, lang: Lang) -> Value {
-    let Value::Object(m) = schema else {
-        return schema.clone();
-    };
-    let mut m = m.clone();
-    localize(&mut m, lang);
-    map_children(&mut m, &mut |v| plain(v, lang));
-    Value::Object(m)
+    let mut v = schema.clone();
+    plain_in_place(&mut v, lang);
+    v
+}
+
+fn plain_in_place(v: &mut Value, lang: Lang) {
+    if let Value::Object(m) = v {
+        localize(m, lang);
+        each_child(m, &mut |c| plain_in_place(c, lang));
+    }
 }
 
 /// Moves `default` (and bounds, which strict mode and Gemini may not accept) into the
@@ -222,15 +227,20 @@ fn described_enum_to_enum(m: &mut Map<String, Value>, lang: Lang) {
 }
 
 fn openai_strict(schema: &Value, lang: Lang, strict: &mut bool) -> Value {
-    let Value::Object(m) = schema else {
+    let mut v = schema.clone();
+    openai_strict_in_place(&mut v, lang, strict);
+    v
+}
+
+fn openai_strict_in_place(v: &mut Value, lang: Lang, strict: &mut bool) {
+    let Value::Object(m) = v else {
         *strict = false;
-        return schema.clone();
+        return;
     };
-    let mut m = m.clone();
-    localize(&mut m, lang);
-    described_enum_to_enum(&mut m, lang);
+    localize(m, lang);
+    described_enum_to_enum(m, lang);
     fold_into_description(
-        &mut m,
+        m,
         &[
             "default",
             "minimum",
@@ -258,11 +268,10 @@ fn openai_strict(schema: &Value, lang: Lang, strict: &mut bool) -> Value {
             .unwrap_or_default();
         if let Some(Value::Object(props)) = m.get_mut("properties") {
             for (name, v) in props.iter_mut() {
-                let mut sub = openai_strict(v, lang, strict);
+                openai_strict_in_place(v, lang, strict);
                 if !required.contains(name) {
-                    sub = crate::schema::nullable(sub);
+                    *v = crate::schema::nullable(std::mem::take(v));
                 }
-                *v = sub;
             }
             let all: Vec<Value> = props.keys().map(|k| Value::String(k.clone())).collect();
             m.insert("required".into(), Value::Array(all));
@@ -280,27 +289,31 @@ fn openai_strict(schema: &Value, lang: Lang, strict: &mut bool) -> Value {
     }
     for key in ["items"] {
         if let Some(v @ Value::Object(_)) = m.get_mut(key) {
-            *v = openai_strict(v, lang, strict);
+            openai_strict_in_place(v, lang, strict);
         }
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(options)) = m.get_mut(key) {
             for v in options.iter_mut() {
-                *v = openai_strict(v, lang, strict);
+                openai_strict_in_place(v, lang, strict);
             }
         }
     }
-    Value::Object(m)
 }
 
 fn gemini(schema: &Value, lang: Lang) -> Value {
-    let Value::Object(m) = schema else {
-        return schema.clone();
+    let mut v = schema.clone();
+    gemini_in_place(&mut v, lang);
+    v
+}
+
+fn gemini_in_place(v: &mut Value, lang: Lang) {
+    let Value::Object(m) = v else {
+        return;
     };
-    let mut m = m.clone();
-    localize(&mut m, lang);
-    described_enum_to_enum(&mut m, lang);
-    fold_into_description(&mut m, &["default"]);
+    localize(m, lang);
+    described_enum_to_enum(m, lang);
+    fold_into_description(m, &["default"]);
     for key in [
         "additionalProperties",
         "$schema",
@@ -310,16 +323,16 @@ fn gemini(schema: &Value, lang: Lang) -> Value {
     ] {
         m.remove(key);
     }
-    if let Some(Value::Array(types)) = m.get("type").cloned() {
+    if let Some(Value::Array(types)) = m.get("type") {
         let non_null: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
         if non_null.len() < types.len() {
             m.insert("nullable".into(), Value::Bool(true));
         }
-        match non_null.as_slice() {
-            [one] => {
-                m.insert("type".into(), one.clone());
+        match <[Value; 1]>::try_from(non_null) {
+            Ok([one]) => {
+                m.insert("type".into(), one);
             }
-            _ => {
+            Err(_) => {
                 m.remove("type");
             }
         }
@@ -327,31 +340,32 @@ fn gemini(schema: &Value, lang: Lang) -> Value {
     if let Some(Value::Array(e)) = m.get_mut("enum") {
         e.retain(|v| !v.is_null());
     }
-    // `anyOf: [X, {type: null}]` becomes X with `nullable`.
-    if let Some(Value::Array(options)) = m.get("anyOf").cloned() {
-        let non_null: Vec<Value> = options
-            .iter()
-            .filter(|o| o.get("type").and_then(Value::as_str) != Some("null"))
-            .cloned()
-            .collect();
-        if non_null.len() == 1 && options.len() == 2 {
+    let is_null = |o: &Value| o.get("type").and_then(Value::as_str) == Some("null");
+    if let Some(Value::Array(options)) = m.get_mut("anyOf") {
+        let nulls = options.iter().filter(|o| is_null(o)).count();
+        // `anyOf: [X, {type: null}]` becomes X with `nullable`.
+        if nulls == 1 && options.len() == 2 {
+            let mut inner = std::mem::take(options)
+                .into_iter()
+                .find(|o| !is_null(o))
+                .unwrap_or_default();
             m.remove("anyOf");
-            if let Value::Object(inner) = gemini(&non_null[0], lang) {
+            gemini_in_place(&mut inner, lang);
+            if let Value::Object(inner) = inner {
                 for (k, v) in inner {
                     m.entry(k).or_insert(v);
                 }
             }
             m.insert("nullable".into(), Value::Bool(true));
-            return Value::Object(m);
+            return;
         }
         // `anyOf: [X, Y, {type: null}]` becomes `anyOf: [X, Y]` with `nullable`.
-        if non_null.len() < options.len() {
-            m.insert("anyOf".into(), Value::Array(non_null));
+        if nulls > 0 {
+            options.retain(|o| !is_null(o));
             m.insert("nullable".into(), Value::Bool(true));
         }
     }
-    map_children(&mut m, &mut |v| gemini(v, lang));
-    Value::Object(m)
+    each_child(m, &mut |c| gemini_in_place(c, lang));
 }
 
 #[cfg(test)]
@@ -447,6 +461,55 @@ mod tests {
                 "enum": ["overwrite", "append"],
                 "nullable": true,
             })
+        );
+    }
+
+    #[test]
+    fn gemini_folds_a_nullable_any_of_into_its_one_alternative() {
+        let mut s = spec();
+        s.input_schema["properties"]["o"] = json!({
+            "description": "Необязательный",
+            "anyOf": [
+                {
+                    "type": "object",
+                    "description": "Внутренний",
+                    "properties": {"a": {"type": "string", "description": "А", EN_KEY: "A"}},
+                    "additionalProperties": false,
+                },
+                {"type": "null"},
+            ],
+        });
+        s.input_schema["properties"]["u"] = json!({
+            "anyOf": [
+                {"type": "string", "default": "x"},
+                {"type": "integer"},
+                {"type": "null"},
+            ],
+        });
+        let d = definition(&s, Format::Gemini, Lang::En);
+        assert_eq!(
+            d["parameters"]["properties"]["o"],
+            json!({
+                "description": "Необязательный",
+                "nullable": true,
+                "type": "object",
+                "properties": {"a": {"type": "string", "description": "A"}},
+            })
+        );
+        assert_eq!(
+            d["parameters"]["properties"]["u"],
+            json!({
+                "anyOf": [
+                    {"type": "string", "description": "(default: \"x\")"},
+                    {"type": "integer"},
+                ],
+                "nullable": true,
+            })
+        );
+        // The spec itself is left as it was.
+        assert_eq!(
+            s.input_schema["properties"]["o"]["anyOf"][1],
+            json!({"type": "null"})
         );
     }
 
