@@ -2,6 +2,7 @@
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,9 +112,36 @@ struct Shared {
     data_dir: PathBuf,
     limits: Limits,
     settings: Settings,
-    services: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    services: ByType,
     /// Engine-lifetime state created on first use (a process table, a cache).
-    lazy: std::sync::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    lazy: std::sync::Mutex<ByType>,
+}
+
+/// Values by their type. A call looks in it several times (each tool's services and
+/// state), so its hasher is cheap: a `TypeId` is a hash already.
+type ByType = HashMap<TypeId, Arc<dyn Any + Send + Sync>, BuildHasherDefault<TypeIdHasher>>;
+
+/// Takes the bits a `TypeId` hashes as they are (SipHash, the default, was about 140
+/// instructions a lookup). Any other input is folded in a word at a time.
+#[derive(Default)]
+struct TypeIdHasher(u64);
+
+impl Hasher for TypeIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(5) ^ n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Everything a tool call may use besides its arguments.
@@ -564,6 +592,35 @@ mod tests {
         let err = State::<String>::from_ctx(&ctx).unwrap_err();
         assert_eq!(err.kind(), &crate::ErrorKind::Unavailable);
         assert!(Workspace::from_ctx(&ctx).is_err());
+    }
+
+    #[test]
+    fn the_type_map_tells_types_apart() {
+        use std::hash::BuildHasher;
+        let hash = |t: TypeId| BuildHasherDefault::<TypeIdHasher>::default().hash_one(t);
+        let ids = [
+            TypeId::of::<u8>(),
+            TypeId::of::<u16>(),
+            TypeId::of::<String>(),
+            TypeId::of::<std::sync::Mutex<u8>>(),
+        ];
+        for (i, a) in ids.iter().enumerate() {
+            for b in &ids[i + 1..] {
+                assert_ne!(hash(*a), hash(*b));
+            }
+        }
+        // Bytes (not what a `TypeId` writes) are folded in, not dropped.
+        let mut h = TypeIdHasher::default();
+        h.write(b"0123456789");
+        assert_ne!(h.finish(), 0);
+        let ctx = ToolContext::builder().service(1_u8).service(2_u16).build();
+        assert_eq!(
+            (
+                *ctx.service::<u8>().unwrap(),
+                *ctx.service::<u16>().unwrap()
+            ),
+            (1, 2)
+        );
     }
 
     #[test]

@@ -239,8 +239,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","task":{"ttl":1000}}}"#,
         ];
         for line in straight {
-            let general: RxJsonRpcMessage<RoleServer> = serde_json::from_slice(line.as_bytes())
-                .unwrap_or_else(|e| panic!("{line}: {e}"));
+            let general: RxJsonRpcMessage<RoleServer> =
+                serde_json::from_slice(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
             let read = tool_call(line.as_bytes()).unwrap_or_else(|| panic!("not straight: {line}"));
             assert_eq!(format!("{read:?}"), format!("{general:?}"), "{line}");
             assert_eq!(
