@@ -392,7 +392,7 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let all = resources::list(&self.engine).await;
+        let all = Box::pin(resources::list(&self.engine)).await;
         let (items, next) = page(all, request, self.page_size)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
@@ -414,18 +414,23 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        tokio::select! {
-            r = async {
-                // A read takes a place among `mcp.maxConcurrentCalls`, as a call does.
-                let _place = self.calls.acquire().await;
-                resources::read(&self.engine, &request.uri, self.session).await
-            } => {
-                Ok(ReadResourceResult::new(vec![r?]).into())
+        // Boxed, as every handler below whose future is large: the task rmcp spawns
+        // for each request holds the largest of them, and a tool call is moved with it.
+        Box::pin(async move {
+            tokio::select! {
+                r = async {
+                    // A read takes a place among `mcp.maxConcurrentCalls`, as a call does.
+                    let _place = self.calls.acquire().await;
+                    resources::read(&self.engine, &request.uri, self.session).await
+                } => {
+                    Ok(ReadResourceResult::new(vec![r?]).into())
+                }
+                () = context.ct.cancelled() => {
+                    Err(ErrorData::internal_error("the read was cancelled", None))
+                }
             }
-            () = context.ct.cancelled() => {
-                Err(ErrorData::internal_error("the read was cancelled", None))
-            }
-        }
+        })
+        .await
     }
 
     /// Subscribes the session to a resource it can read; only core memory changes
@@ -435,7 +440,7 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        resources::read(&self.engine, &request.uri, self.session).await?;
+        Box::pin(resources::read(&self.engine, &request.uri, self.session)).await?;
         self.subscriptions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -462,7 +467,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         Ok(CompleteResult::new(
-            complete::complete(&self.engine, &request).await,
+            Box::pin(complete::complete(&self.engine, &request)).await,
         ))
     }
 
@@ -472,7 +477,7 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let all = prompts::list(&self.engine).await?;
+        let all = Box::pin(prompts::list(&self.engine)).await?;
         let (items, next) = page(all, request, self.page_size)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
@@ -496,7 +501,7 @@ impl ServerHandler for McpServer {
         }
         let args = request.arguments.unwrap_or_default();
         let _place = self.calls.acquire().await;
-        prompts::get(&self.engine, &request.name, &args, self.session)
+        Box::pin(prompts::get(&self.engine, &request.name, &args, self.session))
             .await
             .map(Into::into)
     }
