@@ -142,19 +142,17 @@ fn localize(m: &mut Map<String, Value>, lang: Lang) {
 }
 
 /// Applies `f` to every sub-schema of an object schema (properties, items, anyOf...),
-/// in place.
+/// in place: one pass over the node's keys (a lookup of each keyword hashed it, six a
+/// node, most of them for keywords the node has not).
 fn each_child(m: &mut Map<String, Value>, f: &mut dyn FnMut(&mut Value)) {
-    if let Some(Value::Object(props)) = m.get_mut("properties") {
-        props.values_mut().for_each(&mut *f);
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(v @ Value::Object(_)) = m.get_mut(key) {
-            f(v);
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(options)) = m.get_mut(key) {
-            options.iter_mut().for_each(&mut *f);
+    for (key, v) in m.iter_mut() {
+        match (key.as_str(), v) {
+            ("properties", Value::Object(props)) => props.values_mut().for_each(&mut *f),
+            ("items" | "additionalProperties", v @ Value::Object(_)) => f(v),
+            ("anyOf" | "oneOf" | "allOf", Value::Array(options)) => {
+                options.iter_mut().for_each(&mut *f);
+            }
+            _ => {}
         }
     }
 }
