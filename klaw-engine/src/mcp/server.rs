@@ -501,9 +501,14 @@ impl ServerHandler for McpServer {
         }
         let args = request.arguments.unwrap_or_default();
         let _place = self.calls.acquire().await;
-        Box::pin(prompts::get(&self.engine, &request.name, &args, self.session))
-            .await
-            .map(Into::into)
+        Box::pin(prompts::get(
+            &self.engine,
+            &request.name,
+            &args,
+            self.session,
+        ))
+        .await
+        .map(Into::into)
     }
 
     /// `subscriptions/listen` (MCP 2026-07-28): every kind of notification asked for;
