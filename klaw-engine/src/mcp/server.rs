@@ -414,7 +414,7 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        // Boxed, as every handler below whose future is large: the task rmcp spawns
+        // Boxed, as in every handler here whose future is large: the task rmcp spawns
         // for each request holds the largest of them, and a tool call is moved with it.
         Box::pin(async move {
             tokio::select! {
