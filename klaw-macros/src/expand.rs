@@ -285,7 +285,7 @@ fn call_fn(
     has_args: bool,
 ) -> TokenStream {
     let fn_ident = &view.original.sig.ident;
-    let take_object = has_args.then(|| take_object(p));
+    let take_object = has_args.then(|| take_object(p, params));
     let reads = params.iter().map(|(i, param)| read_param(p, *i, param));
     let call_args = params.iter().map(|(i, param)| call_arg(*i, param));
     let convert = convert(p, &view.output);
@@ -304,10 +304,24 @@ fn call_fn(
     }
 }
 
-/// Turns the arguments into their JSON object, or fails the call.
-fn take_object(p: &TokenStream) -> TokenStream {
+/// Turns the arguments into their JSON object, or fails the call, and hands each
+/// argument to its parameter's slot in one pass over the object (a key that names no
+/// parameter is dropped; one left out leaves its slot `null`). One string comparison a
+/// key, not a hashed lookup a parameter.
+fn take_object(p: &TokenStream, params: &[(usize, &Param<'_>)]) -> TokenStream {
+    let args: Vec<_> = params
+        .iter()
+        .filter_map(|(i, param)| match &param.kind {
+            ParamKind::Arg(spec) => Some((slot(*i), &spec.json_name)),
+            ParamKind::Ctx => None,
+        })
+        .collect();
+    let slots = args.iter().map(|(slot, _)| slot);
+    let arms = args
+        .iter()
+        .map(|(slot, json_name)| quote!(#json_name => #slot = __klaw_value,));
     quote! {
-        let mut __klaw_args = match __klaw_args {
+        let __klaw_args = match __klaw_args {
             #p::Value::Object(map) => map,
             _ => {
                 return ::core::result::Result::Err(#p::ToolError::invalid_arguments(
@@ -316,7 +330,19 @@ fn take_object(p: &TokenStream) -> TokenStream {
                 ));
             }
         };
+        #(let mut #slots = #p::Value::Null;)*
+        for (__klaw_key, __klaw_value) in __klaw_args {
+            match __klaw_key.as_str() {
+                #(#arms)*
+                _ => {}
+            }
+        }
     }
+}
+
+/// Where parameter `i`'s argument is put when the object is taken apart.
+fn slot(i: usize) -> Ident {
+    format_ident!("__klaw_v{}", i)
 }
 
 /// Reads parameter `i`: an extractor from the context, an argument out of the (already
@@ -337,10 +363,9 @@ fn read_param(p: &TokenStream, i: usize, param: &Param<'_>) -> TokenStream {
             } else {
                 quote_spanned!(ty.span()=> <#ty as KlawArg>::__klaw_read)
             };
+            let slot = slot(i);
             quote! {
-                let #local = #from_value(
-                    __klaw_args.remove(#json_name).unwrap_or(#p::Value::Null),
-                )
+                let #local = #from_value(#slot)
                 .map_err(|e| #p::ToolError::invalid_arguments(#pointer, ::std::string::ToString::to_string(&e)))?;
             }
         }
