@@ -397,20 +397,22 @@ impl Engine {
                     "the engine is shutting down; the call was not run",
                 ));
             }
-            if running.contains_key(&call.id) {
+            // One lookup: the id is hashed once to be found and taken.
+            let std::collections::hash_map::Entry::Vacant(free) = running.entry(call.id.clone())
+            else {
                 return Err(ToolError::failed(format!(
                     "a call with the id `{}` is already running; give each call its own id",
                     call.id
                 )));
-            }
+            };
             let token = self.inner.closing.child_token();
-            running.insert(call.id.clone(), token.clone());
+            free.insert(token.clone());
             self.inner.started.fetch_add(1, Ordering::Relaxed);
             token
         };
         let _running = Running {
             engine: self,
-            id: call.id.clone(),
+            id: &call.id,
         };
         let mut ctx = self
             .inner
@@ -886,13 +888,13 @@ fn args_size(args: &Args) -> u64 {
 /// drops the future cancels the call).
 struct Running<'a> {
     engine: &'a Engine,
-    id: String,
+    id: &'a str,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         let mut running = self.engine.lock_running();
-        running.remove(&self.id);
+        running.remove(self.id);
         if running.is_empty() {
             self.engine.inner.idle.notify_one();
         }
