@@ -34,6 +34,10 @@ pub use peers::{CHANNEL, Peers, offers_elicitation, offers_sampling, sampled_tex
 pub use server::McpServer;
 pub use stdio::serve_stdio;
 
+/// The header naming a Streamable HTTP session. A `HeaderName` made once: a lookup by
+/// `&str` parses and lowercases the name on every request.
+const SESSION_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("mcp-session-id");
+
 /// Why the MCP server could not start or stopped on a failure.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -679,22 +679,16 @@ impl McpServer {
             return Ok(r.into());
         }
         let mut args = Value::Object(arguments);
-        let id = format!(
-            "mcp-{}-{}",
-            self.session,
-            serde_json::to_string(&context.id).unwrap_or_default()
-        );
+        let request_id = serde_json::to_string(&context.id).unwrap_or_default();
+        let id = format!("mcp-{}-{request_id}", self.session);
         // Over HTTP with a session: the stream the call is answered on, which the call
         // may close (SSE polling; `klaw_mcp_ext::SessionClients::close_stream`).
         let _stream = context
             .extensions
             .get::<axum::http::request::Parts>()
-            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|p| p.headers.get(super::SESSION_ID))
             .and_then(|v| v.to_str().ok())
-            .map(|session| {
-                let request = serde_json::to_string(&context.id).unwrap_or_default();
-                self.peers.call_stream(&id, session.to_owned(), request)
-            });
+            .map(|session| self.peers.call_stream(&id, session.to_owned(), request_id));
         // A long tool's call may become a task (the client declares the extension);
         // one that runs only as a task is refused to a client that does not.
         let task_tools = self.engine.context().shared_state::<Tasks>();
@@ -760,9 +754,13 @@ impl McpServer {
         } else {
             std::mem::take(&mut args)
         };
-        let call = ToolCall::new(name.clone(), call_args)
-            .with_id(id.clone())
-            .with_caller(caller(self.session));
+        // Built whole: `ToolCall::new` would make an id and a caller to be replaced.
+        let call = ToolCall {
+            id: id.clone(),
+            name: name.clone(),
+            args: call_args.into(),
+            caller: caller(self.session),
+        };
         let (engine, calls) = (self.engine.clone(), Arc::clone(&self.calls));
         let mut run = Box::pin(
             async move {
