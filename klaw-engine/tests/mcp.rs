@@ -776,6 +776,84 @@ fn hostile_http_requests_are_refused_clearly() {
     );
 }
 
+/// In a session, a body that is not one message is refused as without one (rmcp reads it
+/// first there; the guard answers once rmcp has refused it): broken JSON, the same with a
+/// wrong Content-Type, a batch, an array that reads as a response's fields. JSON that is
+/// not a message keeps rmcp's 415. The session goes on working.
+#[test]
+fn a_bad_body_in_a_session_is_refused_as_without_one() {
+    let server = HttpServer::start("127.0.0.1:0", &[]);
+    let (status, head, body) = server.exchange(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        INITIALIZE.as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let session = session_id(&head).expect(&head);
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-06-18"),
+    ];
+    let (status, body) = server.post_mcp(
+        &in_session,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+    let deep = format!("{}1{}", r#"{"a":"#.repeat(100_000), "}".repeat(100_000));
+    for (bad, code) in [
+        ("{ not json", "-32700"),
+        (r#"{"jsonrpc":"2.0","id":3,"method":"tools/list""#, "-32700"),
+        (&format!("[{INITIALIZE}]"), "-32600"),
+        (r#"["2.0", 7, {}]"#, "-32600"),
+    ] {
+        let (status, body) = server.post_mcp(&in_session, bad);
+        assert_eq!(status, 400, "{bad:.60}: {body}");
+        assert!(body.contains(code), "{bad:.60}: {body}");
+    }
+    let (status, body) = server.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "text/plain"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("Mcp-Protocol-Version", "2025-06-18"),
+        ],
+        b"{ not json",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("-32700"), "{body}");
+    // What rmcp refuses for another reason keeps rmcp's answer: JSON that is not a
+    // message (here nested past the parser's depth), a wrong Content-Type.
+    let (status, body) = server.post_mcp(&in_session, &deep);
+    assert_eq!(status, 415, "{body}");
+    let (status, body) = server.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "text/plain"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("Mcp-Protocol-Version", "2025-06-18"),
+        ],
+        br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    );
+    assert_eq!(status, 415, "{body}");
+    let (status, body) = server.post_mcp(
+        &in_session,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"current_time","arguments":{}}}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""id":5"#) && !body.contains(r#""isError":true"#),
+        "{body}"
+    );
+}
+
 /// A non-loopback address needs a token: refused at start-up without one; with one,
 /// every request must carry it.
 #[test]

@@ -275,23 +275,31 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     let Ok(bytes) = axum::body::to_bytes(body, guard.max_body).await else {
         return too_large();
     };
-    // Checked without building it (rmcp reads it again): JSON, and not an array.
-    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-        return rpc_error(-32700, format!("Parse error: the body is not JSON: {e}"));
+    // A request in a session is of an older protocol; without one it is a stateless
+    // request or the `initialize` that opens a session.
+    let sessionless = !parts.headers.contains_key(super::SESSION_ID);
+    // Not one JSON-RPC message: checked here without a session or for an array, else
+    // once rmcp, which reads every body, has refused it (a message in a session, the
+    // common case, is read once, not twice).
+    if (sessionless || bytes.trim_ascii_start().first() == Some(&b'['))
+        && let Some(refused) = not_one_message(&bytes)
+    {
+        return refused;
     }
-    if bytes.trim_ascii_start().first() == Some(&b'[') {
-        return rpc_error(
-            -32600,
-            "Invalid request: JSON-RPC batches are not supported; send one message per request"
-                .into(),
-        );
+    if !sessionless {
+        let response =
+            in_session(next, Request::from_parts(parts, Body::from(bytes.clone()))).await;
+        // rmcp refuses a body it cannot read (415) after checks with no effect (Accept,
+        // Content-Type): the answer is then the one a request without a session gets.
+        if response.status().is_client_error()
+            && let Some(refused) = not_one_message(&bytes)
+        {
+            return refused;
+        }
+        return response;
     }
-    // Read only without a session (a request with one is of an older protocol): the
-    // stateless requests and the `initialize` that opens a session.
-    let sessionless = !parts.headers.contains_key("mcp-session-id");
-    let envelope = sessionless
-        .then(|| serde_json::from_slice::<Envelope>(&bytes).ok())
-        .flatten();
+    // What the guard reads of a request without a session.
+    let envelope = serde_json::from_slice::<Envelope>(&bytes).ok();
     // A method the stateless protocol (2026-07-28) removed, asked in that protocol: not
     // found (HTTP 404), whatever its params (rmcp would route an `initialize` to the
     // old handshake, and read a removed method without its old params as invalid).
@@ -311,8 +319,7 @@ async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
     // An `initialize` without a session is the one request that creates a session: it
     // needs a free slot, held from here until the session ends.
-    let creates_session =
-        sessionless && envelope.is_some_and(|m| m.method.as_deref() == Some("initialize"));
+    let creates_session = envelope.is_some_and(|m| m.method.as_deref() == Some("initialize"));
     let request = Request::from_parts(parts, Body::from(bytes));
     if !creates_session {
         return in_session(next, request).await;
@@ -407,6 +414,24 @@ fn closing(mut response: Response) -> Response {
 }
 
 /// A JSON-RPC error for a body that is not one message (HTTP 400).
+/// The JSON-RPC error for a body that is not one message: not JSON (-32700), or a batch
+/// (-32600, not supported). Checked without building it.
+fn not_one_message(bytes: &[u8]) -> Option<Response> {
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        return Some(rpc_error(
+            -32700,
+            format!("Parse error: the body is not JSON: {e}"),
+        ));
+    }
+    (bytes.trim_ascii_start().first() == Some(&b'[')).then(|| {
+        rpc_error(
+            -32600,
+            "Invalid request: JSON-RPC batches are not supported; send one message per request"
+                .into(),
+        )
+    })
+}
+
 fn rpc_error(code: i32, message: String) -> Response {
     json_response(
         StatusCode::BAD_REQUEST,
