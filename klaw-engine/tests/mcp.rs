@@ -532,6 +532,30 @@ impl HttpServer {
         (status, head.to_owned(), body.to_owned())
     }
 
+    /// A session opened as a client opens one (`initialize`, then `initialized`): its id.
+    fn open_session(&self) -> String {
+        let (status, head, body) = self.exchange(
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            INITIALIZE.as_bytes(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let session = session_id(&head).expect(&head);
+        let (status, body) = self.post_mcp(
+            &[
+                ("Mcp-Session-Id", &session),
+                ("Mcp-Protocol-Version", "2025-06-18"),
+            ],
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        assert_eq!(status, 202, "{body}");
+        session
+    }
+
     fn post_mcp(&self, headers: &[(&str, &str)], body: &str) -> (u16, String) {
         let mut all = vec![
             ("Content-Type", "application/json"),
@@ -783,26 +807,11 @@ fn hostile_http_requests_are_refused_clearly() {
 #[test]
 fn a_bad_body_in_a_session_is_refused_as_without_one() {
     let server = HttpServer::start("127.0.0.1:0", &[]);
-    let (status, head, body) = server.exchange(
-        "POST",
-        "/mcp",
-        &[
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-        ],
-        INITIALIZE.as_bytes(),
-    );
-    assert_eq!(status, 200, "{body}");
-    let session = session_id(&head).expect(&head);
+    let session = server.open_session();
     let in_session = [
         ("Mcp-Session-Id", session.as_str()),
         ("Mcp-Protocol-Version", "2025-06-18"),
     ];
-    let (status, body) = server.post_mcp(
-        &in_session,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    assert_eq!(status, 202, "{body}");
     let deep = format!("{}1{}", r#"{"a":"#.repeat(100_000), "}".repeat(100_000));
     for (bad, code) in [
         ("{ not json", "-32700"),
@@ -814,34 +823,27 @@ fn a_bad_body_in_a_session_is_refused_as_without_one() {
         assert_eq!(status, 400, "{bad:.60}: {body}");
         assert!(body.contains(code), "{bad:.60}: {body}");
     }
-    let (status, body) = server.request(
-        "POST",
-        "/mcp",
-        &[
-            ("Content-Type", "text/plain"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Mcp-Session-Id", session.as_str()),
-            ("Mcp-Protocol-Version", "2025-06-18"),
-        ],
-        b"{ not json",
-    );
+    let as_text = |body: &[u8]| {
+        server.request(
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "text/plain"),
+                ("Accept", "application/json, text/event-stream"),
+                ("Mcp-Session-Id", session.as_str()),
+                ("Mcp-Protocol-Version", "2025-06-18"),
+            ],
+            body,
+        )
+    };
+    let (status, body) = as_text(b"{ not json");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("-32700"), "{body}");
     // What rmcp refuses for another reason keeps rmcp's answer: JSON that is not a
     // message (here nested past the parser's depth), a wrong Content-Type.
     let (status, body) = server.post_mcp(&in_session, &deep);
     assert_eq!(status, 415, "{body}");
-    let (status, body) = server.request(
-        "POST",
-        "/mcp",
-        &[
-            ("Content-Type", "text/plain"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Mcp-Session-Id", session.as_str()),
-            ("Mcp-Protocol-Version", "2025-06-18"),
-        ],
-        br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
-    );
+    let (status, body) = as_text(br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#);
     assert_eq!(status, 415, "{body}");
     let (status, body) = server.post_mcp(
         &in_session,
@@ -1173,25 +1175,7 @@ fn an_initialize_flood_is_capped_and_idle_sessions_end() {
             r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
         )
     };
-    let (status, head, body) = server.exchange(
-        "POST",
-        "/mcp",
-        &[
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-        ],
-        INITIALIZE.as_bytes(),
-    );
-    assert_eq!(status, 200, "{body}");
-    let honest = session_id(&head).expect(&head);
-    let (status, body) = server.post_mcp(
-        &[
-            ("Mcp-Session-Id", &honest),
-            ("Mcp-Protocol-Version", "2025-06-18"),
-        ],
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    assert_eq!(status, 202, "{body}");
+    let honest = server.open_session();
 
     // The honest client goes on working, every 300 ms, through the flood and after it.
     let done = AtomicBool::new(false);
