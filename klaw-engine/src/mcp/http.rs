@@ -413,7 +413,6 @@ fn closing(mut response: Response) -> Response {
     response
 }
 
-/// A JSON-RPC error for a body that is not one message (HTTP 400).
 /// The JSON-RPC error for a body that is not one message: not JSON (-32700), or a batch
 /// (-32600, not supported). Checked without building it.
 fn not_one_message(bytes: &[u8]) -> Option<Response> {
@@ -432,6 +431,7 @@ fn not_one_message(bytes: &[u8]) -> Option<Response> {
     })
 }
 
+/// A JSON-RPC error for a body that is not one message (HTTP 400).
 fn rpc_error(code: i32, message: String) -> Response {
     json_response(
         StatusCode::BAD_REQUEST,
