@@ -812,7 +812,6 @@ fn a_bad_body_in_a_session_is_refused_as_without_one() {
         ("Mcp-Session-Id", session.as_str()),
         ("Mcp-Protocol-Version", "2025-06-18"),
     ];
-    let deep = format!("{}1{}", r#"{"a":"#.repeat(100_000), "}".repeat(100_000));
     for (bad, code) in [
         ("{ not json", "-32700"),
         (r#"{"jsonrpc":"2.0","id":3,"method":"tools/list""#, "-32700"),
@@ -841,6 +840,7 @@ fn a_bad_body_in_a_session_is_refused_as_without_one() {
     assert!(body.contains("-32700"), "{body}");
     // What rmcp refuses for another reason keeps rmcp's answer: JSON that is not a
     // message (here nested past the parser's depth), a wrong Content-Type.
+    let deep = format!("{}1{}", r#"{"a":"#.repeat(100_000), "}".repeat(100_000));
     let (status, body) = server.post_mcp(&in_session, &deep);
     assert_eq!(status, 415, "{body}");
     let (status, body) = as_text(br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#);
