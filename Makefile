@@ -47,6 +47,11 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
+# Builds the release MCP bench and prints its binary's path.
+MCP_BENCH_BINARY = $(CARGO) bench --locked -p klaw-engine --bench mcp --no-run \
+	--message-format=json-render-diagnostics | python3 -c 'import json, sys; \
+	print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])'
+
 ## Regenerates klaw-engine/hot-text.ld (the functions a release engine places side by
 ## side) from a callgrind profile of the release MCP bench, built without the list for
 ## the profile. A release build warns when Cargo.lock, a manifest or the compiler
@@ -55,16 +60,15 @@ hot-text:
 	@command -v valgrind >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind; } || \
 		{ echo "hot-text: valgrind is missing (Debian: apt-get install valgrind)" >&2; exit 1; }
-	scripts/hot-text.py "$$(KLAW_HOT_TEXT=0 $(CARGO) bench --locked -p klaw-engine --bench mcp --no-run \
-		--message-format=json-render-diagnostics | python3 -c 'import json, sys; \
-		print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')"
+	scripts/hot-text.py "$$(KLAW_HOT_TEXT=0 $(MCP_BENCH_BINARY))"
 
 ## Benchmarks (criterion): dispatch overhead, cold start, file tools, exec round trip,
 ## web_fetch of a 1 MB page (extraction vs transfer),
 ## memory search latency (p50/p99, peak RSS) and save throughput; MCP's every row (cold
 ## start, stdio and HTTP round trips, pipelined calls, many clients against worker threads,
 ## RSS) beside rmcp's own server, the TypeScript SDK's and FastMCP, and batch calls (a bench
-## binary; KLAW_BENCH_ROUNDS=1 for a quick run); an imported MCP tool's added
+## binary; KLAW_BENCH_ROUNDS=1 for a quick run; how much of hot-text.ld its binary placed
+## is printed first, with a warning when the list is stale); an imported MCP tool's added
 ## round trip and the start-up with 5 imported servers (a bench binary); the agent loop's overhead per
 ## round, chat's cold start, run's memory with 10 Telegram chats (a bench binary); what
 ## telemetry costs a tool call, off and on (a bench binary).
@@ -73,6 +77,7 @@ bench: setup-test
 	$(CARGO) bench --locked -p klaw-engine --bench cold_start
 	$(CARGO) bench --locked -p klaw-engine --bench telemetry
 	$(CARGO) build --locked --release --manifest-path klaw-engine/benches/rmcp-peer/Cargo.toml --target-dir target/rmcp-peer
+	-scripts/hot-text.py --check "$$($(MCP_BENCH_BINARY))"
 	$(CARGO) bench --locked -p klaw-engine --bench mcp
 	$(CARGO) bench --locked -p klaw-engine --features fixtures --bench imports
 	$(CARGO) bench --locked -p klaw-engine --bench agent

@@ -13,7 +13,9 @@ on a release build of the MCP bench (it is the engine with `KLAW_BENCH_SERVE` se
 
 The list's header keeps a fingerprint of what those hashes come from (`Cargo.lock`, the
 workspace's manifests, `rustc -V`); a release build whose own differs warns that the
-list is stale.
+list is stale. `scripts/hot-text.py --check <binary> [list]` says how many of the
+listed functions a binary linked with the list has in its hot section (`make bench`
+runs it); an edit that moves the hot path onto new functions needs a new profile.
 
 A function whose code sits in a section named after another symbol (rustc renames some
 instances) is found by its section in the libraries beside the binary (objdump).
@@ -94,7 +96,49 @@ def executed(binary):
     return addresses
 
 
+def check(binary, listing=OUT):
+    """How much of `hot-text.ld` a release `binary` linked with it has in `.text.klaw_hot`:
+    a list made for other sources names functions that are no longer there, and the linker
+    skips those silently. Prints the share of the list's functions placed and warns (exit
+    status 2) under 90%: `make bench` runs it before the MCP bench. What it cannot see is a
+    new function on the hot path (that takes a profile: `make hot-text`)."""
+    heads = subprocess.run(["objdump", "-h", "-w", binary], capture_output=True, text=True,
+                           check=True).stdout
+    hot = next((line.split() for line in heads.splitlines()
+                if " .text.klaw_hot " in line), None)
+    if hot is None:
+        sys.exit(f"{binary} has no .text.klaw_hot: it was linked without hot-text.ld")
+    start, size = int(hot[3], 16), int(hot[2], 16)
+    exact, loose = set(), set()
+    nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True,
+                        check=True).stdout
+    for line in nm.splitlines():
+        f = line.split(None, 2)
+        if len(f) == 3 and start <= int(f[0], 16) < start + size:
+            name = re.sub(r"\.llvm\.\d+$", "", f[2])
+            exact.add(name)
+            loose.add(re.sub(r"17h[0-9a-f]{16}E$", "17h*", name))
+    listed = placed = 0
+    for line in open(listing):
+        names = {re.sub(r"\.llvm\.\*$", "", re.sub(r"^\.text(\.unlikely|\.hot)?\.", "", t))
+                 for t in re.findall(r"\.text\S*", line.split("(", 1)[-1].rstrip(")\n"))}
+        names = {n for n in names if n.startswith(("_ZN", "_R"))}
+        if not names:
+            continue
+        listed += 1
+        placed += any(n in (loose if n.endswith("*") else exact) for n in names)
+    share = placed / max(listed, 1)
+    print(f"hot-text: {placed} of the {listed} functions klaw-engine/hot-text.ld lists are "
+          f"in {os.path.basename(binary)}'s .text.klaw_hot ({share:.0%})")
+    if share < 0.9:
+        print("hot-text: the list is stale (the sources changed since it was made); "
+              "regenerate it with `make hot-text` before measuring", file=sys.stderr)
+        sys.exit(2)
+
+
 def main():
+    if sys.argv[1] == "--check":
+        return check(*map(os.path.abspath, sys.argv[2:4]))
     binary = os.path.abspath(sys.argv[1])
     # Valgrind knows a binary's code only within its `.text`: the code a list placed in
     # `.text.klaw_hot` would show as an unknown object's and the list come out nearly empty.
