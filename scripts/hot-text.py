@@ -98,8 +98,8 @@ def executed(binary):
 
 def check(binary, listing=OUT):
     """How much of `hot-text.ld` a release `binary` linked with it has in `.text.klaw_hot`:
-    a list made for other sources names functions that are no longer there, and the linker
-    skips those silently. Prints the share of the list's functions placed and warns (exit
+    a list made for another build (other dependencies, compiler, flags or features) names
+    functions by build hashes this one does not have, and the linker skips those silently. Prints the share of the list's functions placed and warns (exit
     status 2) under 90%: `make bench` runs it before the MCP bench. What it cannot see is a
     new function on the hot path (that takes a profile: `make hot-text`)."""
     heads = subprocess.run(["objdump", "-h", "-w", binary], capture_output=True, text=True,
@@ -128,11 +128,12 @@ def check(binary, listing=OUT):
         listed += 1
         placed += any(n in (loose if n.endswith("*") else exact) for n in names)
     share = placed / max(listed, 1)
-    print(f"hot-text: {placed} of the {listed} functions klaw-engine/hot-text.ld lists are "
-          f"in {os.path.basename(binary)}'s .text.klaw_hot ({share:.0%})")
+    print(f"hot-text: {placed} of the {listed} functions {os.path.relpath(listing, ROOT)} "
+          f"lists are in {os.path.basename(binary)}'s .text.klaw_hot ({share:.0%})")
     if share < 0.9:
-        print("hot-text: the list is stale (the sources changed since it was made); "
-              "regenerate it with `make hot-text` before measuring", file=sys.stderr)
+        print("hot-text: the list is stale (made for other dependencies, another compiler, "
+              "other flags or features); regenerate it with `make hot-text` before measuring",
+              file=sys.stderr)
         sys.exit(2)
 
 
