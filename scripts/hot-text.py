@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates `klaw-engine/hot-text.ld`: the functions an engine runs from its start to
-answering `tools/list` and 200 `tools/call`s, which the release link places side by side
+answering `tools/list` and 200 `tools/call`s, then idle for 3 s (when it gives free
+memory back), which the release link places side by side
 (`klaw-engine/build.rs`). Run after a dependency or toolchain update (a new dependency
 of a Klaw crate changes the build hashes of its functions, which the kept names carry),
 on a release build of the MCP bench (it is the engine with `KLAW_BENCH_SERVE` set):
