@@ -111,7 +111,10 @@ fn memory_get_gives_the_document_of_a_found_chunk_through_call_and_mcp() {
         "{got}"
     );
     assert_eq!(doc["nextStartLine"], 4, "{got}");
-    assert!(mcp.finish().success());
+    // How it ended, if not well (a signal or an exit code): once, in CI under load, it
+    // was not, and the bare assertion did not say how.
+    let status = mcp.finish();
+    assert!(status.success(), "the engine ended with {status}");
 }
 
 #[test]
