@@ -16,9 +16,9 @@
 //! A release build also places the functions an engine runs to start and answer MCP
 //! requests side by side, before the rest of `.text` (`hot-text.ld`, a linker script
 //! `scripts/hot-text.py` writes from a profile of the start, `tools/list`, 200
-//! `tools/call`s and the idle seconds after). Spread over 22 MB of code, the 1.3 MB of them sat on 196 of its 64 KB
-//! windows, and the kernel maps a window around every page fault: 12.6 MB of code
-//! resident before the first call (issue 48). A function the script names but the build
+//! `tools/call`s and the idle seconds after). Spread over 22 MB of code, the 1.3 MB of
+//! them sat on 196 of its 64 KB windows, and the kernel maps a window around every page
+//! fault: 12.6 MB of code resident before the first call (issue 48). A function the script names but the build
 //! does not have (renamed, another dependency version) is simply not moved; where the
 //! linker rejects the script, or `KLAW_HOT_TEXT=0`, the binaries are linked as before.
 //! Many of its names carry the build hash Cargo derives from the dependencies, so the

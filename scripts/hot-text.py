@@ -82,7 +82,7 @@ def executed(binary):
         assert "result" in request(10 + i, "tools/call", call)
     # Then idle: after a second without calls the engine gives the allocator's free
     # memory back (`release_memory_when_idle`); left out, the code that runs then was
-    # faulted in, 64 KB windows of it, in every long-running engine (1.5 MB).
+    # faulted in, 64 KB windows of it, in every long-running engine (1.0-1.4 MB).
     time.sleep(3)
     p.stdin.close()
     p.wait()
@@ -101,12 +101,26 @@ def executed(binary):
     return addresses
 
 
+def unsuffixed(name):
+    """`name` with LLVM's suffix as a wildcard: the suffix (a hash of the code unit the
+    function was promoted from) changes with any edit of that unit's code, and a name
+    carries no other disambiguation than its build hash, so a pattern leaves it out."""
+    return re.sub(r"\.llvm\.\d+$", ".llvm.*", name)
+
+
+def loose(name):
+    """`name` without its build hash either, which changes with the dependencies: where
+    that is (nearly) unique, the pattern leaves it out too and survives a rebuild."""
+    return unsuffixed(re.sub(r"17h[0-9a-f]{16}E(?=$|\.llvm\.)", "17h*", name))
+
+
 def check(binary, listing=OUT):
     """How much of `hot-text.ld` a release `binary` linked with it has in `.text.klaw_hot`:
     a list made for another build (other dependencies, compiler, flags or features) names
-    functions by build hashes this one does not have, and the linker skips those silently. Prints the share of the list's functions placed and warns (exit
-    status 2) under 90%: `make bench` runs it before the MCP bench. What it cannot see is a
-    new function on the hot path (that takes a profile: `make hot-text`)."""
+    functions by build hashes this one does not have, and the linker skips those
+    silently. Prints the share of the list's functions placed and warns (exit status 2)
+    under 90%: `make bench` runs it before the MCP bench. What it cannot see is a new
+    function on the hot path (that takes a profile: `make hot-text`)."""
     heads = subprocess.run(["objdump", "-h", "-w", binary], capture_output=True, text=True,
                            check=True).stdout
     hot = next((line.split() for line in heads.splitlines()
@@ -114,24 +128,24 @@ def check(binary, listing=OUT):
     if hot is None:
         sys.exit(f"{binary} has no .text.klaw_hot: it was linked without hot-text.ld")
     start, size = int(hot[3], 16), int(hot[2], 16)
-    exact, loose = set(), set()
+    placed_names = set()
     nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True,
                         check=True).stdout
     for line in nm.splitlines():
         f = line.split(None, 2)
         if len(f) == 3 and start <= int(f[0], 16) < start + size:
-            name = re.sub(r"\.llvm\.\d+$", "", f[2])
-            exact.add(name)
-            loose.add(re.sub(r"17h[0-9a-f]{16}E$", "17h*", name))
+            # Both forms a pattern may take (`main` writes one of them, and each both
+            # promoted and not).
+            placed_names.update((unsuffixed(f[2]), loose(f[2])))
     listed = placed = 0
     for line in open(listing):
-        names = {re.sub(r"\.llvm\.\*$", "", re.sub(r"^\.text(\.unlikely|\.hot)?\.", "", t))
+        names = {re.sub(r"^\.text(\.unlikely|\.hot)?\.", "", t)
                  for t in re.findall(r"\.text\S*", line.split("(", 1)[-1].rstrip(")\n"))}
         names = {n for n in names if n.startswith(("_ZN", "_R"))}
         if not names:
             continue
         listed += 1
-        placed += any(n in (loose if n.endswith("*") else exact) for n in names)
+        placed += not names.isdisjoint(placed_names)
     share = placed / max(listed, 1)
     print(f"hot-text: {placed} of the {listed} functions {os.path.relpath(listing, ROOT)} "
           f"lists are in {os.path.basename(binary)}'s .text.klaw_hot ({share:.0%})")
@@ -143,6 +157,9 @@ def check(binary, listing=OUT):
 
 
 def main():
+    if len(sys.argv) < 2 or (sys.argv[1] == "--check" and len(sys.argv) < 3):
+        sys.exit("usage: scripts/hot-text.py <binary linked without the list>\n"
+                 "       scripts/hot-text.py --check <binary linked with it> [list]")
     if sys.argv[1] == "--check":
         return check(*map(os.path.abspath, sys.argv[2:4]))
     binary = os.path.abspath(sys.argv[1])
@@ -168,17 +185,6 @@ def main():
         i = bisect.bisect_right(starts, a) - 1
         if i >= 0 and symbols[i][0] <= a < symbols[i][0] + max(symbols[i][1], 1):
             hot[symbols[i][2]] = symbols[i][0]
-
-    # LLVM's suffix (a hash of the code unit it was promoted from) changes with any edit
-    # of that unit's code, and a name carries no other disambiguation than its build
-    # hash: the pattern always leaves the suffix out.
-    def unsuffixed(name):
-        return re.sub(r"\.llvm\.\d+$", ".llvm.*", name)
-
-    # The build hash changes with the dependencies: where the name without it is (nearly)
-    # unique, the pattern leaves it out too and survives a rebuild.
-    def loose(name):
-        return unsuffixed(re.sub(r"17h[0-9a-f]{16}E(?=$|\.llvm\.)", "17h*", name))
 
     members = collections.defaultdict(list)
     for name in sizes:

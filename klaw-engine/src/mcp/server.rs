@@ -146,7 +146,8 @@ impl McpServer {
     /// A server over `engine`, with descriptions in the configured language. Starts
     /// the tasks that turn tool-list changes into `notifications/tools/list_changed`
     /// and changes of core memory into `notifications/resources/updated` for its
-    /// subscribers (call it inside a Tokio runtime).
+    /// subscribers (call it inside a Tokio runtime). The tools' definitions are rendered
+    /// here, once, for the first `tools/list`.
     pub fn new(engine: Engine) -> Self {
         let lang = engine.config().raw.language;
         let mcp = &engine.config().raw.mcp;
